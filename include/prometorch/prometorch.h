@@ -1,0 +1,34 @@
+/* PromeTorch: a PyTorch-style deep-learning library in C. Include this one header.
+ *
+ * Conventions (see docs/api.md): functions returning `pt_tensor *` return a new reference
+ * or NULL with the thread-local error set (pt_last_status / pt_last_error); NULL tensor
+ * arguments propagate the earlier error; `_` suffix = in place; `_scalar` = tensor op number;
+ * `_ex` forms take an options struct whose zero value is PyTorch's defaults. */
+#ifndef PROMETORCH_H
+#define PROMETORCH_H
+
+#include "types.h"
+#include "core.h"
+#include "ops_elementwise.h"
+#include "ops_reduce.h"
+#include "ops_linalg.h"
+#include "ops_shape.h"
+#include "ops_index.h"
+#include "ops_nn.h"
+#include "ops_loss.h"
+#include "ops_random.h"
+
+#define PROMETORCH_VERSION_MAJOR 0
+#define PROMETORCH_VERSION_MINOR 1
+#define PROMETORCH_VERSION_PATCH 0
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* "0.1.0" */
+PT_API const char *pt_version(void);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,68 @@
+/* The CPU backend: host memory through the caching allocator, memcpy transfers, and the
+ * kernel table filled by each op family's registration function. Registered at load. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+static int cpu_count(void) { return 1; }
+static void *cpu_alloc(int index, size_t n)
+{
+    (void)index;
+    return pti_cpu_alloc(n);
+}
+static void cpu_free(int index, void *p, size_t n)
+{
+    (void)index;
+    pti_cpu_free(p, n);
+}
+static pt_status cpu_copy(int index, void *dst, const void *src, size_t n)
+{
+    (void)index;
+    memmove(dst, src, n);
+    return PT_OK;
+}
+static pt_status cpu_sync(int index)
+{
+    (void)index;
+    return PT_OK;
+}
+
+static pt_backend cpu_backend = {
+    .name = "cpu",
+    .type = PT_DEVICE_CPU,
+    .device_count = cpu_count,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_h2d = cpu_copy,
+    .copy_d2h = cpu_copy,
+    .copy_d2d = cpu_copy,
+    .synchronize = cpu_sync,
+};
+
+const pt_backend *pti_cpu_backend(void) { return &cpu_backend; }
+
+static bool avx2_enabled;
+
+bool pti_cpu_has_avx2(void) { return avx2_enabled; }
+
+__attribute__((constructor)) static void cpu_backend_init(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    avx2_enabled = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    const char *off = getenv("PT_DISABLE_AVX2");
+    if (off && *off && strcmp(off, "0") != 0)
+        avx2_enabled = false;
+    pti_cpu_register_core(cpu_backend.kernels);
+    pti_cpu_register_elementwise(cpu_backend.kernels);
+    pti_cpu_register_reduce(cpu_backend.kernels);
+    pti_cpu_register_linalg(cpu_backend.kernels);
+    pti_cpu_register_shape(cpu_backend.kernels);
+    pti_cpu_register_index(cpu_backend.kernels);
+    pti_cpu_register_nn(cpu_backend.kernels);
+    pti_cpu_register_loss(cpu_backend.kernels);
+    pti_cpu_register_random(cpu_backend.kernels);
+    pti_backend_register(&cpu_backend);
+}

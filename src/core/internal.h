@@ -1,0 +1,222 @@
+/* Internal core definitions shared by every part of the library (never installed): the
+ * tensor and storage structs, dtype facts, the backend vtable, the op list, errors,
+ * scopes, allocation and the thread pool. Names shared between files start with `pti_`. */
+#ifndef PT_CORE_INTERNAL_H
+#define PT_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "prometorch/prometorch.h"
+
+/* ---- storage and tensor -------------------------------------------------------------------- */
+
+struct pt_backend;
+
+typedef struct pt_storage {
+    atomic_long refcount;
+    void *data;          /* device pointer (host pointer for CPU) */
+    size_t nbytes;
+    pt_device device;
+    const struct pt_backend *backend;
+    /* Non-NULL for memory the library does not own (mmap, user buffers): called instead of
+     * the backend's free. */
+    void (*external_free)(void *ctx, void *data);
+    void *external_ctx;
+    atomic_uint version; /* bumped by in-place writes; autograd checks it */
+} pt_storage;
+
+struct pt_tensor {
+    atomic_long refcount;
+    pt_storage *storage;
+    int64_t offset; /* in elements */
+    int ndim;
+    pt_dtype dtype;
+    int64_t shape[PT_MAX_DIMS];
+    int64_t stride[PT_MAX_DIMS]; /* in elements */
+    int64_t numel;
+    /* autograd (engine in src/autograd) */
+    bool requires_grad;
+    pt_tensor *grad;
+    void *grad_fn;
+    /* scope bookkeeping: slot in this thread's scope list, -1 when not tracked */
+    int32_t scope_slot;
+};
+
+/* ---- dtypes ---------------------------------------------------------------------------------- */
+
+typedef struct pti_dtype_info {
+    const char *name;
+    size_t size;        /* bytes per element, or per block for block types */
+    int64_t block_size; /* 1 for plain types */
+    bool is_floating, is_integral, is_block;
+} pti_dtype_info;
+
+extern const pti_dtype_info pti_dtypes[PT_DTYPE_COUNT];
+
+static inline bool pti_dtype_valid(pt_dtype dt) { return (unsigned)dt < PT_DTYPE_COUNT; }
+
+/* Bytes needed for numel elements of dt laid out contiguously (whole blocks for blocks). */
+size_t pti_dtype_nbytes(pt_dtype dt, int64_t numel);
+
+/* ---- errors ----------------------------------------------------------------------------------- */
+
+/* Sets the thread-local error (printf format) and returns st. */
+pt_status pti_error(pt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Same, returning NULL, for functions that return pointers. */
+void *pti_error_null(pt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For a NULL tensor argument: keeps an earlier error if one is set (the usual cause),
+ * otherwise records PT_ERR_NULL naming the op and argument. Returns the status now set. */
+pt_status pti_null_arg(const char *op, const char *arg);
+/* "[2, 3]" for a shape; thread-local rotating buffers, valid for the next 8 calls. */
+const char *pti_shape_str(int ndim, const int64_t *shape);
+/* "[2, 3] float32 cpu" for a tensor (same buffers). */
+const char *pti_tensor_desc(const pt_tensor *t);
+
+/* Argument check for op front-ends: returns false (and sets the error) when t is NULL. */
+#define PTI_CHECK_ARG(t, op, argname) ((t) != NULL || (pti_null_arg((op), (argname)), false))
+
+/* ---- devices and backends --------------------------------------------------------------------- */
+
+/* The op list: src/ops/ops.def includes one .def per family, each a list of PT_OP(name). */
+typedef enum pti_op {
+#define PT_OP(name) PTI_OP_##name,
+#include "../ops/ops.def"
+#undef PT_OP
+    PTI_OP_COUNT
+} pti_op;
+
+extern const char *const pti_op_names[PTI_OP_COUNT];
+
+/* Arguments of one kernel call. The front-end has checked shapes/dtypes/devices, allocated
+ * the outputs and put op-specific settings in `params` (a struct its family defines). */
+#define PTI_MAX_IN 8
+#define PTI_MAX_OUT 4
+typedef struct pti_call {
+    pti_op op;
+    int n_in, n_out;
+    const pt_tensor *in[PTI_MAX_IN];
+    pt_tensor *out[PTI_MAX_OUT];
+    const void *params;
+    double scalar[4]; /* small numeric settings (alpha, a scalar operand, ...) */
+} pti_call;
+
+typedef pt_status (*pti_kernel)(const pti_call *c);
+
+/* A device backend: memory functions plus one kernel slot per op (NULL = unsupported). */
+typedef struct pt_backend {
+    const char *name;
+    pt_device_type type;
+    int (*device_count)(void);
+    void *(*alloc)(int index, size_t nbytes);         /* NULL on failure */
+    void (*free)(int index, void *p, size_t nbytes);
+    pt_status (*copy_h2d)(int index, void *dst, const void *src, size_t n);
+    pt_status (*copy_d2h)(int index, void *dst, const void *src, size_t n);
+    pt_status (*copy_d2d)(int index, void *dst, const void *src, size_t n);
+    pt_status (*synchronize)(int index);
+    pti_kernel kernels[PTI_OP_COUNT];
+} pt_backend;
+
+/* Backends register once at library load; lookup returns NULL for absent types. */
+void pti_backend_register(const pt_backend *b);
+const pt_backend *pti_backend_for(pt_device d);
+
+/* Runs op on the backend of c->out[0] (or c->in[0]). A missing kernel gives
+ * PT_ERR_UNSUPPORTED naming the op and the device. Inputs and outputs must share a device
+ * (front-ends check with pti_check_same_device). */
+pt_status pti_dispatch(pti_op op, pti_call *c);
+/* Checks that all non-NULL tensors are on one device; names op on failure. */
+bool pti_check_same_device(const char *op, int n, const pt_tensor *const *ts);
+
+/* ---- storage and tensor construction ----------------------------------------------------------- */
+
+pt_storage *pti_storage_new(pt_device dev, size_t nbytes);
+/* A storage over memory owned elsewhere; free_fn(ctx, data) runs when the last ref goes. */
+pt_storage *pti_storage_wrap(pt_device dev, void *data, size_t nbytes,
+                             void (*free_fn)(void *, void *), void *ctx);
+void pti_storage_retain(pt_storage *s);
+void pti_storage_release(pt_storage *s);
+
+/* A new contiguous tensor with fresh (uninitialized) storage; tracked by the current scope. */
+pt_tensor *pti_tensor_new(int ndim, const int64_t *shape, pt_dtype dt, pt_device dev);
+/* A view on `base`'s storage with the given geometry (validated against the storage size);
+ * tracked by the current scope. */
+pt_tensor *pti_tensor_view(const pt_tensor *base, int ndim, const int64_t *shape,
+                           const int64_t *stride, int64_t offset);
+/* Same, on a storage directly (takes a new reference to s). */
+pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int64_t *shape,
+                                 const int64_t *stride, int64_t offset);
+void pti_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
+int64_t pti_shape_numel(int ndim, const int64_t *shape);
+/* Validates a user shape (ndim in range, dims >= 0, numel fits); names op on failure. */
+bool pti_check_shape(const char *op, int ndim, const int64_t *shape);
+
+/* Pointer to element 0 of a CPU tensor (storage base + offset). */
+static inline void *pti_data(const pt_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)pti_dtypes[t->dtype].size;
+}
+static inline bool pti_is_cpu(const pt_tensor *t) { return t->storage->device.type == PT_DEVICE_CPU; }
+bool pti_is_contiguous(const pt_tensor *t);
+/* Marks an in-place write to t's storage (version counter for autograd). */
+static inline void pti_bump_version(pt_tensor *t)
+{
+    atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
+}
+
+/* Drops one reference without touching scopes. Library code that holds a reference it took
+ * with pt_retain (autograd saved tensors, module parameters) releases it with this; tensors
+ * a function created itself are released with pt_release. */
+void pti_unref(pt_tensor *t);
+
+/* ---- scopes ------------------------------------------------------------------------------------ */
+
+void pti_scope_track(pt_tensor *t);
+/* Removes t from this thread's scope if tracked there; returns true if it was. */
+bool pti_scope_untrack(pt_tensor *t);
+
+/* ---- CPU memory -------------------------------------------------------------------------------- */
+
+/* 64-byte aligned, cached by size class; no system call in a steady-state loop. */
+void *pti_cpu_alloc(size_t nbytes);
+void pti_cpu_free(void *p, size_t nbytes);
+/* Small allocations of library structs that never come from tensors. */
+void *pti_malloc(size_t n); /* sets PT_ERR_OOM on failure */
+void *pti_calloc(size_t n, size_t size);
+
+/* ---- threads ----------------------------------------------------------------------------------- */
+
+/* fn(ctx, begin, end) over [0, n) split across the pool; runs inline when n < grain or from
+ * inside a pool worker. Chunks are contiguous and deterministic for a given thread count. */
+typedef void (*pti_range_fn)(void *ctx, int64_t begin, int64_t end);
+void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
+/* True inside pti_parallel_for's workers (nested parallelism runs inline). */
+bool pti_in_parallel(void);
+
+/* ---- random ------------------------------------------------------------------------------------ */
+
+/* Reserves `count` counter values from the default generator: the kernel draws element i
+ * from pti_philox(key, base + i). Same seed -> same stream whatever the thread count. */
+typedef struct pti_rng_stream {
+    uint64_t key;
+    uint64_t base;
+} pti_rng_stream;
+pti_rng_stream pti_rng_reserve(uint64_t count);
+/* Four 32-bit random words for counter `ctr` under `key` (Philox4x32-10). */
+void pti_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
+/* Uniform in [0, 1) from a 32-bit word (float) / two words (double). */
+static inline float pti_u32_to_float(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+static inline double pti_u64_to_double(uint32_t hi, uint32_t lo)
+{
+    uint64_t v = ((uint64_t)hi << 32 | lo) >> 11;
+    return (double)v * (1.0 / 9007199254740992.0);
+}
+
+/* ---- elementwise conversion helpers (every dtype <-> double / int64) -------------------------- */
+
+double pti_load_f64(const void *p, pt_dtype dt);
+void pti_store_f64(void *p, pt_dtype dt, double v);
+int64_t pti_load_i64(const void *p, pt_dtype dt);
+void pti_store_i64(void *p, pt_dtype dt, int64_t v);
+
+#endif

@@ -1,0 +1,207 @@
+/* The persistent thread pool behind pti_parallel_for. Workers are started once, spin briefly
+ * after each job (so back-to-back small ops do not pay a wake-up) and then sleep on a
+ * condition variable. The caller runs chunk 0 itself. OpenBLAS gets the same thread count;
+ * since BLAS calls are made outside parallel regions, the two never run at once. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void openblas_set_num_threads(int num_threads);
+
+#define SPIN_ITERS 20000
+
+typedef struct pool {
+    int nthreads; /* including the caller */
+    int nworkers;
+    pthread_t *workers;
+    atomic_uint_fast64_t generation;
+    atomic_int acks; /* workers yet to finish the current generation */
+    atomic_bool shutdown;
+    pti_range_fn fn;
+    void *ctx;
+    int64_t n;
+    int chunks;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+} pool;
+
+static pool the_pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
+                        .work_cv = PTHREAD_COND_INITIALIZER,
+                        .done_cv = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel job at a time */
+static int configured_threads; /* 0 until first use */
+static _Thread_local bool in_worker;
+
+bool pti_in_parallel(void) { return in_worker; }
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void run_chunk(int chunk)
+{
+    int64_t n = the_pool.n, chunks = the_pool.chunks;
+    int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
+    if (begin < end)
+        the_pool.fn(the_pool.ctx, begin, end);
+}
+
+static uint64_t wait_for_generation(uint64_t seen)
+{
+    for (int i = 0; i < SPIN_ITERS; i++) {
+        uint64_t g = atomic_load_explicit(&the_pool.generation, memory_order_acquire);
+        if (g != seen || atomic_load(&the_pool.shutdown))
+            return g;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&the_pool.mu);
+    uint64_t g;
+    while ((g = atomic_load(&the_pool.generation)) == seen && !atomic_load(&the_pool.shutdown))
+        pthread_cond_wait(&the_pool.work_cv, &the_pool.mu);
+    pthread_mutex_unlock(&the_pool.mu);
+    return g;
+}
+
+static void *worker_main(void *arg)
+{
+    int id = (int)(intptr_t)arg; /* 1..nworkers; chunk 0 is the caller's */
+    in_worker = true;
+    uint64_t seen = 0;
+    for (;;) {
+        seen = wait_for_generation(seen);
+        if (atomic_load(&the_pool.shutdown))
+            break;
+        if (id < the_pool.chunks)
+            run_chunk(id);
+        if (atomic_fetch_sub_explicit(&the_pool.acks, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&the_pool.mu);
+            pthread_cond_signal(&the_pool.done_cv);
+            pthread_mutex_unlock(&the_pool.mu);
+        }
+    }
+    return NULL;
+}
+
+static void stop_workers(void)
+{
+    if (!the_pool.workers)
+        return;
+    pthread_mutex_lock(&the_pool.mu);
+    atomic_store(&the_pool.shutdown, true);
+    pthread_cond_broadcast(&the_pool.work_cv);
+    pthread_mutex_unlock(&the_pool.mu);
+    for (int i = 0; i < the_pool.nworkers; i++)
+        pthread_join(the_pool.workers[i], NULL);
+    free(the_pool.workers);
+    the_pool.workers = NULL;
+    the_pool.nworkers = 0;
+    atomic_store(&the_pool.shutdown, false);
+}
+
+static void start_workers(int nthreads)
+{
+    the_pool.nthreads = nthreads;
+    the_pool.nworkers = 0;
+    atomic_store(&the_pool.generation, 0);
+    if (nthreads <= 1)
+        return;
+    the_pool.workers = calloc((size_t)nthreads - 1, sizeof(pthread_t));
+    if (!the_pool.workers) {
+        the_pool.nthreads = 1;
+        return;
+    }
+    for (int i = 1; i < nthreads; i++) {
+        if (pthread_create(&the_pool.workers[i - 1], NULL, worker_main, (void *)(intptr_t)i) != 0)
+            break;
+        the_pool.nworkers++;
+    }
+    the_pool.nthreads = the_pool.nworkers + 1;
+}
+
+static int default_threads(void)
+{
+    const char *env = getenv("PT_NUM_THREADS");
+    if (env && atoi(env) > 0)
+        return atoi(env) > 1024 ? 1024 : atoi(env);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void ensure_configured(void)
+{
+    if (__atomic_load_n(&configured_threads, __ATOMIC_ACQUIRE))
+        return;
+    pthread_mutex_lock(&config_lock);
+    if (!configured_threads) {
+        int n = default_threads();
+        openblas_set_num_threads(n);
+        start_workers(n);
+        __atomic_store_n(&configured_threads, n, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&config_lock);
+}
+
+void pt_set_num_threads(int n)
+{
+    if (n < 1)
+        n = 1;
+    if (n > 1024)
+        n = 1024;
+    pthread_mutex_lock(&config_lock);
+    pthread_mutex_lock(&run_lock);
+    stop_workers();
+    start_workers(n);
+    openblas_set_num_threads(n);
+    __atomic_store_n(&configured_threads, n, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&run_lock);
+    pthread_mutex_unlock(&config_lock);
+}
+
+int pt_get_num_threads(void)
+{
+    ensure_configured();
+    return the_pool.nthreads;
+}
+
+void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx)
+{
+    if (n <= 0)
+        return;
+    if (grain < 1)
+        grain = 1;
+    ensure_configured();
+    if (n <= grain || in_worker || the_pool.nworkers == 0 || pthread_mutex_trylock(&run_lock) != 0) {
+        fn(ctx, 0, n); /* small, nested, single-threaded, or the pool is busy elsewhere */
+        return;
+    }
+    int64_t chunks = (n + grain - 1) / grain;
+    if (chunks > the_pool.nthreads)
+        chunks = the_pool.nthreads;
+    the_pool.fn = fn;
+    the_pool.ctx = ctx;
+    the_pool.n = n;
+    the_pool.chunks = (int)chunks;
+    atomic_store(&the_pool.acks, the_pool.nworkers);
+    pthread_mutex_lock(&the_pool.mu);
+    atomic_fetch_add_explicit(&the_pool.generation, 1, memory_order_release);
+    pthread_cond_broadcast(&the_pool.work_cv);
+    pthread_mutex_unlock(&the_pool.mu);
+
+    in_worker = true;
+    run_chunk(0);
+    in_worker = false;
+
+    for (int i = 0; i < SPIN_ITERS && atomic_load_explicit(&the_pool.acks, memory_order_acquire); i++)
+        cpu_relax();
+    pthread_mutex_lock(&the_pool.mu);
+    while (atomic_load(&the_pool.acks) != 0)
+        pthread_cond_wait(&the_pool.done_cv, &the_pool.mu);
+    pthread_mutex_unlock(&the_pool.mu);
+    pthread_mutex_unlock(&run_lock);
+}
