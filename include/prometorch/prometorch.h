@@ -14,6 +14,7 @@
 #include "ops_linalg.h"
 #include "ops_shape.h"
 #include "ops_index.h"
+#include "ops_conv.h"
 #include "ops_nn.h"
 #include "ops_loss.h"
 #include "ops_random.h"

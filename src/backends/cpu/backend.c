@@ -61,6 +61,7 @@ __attribute__((constructor)) static void cpu_backend_init(void)
     pti_cpu_register_linalg(cpu_backend.kernels);
     pti_cpu_register_shape(cpu_backend.kernels);
     pti_cpu_register_index(cpu_backend.kernels);
+    pti_cpu_register_conv(cpu_backend.kernels);
     pti_cpu_register_nn(cpu_backend.kernels);
     pti_cpu_register_loss(cpu_backend.kernels);
     pti_cpu_register_random(cpu_backend.kernels);

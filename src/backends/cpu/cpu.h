@@ -49,6 +49,7 @@ void pti_cpu_register_reduce(pti_kernel *table);
 void pti_cpu_register_linalg(pti_kernel *table);
 void pti_cpu_register_shape(pti_kernel *table);
 void pti_cpu_register_index(pti_kernel *table);
+void pti_cpu_register_conv(pti_kernel *table);
 void pti_cpu_register_nn(pti_kernel *table);
 void pti_cpu_register_loss(pti_kernel *table);
 void pti_cpu_register_random(pti_kernel *table);
