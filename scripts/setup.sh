@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages PromeTorch needs to build and test, if any are missing.
+# Non-interactive; runs apt-get as root, or through sudo when not root. Extra package names
+# may be given as arguments (the benchmarks pass python3-torch).
+set -euo pipefail
+
+packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
+          binutils "$@")
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=()
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+else
+  echo "setup: missing packages (${missing[*]}) and neither root nor sudo; install them and rerun" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
