@@ -45,12 +45,12 @@ pt_fixture *fx_open(const char *area)
     fx->count = (int)count;
     for (uint32_t i = 0; i < count; i++) {
         fx_record *r = &fx->records[i];
-        uint16_t name_len;
-        uint8_t dt, nd;
+        uint16_t name_len = 0;
+        uint8_t dt = 0, nd = 0;
         if (!read_exact(f, &name_len, 2))
             fail_msg("fixture %s: truncated", path);
         r->name = calloc(name_len + 1u, 1);
-        uint64_t nbytes;
+        uint64_t nbytes = 0;
         if (!read_exact(f, r->name, name_len) || !read_exact(f, &dt, 1) || !read_exact(f, &nd, 1) ||
             nd > PT_MAX_DIMS || !read_exact(f, r->shape, 8u * nd) || !read_exact(f, &nbytes, 8))
             fail_msg("fixture %s: truncated record %u", path, i);
