@@ -35,7 +35,7 @@ pt_fixture *fx_open(const char *area)
     if (!f)
         fail_msg("fixture file %s is missing (run tests/fixtures/gen_fixtures.py)", path);
     char magic[4];
-    uint32_t version, count;
+    uint32_t version = 0, count = 0;
     if (!read_exact(f, magic, 4) || memcmp(magic, "PTFX", 4) != 0 || !read_exact(f, &version, 4) ||
         !read_exact(f, &count, 4) || version != 1)
         fail_msg("fixture file %s: bad header", path);
