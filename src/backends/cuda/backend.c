@@ -272,6 +272,9 @@ static pt_status cuda_copy(const pti_call *c)
     if (pti_dtypes[dst->dtype].is_block || pti_dtypes[src->dtype].is_block)
         return pti_error(PT_ERR_UNSUPPORTED, "copy: block dtypes %s -> %s on cuda",
                          pt_dtype_name(src->dtype), pt_dtype_name(dst->dtype));
+    if (src->ndim != dst->ndim)
+        return pti_error(PT_ERR_SHAPE, "copy: cuda kernel needs the source expanded to %s",
+                         pti_shape_str(dst->ndim, dst->shape));
     pt_status st = kernel_prologue(c);
     if (st != PT_OK)
         return st;
@@ -289,7 +292,8 @@ static pt_status cuda_fill(const pti_call *c)
     if (t->numel == 0)
         return PT_OK;
     if (pti_dtypes[t->dtype].is_block)
-        return pti_error(PT_ERR_UNSUPPORTED, "fill: block dtype %s on cuda", pt_dtype_name(t->dtype));
+        return pti_error(PT_ERR_UNSUPPORTED, "fill: block dtype %s on cuda",
+                         pt_dtype_name(t->dtype));
     pt_status st = kernel_prologue(c);
     if (st != PT_OK)
         return st;
@@ -298,8 +302,8 @@ static pt_status cuda_fill(const pti_call *c)
     const pt_tensor *ops[1] = {t};
     pti_cuda_geom g;
     pti_cuda_geom_init(&g, 1, ops);
-    return pti_cuda_check(pti_cuda_launch_fill(&g, pti_cuda_ptr(t), pti_dtypes[t->dtype].size, bits),
-                          "fill kernel launch");
+    int err = pti_cuda_launch_fill(&g, pti_cuda_ptr(t), pti_dtypes[t->dtype].size, bits);
+    return pti_cuda_check(err, "fill kernel launch");
 }
 
 static pt_status binary(const pti_call *c, pti_cuda_binop op, const char *name)

@@ -201,6 +201,10 @@ static pt_status cuda_gemm(const pti_call *c, int nd, const char *name)
         return pti_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s @ %s -> %s",
                          name, pt_dtype_name(a->dtype), pt_dtype_name(b->dtype),
                          pt_dtype_name(out->dtype));
+    if (out->dtype != PT_FLOAT32 && out->dtype != PT_FLOAT64 && out->dtype != PT_FLOAT16 &&
+        out->dtype != PT_BFLOAT16)
+        return pti_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
+                         pt_dtype_name(out->dtype));
     if (!pti_is_contiguous(out))
         return pti_error(PT_ERR_INVALID_ARG, "%s: cuda kernel needs a contiguous output", name);
     gemm_operand probe;
