@@ -135,7 +135,8 @@ int main(void)
     fx = fx_open("print");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_repr_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_repr_of_strided_views, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_repr_of_strided_views, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_fprint_writes_repr_and_newline, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cuda_repr_has_device_suffix, pt_test_setup,

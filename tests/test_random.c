@@ -96,17 +96,39 @@ static double chi_square(const int64_t *counts, const double *p, int k, int64_t 
     return x2;
 }
 
-/* ---- every op, one way of calling it ------------------------------------------------------------- */
+/* ---- every op, one way of calling it
+ * ------------------------------------------------------------- */
 
 typedef pt_tensor *(*maker)(int64_t n);
 
-static pt_tensor *make_rand_f32(int64_t n) { return pt_rand(1, &n, PT_FLOAT32, pt_cpu()); }
-static pt_tensor *make_rand_f64(int64_t n) { return pt_rand(1, &n, PT_FLOAT64, pt_cpu()); }
-static pt_tensor *make_rand_f16(int64_t n) { return pt_rand(1, &n, PT_FLOAT16, pt_cpu()); }
-static pt_tensor *make_rand_bf16(int64_t n) { return pt_rand(1, &n, PT_BFLOAT16, pt_cpu()); }
-static pt_tensor *make_randn_f32(int64_t n) { return pt_randn(1, &n, PT_FLOAT32, pt_cpu()); }
-static pt_tensor *make_randn_f64(int64_t n) { return pt_randn(1, &n, PT_FLOAT64, pt_cpu()); }
-static pt_tensor *make_randint(int64_t n) { return pt_randint(-5, 1000, 1, &n, PT_INT64, pt_cpu()); }
+static pt_tensor *make_rand_f32(int64_t n)
+{
+    return pt_rand(1, &n, PT_FLOAT32, pt_cpu());
+}
+static pt_tensor *make_rand_f64(int64_t n)
+{
+    return pt_rand(1, &n, PT_FLOAT64, pt_cpu());
+}
+static pt_tensor *make_rand_f16(int64_t n)
+{
+    return pt_rand(1, &n, PT_FLOAT16, pt_cpu());
+}
+static pt_tensor *make_rand_bf16(int64_t n)
+{
+    return pt_rand(1, &n, PT_BFLOAT16, pt_cpu());
+}
+static pt_tensor *make_randn_f32(int64_t n)
+{
+    return pt_randn(1, &n, PT_FLOAT32, pt_cpu());
+}
+static pt_tensor *make_randn_f64(int64_t n)
+{
+    return pt_randn(1, &n, PT_FLOAT64, pt_cpu());
+}
+static pt_tensor *make_randint(int64_t n)
+{
+    return pt_randint(-5, 1000, 1, &n, PT_INT64, pt_cpu());
+}
 static pt_tensor *make_randint_wide(int64_t n)
 {
     return pt_randint(INT64_MIN, INT64_MAX, 1, &n, PT_INT64, pt_cpu());
@@ -134,7 +156,10 @@ static pt_tensor *make_normal_strided(int64_t n)
     pt_release(col);
     return base;
 }
-static pt_tensor *make_randperm(int64_t n) { return pt_randperm(n, PT_INT64, pt_cpu()); }
+static pt_tensor *make_randperm(int64_t n)
+{
+    return pt_randperm(n, PT_INT64, pt_cpu());
+}
 static pt_tensor *make_multinomial(int64_t n)
 {
     pt_tensor *p = pt_rand(PT_SHAPE(4, 50), PT_FLOAT32, pt_cpu());
@@ -154,13 +179,19 @@ static const struct {
     const char *name;
     maker make;
 } makers[] = {
-    {"rand f32", make_rand_f32},     {"rand f64", make_rand_f64},
-    {"rand f16", make_rand_f16},     {"rand bf16", make_rand_bf16},
-    {"randn f32", make_randn_f32},   {"randn f64", make_randn_f64},
-    {"randint", make_randint},       {"randint wide", make_randint_wide},
-    {"bernoulli", make_bernoulli},   {"bernoulli p", make_bernoulli_tensor},
+    {"rand f32", make_rand_f32},
+    {"rand f64", make_rand_f64},
+    {"rand f16", make_rand_f16},
+    {"rand bf16", make_rand_bf16},
+    {"randn f32", make_randn_f32},
+    {"randn f64", make_randn_f64},
+    {"randint", make_randint},
+    {"randint wide", make_randint_wide},
+    {"bernoulli", make_bernoulli},
+    {"bernoulli p", make_bernoulli_tensor},
     {"normal_ strided", make_normal_strided},
-    {"randperm", make_randperm},     {"multinomial", make_multinomial},
+    {"randperm", make_randperm},
+    {"multinomial", make_multinomial},
     {"multinomial no repl", make_multinomial_norepl},
 };
 #define N_MAKERS (sizeof makers / sizeof makers[0])
@@ -221,7 +252,8 @@ static void test_streams_do_not_depend_on_thread_count(void **state)
     pt_set_num_threads(saved);
 }
 
-/* ---- uniform ----------------------------------------------------------------------------------------- */
+/* ---- uniform
+ * ----------------------------------------------------------------------------------------- */
 
 static void test_rand_range_and_moments(void **state)
 {
@@ -293,7 +325,8 @@ static void test_uniform_inplace_strided(void **state)
     pt_release(h);
 }
 
-/* ---- normal -------------------------------------------------------------------------------------------- */
+/* ---- normal
+ * -------------------------------------------------------------------------------------------- */
 
 static void test_randn_moments(void **state)
 {
@@ -350,7 +383,8 @@ static void test_normal_inplace_mean_std(void **state)
     free(v);
 }
 
-/* ---- integers ------------------------------------------------------------------------------------------- */
+/* ---- integers
+ * ------------------------------------------------------------------------------------------- */
 
 static void test_randint_bounds_and_frequencies(void **state)
 {
@@ -397,9 +431,14 @@ static void test_randint_bounds_and_frequencies(void **state)
     const struct {
         pt_dtype dt;
         int64_t lo, hi;
-    } cases[] = {{PT_INT32, INT32_MIN, INT32_MAX + INT64_C(1)}, {PT_UINT8, 0, 256},
-                 {PT_INT8, -128, 128}, {PT_INT16, -7, -2}, {PT_BOOL, 0, 2},
-                 {PT_FLOAT32, -10, 10}, {PT_FLOAT16, 0, 2048}, {PT_FLOAT64, 5, 6}};
+    } cases[] = {{PT_INT32, INT32_MIN, INT32_MAX + INT64_C(1)},
+                 {PT_UINT8, 0, 256},
+                 {PT_INT8, -128, 128},
+                 {PT_INT16, -7, -2},
+                 {PT_BOOL, 0, 2},
+                 {PT_FLOAT32, -10, 10},
+                 {PT_FLOAT16, 0, 2048},
+                 {PT_FLOAT64, 5, 6}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pt_tensor *x = pt_randint(cases[k].lo, cases[k].hi, PT_SHAPE(20000), cases[k].dt, pt_cpu());
         assert_non_null(x);
@@ -425,7 +464,8 @@ static void test_randint_bounds_and_frequencies(void **state)
     free(v);
 }
 
-/* ---- bernoulli ----------------------------------------------------------------------------------------- */
+/* ---- bernoulli
+ * ----------------------------------------------------------------------------------------- */
 
 static void test_bernoulli(void **state)
 {
@@ -474,7 +514,8 @@ static void test_bernoulli(void **state)
     assert_near(m.mean, 0.9, 1.5e-3, "bernoulli_ bool mean");
 }
 
-/* ---- randperm ------------------------------------------------------------------------------------------ */
+/* ---- randperm
+ * ------------------------------------------------------------------------------------------ */
 
 static void test_randperm_is_a_permutation(void **state)
 {
@@ -525,7 +566,8 @@ static void test_randperm_is_a_permutation(void **state)
     assert_true(chi_square(counts, probs, 256, trials) < 70.0);
 }
 
-/* ---- multinomial ---------------------------------------------------------------------------------------- */
+/* ---- multinomial
+ * ---------------------------------------------------------------------------------------- */
 
 static void test_multinomial_with_replacement(void **state)
 {
@@ -633,8 +675,7 @@ static void test_multinomial_errors(void **state)
     pt_tensor *p1 = pt_from_data(one_nz, PT_SHAPE(3), PT_FLOAT32, pt_cpu());
     assert_pt_error(pt_multinomial(p1, 2, false), PT_ERR_INVALID_ARG,
                     "not enough non-negative category");
-    assert_pt_error(pt_multinomial(p1, 4, false), PT_ERR_INVALID_ARG,
-                    "without replacement");
+    assert_pt_error(pt_multinomial(p1, 4, false), PT_ERR_INVALID_ARG, "without replacement");
     assert_non_null(pt_multinomial(p1, 4, true));
     assert_pt_error(pt_multinomial(p1, 0, true), PT_ERR_INVALID_ARG, "<= 0 samples");
     pt_tensor *p3 = pt_ones(PT_SHAPE(2, 2, 2), PT_FLOAT32, pt_cpu());
@@ -649,7 +690,8 @@ static void test_multinomial_errors(void **state)
     assert_shape(e, 0, 2);
 }
 
-/* ---- shapes, dtypes and errors ---------------------------------------------------------------------------- */
+/* ---- shapes, dtypes and errors
+ * ---------------------------------------------------------------------------- */
 
 static void assert_meta_like(const pt_tensor *t, const char *fixture)
 {
@@ -678,10 +720,8 @@ static void test_shapes_and_dtypes_follow_torch(void **state)
     assert_meta_like(pt_bernoulli(fx_get(fx, "meta.bernoulli_p")), "meta.bernoulli");
     assert_meta_like(pt_bernoulli_scalar(fx_get(fx, "meta.bernoulli_like_in"), 0.5),
                      "meta.bernoulli_like");
-    assert_meta_like(pt_multinomial(fx_get(fx, "multinomial.p1"), 3, false),
-                     "meta.multinomial_1d");
-    assert_meta_like(pt_multinomial(fx_get(fx, "multinomial.p2"), 2, false),
-                     "meta.multinomial_2d");
+    assert_meta_like(pt_multinomial(fx_get(fx, "multinomial.p1"), 3, false), "meta.multinomial_1d");
+    assert_meta_like(pt_multinomial(fx_get(fx, "multinomial.p2"), 2, false), "meta.multinomial_2d");
     assert_meta_like(pt_multinomial(fx_get(fx, "multinomial.p2"), 9, true),
                      "meta.multinomial_2d_repl");
     /* 0-dim and empty shapes */
@@ -700,8 +740,7 @@ static void test_errors(void **state)
     pt_device cpu = pt_cpu();
     assert_pt_error(pt_randint(5, 5, PT_SHAPE(3), PT_INT64, cpu), PT_ERR_INVALID_ARG,
                     "from=5 >= to=5");
-    assert_pt_error(pt_randint(6, 5, PT_SHAPE(3), PT_INT64, cpu), PT_ERR_INVALID_ARG,
-                    "less than");
+    assert_pt_error(pt_randint(6, 5, PT_SHAPE(3), PT_INT64, cpu), PT_ERR_INVALID_ARG, "less than");
     assert_pt_error(pt_randint(0, 300, PT_SHAPE(3), PT_UINT8, cpu), PT_ERR_INVALID_ARG,
                     "out of bounds for uint8");
     assert_pt_error(pt_randint(-1, 2, PT_SHAPE(3), PT_BOOL, cpu), PT_ERR_INVALID_ARG,

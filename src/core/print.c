@@ -19,7 +19,8 @@
 #define PRINT_EDGEITEMS 3
 #define PRINT_LINEWIDTH 80
 
-/* ---- a growing string ---------------------------------------------------------------------------- */
+/* ---- a growing string
+ * ---------------------------------------------------------------------------- */
 
 typedef struct sbuf {
     char *p;
@@ -48,7 +49,10 @@ static void sb_putn(sbuf *s, const char *str, size_t n)
     s->p[s->len] = '\0';
 }
 
-static void sb_puts(sbuf *s, const char *str) { sb_putn(s, str, strlen(str)); }
+static void sb_puts(sbuf *s, const char *str)
+{
+    sb_putn(s, str, strlen(str));
+}
 
 static void sb_repeat(sbuf *s, char c, int n)
 {
@@ -68,7 +72,8 @@ static void sb_printf(sbuf *s, const char *fmt, ...)
         sb_putn(s, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
 }
 
-/* ---- the formatter --------------------------------------------------------------------------------- */
+/* ---- the formatter
+ * --------------------------------------------------------------------------------- */
 
 typedef struct printer {
     const pt_tensor *t; /* a CPU tensor (any strides) */
@@ -209,7 +214,8 @@ static void choose_format(printer *pr)
         pr->max_width = 1;
 }
 
-/* ---- layout ---------------------------------------------------------------------------------------- */
+/* ---- layout
+ * ---------------------------------------------------------------------------------------- */
 
 static void put_element(sbuf *s, const printer *pr, int64_t off)
 {
@@ -334,8 +340,7 @@ char *pt_to_string(const pt_tensor *t)
     pt_device dev = t->storage->device;
     if (dev.type != PT_DEVICE_CPU) {
         char name[32];
-        snprintf(suffixes[n_suffixes++], 64, "device='%s'",
-                 pt_device_str(dev, name, sizeof name));
+        snprintf(suffixes[n_suffixes++], 64, "device='%s'", pt_device_str(dev, name, sizeof name));
     }
     sbuf s = {0};
     sb_puts(&s, "tensor(");
@@ -377,4 +382,7 @@ void pt_fprint(FILE *f, const pt_tensor *t)
     }
 }
 
-void pt_print(const pt_tensor *t) { pt_fprint(stdout, t); }
+void pt_print(const pt_tensor *t)
+{
+    pt_fprint(stdout, t);
+}

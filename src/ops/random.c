@@ -26,16 +26,37 @@ static int float_digits(pt_dtype dt)
 static void dtype_int_range(pt_dtype dt, int64_t *min, int64_t *max)
 {
     switch (dt) {
-    case PT_INT32: *min = INT32_MIN; *max = INT32_MAX; break;
-    case PT_INT16: *min = INT16_MIN; *max = INT16_MAX; break;
-    case PT_INT8: *min = INT8_MIN; *max = INT8_MAX; break;
-    case PT_UINT8: *min = 0; *max = UINT8_MAX; break;
-    case PT_BOOL: *min = 0; *max = 1; break;
-    case PT_FLOAT32: case PT_FLOAT64: case PT_FLOAT16: case PT_BFLOAT16:
+    case PT_INT32:
+        *min = INT32_MIN;
+        *max = INT32_MAX;
+        break;
+    case PT_INT16:
+        *min = INT16_MIN;
+        *max = INT16_MAX;
+        break;
+    case PT_INT8:
+        *min = INT8_MIN;
+        *max = INT8_MAX;
+        break;
+    case PT_UINT8:
+        *min = 0;
+        *max = UINT8_MAX;
+        break;
+    case PT_BOOL:
+        *min = 0;
+        *max = 1;
+        break;
+    case PT_FLOAT32:
+    case PT_FLOAT64:
+    case PT_FLOAT16:
+    case PT_BFLOAT16:
         *max = INT64_C(1) << float_digits(dt);
         *min = -*max;
         break;
-    default: *min = INT64_MIN; *max = INT64_MAX; break;
+    default:
+        *min = INT64_MIN;
+        *max = INT64_MAX;
+        break;
     }
 }
 
@@ -100,13 +121,12 @@ static pt_tensor *new_random(const char *name, pti_op op, int ndim, const int64_
     return t;
 }
 
-/* ---- uniform and normal ------------------------------------------------------------------------ */
+/* ---- uniform and normal ---------------------------------------------------------------------- */
 
 static bool check_uniform_bounds(const char *op, double from, double to)
 {
     if (!isfinite(from) || !isfinite(to)) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: bounds must be finite, got from=%g to=%g", op, from,
-                  to);
+        pti_error(PT_ERR_INVALID_ARG, "%s: bounds must be finite, got from=%g to=%g", op, from, to);
         return false;
     }
     if (from > to) {
@@ -174,7 +194,7 @@ pt_status pt_normal_(pt_tensor *t, double mean, double std)
     return fill_random(PTI_OP_normal, t, &p);
 }
 
-/* ---- integers ---------------------------------------------------------------------------------- */
+/* ---- integers -------------------------------------------------------------------------------- */
 
 static bool check_int_bounds(const char *op, int64_t lo, int64_t hi, pt_dtype dt)
 {
@@ -219,7 +239,7 @@ pt_status pt_random_(pt_tensor *t, int64_t from, int64_t to)
     return fill_random(PTI_OP_randint, t, &p);
 }
 
-/* ---- bernoulli --------------------------------------------------------------------------------- */
+/* ---- bernoulli ------------------------------------------------------------------------------- */
 
 static bool check_probability(const char *op, double p)
 {
@@ -271,7 +291,7 @@ pt_tensor *pt_bernoulli_scalar(const pt_tensor *t, double p)
                       t->storage->device, &params);
 }
 
-/* ---- randperm ---------------------------------------------------------------------------------- */
+/* ---- randperm -------------------------------------------------------------------------------- */
 
 pt_tensor *pt_randperm(int64_t n, pt_dtype dt, pt_device dev)
 {
@@ -292,7 +312,7 @@ pt_tensor *pt_randperm(int64_t n, pt_dtype dt, pt_device dev)
     return new_random("pt_randperm", PTI_OP_randperm, 1, &n, dt, dev, &p);
 }
 
-/* ---- multinomial ------------------------------------------------------------------------------- */
+/* ---- multinomial ----------------------------------------------------------------------------- */
 
 pt_tensor *pt_multinomial(const pt_tensor *probs, int64_t num_samples, bool replacement)
 {

@@ -7,11 +7,11 @@
 #include "../core/internal.h"
 
 typedef struct pti_random_params {
-    uint64_t key;        /* Philox key (the seed) */
-    uint64_t base;       /* element i draws counter base + i */
-    double a, b;         /* uniform [a, b); normal mean a, std b; bernoulli p = a */
-    int64_t lo, hi;      /* randint [lo, hi) */
-    bool replacement;    /* multinomial */
+    uint64_t key;     /* Philox key (the seed) */
+    uint64_t base;    /* element i draws counter base + i */
+    double a, b;      /* uniform [a, b); normal mean a, std b; bernoulli p = a */
+    int64_t lo, hi;   /* randint [lo, hi) */
+    bool replacement; /* multinomial */
 } pti_random_params;
 
 /* Key of the attempt-th retry stream of a rejection sampler (attempt 0 is the key itself). */

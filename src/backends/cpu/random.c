@@ -12,7 +12,8 @@
 
 #define RANDOM_GRAIN 8192
 
-/* ---- uniform numbers from Philox words ----------------------------------------------------------- */
+/* ---- uniform numbers from Philox words
+ * ----------------------------------------------------------- */
 
 /* Uniform in [0, 1) with `digits` random bits (53 at most): exact in a dtype with that many
  * mantissa digits, so rounding never reaches 1. */
@@ -49,9 +50,10 @@ static inline void store_int(char *data, pt_dtype dt, int64_t i, int64_t v)
     switch (dt) {
     case PT_INT64: ((int64_t *)data)[i] = v; break;
     case PT_INT32: ((int32_t *)data)[i] = (int32_t)v; break;
-    case PT_FLOAT32: case PT_FLOAT64: case PT_FLOAT16: case PT_BFLOAT16:
-        store_value(data, dt, i, (double)v);
-        break;
+    case PT_FLOAT32:
+    case PT_FLOAT64:
+    case PT_FLOAT16:
+    case PT_BFLOAT16: store_value(data, dt, i, (double)v); break;
     default: pti_store_i64(data + i * (int64_t)pti_dtypes[dt].size, dt, v); break;
     }
 }
@@ -83,13 +85,13 @@ static uint64_t draw_below(uint64_t key, uint64_t ctr, uint64_t range)
     }
 }
 
-/* ---- uniform / normal / randint / bernoulli: one parallel loop each ---------------------------- */
+/* ---- uniform / normal / randint / bernoulli: one parallel loop each -------------------------- */
 
 typedef struct fill_job {
     const pti_random_params *p;
     char *out;
     pt_dtype dt;
-    const char *prob;   /* bernoulli probabilities (contiguous) or NULL */
+    const char *prob; /* bernoulli probabilities (contiguous) or NULL */
     pt_dtype prob_dt;
 } fill_job;
 
@@ -167,9 +169,18 @@ static pt_status run_fill(const pti_call *c, pti_range_fn fn)
     return PT_OK;
 }
 
-static pt_status cpu_uniform(const pti_call *c) { return run_fill(c, uniform_range); }
-static pt_status cpu_normal(const pti_call *c) { return run_fill(c, normal_range); }
-static pt_status cpu_randint(const pti_call *c) { return run_fill(c, randint_range); }
+static pt_status cpu_uniform(const pti_call *c)
+{
+    return run_fill(c, uniform_range);
+}
+static pt_status cpu_normal(const pti_call *c)
+{
+    return run_fill(c, normal_range);
+}
+static pt_status cpu_randint(const pti_call *c)
+{
+    return run_fill(c, randint_range);
+}
 
 static pt_status cpu_bernoulli(const pti_call *c)
 {
@@ -189,7 +200,7 @@ static pt_status cpu_bernoulli(const pti_call *c)
     return run_fill(c, bernoulli_range);
 }
 
-/* ---- randperm ----------------------------------------------------------------------------------- */
+/* ---- randperm -------------------------------------------------------------------------------- */
 
 /* Step i of the inside-out Fisher-Yates shuffle swaps with j[i] uniform in [0, i]; the j are
  * independent of each other, so they are drawn in parallel and the cheap swaps run after. */
@@ -243,7 +254,7 @@ static pt_status cpu_randperm(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- multinomial -------------------------------------------------------------------------------- */
+/* ---- multinomial ----------------------------------------------------------------------------- */
 
 typedef struct multinomial_job {
     const pti_random_params *p;
@@ -363,8 +374,12 @@ static pt_status cpu_multinomial(const pti_call *c)
     const pt_tensor *probs = c->in[0];
     const pti_random_params *p = c->params;
     int64_t rows = probs->shape[0];
-    multinomial_job job = {.p = p, .probs = pti_data(probs), .dt = probs->dtype,
-                           .n = probs->shape[1], .k = p->lo, .out = pti_data(c->out[0])};
+    multinomial_job job = {.p = p,
+                           .probs = pti_data(probs),
+                           .dt = probs->dtype,
+                           .n = probs->shape[1],
+                           .k = p->lo,
+                           .out = pti_data(c->out[0])};
     if (!p->replacement) {
         pt_status st = multinomial_check(&job, rows, NULL);
         if (st != PT_OK)
