@@ -10,7 +10,43 @@
 #include "../../ops/random.h"
 #include "cpu.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RANDOM_HAVE_AVX2 1
+#endif
+
 #define RANDOM_GRAIN 8192
+
+/* ---- Philox4x32-10 --------------------------------------------------------------------------- */
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+/* The same function as the core's pti_philox, inlined into the kernel loops (a call per
+ * element costs as much as the rounds themselves). */
+static inline void philox(uint64_t key, uint64_t ctr, uint32_t out[4])
+{
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
 
 /* ---- uniform numbers from Philox words
  * ----------------------------------------------------------- */
@@ -20,7 +56,7 @@
 static inline double uniform_bits(const uint32_t w[2], int digits)
 {
     uint64_t v = ((uint64_t)w[0] << 32 | w[1]) >> (64 - digits);
-    return ldexp((double)v, -digits);
+    return (double)v / (double)(UINT64_C(1) << digits); /* exact: a power of two */
 }
 
 static int mantissa_digits(pt_dtype dt)
@@ -64,7 +100,7 @@ static uint64_t draw_below(uint64_t key, uint64_t ctr, uint64_t range)
 {
     for (uint64_t attempt = 0;; attempt++) {
         uint32_t w[4];
-        pti_philox(pti_random_retry_key(key, attempt), ctr, w);
+        philox(pti_random_retry_key(key, attempt), ctr, w);
         if (range != 0 && range <= UINT32_MAX) {
             uint32_t r = (uint32_t)range, threshold = (uint32_t)(-r) % r;
             for (int k = 0; k < 4; k++) {
@@ -95,16 +131,81 @@ typedef struct fill_job {
     pt_dtype prob_dt;
 } fill_job;
 
+#ifdef RANDOM_HAVE_AVX2
+/* 32x32 -> 64-bit products of 8 lanes by m: the high and low halves, lane by lane. */
+__attribute__((target("avx2,fma"))) static inline void mul_hilo(__m256i a, __m256i m, __m256i *hi,
+                                                                __m256i *lo)
+{
+    __m256i even = _mm256_mul_epu32(a, m);
+    __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
+
+/* Word 0 of Philox for the 8 counters ctr .. ctr+7 (the only word [0, 1) float32 uses). */
+__attribute__((target("avx2,fma"))) static inline __m256i philox8_word0(uint64_t key, uint64_t ctr)
+{
+    uint32_t lo[8], hi[8];
+    for (int k = 0; k < 8; k++) {
+        lo[k] = (uint32_t)(ctr + (uint64_t)k);
+        hi[k] = (uint32_t)((ctr + (uint64_t)k) >> 32);
+    }
+    __m256i c0 = _mm256_loadu_si256((const __m256i *)lo);
+    __m256i c1 = _mm256_loadu_si256((const __m256i *)hi);
+    __m256i c2 = _mm256_setzero_si256(), c3 = _mm256_setzero_si256();
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        __m256i hi0, lo0, hi1, lo1;
+        mul_hilo(c0, m0, &hi0, &lo0);
+        mul_hilo(c2, m1, &hi1, &lo1);
+        c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32((int)k0));
+        c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32((int)k1));
+        c1 = lo1;
+        c3 = lo0;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    return c0;
+}
+
+/* pt_rand's float32 [0, 1): (word0 >> 8) * 2^-24, eight elements at a time; the same values
+ * as the scalar loop. */
+__attribute__((target("avx2,fma"))) static void
+rand01_f32_avx2(const pti_random_params *p, float *out, int64_t begin, int64_t end)
+{
+    const __m256 scale = _mm256_set1_ps(1.0f / 16777216.0f);
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256i w = philox8_word0(p->key, p->base + (uint64_t)i);
+        __m256 u = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)), scale);
+        _mm256_storeu_ps(out + i, u);
+    }
+    for (; i < end; i++) {
+        uint32_t w[4];
+        philox(p->key, p->base + (uint64_t)i, w);
+        out[i] = (float)(w[0] >> 8) * (1.0f / 16777216.0f);
+    }
+}
+#endif
+
 static void uniform_range(void *arg, int64_t begin, int64_t end)
 {
     const fill_job *job = arg;
     const pti_random_params *p = job->p;
+#ifdef RANDOM_HAVE_AVX2
+    if (job->dt == PT_FLOAT32 && p->a == 0.0 && p->b == 1.0 && pti_cpu_has_avx2()) {
+        rand01_f32_avx2(p, (float *)job->out, begin, end);
+        return;
+    }
+#endif
     int digits = mantissa_digits(job->dt);
-    double from = p->a, span = p->b - p->a;
+    double from = p->a, span = p->b - p->a, scale = 1.0 / (double)(UINT64_C(1) << digits);
     for (int64_t i = begin; i < end; i++) {
         uint32_t w[4];
-        pti_philox(p->key, p->base + (uint64_t)i, w);
-        double v = from + span * uniform_bits(w, digits);
+        philox(p->key, p->base + (uint64_t)i, w);
+        uint64_t bits = ((uint64_t)w[0] << 32 | w[1]) >> (64 - digits);
+        double v = from + span * ((double)bits * scale);
         if (job->dt == PT_FLOAT32) {
             float f = (float)v;
             if (f >= (float)p->b && p->b > p->a) /* rounding must not reach `to` */
@@ -126,7 +227,7 @@ static void normal_range(void *arg, int64_t begin, int64_t end)
     const double two_pi = 6.283185307179586476925286766559;
     for (int64_t i = begin; i < end; i++) {
         uint32_t w[4];
-        pti_philox(p->key, p->base + (uint64_t)i, w);
+        philox(p->key, p->base + (uint64_t)i, w);
         double u1 = 1.0 - uniform_bits(w, 53), u2 = uniform_bits(w + 2, 53);
         double z = sqrt(-2.0 * log(u1)) * cos(two_pi * u2);
         store_value(job->out, job->dt, i, p->a + p->b * z);
@@ -151,7 +252,7 @@ static void bernoulli_range(void *arg, int64_t begin, int64_t end)
     size_t ps = job->prob ? pti_dtypes[job->prob_dt].size : 0;
     for (int64_t i = begin; i < end; i++) {
         uint32_t w[4];
-        pti_philox(p->key, p->base + (uint64_t)i, w);
+        philox(p->key, p->base + (uint64_t)i, w);
         double prob = job->prob ? pti_load_f64(job->prob + i * (int64_t)ps, job->prob_dt) : p->a;
         store_int(job->out, job->dt, i, uniform_bits(w, 53) < prob);
     }
@@ -280,7 +381,7 @@ static void multinomial_repl_range(void *arg, int64_t begin, int64_t end)
         int64_t row = s / job->k;
         const double *cdf = job->cdf + row * job->n;
         uint32_t w[4];
-        pti_philox(job->p->key, job->p->base + (uint64_t)s, w);
+        philox(job->p->key, job->p->base + (uint64_t)s, w);
         double x = uniform_bits(w, 53) * cdf[job->n - 1];
         int64_t lo = 0, hi = job->n; /* first index with cdf > x */
         while (lo < hi) {
@@ -324,7 +425,7 @@ static void multinomial_norepl_range(void *arg, int64_t begin, int64_t end)
     for (int64_t row = begin; row < end; row++) {
         for (int64_t i = 0; i < job->n; i++) {
             uint32_t w[4];
-            pti_philox(job->p->key, job->p->base + (uint64_t)(row * job->n + i), w);
+            philox(job->p->key, job->p->base + (uint64_t)(row * job->n + i), w);
             double e = -log(1.0 - uniform_bits(w, 53));
             keys[i].key = prob_at(job, row, i) / e;
             keys[i].index = i;
