@@ -209,7 +209,7 @@ static void uniform_range(void *arg, int64_t begin, int64_t end)
         if (job->dt == PT_FLOAT32) {
             float f = (float)v;
             if (f >= (float)p->b && p->b > p->a) /* rounding must not reach `to` */
-                f = nextafterf((float)p->b, -INFINITY);
+                f = fmaxf(nextafterf((float)p->b, -INFINITY), (float)p->a);
             ((float *)job->out)[i] = f;
         } else {
             if (v >= p->b && p->b > p->a)
