@@ -93,9 +93,13 @@ static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor
     for (int d = 0; ok && d < t->ndim; d++) {
         if (!dim_idx[d])
             continue;
-        if (first < 0)
-            first = d;
-        last = d;
+        /* a 0-dim index acts like an integer (PyTorch selects it first), so it does not
+         * decide where the broadcast index dims go */
+        if (dim_idx[d]->ndim > 0) {
+            if (first < 0)
+                first = d;
+            last = d;
+        }
         p->dims[p->k++] = d;
         if (p->k == 1) {
             bnd = dim_idx[d]->ndim;
@@ -110,7 +114,9 @@ static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor
     }
     if (ok) {
         p->nb = pti_shape_numel(bnd, bshape);
-        bool adjacent = p->k > 0 && last - first + 1 == p->k;
+        bool adjacent = true; /* every dim from first to last is indexed */
+        for (int d = first; first >= 0 && d <= last; d++)
+            adjacent = adjacent && dim_idx[d] != NULL;
         for (int d = 0; d < t->ndim; d++) {
             if (dim_idx[d])
                 continue;
