@@ -348,6 +348,66 @@ static void test_one_hot(void **state)
                     "empty");
 }
 
+
+static void test_zero_dim_and_dtypes(void **state)
+{
+    (void)state;
+    pt_tensor *s = F("z.s");
+    pt_tensor *zero = pt_scalar_tensor(0, PT_INT64, pt_cpu());
+    assert_tensor_equal(pt_index_select(s, 0, zero), s);
+    assert_tensor_equal(pt_index_select(s, 0, i64(1, (int64_t[]){0})), s);
+    assert_tensor_equal(pt_gather(s, 0, zero), s);
+    assert_tensor_equal(pt_scatter_add(s, 0, zero, pt_scalar_tensor(2, PT_FLOAT32, pt_cpu())),
+                        F("z.scatter_add"));
+    assert_pt_error(pt_gather(s, 0, pt_scalar_tensor(1, PT_INT64, pt_cpu())), PT_ERR_INDEX,
+                    "index 1 is out of bounds for dimension 0 with size 1");
+    /* NaN is the largest value in topk */
+    pt_tensor *idx = NULL;
+    assert_tensor_equal(pt_topk(F("topk.nan"), 2, 0, true, true, &idx), F("topk.nan_v"));
+    assert_tensor_equal(idx, F("topk.nan_i"));
+    assert_tensor_equal(pt_topk(F("topk.nan"), 3, -1, false, true, &idx), F("topk.nan_vs"));
+    assert_tensor_equal(idx, F("topk.nan_is"));
+    /* float64, int8, bool, float16, bfloat16, int64 data */
+    assert_tensor_equal(pt_gather(pt_test_noncontig(F("dt.f64")), 1, F("gather.i1")), F("dt.f64_gather"));
+    pt_tensor *i8 = F("dt.i8");
+    assert_tensor_equal(pt_scatter_scalar(i8, 0, F("scatter.i"), 7), F("dt.i8_scatter"));
+    assert_tensor_equal(pt_scatter_add(i8, 1, F("scatter_add.i"), i8), F("dt.i8_scatter_add"));
+    assert_tensor_equal(pt_masked_fill(F("dt.b"), F("mf.m1"), 0), F("dt.b_mf"));
+    assert_tensor_equal(pt_nonzero(F("dt.b")), F("dt.b_nz"));
+    assert_tensor_equal(pt_sort(F("dt.h"), 1, true, true, &idx), F("dt.h_sv"));
+    assert_tensor_equal(idx, F("dt.h_si"));
+    pt_tensor *ones = pt_ones(PT_SHAPE(4, 3), PT_BFLOAT16, pt_cpu());
+    assert_tensor_equal(pt_index_add(F("dt.bf"), 0, F("index_add.idx"), ones, 2), F("dt.bf_ia"));
+    pt_tensor *jj = pt_from_data((int64_t[]){5, -6}, 2, (int64_t[]){2, 1}, PT_INT64, pt_cpu());
+    const pt_tensor *l[] = {i64(2, (int64_t[]){3, 0}), jj};
+    assert_tensor_equal(pt_index(F("sel.xi"), 2, l), F("dt.i64_adv"));
+    /* a uint8 mask works like a bool one (deprecated in PyTorch), broadcast over rows */
+    pt_tensor *u8 = pt_from_data((uint8_t[]){1, 0, 1, 0, 0, 1}, 2, (int64_t[]){1, 6}, PT_UINT8, pt_cpu());
+    assert_tensor_equal(pt_masked_select(F("sel.xi"), u8), F("dt.u8mask_ms"));
+}
+
+static void test_gather_large_threads(void **state)
+{
+    (void)state;
+    /* large enough to run across the pool: out[i][j] = t[i][idx[i][j]] */
+    int64_t r = 3000, c = 40;
+    pt_tensor *t = pt_arange(0, (double)(r * c), 1, PT_FLOAT64, pt_cpu());
+    pt_tensor *t2 = pt_as_strided(t, PT_SHAPE(r, c), (int64_t[]){c, 1}, 0);
+    pt_tensor *idx = pt_zeros(PT_SHAPE(r, c), PT_INT64, pt_cpu());
+    int64_t *ip = pt_data_ptr(idx);
+    for (int64_t i = 0; i < r * c; i++)
+        ip[i] = (i * 31 + 7) % c;
+    pt_tensor *g = pt_gather(t2, 1, idx);
+    const double *gp = pt_data_ptr(g);
+    for (int64_t i = 0; i < r; i++)
+        for (int64_t j = 0; j < c; j++)
+            assert_true(gp[i * c + j] == (double)(i * c + ip[i * c + j]));
+    /* and index_select along the rows */
+    pt_tensor *rows = pt_index_select(t2, 0, i64(3, (int64_t[]){r - 1, 0, 5}));
+    assert_true(pt_test_get(rows, 0) == (double)((r - 1) * c));
+    assert_true(pt_test_get(rows, 2 * c + 3) == (double)(5 * c + 3));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, pt_test_setup, pt_test_teardown)
 
 int main(void)
@@ -358,7 +418,7 @@ int main(void)
         T(test_embedding_large_threads), T(test_gather), T(test_scatter), T(test_index_add),
         T(test_masked_fill_select), T(test_advanced_indexing), T(test_index_put),
         T(test_nonzero), T(test_sort_topk), T(test_sort_large_threads), T(test_unique),
-        T(test_one_hot),
+        T(test_one_hot), T(test_zero_dim_and_dtypes), T(test_gather_large_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -318,7 +318,6 @@ static inline bool elem_nonzero(const char *p, pt_dtype dt)
 }
 
 typedef struct select_out {
-    pt_dtype mask_dt;
     size_t es;
     char *dst;
     int64_t n, cap;
@@ -335,7 +334,7 @@ static void masked_select_loop(void *arg, char **data, const int64_t *strides, i
 static pt_status cpu_masked_select(const pti_call *c)
 {
     pt_tensor *out = c->out[0];
-    select_out s = {PT_BOOL, pti_dtypes[out->dtype].size, pti_data(out), 0, out->numel};
+    select_out s = {pti_dtypes[out->dtype].size, pti_data(out), 0, out->numel};
     const pt_tensor *ops[2] = {c->in[0], c->in[1]};
     pti_iter it;
     pti_iter_init(&it, 2, ops);
