@@ -150,6 +150,9 @@ static void test_index_add(void **state)
     assert_tensor_close(c, F("index_add.d0"), 1e-6, 1e-6);
     assert_pt_error(pt_index_add(self, 0, i64(4, (int64_t[]){0, 5, 1, 1}), F("index_add.src"), 1),
                     PT_ERR_INDEX, "index 5 is out of bounds for dimension 0 with size 5");
+    pt_tensor *ints = pt_zeros(PT_SHAPE(5, 3), PT_INT64, pt_cpu());
+    assert_pt_error(pt_index_add(ints, 0, F("index_add.idx"), pt_ones(PT_SHAPE(4, 3), PT_INT64, pt_cpu()), 0.5),
+                    PT_ERR_INVALID_ARG, "alpha must be an integer");
     assert_pt_error(pt_index_add(self, 0, i64(3, (int64_t[]){0, 1, 1}), F("index_add.src"), 1),
                     PT_ERR_SHAPE, "number of indices");
 }
@@ -220,7 +223,7 @@ static void test_advanced_indexing(void **state)
     const pt_tensor *e3[] = {pt_zeros(PT_SHAPE(2), PT_FLOAT32, pt_cpu())};
     assert_pt_error(pt_index(a, 1, e3), PT_ERR_DTYPE, "indices");
     const pt_tensor *e4[] = {F("adv.ii"), i64(2, (int64_t[]){0, 1})};
-    assert_pt_error(pt_index(a, 2, e4), PT_ERR_INDEX, "broadcast");
+    assert_pt_error(pt_index(a, 2, e4), PT_ERR_INDEX, "broadcast together ([3] and [2])");
     const pt_tensor *e5[] = {F("adv.mask5")};
     assert_pt_error(pt_index(a, 1, e5), PT_ERR_INDEX, "does not match");
     const pt_tensor *e6[] = {NULL, NULL, NULL, NULL};

@@ -2,6 +2,7 @@
  * masked_fill, masked_select, nonzero, one_hot, embedding (advanced indexing, sort, topk and
  * unique are in index_adv.c). Each checks its arguments, converts index tensors to contiguous
  * int64, allocates the result and dispatches; the kernels bounds-check every index value. */
+#include <math.h>
 #include <string.h>
 
 #include "common.h"
@@ -302,6 +303,9 @@ static pt_status index_add_impl(const char *op, pt_tensor *t, int64_t dim, const
     if (index->ndim > 1)
         return pti_error(PT_ERR_SHAPE, "%s: index must be 1-D or 0-dim, got shape %s", op,
                          pti_shape_str(index->ndim, index->shape));
+    if (!pti_dtypes[t->dtype].is_floating && (alpha != trunc(alpha) || fabs(alpha) >= 9.2e18))
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: for integral tensors alpha must be an integer, got %g", op, alpha);
     if (source->dtype != t->dtype)
         return pti_error(PT_ERR_DTYPE, "%s: source dtype %s must equal the tensor's dtype %s", op,
                          pt_dtype_name(source->dtype), pt_dtype_name(t->dtype));

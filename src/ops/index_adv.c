@@ -105,11 +105,14 @@ static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor
             bnd = dim_idx[d]->ndim;
             memcpy(bshape, dim_idx[d]->shape, sizeof(int64_t) * (size_t)bnd);
         } else {
+            const char *prev = pti_shape_str(bnd, bshape);
             ok = pti_broadcast_shapes(op, bnd, bshape, dim_idx[d]->ndim, dim_idx[d]->shape, &bnd,
                                       bshape);
             if (!ok)
-                pti_error(PT_ERR_INDEX, "%s: shape mismatch: indexing tensors could not be "
-                          "broadcast together (%s)", op, pt_last_error());
+                pti_error(PT_ERR_INDEX,
+                          "%s: shape mismatch: indexing tensors could not be broadcast together "
+                          "(%s and %s)",
+                          op, prev, pti_shape_str(dim_idx[d]->ndim, dim_idx[d]->shape));
         }
     }
     if (ok) {
