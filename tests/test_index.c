@@ -411,6 +411,29 @@ static void test_gather_large_threads(void **state)
     assert_true(pt_test_get(rows, 2 * c + 3) == (double)(5 * c + 3));
 }
 
+static void test_index_add_large_threads(void **state)
+{
+    (void)state;
+    /* split across the pool over slice positions; duplicates must all add up */
+    int64_t rows = 50, cols = 4000, n = 40;
+    pt_tensor *self = pt_zeros(PT_SHAPE(rows, cols), PT_FLOAT64, pt_cpu());
+    pt_tensor *src = pt_arange(0, (double)(n * cols), 1, PT_FLOAT64, pt_cpu());
+    pt_tensor *src2 = pt_as_strided(src, PT_SHAPE(n, cols), (int64_t[]){cols, 1}, 0);
+    int64_t iv[40];
+    for (int i = 0; i < n; i++)
+        iv[i] = (i * 7) % 5; /* rows 0..4, each 8 times */
+    assert_int_equal(pt_index_add_(self, 0, i64((int)n, iv), src2, 0.5), PT_OK);
+    for (int64_t r = 0; r < 5; r++)
+        for (int64_t c = 0; c < cols; c += 37) {
+            double want = 0;
+            for (int i = 0; i < n; i++)
+                if (iv[i] == r)
+                    want += 0.5 * (double)(i * cols + c);
+            assert_true(pt_test_get(self, r * cols + c) == want);
+        }
+    assert_true(pt_test_get(self, 5 * cols + 1) == 0.0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, pt_test_setup, pt_test_teardown)
 
 int main(void)
@@ -422,6 +445,7 @@ int main(void)
         T(test_masked_fill_select), T(test_advanced_indexing), T(test_index_put),
         T(test_nonzero), T(test_sort_topk), T(test_sort_large_threads), T(test_unique),
         T(test_one_hot), T(test_zero_dim_and_dtypes), T(test_gather_large_threads),
+        T(test_index_add_large_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

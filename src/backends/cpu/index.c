@@ -111,13 +111,13 @@ typedef struct walker {
     int64_t off[3];
 } walker;
 
-static void walker_init(walker *w, const pt_tensor *shape_of, int nops, const pt_tensor *const *ops,
-                        int skip, int64_t begin)
+static void walker_init_shape(walker *w, int nd, const int64_t *shape, int nops,
+                              const pt_tensor *const *ops, int skip, int64_t begin)
 {
-    w->nd = shape_of->ndim;
+    w->nd = nd;
     w->nops = nops;
     for (int d = 0; d < w->nd; d++)
-        w->shape[d] = shape_of->shape[d];
+        w->shape[d] = shape[d];
     for (int k = 0; k < nops; k++) {
         int64_t es = (int64_t)pti_dtypes[ops[k]->dtype].size;
         for (int d = 0; d < w->nd; d++)
@@ -130,6 +130,12 @@ static void walker_init(walker *w, const pt_tensor *shape_of, int nops, const pt
         for (int k = 0; k < nops; k++)
             w->off[k] += w->coord[d] * w->stride[k][d];
     }
+}
+
+static void walker_init(walker *w, const pt_tensor *shape_of, int nops, const pt_tensor *const *ops,
+                        int skip, int64_t begin)
+{
+    walker_init_shape(w, shape_of->ndim, shape_of->shape, nops, ops, skip, begin);
 }
 
 static inline void walker_next(walker *w)
@@ -241,36 +247,48 @@ static pt_status cpu_scatter_add(const pti_call *c) { return scatter_common(c, t
 
 /* ---- index_add ---------------------------------------------------------------------------------- */
 
-/* self.select(d, idx[j]) += alpha * src.select(d, j), walking the slice with strides. */
-static pt_status cpu_index_add(const pti_call *c)
+typedef struct index_add_ctx {
+    pt_tensor *self;
+    const pt_tensor *index, *src;
+    int d;
+    double alpha;
+    int64_t slice_shape[PT_MAX_DIMS]; /* self's shape with dim d = 1 */
+} index_add_ctx;
+
+/* Slice positions [begin, end): for each index j, self.select(d, idx[j])[pos] +=
+ * alpha * src.select(d, j)[pos]. Ranges are disjoint, so threads never write one element. */
+static void index_add_range(void *arg, int64_t begin, int64_t end)
 {
-    pt_tensor *self = c->out[0];
-    const pt_tensor *index = c->in[0], *src = c->in[1];
-    int d = (int)c->scalar[0];
-    double alpha = c->scalar[1];
-    const int64_t *idx = pti_data(index);
-    pt_status st = pti_index_check_range(c->op, idx, index->numel, d, self->shape[d]);
-    if (st != PT_OK)
-        return st;
-    /* a slice = the tensor with dim d removed (size 1 there) */
-    int64_t es = (int64_t)pti_dtypes[self->dtype].size;
-    int64_t slice_numel = self->numel / (self->shape[d] ? self->shape[d] : 1);
-    if (self->shape[d] == 0)
-        return PT_OK;
-    const pt_tensor *ops[2] = {self, src};
-    char *base = (char *)pti_data(self);
-    const char *sbase = pti_data(src);
-    for (int64_t j = 0; j < index->numel; j++) {
+    const index_add_ctx *c = arg;
+    const pt_tensor *ops[2] = {c->self, c->src};
+    int64_t es = (int64_t)pti_dtypes[c->self->dtype].size;
+    const int64_t *idx = pti_data(c->index);
+    char *base = (char *)pti_data(c->self);
+    const char *sbase = pti_data(c->src);
+    for (int64_t j = 0; j < c->index->numel; j++) {
         walker w;
-        walker_init(&w, self, 2, ops, -1, 0);
-        w.shape[d] = 1;
-        char *dst0 = base + idx[j] * self->stride[d] * es;
-        const char *src0 = sbase + j * src->stride[d] * es;
-        for (int64_t i = 0; i < slice_numel; i++) {
-            pti_index_add_elem(dst0 + w.off[0], src0 + w.off[1], self->dtype, alpha);
+        walker_init_shape(&w, c->self->ndim, c->slice_shape, 2, ops, -1, begin);
+        char *dst0 = base + idx[j] * c->self->stride[c->d] * es;
+        const char *src0 = sbase + j * c->src->stride[c->d] * es;
+        for (int64_t i = begin; i < end; i++) {
+            pti_index_add_elem(dst0 + w.off[0], src0 + w.off[1], c->self->dtype, c->alpha);
             walker_next(&w);
         }
     }
+}
+
+static pt_status cpu_index_add(const pti_call *c)
+{
+    index_add_ctx a = {c->out[0], c->in[0], c->in[1], (int)c->scalar[0], c->scalar[1], {0}};
+    pt_status st = pti_index_check_range(c->op, pti_data(a.index), a.index->numel, a.d,
+                                         a.self->shape[a.d]);
+    if (st != PT_OK || a.self->shape[a.d] == 0 || a.index->numel == 0)
+        return st;
+    memcpy(a.slice_shape, a.self->shape, sizeof(int64_t) * (size_t)a.self->ndim);
+    a.slice_shape[a.d] = 1;
+    int64_t slice_numel = a.self->numel / a.self->shape[a.d];
+    int64_t grain = PTI_GRAIN_ELEMENTWISE / a.index->numel + 1;
+    pti_parallel_for(slice_numel, grain, index_add_range, &a);
     return PT_OK;
 }
 
