@@ -11,7 +11,10 @@ static pt_fixture *fx;
 
 #define F(name) fx_get(fx, name)
 
-static pt_tensor *i64(int n, const int64_t *v) { return pt_from_data(v, 1, (int64_t[]){n}, PT_INT64, pt_cpu()); }
+static pt_tensor *i64(int n, const int64_t *v)
+{
+    return pt_from_data(v, 1, (int64_t[]){n}, PT_INT64, pt_cpu());
+}
 
 static void test_index_select(void **state)
 {
@@ -99,7 +102,8 @@ static void test_gather(void **state)
     assert_pt_error(pt_gather(g, 1, i64(2, (int64_t[]){0, 1})), PT_ERR_SHAPE, "as many dims");
     assert_pt_error(pt_gather(g, 1, pt_to_dtype(F("gather.i1"), PT_INT32)), PT_ERR_DTYPE, "int64");
     pt_tensor *neg = pt_full(PT_SHAPE(1, 1), -1, PT_INT64, pt_cpu());
-    assert_pt_error(pt_gather(g, 1, neg), PT_ERR_INDEX, "index -1 is out of bounds for dimension 1 with size 4");
+    assert_pt_error(pt_gather(g, 1, neg), PT_ERR_INDEX,
+                    "index -1 is out of bounds for dimension 1 with size 4");
     assert_pt_error(pt_gather(g, 1, pt_zeros(PT_SHAPE(4, 1), PT_INT64, pt_cpu())), PT_ERR_SHAPE,
                     "larger");
 }
@@ -112,7 +116,8 @@ static void test_scatter(void **state)
     assert_tensor_equal(pt_scatter_scalar(base, 1, F("scatter.vi"), 2.5), F("scatter.val"));
     /* in place into a non-contiguous tensor */
     pt_tensor *nc = pt_test_noncontig(base);
-    assert_int_equal(pt_scatter_(nc, 0, F("scatter.i"), pt_test_noncontig(F("scatter.src"))), PT_OK);
+    assert_int_equal(pt_scatter_(nc, 0, F("scatter.i"), pt_test_noncontig(F("scatter.src"))),
+                     PT_OK);
     assert_tensor_equal(pt_contiguous(nc), F("scatter.d0"));
     assert_int_equal(pt_scatter_scalar_(base, 1, F("scatter.vi"), 2.5), PT_OK);
     assert_tensor_equal(base, F("scatter.val"));
@@ -129,10 +134,12 @@ static void test_scatter(void **state)
     pt_tensor *bad = pt_full(PT_SHAPE(1, 1), 5, PT_INT64, pt_cpu());
     assert_pt_error(pt_scatter(base, 1, bad, F("scatter.src")), PT_ERR_INDEX,
                     "pt_scatter: index 5 is out of bounds for dimension 1 with size 5");
-    assert_pt_status_error(pt_scatter_add_(base, 0, F("scatter.i"), pt_zeros(PT_SHAPE(3, 5), PT_FLOAT64, pt_cpu())),
-                           PT_ERR_DTYPE, "dtype");
-    assert_pt_error(pt_scatter(base, 0, F("scatter.i"), pt_zeros(PT_SHAPE(1, 5), PT_FLOAT32, pt_cpu())),
-                    PT_ERR_SHAPE, "larger than src");
+    assert_pt_status_error(
+        pt_scatter_add_(base, 0, F("scatter.i"), pt_zeros(PT_SHAPE(3, 5), PT_FLOAT64, pt_cpu())),
+        PT_ERR_DTYPE, "dtype");
+    assert_pt_error(
+        pt_scatter(base, 0, F("scatter.i"), pt_zeros(PT_SHAPE(1, 5), PT_FLOAT32, pt_cpu())),
+        PT_ERR_SHAPE, "larger than src");
     assert_pt_error(pt_scatter(base, 0, NULL, F("scatter.src")), PT_ERR_NULL, "index");
 }
 
@@ -151,8 +158,9 @@ static void test_index_add(void **state)
     assert_pt_error(pt_index_add(self, 0, i64(4, (int64_t[]){0, 5, 1, 1}), F("index_add.src"), 1),
                     PT_ERR_INDEX, "index 5 is out of bounds for dimension 0 with size 5");
     pt_tensor *ints = pt_zeros(PT_SHAPE(5, 3), PT_INT64, pt_cpu());
-    assert_pt_error(pt_index_add(ints, 0, F("index_add.idx"), pt_ones(PT_SHAPE(4, 3), PT_INT64, pt_cpu()), 0.5),
-                    PT_ERR_INVALID_ARG, "alpha must be an integer");
+    assert_pt_error(
+        pt_index_add(ints, 0, F("index_add.idx"), pt_ones(PT_SHAPE(4, 3), PT_INT64, pt_cpu()), 0.5),
+        PT_ERR_INVALID_ARG, "alpha must be an integer");
     assert_pt_error(pt_index_add(self, 0, i64(3, (int64_t[]){0, 1, 1}), F("index_add.src"), 1),
                     PT_ERR_SHAPE, "number of indices");
 }
@@ -164,7 +172,8 @@ static void test_masked_fill_select(void **state)
     assert_tensor_equal(pt_masked_fill(x, F("mf.m1"), -7.5), F("mf.out1"));
     assert_tensor_equal(pt_masked_fill(pt_test_noncontig(x), F("mf.m3"), 0.25), F("mf.out3"));
     assert_tensor_equal(pt_masked_fill(F("mf.small"), F("mf.m3"), 3.0), F("mf.bcast"));
-    pt_tensor *m = pt_from_data((bool[]){true, false, false, true}, 1, (int64_t[]){4}, PT_BOOL, pt_cpu());
+    pt_tensor *m =
+        pt_from_data((bool[]){true, false, false, true}, 1, (int64_t[]){4}, PT_BOOL, pt_cpu());
     assert_tensor_equal(pt_masked_fill(F("mf.xi"), m, 2.7), F("mf.xi_out"));
     pt_tensor *v = pt_scalar_tensor(2.7, PT_FLOAT64, pt_cpu());
     assert_tensor_equal(pt_masked_fill_tensor(F("mf.xi"), m, v), F("mf.xi_out"));
@@ -172,15 +181,19 @@ static void test_masked_fill_select(void **state)
     assert_int_equal(pt_masked_fill_(c, F("mf.m1"), -7.5), PT_OK);
     assert_tensor_equal(c, F("mf.out1"));
     pt_tensor *c2 = pt_clone(x);
-    assert_int_equal(pt_masked_fill_tensor_(c2, F("mf.m3"), pt_scalar_tensor(0.25, PT_FLOAT32, pt_cpu())), PT_OK);
+    assert_int_equal(
+        pt_masked_fill_tensor_(c2, F("mf.m3"), pt_scalar_tensor(0.25, PT_FLOAT32, pt_cpu())),
+        PT_OK);
     assert_tensor_equal(c2, F("mf.out3"));
     assert_tensor_equal(pt_masked_select(x, F("mf.m3")), F("ms.out3"));
     assert_tensor_equal(pt_masked_select(pt_test_noncontig(x), F("mf.m1")), F("ms.out1"));
     /* errors */
-    assert_pt_error(pt_masked_fill(x, pt_zeros(PT_SHAPE(4), PT_FLOAT32, pt_cpu()), 1), PT_ERR_DTYPE, "bool");
+    assert_pt_error(pt_masked_fill(x, pt_zeros(PT_SHAPE(4), PT_FLOAT32, pt_cpu()), 1), PT_ERR_DTYPE,
+                    "bool");
     assert_pt_error(pt_masked_fill(x, pt_zeros(PT_SHAPE(5), PT_BOOL, pt_cpu()), 1), PT_ERR_SHAPE,
                     "broadcast");
-    assert_pt_status_error(pt_masked_fill_(F("mf.small"), F("mf.m3"), 1), PT_ERR_SHAPE, "broadcast");
+    assert_pt_status_error(pt_masked_fill_(F("mf.small"), F("mf.m3"), 1), PT_ERR_SHAPE,
+                           "broadcast");
     assert_pt_error(pt_masked_fill_tensor(x, m, pt_zeros(PT_SHAPE(1), PT_FLOAT32, pt_cpu())),
                     PT_ERR_SHAPE, "0-dim");
     assert_pt_error(pt_masked_select(x, NULL), PT_ERR_NULL, "mask");
@@ -217,7 +230,8 @@ static void test_advanced_indexing(void **state)
     assert_true(pt_shares_storage(view, a));
     /* errors */
     const pt_tensor *e1[] = {i64(2, (int64_t[]){0, 4})};
-    assert_pt_error(pt_index(a, 1, e1), PT_ERR_INDEX, "index 4 is out of bounds for dimension 0 with size 4");
+    assert_pt_error(pt_index(a, 1, e1), PT_ERR_INDEX,
+                    "index 4 is out of bounds for dimension 0 with size 4");
     const pt_tensor *e2[] = {i64(1, (int64_t[]){-5})};
     assert_pt_error(pt_index(a, 1, e2), PT_ERR_INDEX, "index -5");
     const pt_tensor *e3[] = {pt_zeros(PT_SHAPE(2), PT_FLOAT32, pt_cpu())};
@@ -251,7 +265,8 @@ static void test_index_put(void **state)
     for (int i = 0; i < 12; i++)
         mb[i] = pt_test_get(gt, i) > 0;
     const pt_tensor *l4[] = {pt_from_data(mb, 2, (int64_t[]){4, 3}, PT_BOOL, pt_cpu())};
-    assert_int_equal(pt_index_put_(pm, 1, l4, pt_scalar_tensor(0, PT_FLOAT32, pt_cpu()), false), PT_OK);
+    assert_int_equal(pt_index_put_(pm, 1, l4, pt_scalar_tensor(0, PT_FLOAT32, pt_cpu()), false),
+                     PT_OK);
     assert_tensor_equal(pm, F("put.mask"));
     /* column indexing into a non-contiguous tensor */
     pt_tensor *nc = pt_test_noncontig(p);
@@ -260,14 +275,13 @@ static void test_index_put(void **state)
     assert_int_equal(pt_index_put_(nc, 2, l5, v2, false), PT_OK);
     assert_tensor_equal(pt_contiguous(nc), F("put.cols"));
     /* errors */
-    assert_pt_error(pt_index_put(p, 1, l1, pt_to_dtype(F("put.v"), PT_FLOAT64), false), PT_ERR_DTYPE,
-                    "dtypes to match");
+    assert_pt_error(pt_index_put(p, 1, l1, pt_to_dtype(F("put.v"), PT_FLOAT64), false),
+                    PT_ERR_DTYPE, "dtypes to match");
     assert_pt_error(pt_index_put(p, 1, l1, pt_zeros(PT_SHAPE(3, 3), PT_FLOAT32, pt_cpu()), false),
                     PT_ERR_SHAPE, "broadcast");
     const pt_tensor *e1[] = {i64(1, (int64_t[]){7})};
     assert_pt_status_error(pt_index_put_(p, 1, e1, pt_scalar_tensor(1, PT_FLOAT32, pt_cpu()), true),
-                           PT_ERR_INDEX,
-                           "index 7 is out of bounds for dimension 0 with size 4");
+                           PT_ERR_INDEX, "index 7 is out of bounds for dimension 0 with size 4");
 }
 
 static void test_nonzero(void **state)
@@ -351,7 +365,6 @@ static void test_one_hot(void **state)
                     "empty");
 }
 
-
 static void test_zero_dim_and_dtypes(void **state)
 {
     (void)state;
@@ -371,7 +384,8 @@ static void test_zero_dim_and_dtypes(void **state)
     assert_tensor_equal(pt_topk(F("topk.nan"), 3, -1, false, true, &idx), F("topk.nan_vs"));
     assert_tensor_equal(idx, F("topk.nan_is"));
     /* float64, int8, bool, float16, bfloat16, int64 data */
-    assert_tensor_equal(pt_gather(pt_test_noncontig(F("dt.f64")), 1, F("gather.i1")), F("dt.f64_gather"));
+    assert_tensor_equal(pt_gather(pt_test_noncontig(F("dt.f64")), 1, F("gather.i1")),
+                        F("dt.f64_gather"));
     pt_tensor *i8 = F("dt.i8");
     assert_tensor_equal(pt_scatter_scalar(i8, 0, F("scatter.i"), 7), F("dt.i8_scatter"));
     assert_tensor_equal(pt_scatter_add(i8, 1, F("scatter_add.i"), i8), F("dt.i8_scatter_add"));
@@ -385,7 +399,8 @@ static void test_zero_dim_and_dtypes(void **state)
     const pt_tensor *l[] = {i64(2, (int64_t[]){3, 0}), jj};
     assert_tensor_equal(pt_index(F("sel.xi"), 2, l), F("dt.i64_adv"));
     /* a uint8 mask works like a bool one (deprecated in PyTorch), broadcast over rows */
-    pt_tensor *u8 = pt_from_data((uint8_t[]){1, 0, 1, 0, 0, 1}, 2, (int64_t[]){1, 6}, PT_UINT8, pt_cpu());
+    pt_tensor *u8 =
+        pt_from_data((uint8_t[]){1, 0, 1, 0, 0, 1}, 2, (int64_t[]){1, 6}, PT_UINT8, pt_cpu());
     assert_tensor_equal(pt_masked_select(F("sel.xi"), u8), F("dt.u8mask_ms"));
 }
 
@@ -440,11 +455,23 @@ int main(void)
 {
     fx = fx_open("index");
     const struct CMUnitTest tests[] = {
-        T(test_index_select), T(test_index_select_errors), T(test_embedding),
-        T(test_embedding_large_threads), T(test_gather), T(test_scatter), T(test_index_add),
-        T(test_masked_fill_select), T(test_advanced_indexing), T(test_index_put),
-        T(test_nonzero), T(test_sort_topk), T(test_sort_large_threads), T(test_unique),
-        T(test_one_hot), T(test_zero_dim_and_dtypes), T(test_gather_large_threads),
+        T(test_index_select),
+        T(test_index_select_errors),
+        T(test_embedding),
+        T(test_embedding_large_threads),
+        T(test_gather),
+        T(test_scatter),
+        T(test_index_add),
+        T(test_masked_fill_select),
+        T(test_advanced_indexing),
+        T(test_index_put),
+        T(test_nonzero),
+        T(test_sort_topk),
+        T(test_sort_large_threads),
+        T(test_unique),
+        T(test_one_hot),
+        T(test_zero_dim_and_dtypes),
+        T(test_gather_large_threads),
         T(test_index_add_large_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

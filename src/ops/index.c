@@ -9,6 +9,13 @@
 #include "index.h"
 #include "index_util.h"
 
+/* For bool-returning checks: the error is already set by pti_error. */
+static bool fail(pt_status st)
+{
+    (void)st;
+    return false;
+}
+
 pt_tensor *pti_index_as_i64(const char *op, const char *arg, const pt_tensor *idx, bool allow_i32)
 {
     if (idx->dtype != PT_INT64 && !(allow_i32 && idx->dtype == PT_INT32))
@@ -117,8 +124,10 @@ pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
         out = pti_tensor_new(indices->ndim + 1, shape, weight->dtype, weight->storage->device);
         int64_t s2[2] = {idx->numel, weight->shape[1]}, st2[2] = {weight->shape[1], 1};
         int64_t n1 = idx->numel, st1 = 1;
-        pt_tensor *out2 = out ? pti_tensor_on_storage(out->storage, out->dtype, 2, s2, st2, 0) : NULL;
-        pt_tensor *idx1 = pti_tensor_on_storage(idx->storage, idx->dtype, 1, &n1, &st1, idx->offset);
+        pt_tensor *out2 =
+            out ? pti_tensor_on_storage(out->storage, out->dtype, 2, s2, st2, 0) : NULL;
+        pt_tensor *idx1 =
+            pti_tensor_on_storage(idx->storage, idx->dtype, 1, &n1, &st1, idx->offset);
         pti_call c = {.n_in = 2, .n_out = 1, .in = {w, idx1}, .out = {out2}};
         if (!out2 || !idx1 || pti_dispatch(PTI_OP_embedding, &c) != PT_OK) {
             pt_release(out);
@@ -146,28 +155,25 @@ static bool check_gather_shapes(const char *op, const pt_tensor *t, int d, const
 {
     int tnd = t->ndim > 0 ? t->ndim : 1, ind = index->ndim > 0 ? index->ndim : 1;
     if (tnd != ind)
-        return pti_error(PT_ERR_SHAPE,
-                         "%s: index %s must have as many dims as the tensor %s", op,
-                         pti_shape_str(index->ndim, index->shape),
-                         pti_shape_str(t->ndim, t->shape)) == PT_OK;
+        return fail(pti_error(PT_ERR_SHAPE, "%s: index %s must have as many dims as the tensor %s",
+                              op, pti_shape_str(index->ndim, index->shape),
+                              pti_shape_str(t->ndim, t->shape)));
     for (int i = 0; i < index->ndim; i++) {
         int64_t ts = t->ndim ? t->shape[i] : 1;
         if (i != d && index->shape[i] > ts)
-            return pti_error(PT_ERR_SHAPE,
-                             "%s: index %s is larger than the tensor %s at dim %d (%lld > %lld)",
-                             op, pti_shape_str(index->ndim, index->shape),
-                             pti_shape_str(t->ndim, t->shape), i, (long long)index->shape[i],
-                             (long long)ts) == PT_OK;
+            return fail(pti_error(
+                PT_ERR_SHAPE, "%s: index %s is larger than the tensor %s at dim %d (%lld > %lld)",
+                op, pti_shape_str(index->ndim, index->shape), pti_shape_str(t->ndim, t->shape), i,
+                (long long)index->shape[i], (long long)ts));
         if (src && index->shape[i] > (src->ndim ? src->shape[i] : 1))
-            return pti_error(PT_ERR_SHAPE,
-                             "%s: index %s is larger than src %s at dim %d", op,
-                             pti_shape_str(index->ndim, index->shape),
-                             pti_shape_str(src->ndim, src->shape), i) == PT_OK;
+            return fail(pti_error(PT_ERR_SHAPE, "%s: index %s is larger than src %s at dim %d", op,
+                                  pti_shape_str(index->ndim, index->shape),
+                                  pti_shape_str(src->ndim, src->shape), i));
     }
     if (src && (src->ndim > 0 ? src->ndim : 1) != tnd)
-        return pti_error(PT_ERR_SHAPE, "%s: src %s must have as many dims as the tensor %s", op,
-                         pti_shape_str(src->ndim, src->shape),
-                         pti_shape_str(t->ndim, t->shape)) == PT_OK;
+        return fail(pti_error(PT_ERR_SHAPE, "%s: src %s must have as many dims as the tensor %s",
+                              op, pti_shape_str(src->ndim, src->shape),
+                              pti_shape_str(t->ndim, t->shape)));
     return true;
 }
 
@@ -223,8 +229,8 @@ static pt_status scatter_inplace(const char *op, pti_op kop, pt_tensor *t, int64
     pt_status st = pt_last_status();
     if (idx1 && self1 && (!src || src1)) {
         pti_bump_version(t);
-        pti_call c = {.n_in = 2, .n_out = 1, .in = {idx1, src1}, .out = {self1},
-                      .scalar = {d, value}};
+        pti_call c = {
+            .n_in = 2, .n_out = 1, .in = {idx1, src1}, .out = {self1}, .scalar = {d, value}};
         st = pti_dispatch(kop, &c);
     }
     pt_release(idx);
@@ -235,16 +241,16 @@ static pt_status scatter_inplace(const char *op, pti_op kop, pt_tensor *t, int64
 }
 
 /* Runs an in-place function on a fresh copy of t and returns the copy. */
-#define OUT_OF_PLACE(t, call_on_r)                \
-    do {                                          \
-        pt_tensor *r = pt_clone(t);               \
-        if (!r)                                   \
-            return NULL;                          \
-        if ((call_on_r) != PT_OK) {               \
-            pt_release(r);                        \
-            return NULL;                          \
-        }                                         \
-        return r;                                 \
+#define OUT_OF_PLACE(t, call_on_r)                                                                 \
+    do {                                                                                           \
+        pt_tensor *r = pt_clone(t);                                                                \
+        if (!r)                                                                                    \
+            return NULL;                                                                           \
+        if ((call_on_r) != PT_OK) {                                                                \
+            pt_release(r);                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+        return r;                                                                                  \
     } while (0)
 
 pt_status pt_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
@@ -270,7 +276,8 @@ pt_tensor *pt_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *i
 {
     if (!PTI_CHECK_ARG(t, "pt_scatter_scalar", "t"))
         return NULL;
-    OUT_OF_PLACE(t, scatter_inplace("pt_scatter_scalar", PTI_OP_scatter, r, dim, index, NULL, value));
+    OUT_OF_PLACE(t,
+                 scatter_inplace("pt_scatter_scalar", PTI_OP_scatter, r, dim, index, NULL, value));
 }
 
 pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
@@ -331,8 +338,8 @@ static pt_status index_add_impl(const char *op, pt_tensor *t, int64_t dim, const
         int64_t n1 = idx->numel, s1 = 1;
         pt_tensor *idx1 = pti_tensor_on_storage(idx->storage, idx->dtype, 1, &n1, &s1, idx->offset);
         pti_bump_version(t);
-        pti_call c = {.n_in = 2, .n_out = 1, .in = {idx1, src1}, .out = {self1},
-                      .scalar = {d, alpha}};
+        pti_call c = {
+            .n_in = 2, .n_out = 1, .in = {idx1, src1}, .out = {self1}, .scalar = {d, alpha}};
         st = idx1 ? pti_dispatch(PTI_OP_index_add, &c) : pt_last_status();
         pt_release(idx1);
     }
@@ -356,12 +363,14 @@ pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
     OUT_OF_PLACE(t, index_add_impl("pt_index_add", r, dim, index, source, alpha));
 }
 
-/* ---- masked_fill / masked_select -------------------------------------------------------------- */
+/* ---- masked_fill / masked_select --------------------------------------------------------------
+ */
 
 static bool check_mask(const char *op, const pt_tensor *mask)
 {
     if (mask->dtype != PT_BOOL && mask->dtype != PT_UINT8) {
-        pti_error(PT_ERR_DTYPE, "%s: mask must be a bool tensor, got %s", op, pti_tensor_desc(mask));
+        pti_error(PT_ERR_DTYPE, "%s: mask must be a bool tensor, got %s", op,
+                  pti_tensor_desc(mask));
         return false;
     }
     return true;

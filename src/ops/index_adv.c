@@ -8,6 +8,13 @@
 #include "index.h"
 #include "index_util.h"
 
+/* For bool-returning checks: the error is already set by pti_error. */
+static bool fail(pt_status st)
+{
+    (void)st;
+    return false;
+}
+
 /* The plan, the index table and the result shape of t[indices]. */
 typedef struct adv_index {
     pti_index_plan plan;
@@ -18,11 +25,11 @@ typedef struct adv_index {
 
 /* Splits the indices into per-dim int64 tensors (bool masks become their nonzero columns).
  * Fills dim_idx[d] with a new reference for each indexed dim d (NULL for slices). */
-static bool split_indices(const char *op, const pt_tensor *t, int n, const pt_tensor *const *indices,
-                          pt_tensor *dim_idx[PT_MAX_DIMS])
+static bool split_indices(const char *op, const pt_tensor *t, int n,
+                          const pt_tensor *const *indices, pt_tensor *dim_idx[PT_MAX_DIMS])
 {
     if (n < 0 || (n > 0 && !indices))
-        return pti_error(PT_ERR_INVALID_ARG, "%s: bad index list (n = %d)", op, n) == PT_OK;
+        return fail(pti_error(PT_ERR_INVALID_ARG, "%s: bad index list (n = %d)", op, n));
     int pos = 0;
     for (int i = 0; i < n; i++) {
         const pt_tensor *ix = indices[i];
@@ -31,17 +38,18 @@ static bool split_indices(const char *op, const pt_tensor *t, int n, const pt_te
         if (ix && !pti_check_same_device(op, 2, (const pt_tensor *const[]){t, ix}))
             return false;
         if (ix && !is_mask && ix->dtype != PT_INT64)
-            return pti_error(PT_ERR_DTYPE,
-                             "%s: tensors used as indices must be int64, bool or uint8, got %s "
-                             "at position %d",
-                             op, pti_tensor_desc(ix), i) == PT_OK;
+            return fail(
+                pti_error(PT_ERR_DTYPE,
+                          "%s: tensors used as indices must be int64, bool or uint8, got %s "
+                          "at position %d",
+                          op, pti_tensor_desc(ix), i));
         if (is_mask && ix->ndim == 0)
-            return pti_error(PT_ERR_UNSUPPORTED, "%s: a 0-dim bool index is not supported", op) ==
-                   PT_OK;
+            return fail(
+                pti_error(PT_ERR_UNSUPPORTED, "%s: a 0-dim bool index is not supported", op));
         if (pos + consumed > t->ndim)
-            return pti_error(PT_ERR_INDEX,
-                             "%s: too many indices for tensor of dimension %d (shape %s)", op,
-                             t->ndim, pti_shape_str(t->ndim, t->shape)) == PT_OK;
+            return fail(pti_error(PT_ERR_INDEX,
+                                  "%s: too many indices for tensor of dimension %d (shape %s)", op,
+                                  t->ndim, pti_shape_str(t->ndim, t->shape)));
         if (!ix) {
             pos++;
             continue;
@@ -52,18 +60,18 @@ static bool split_indices(const char *op, const pt_tensor *t, int n, const pt_te
         }
         for (int j = 0; j < ix->ndim; j++)
             if (ix->shape[j] != t->shape[pos + j])
-                return pti_error(PT_ERR_INDEX,
-                                 "%s: the shape of the mask %s at index %d does not match the "
-                                 "shape of the indexed tensor %s at index %d",
-                                 op, pti_shape_str(ix->ndim, ix->shape), j,
-                                 pti_shape_str(t->ndim, t->shape), pos + j) == PT_OK;
+                return fail(pti_error(PT_ERR_INDEX,
+                                      "%s: the shape of the mask %s at index %d does not match the "
+                                      "shape of the indexed tensor %s at index %d",
+                                      op, pti_shape_str(ix->ndim, ix->shape), j,
+                                      pti_shape_str(t->ndim, t->shape), pos + j));
         pt_tensor *nz = pt_nonzero(ix); /* [cnt, m] */
         if (!nz)
             return false;
         for (int j = 0; j < ix->ndim; j++) {
             int64_t st = ix->ndim;
-            dim_idx[pos + j] = pti_tensor_on_storage(nz->storage, PT_INT64, 1, &nz->shape[0], &st,
-                                                     nz->offset + j);
+            dim_idx[pos + j] =
+                pti_tensor_on_storage(nz->storage, PT_INT64, 1, &nz->shape[0], &st, nz->offset + j);
             if (!dim_idx[pos + j]) {
                 pt_release(nz);
                 return false;
@@ -75,7 +83,10 @@ static bool split_indices(const char *op, const pt_tensor *t, int n, const pt_te
     return true;
 }
 
-static void adv_free(adv_index *a) { pt_release(a->table); }
+static void adv_free(adv_index *a)
+{
+    pt_release(a->table);
+}
 
 /* Builds the plan, table and result shape for t[indices]. */
 static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor *const *indices,
@@ -130,8 +141,8 @@ static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor
         }
         int nd = p->npre + bnd + p->npost;
         if (nd > PT_MAX_DIMS) {
-            ok = pti_error(PT_ERR_SHAPE, "%s: the result would have %d dims (max %d)", op, nd,
-                           PT_MAX_DIMS) == PT_OK;
+            ok = fail(pti_error(PT_ERR_SHAPE, "%s: the result would have %d dims (max %d)", op, nd,
+                                PT_MAX_DIMS));
         } else {
             a->out_ndim = 0;
             for (int i = 0; i < p->npre; i++)
@@ -230,7 +241,8 @@ pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indic
     return r;
 }
 
-/* ---- sort / argsort / topk --------------------------------------------------------------------- */
+/* ---- sort / argsort / topk ---------------------------------------------------------------------
+ */
 
 /* Sorts along dim keeping the first k; values and/or indices (either may be unwanted). */
 static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, bool descending,
@@ -247,8 +259,9 @@ static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, boo
     if (!k_given)
         k = size;
     if (k < 0 || k > size)
-        return pti_error_null(PT_ERR_INDEX, "%s: k (%lld) is out of range for dimension %d of size %lld",
-                              op, (long long)k, d, (long long)size);
+        return pti_error_null(PT_ERR_INDEX,
+                              "%s: k (%lld) is out of range for dimension %d of size %lld", op,
+                              (long long)k, d, (long long)size);
     pt_tensor *src = pt_contiguous(t);
     if (!src)
         return NULL;
@@ -258,7 +271,10 @@ static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, boo
         shape[d] = k;
     pt_tensor *vals = pti_tensor_new(t->ndim, shape, t->dtype, t->storage->device);
     pt_tensor *idx = pti_tensor_new(t->ndim, shape, PT_INT64, t->storage->device);
-    pti_call c = {.n_in = 1, .n_out = 2, .in = {src}, .out = {vals, idx},
+    pti_call c = {.n_in = 1,
+                  .n_out = 2,
+                  .in = {src},
+                  .out = {vals, idx},
                   .scalar = {d, descending, (double)k}};
     if (!vals || !idx || (vals->numel > 0 && pti_dispatch(PTI_OP_sort, &c) != PT_OK)) {
         pt_release(vals);
@@ -339,7 +355,8 @@ pt_tensor *pt_unique(const pt_tensor *t, pt_tensor **inverse, pt_tensor **counts
             if (inverse) {
                 int64_t stride[PT_MAX_DIMS];
                 pti_contiguous_strides(t->ndim, t->shape, stride);
-                inv_out = pti_tensor_on_storage(inv->storage, PT_INT64, t->ndim, t->shape, stride, 0);
+                inv_out =
+                    pti_tensor_on_storage(inv->storage, PT_INT64, t->ndim, t->shape, stride, 0);
             }
             if (counts)
                 cnt_out = narrow_copy(cnt, m);

@@ -12,7 +12,8 @@
 
 pt_status pti_index_oob(pti_op op, int64_t v, int dim, int64_t size)
 {
-    return pti_error(PT_ERR_INDEX, "pt_%s: index %lld is out of bounds for dimension %d with size %lld",
+    return pti_error(PT_ERR_INDEX,
+                     "pt_%s: index %lld is out of bounds for dimension %d with size %lld",
                      pti_op_names[op], (long long)v, dim, (long long)size);
 }
 
@@ -45,7 +46,8 @@ void pti_index_add_elem(char *dst, const char *src, pt_dtype dt, double alpha)
     }
 }
 
-/* ---- index_select / embedding ----------------------------------------------------------------- */
+/* ---- index_select / embedding -----------------------------------------------------------------
+ */
 
 typedef struct select_ctx {
     const char *src;
@@ -67,8 +69,8 @@ static void select_rows(void *arg, int64_t begin, int64_t end)
 }
 
 /* src contiguous [outer, size, inner] -> dst [outer, nidx, inner]. */
-static pt_status select_along(pti_op op, const pt_tensor *src, const pt_tensor *index, pt_tensor *dst,
-                              int d)
+static pt_status select_along(pti_op op, const pt_tensor *src, const pt_tensor *index,
+                              pt_tensor *dst, int d)
 {
     const int64_t *idx = pti_data(index);
     int64_t size = src->shape[d], inner = 1, outer = 1;
@@ -79,8 +81,8 @@ static pt_status select_along(pti_op op, const pt_tensor *src, const pt_tensor *
     pt_status st = pti_index_check_range(op, idx, index->numel, d, size);
     if (st != PT_OK)
         return st;
-    select_ctx c = {pti_data(src), pti_data(dst), idx, index->numel, size,
-                    (size_t)inner * pti_dtypes[src->dtype].size};
+    select_ctx c = {pti_data(src), pti_data(dst), idx,
+                    index->numel,  size,          (size_t)inner * pti_dtypes[src->dtype].size};
     int64_t rows = outer * index->numel;
     if (rows == 0 || c.row_bytes == 0)
         return PT_OK;
@@ -99,7 +101,8 @@ static pt_status cpu_embedding(const pti_call *c)
     return select_along(c->op, c->in[0], c->in[1], c->out[0], 0);
 }
 
-/* ---- gather ------------------------------------------------------------------------------------- */
+/* ---- gather -------------------------------------------------------------------------------------
+ */
 
 /* Walks the index tensor's shape in row-major order from flat position `begin`, keeping the
  * byte offsets of up to 3 operands (dim `skip` contributes nothing: the index value says). */
@@ -199,7 +202,8 @@ static pt_status cpu_gather(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- scatter / scatter_add ---------------------------------------------------------------------- */
+/* ---- scatter / scatter_add ----------------------------------------------------------------------
+ */
 
 /* Serial: duplicates must apply in a fixed order (and add up exactly once each). */
 static pt_status scatter_common(const pti_call *c, bool add)
@@ -242,10 +246,17 @@ static pt_status scatter_common(const pti_call *c, bool add)
     return PT_OK;
 }
 
-static pt_status cpu_scatter(const pti_call *c) { return scatter_common(c, false); }
-static pt_status cpu_scatter_add(const pti_call *c) { return scatter_common(c, true); }
+static pt_status cpu_scatter(const pti_call *c)
+{
+    return scatter_common(c, false);
+}
+static pt_status cpu_scatter_add(const pti_call *c)
+{
+    return scatter_common(c, true);
+}
 
-/* ---- index_add ---------------------------------------------------------------------------------- */
+/* ---- index_add ----------------------------------------------------------------------------------
+ */
 
 typedef struct index_add_ctx {
     pt_tensor *self;
@@ -280,8 +291,8 @@ static void index_add_range(void *arg, int64_t begin, int64_t end)
 static pt_status cpu_index_add(const pti_call *c)
 {
     index_add_ctx a = {c->out[0], c->in[0], c->in[1], (int)c->scalar[0], c->scalar[1], {0}};
-    pt_status st = pti_index_check_range(c->op, pti_data(a.index), a.index->numel, a.d,
-                                         a.self->shape[a.d]);
+    pt_status st =
+        pti_index_check_range(c->op, pti_data(a.index), a.index->numel, a.d, a.self->shape[a.d]);
     if (st != PT_OK || a.self->shape[a.d] == 0 || a.index->numel == 0)
         return st;
     memcpy(a.slice_shape, a.self->shape, sizeof(int64_t) * (size_t)a.self->ndim);
@@ -292,7 +303,8 @@ static pt_status cpu_index_add(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- masked_fill / masked_select / count_nonzero / nonzero ---------------------------------------- */
+/* ---- masked_fill / masked_select / count_nonzero / nonzero
+ * ---------------------------------------- */
 
 typedef struct fill_ctx {
     unsigned char value[16];
@@ -404,7 +416,8 @@ static pt_status cpu_nonzero(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- one_hot ------------------------------------------------------------------------------------- */
+/* ---- one_hot
+ * ------------------------------------------------------------------------------------- */
 
 static pt_status cpu_index_max(const pti_call *c)
 {
@@ -424,7 +437,8 @@ static pt_status cpu_one_hot(const pti_call *c)
     int64_t n = out->shape[0], classes = out->shape[1];
     for (int64_t i = 0; i < n; i++) {
         if (v[i] < 0)
-            return pti_error(PT_ERR_INDEX, "pt_one_hot: class values must be non-negative, got %lld",
+            return pti_error(PT_ERR_INDEX,
+                             "pt_one_hot: class values must be non-negative, got %lld",
                              (long long)v[i]);
         if (v[i] >= classes)
             return pti_error(PT_ERR_INDEX,

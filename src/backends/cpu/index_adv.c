@@ -9,7 +9,8 @@
 #include "cpu.h"
 #include "index_kern.h"
 
-/* ---- advanced indexing ------------------------------------------------------------------------ */
+/* ---- advanced indexing ------------------------------------------------------------------------
+ */
 
 /* Byte offset into t of each index position b: sum_j wrap(table[j][b]) * stride(dims[j]). */
 static pt_status index_offsets(pti_op op, const pti_index_plan *p, const pt_tensor *t,
@@ -76,8 +77,8 @@ typedef struct adv_ctx {
     const pti_index_plan *p;
     const int64_t *off;
     block pre, post;
-    char *strided;     /* t's element 0 */
-    char *dense;       /* the contiguous side (result of index, values of index_put) */
+    char *strided; /* t's element 0 */
+    char *dense;   /* the contiguous side (result of index, values of index_put) */
     size_t es;
     pt_dtype dt;
     int mode; /* 0 read (index), 1 write, 2 accumulate */
@@ -121,8 +122,13 @@ static pt_status adv_run(const pti_call *c, pt_tensor *strided, pt_tensor *dense
         return pti_error(PT_ERR_OOM, "pt_%s: out of memory", pti_op_names[c->op]);
     pt_status st = index_offsets(c->op, p, strided, table, off);
     if (st == PT_OK) {
-        adv_ctx a = {.p = p, .off = off, .strided = pti_data(strided), .dense = pti_data(dense),
-                     .es = pti_dtypes[strided->dtype].size, .dt = strided->dtype, .mode = mode};
+        adv_ctx a = {.p = p,
+                     .off = off,
+                     .strided = pti_data(strided),
+                     .dense = pti_data(dense),
+                     .es = pti_dtypes[strided->dtype].size,
+                     .dt = strided->dtype,
+                     .mode = mode};
         block_init(&a.pre, strided, p->npre, p->pre);
         block_init(&a.post, strided, p->npost, p->post);
         int64_t rows = a.pre.numel * nb;
@@ -146,7 +152,8 @@ static pt_status cpu_index_put(const pti_call *c)
     return adv_run(c, c->out[0], (pt_tensor *)c->in[0], c->in[1], p->accumulate ? 2 : 1);
 }
 
-/* ---- sort ----------------------------------------------------------------------------------------- */
+/* ---- sort
+ * ----------------------------------------------------------------------------------------- */
 
 typedef struct sort_item {
     union {
@@ -240,8 +247,12 @@ static pt_status cpu_sort(const pti_call *c)
 {
     const pt_tensor *src = c->in[0];
     int d = (int)c->scalar[0];
-    sort_ctx s = {.src = pti_data(src), .vals = pti_data(c->out[0]), .idx = pti_data(c->out[1]),
-                  .k = (int64_t)c->scalar[2], .inner = 1, .dt = src->dtype,
+    sort_ctx s = {.src = pti_data(src),
+                  .vals = pti_data(c->out[0]),
+                  .idx = pti_data(c->out[1]),
+                  .k = (int64_t)c->scalar[2],
+                  .inner = 1,
+                  .dt = src->dtype,
                   .desc = c->scalar[1] != 0};
     s.n = src->ndim ? src->shape[d] : 1;
     int64_t outer = 1;
@@ -260,7 +271,8 @@ static pt_status cpu_sort(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- unique -------------------------------------------------------------------------------------- */
+/* ---- unique
+ * -------------------------------------------------------------------------------------- */
 
 static bool same_key(const sort_item *a, const sort_item *b, bool is_float)
 {
