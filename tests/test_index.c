@@ -25,6 +25,10 @@ static void test_index_select(void **state)
     assert_tensor_equal(pt_index_select(x, -1, i64(2, (int64_t[]){4, 0})), F("sel.dm1"));
     /* non-contiguous input */
     assert_tensor_equal(pt_index_select(pt_test_noncontig(x), 1, F("sel.idx")), F("sel.d1"));
+    /* a permuted view: strided outer dims and strided rows */
+    pt_tensor *xt = pt_as_strided(F("x3t"), PT_SHAPE(3, 4, 5), (int64_t[]){1, 3, 12}, 0);
+    assert_tensor_equal(pt_index_select(xt, 1, F("sel.idx")), F("sel.d1"));
+    assert_tensor_equal(pt_index_select(xt, 0, i64(3, (int64_t[]){2, 0, 2})), F("sel.d0"));
     /* int64 data with an int32 index, float16 data */
     pt_tensor *i32 = pt_from_data((int32_t[]){5, 5, 0}, 1, (int64_t[]){3}, PT_INT32, pt_cpu());
     assert_tensor_equal(pt_index_select(F("sel.xi"), 1, i32), F("sel.xi_d1"));
@@ -58,6 +62,8 @@ static void test_embedding(void **state)
     pt_embedding_opts o = {.has_padding_idx = true, .padding_idx = -1};
     assert_tensor_equal(pt_embedding_ex(w, i32, &o), F("emb.out"));
     assert_tensor_equal(pt_embedding(pt_test_noncontig(w), idx), F("emb.out"));
+    pt_tensor *wt = pt_as_strided(F("emb.wt"), PT_SHAPE(10, 4), (int64_t[]){1, 10}, 0);
+    assert_tensor_equal(pt_embedding(wt, idx), F("emb.out"));
     assert_pt_error(pt_embedding(w, i64(2, (int64_t[]){3, 10})), PT_ERR_INDEX,
                     "pt_embedding: index 10 is out of bounds for dimension 0 with size 10");
     assert_pt_error(pt_embedding(w, i64(1, (int64_t[]){-1})), PT_ERR_INDEX, "index -1");

@@ -52,7 +52,7 @@ static pt_tensor *at_least_1d(const pt_tensor *t)
     return pti_tensor_on_storage(t->storage, t->dtype, 1, &one, &st, t->offset);
 }
 
-/* ---- index_select / embedding ------------------------------------------------------------ */
+/* ---- index_select / embedding ---------------------------------------------------------------- */
 
 pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index)
 {
@@ -69,9 +69,7 @@ pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *ind
         return pti_error_null(PT_ERR_SHAPE, "%s: index must be 1-D or 0-dim, got shape %s", op,
                               pti_shape_str(index->ndim, index->shape));
     pt_tensor *idx = pti_index_as_i64(op, "index", index, true);
-    pt_tensor *src = at_least_1d(t);
-    pt_tensor *csrc = src ? pt_contiguous(src) : NULL;
-    pt_release(src);
+    pt_tensor *csrc = at_least_1d(t); /* any strides: the kernel walks them */
     pt_tensor *out = NULL;
     if (idx && csrc) {
         int64_t shape[PT_MAX_DIMS];
@@ -115,7 +113,7 @@ pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
                               "%s: padding_idx %lld must be within num_embeddings (%lld)", op,
                               (long long)opts->padding_idx, (long long)weight->shape[0]);
     pt_tensor *idx = pti_index_as_i64(op, "indices", indices, true);
-    pt_tensor *w = pt_contiguous(weight);
+    pt_tensor *w = pti_alias(weight); /* any strides: the kernel walks them */
     pt_tensor *out = NULL;
     if (idx && w) {
         int64_t shape[PT_MAX_DIMS];
@@ -146,7 +144,7 @@ pt_tensor *pt_embedding(const pt_tensor *weight, const pt_tensor *indices)
     return pt_embedding_ex(weight, indices, NULL);
 }
 
-/* ---- gather / scatter ---------------------------------------------------------------------- */
+/* ---- gather / scatter ------------------------------------------------------------------------ */
 
 /* index must have t's ndim and fit inside `other` (t for gather, src for scatter) on every
  * dim, and inside t on every dim but d. */
@@ -295,7 +293,7 @@ pt_tensor *pt_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *inde
     OUT_OF_PLACE(t, scatter_inplace("pt_scatter_add", PTI_OP_scatter_add, r, dim, index, src, 0));
 }
 
-/* ---- index_add ------------------------------------------------------------------------------ */
+/* ---- index_add ------------------------------------------------------------------------------- */
 
 static pt_status index_add_impl(const char *op, pt_tensor *t, int64_t dim, const pt_tensor *index,
                                 const pt_tensor *source, double alpha)
@@ -363,8 +361,7 @@ pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
     OUT_OF_PLACE(t, index_add_impl("pt_index_add", r, dim, index, source, alpha));
 }
 
-/* ---- masked_fill / masked_select --------------------------------------------------------------
- */
+/* ---- masked_fill / masked_select ------------------------------------------------------------- */
 
 static bool check_mask(const char *op, const pt_tensor *mask)
 {
@@ -522,7 +519,7 @@ pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask)
     return out;
 }
 
-/* ---- nonzero / one_hot ---------------------------------------------------------------------- */
+/* ---- nonzero / one_hot ----------------------------------------------------------------------- */
 
 pt_tensor *pt_nonzero(const pt_tensor *t)
 {

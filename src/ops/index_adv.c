@@ -241,8 +241,7 @@ pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indic
     return r;
 }
 
-/* ---- sort / argsort / topk ---------------------------------------------------------------------
- */
+/* ---- sort / argsort / topk ------------------------------------------------------------------- */
 
 /* Sorts along dim keeping the first k; values and/or indices (either may be unwanted). */
 static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, bool descending,

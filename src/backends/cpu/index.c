@@ -8,7 +8,7 @@
 #include "cpu.h"
 #include "index_kern.h"
 
-/* ---- shared helpers ------------------------------------------------------------------------ */
+/* ---- shared helpers -------------------------------------------------------------------------- */
 
 pt_status pti_index_oob(pti_op op, int64_t v, int dim, int64_t size)
 {
@@ -46,44 +46,89 @@ void pti_index_add_elem(char *dst, const char *src, pt_dtype dt, double alpha)
     }
 }
 
-/* ---- index_select / embedding -----------------------------------------------------------------
- */
+void pti_index_block_init(pti_index_block *bl, const pt_tensor *t, int n, const int *dims)
+{
+    int64_t es = (int64_t)pti_dtypes[t->dtype].size;
+    bl->nd = 0;
+    bl->numel = 1;
+    for (int i = 0; i < n; i++) {
+        int64_t size = t->shape[dims[i]], st = t->stride[dims[i]] * es;
+        bl->numel *= size;
+        if (size == 1)
+            continue;
+        if (bl->nd > 0 && bl->stride[bl->nd - 1] == st * size) { /* merge into the previous */
+            bl->shape[bl->nd - 1] *= size;
+            bl->stride[bl->nd - 1] = st;
+            continue;
+        }
+        bl->shape[bl->nd] = size;
+        bl->stride[bl->nd] = st;
+        bl->nd++;
+    }
+}
+
+int64_t pti_index_block_offset(const pti_index_block *bl, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = bl->nd - 1; d >= 0; d--) {
+        off += (i % bl->shape[d]) * bl->stride[d];
+        i /= bl->shape[d];
+    }
+    return off;
+}
+
+/* ---- index_select / embedding ---------------------------------------------------------------- */
 
 typedef struct select_ctx {
     const char *src;
     char *dst;
     const int64_t *idx;
-    int64_t nidx, size;
-    size_t row_bytes; /* inner * element size */
+    int64_t nidx, dstride; /* dstride: bytes between positions along the selected dim */
+    pti_index_block outer, inner;
+    int64_t es;
+    size_t row_bytes; /* inner numel * element size */
 } select_ctx;
 
-/* Row r of the output = (outer o, position j): one memcpy of the inner block. */
+/* Row r of the output = (outer position o, index position j): one inner block, a memcpy when
+ * the source rows are contiguous. */
 static void select_rows(void *arg, int64_t begin, int64_t end)
 {
     const select_ctx *c = arg;
+    bool run = pti_index_block_is_run(&c->inner, c->es);
     for (int64_t r = begin; r < end; r++) {
         int64_t o = r / c->nidx, j = r % c->nidx;
-        memcpy(c->dst + r * c->row_bytes, c->src + (o * c->size + c->idx[j]) * c->row_bytes,
-               c->row_bytes);
+        const char *s = c->src + pti_index_block_offset(&c->outer, o) + c->idx[j] * c->dstride;
+        char *d = c->dst + r * (int64_t)c->row_bytes;
+        if (run) {
+            memcpy(d, s, c->row_bytes);
+            continue;
+        }
+        for (int64_t i = 0; i < c->inner.numel; i++)
+            memcpy(d + i * c->es, s + pti_index_block_offset(&c->inner, i), (size_t)c->es);
     }
 }
 
-/* src contiguous [outer, size, inner] -> dst [outer, nidx, inner]. */
+/* src (strided) viewed as [outer, size, inner] -> dst (contiguous) [outer, nidx, inner]. */
 static pt_status select_along(pti_op op, const pt_tensor *src, const pt_tensor *index,
                               pt_tensor *dst, int d)
 {
     const int64_t *idx = pti_data(index);
-    int64_t size = src->shape[d], inner = 1, outer = 1;
-    for (int i = 0; i < d; i++)
-        outer *= src->shape[i];
-    for (int i = d + 1; i < src->ndim; i++)
-        inner *= src->shape[i];
-    pt_status st = pti_index_check_range(op, idx, index->numel, d, size);
+    pt_status st = pti_index_check_range(op, idx, index->numel, d, src->shape[d]);
     if (st != PT_OK)
         return st;
-    select_ctx c = {pti_data(src), pti_data(dst), idx,
-                    index->numel,  size,          (size_t)inner * pti_dtypes[src->dtype].size};
-    int64_t rows = outer * index->numel;
+    int dims[PT_MAX_DIMS];
+    for (int i = 0; i < src->ndim; i++)
+        dims[i] = i;
+    select_ctx c = {.src = pti_data(src),
+                    .dst = pti_data(dst),
+                    .idx = idx,
+                    .nidx = index->numel,
+                    .es = (int64_t)pti_dtypes[src->dtype].size};
+    c.dstride = src->stride[d] * c.es;
+    pti_index_block_init(&c.outer, src, d, dims);
+    pti_index_block_init(&c.inner, src, src->ndim - d - 1, dims + d + 1);
+    c.row_bytes = (size_t)(c.inner.numel * c.es);
+    int64_t rows = c.outer.numel * index->numel;
     if (rows == 0 || c.row_bytes == 0)
         return PT_OK;
     int64_t grain = (int64_t)(65536 / c.row_bytes) + 1;
@@ -101,8 +146,7 @@ static pt_status cpu_embedding(const pti_call *c)
     return select_along(c->op, c->in[0], c->in[1], c->out[0], 0);
 }
 
-/* ---- gather -------------------------------------------------------------------------------------
- */
+/* ---- gather ---------------------------------------------------------------------------------- */
 
 /* Walks the index tensor's shape in row-major order from flat position `begin`, keeping the
  * byte offsets of up to 3 operands (dim `skip` contributes nothing: the index value says). */
@@ -202,8 +246,7 @@ static pt_status cpu_gather(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- scatter / scatter_add ----------------------------------------------------------------------
- */
+/* ---- scatter / scatter_add ------------------------------------------------------------------- */
 
 /* Serial: duplicates must apply in a fixed order (and add up exactly once each). */
 static pt_status scatter_common(const pti_call *c, bool add)
@@ -255,8 +298,7 @@ static pt_status cpu_scatter_add(const pti_call *c)
     return scatter_common(c, true);
 }
 
-/* ---- index_add ----------------------------------------------------------------------------------
- */
+/* ---- index_add ------------------------------------------------------------------------------- */
 
 typedef struct index_add_ctx {
     pt_tensor *self;

@@ -9,8 +9,7 @@
 #include "cpu.h"
 #include "index_kern.h"
 
-/* ---- advanced indexing ------------------------------------------------------------------------
- */
+/* ---- advanced indexing ----------------------------------------------------------------------- */
 
 /* Byte offset into t of each index position b: sum_j wrap(table[j][b]) * stride(dims[j]). */
 static pt_status index_offsets(pti_op op, const pti_index_plan *p, const pt_tensor *t,
@@ -34,49 +33,10 @@ static pt_status index_offsets(pti_op op, const pti_index_plan *p, const pt_tens
     return PT_OK;
 }
 
-/* A list of source dims walked as one block: sizes and byte strides, merged where contiguous. */
-typedef struct block {
-    int nd;
-    int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS];
-    int64_t numel;
-} block;
-
-static void block_init(block *bl, const pt_tensor *t, int n, const int *dims)
-{
-    int64_t es = (int64_t)pti_dtypes[t->dtype].size;
-    bl->nd = 0;
-    bl->numel = 1;
-    for (int i = 0; i < n; i++) {
-        int64_t size = t->shape[dims[i]], st = t->stride[dims[i]] * es;
-        bl->numel *= size;
-        if (size == 1)
-            continue;
-        if (bl->nd > 0 && bl->stride[bl->nd - 1] == st * size) { /* merge into the previous */
-            bl->shape[bl->nd - 1] *= size;
-            bl->stride[bl->nd - 1] = st;
-            continue;
-        }
-        bl->shape[bl->nd] = size;
-        bl->stride[bl->nd] = st;
-        bl->nd++;
-    }
-}
-
-/* Byte offset of the element at flat (row-major) position i of the block. */
-static int64_t block_offset(const block *bl, int64_t i)
-{
-    int64_t off = 0;
-    for (int d = bl->nd - 1; d >= 0; d--) {
-        off += (i % bl->shape[d]) * bl->stride[d];
-        i /= bl->shape[d];
-    }
-    return off;
-}
-
 typedef struct adv_ctx {
     const pti_index_plan *p;
     const int64_t *off;
-    block pre, post;
+    pti_index_block pre, post;
     char *strided; /* t's element 0 */
     char *dense;   /* the contiguous side (result of index, values of index_put) */
     size_t es;
@@ -92,7 +52,7 @@ static void adv_rows(void *arg, int64_t begin, int64_t end)
     bool run = c->post.nd == 1 && c->post.stride[0] == es; /* the post block is contiguous */
     for (int64_t r = begin; r < end; r++) {
         int64_t pre_i = r / c->p->nb, b = r % c->p->nb;
-        char *s = c->strided + block_offset(&c->pre, pre_i) + c->off[b];
+        char *s = c->strided + pti_index_block_offset(&c->pre, pre_i) + c->off[b];
         char *d = c->dense + r * post_n * es;
         if (c->mode == 0 && (run || c->post.nd == 0)) {
             memcpy(d, s, (size_t)(post_n * es));
@@ -100,7 +60,7 @@ static void adv_rows(void *arg, int64_t begin, int64_t end)
             memcpy(s, d, (size_t)(post_n * es));
         } else {
             for (int64_t i = 0; i < post_n; i++) {
-                char *e = s + block_offset(&c->post, i);
+                char *e = s + pti_index_block_offset(&c->post, i);
                 if (c->mode == 0)
                     memcpy(d + i * es, e, c->es);
                 else if (c->mode == 1)
@@ -129,8 +89,8 @@ static pt_status adv_run(const pti_call *c, pt_tensor *strided, pt_tensor *dense
                      .es = pti_dtypes[strided->dtype].size,
                      .dt = strided->dtype,
                      .mode = mode};
-        block_init(&a.pre, strided, p->npre, p->pre);
-        block_init(&a.post, strided, p->npost, p->post);
+        pti_index_block_init(&a.pre, strided, p->npre, p->pre);
+        pti_index_block_init(&a.post, strided, p->npost, p->post);
         int64_t rows = a.pre.numel * nb;
         /* writes may hit one element twice: only reads run in parallel */
         int64_t grain = mode == 0 ? 4096 / (a.post.numel + 1) + 1 : INT64_MAX;
