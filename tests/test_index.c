@@ -366,6 +366,8 @@ static void test_one_hot(void **state)
     assert_tensor_equal(pt_one_hot(pt_test_noncontig(F("oh.x")), 5), F("oh.c5"));
     assert_pt_error(pt_one_hot(F("oh.x"), 3), PT_ERR_INDEX, "smaller than num_classes");
     assert_pt_error(pt_one_hot(i64(2, (int64_t[]){1, -2}), 3), PT_ERR_INDEX, "non-negative");
+    assert_pt_error(pt_one_hot(i64(2, (int64_t[]){-1, -2}), -1), PT_ERR_INDEX, "non-negative");
+    assert_pt_error(pt_one_hot(i64(1, (int64_t[]){INT64_MAX}), -1), PT_ERR_INDEX, "too large");
     assert_pt_error(pt_one_hot(pt_to_dtype(F("oh.x"), PT_INT32), 5), PT_ERR_DTYPE, "int64");
     assert_pt_error(pt_one_hot(pt_empty(PT_SHAPE(0), PT_INT64, pt_cpu()), -1), PT_ERR_INVALID_ARG,
                     "empty");

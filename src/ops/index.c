@@ -574,8 +574,14 @@ pt_tensor *pt_one_hot(const pt_tensor *indices, int64_t num_classes)
             pt_release(flat);
             return NULL;
         }
-        num_classes = (int64_t)pt_item(mx) + 1;
+        double top = pt_item(mx);
         pt_release(mx);
+        if (top >= 9.2e18) {
+            pt_release(flat);
+            return pti_error_null(PT_ERR_INDEX, "%s: class value %.0f is too large", op, top);
+        }
+        /* all values negative: the kernel reports the first one */
+        num_classes = top < 0 ? 1 : (int64_t)top + 1;
     }
     int64_t shape[PT_MAX_DIMS];
     memcpy(shape, indices->shape, sizeof(int64_t) * (size_t)indices->ndim);
