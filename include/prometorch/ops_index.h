@@ -80,8 +80,13 @@ PT_API pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask);
  * must equal those dims of t; it stands for its nonzero() coordinates). The index tensors
  * broadcast to one shape B. When all indexed dims are adjacent, B takes their place in the
  * result (t[:, i, j] on [A, X, Y, C] with B = [2, 3] is [A, 2, 3, C]); when a slice separates
- * them, B comes first followed by the sliced dims (t[i, :, j] is [2, 3, X]). Always a copy,
- * as in PyTorch; with no index tensor at all (every entry NULL) the result is a view of t. */
+ * them, B comes first followed by the sliced dims (t[i, :, j] is [2, 3, X]). A 0-dim int64
+ * index acts like a plain integer (PyTorch selects it first), so it does not separate the
+ * others. int32 index tensors are rejected (as PyTorch 1.13 does). Always a copy, as in
+ * PyTorch; with no index tensor at all (every entry NULL) the result is a view of t. Errors:
+ * PT_ERR_INDEX for an index out of range, too many indices, a mask whose shape does not match
+ * the dims it indexes, or index tensors that do not broadcast; PT_ERR_DTYPE for another index
+ * dtype. */
 PT_API pt_tensor *pt_index(const pt_tensor *t, int n, const pt_tensor *const *indices);
 
 /* t[indices] = values (accumulate = false) or t[indices] += values (true; duplicates all add
