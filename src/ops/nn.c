@@ -52,9 +52,9 @@ static bool check_channel_param(const char *op, const char *arg, const pt_tensor
     return true;
 }
 
-/* Runs a norm kernel on contiguous copies of x, weight, bias (nullable) and returns y in x's
- * dtype. extra (nullable, up to 2) are passed uncopied as in[3], in[4]. */
-static pt_tensor *run_norm(const char *op, pti_op kop, const pt_tensor *x, const pt_tensor *w,
+/* Runs a norm kernel on contiguous compute copies of x, weight and bias (both nullable) and
+ * returns y in x's dtype. */
+static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w,
                            const pt_tensor *b, const void *params)
 {
     pt_dtype cdt = compute_dtype(x->dtype);
@@ -70,7 +70,6 @@ static pt_tensor *run_norm(const char *op, pti_op kop, const pt_tensor *x, const
             }
         }
     }
-    (void)op;
     pt_release(xc);
     pt_release(wc);
     pt_release(bc);
@@ -185,7 +184,7 @@ pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
     pti_row_norm_params p = {.eps = eps};
     if (!check_normalized_shape(op, x, n_normalized_dims, normalized_shape, weight, bias, &p))
         return NULL;
-    return run_norm(op, PTI_OP_layer_norm, x, weight, bias, &p);
+    return run_norm(PTI_OP_layer_norm, x, weight, bias, &p);
 }
 
 /* torch.finfo(dt).eps */
@@ -215,7 +214,7 @@ pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
     pti_row_norm_params p = {.eps = eps < 0 ? finfo_eps(x->dtype) : eps};
     if (!check_normalized_shape(op, x, n_normalized_dims, normalized_shape, weight, NULL, &p))
         return NULL;
-    return run_norm(op, PTI_OP_rms_norm, x, weight, NULL, &p);
+    return run_norm(PTI_OP_rms_norm, x, weight, NULL, &p);
 }
 
 /* ---- group_norm --------------------------------------------------------------------------------- */
@@ -243,7 +242,7 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
     if (!check_channel_param(op, "weight", weight, p.c) ||
         !check_channel_param(op, "bias", bias, p.c))
         return NULL;
-    return run_norm(op, PTI_OP_group_norm, x, weight, bias, &p);
+    return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
 }
 
 /* ---- dropout ------------------------------------------------------------------------------------- */

@@ -93,18 +93,27 @@ static void bn_stats_range(void *arg, int64_t c0, int64_t c1)
     if (p->s == 1) { /* [N, C]: walk rows, channels contiguous */
         for (int64_t ch = c0; ch < c1; ch++)
             b->mean[ch] = b->var[ch] = 0;
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t ch = c0; ch < c1; ch++)
-                b->mean[ch] += param_get(b->c->in[0], b->f64, n * p->c + ch, 0);
-        for (int64_t ch = c0; ch < c1; ch++)
-            b->mean[ch] /= cnt;
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t ch = c0; ch < c1; ch++) {
-                double d = param_get(b->c->in[0], b->f64, n * p->c + ch, 0) - b->mean[ch];
-                b->var[ch] += d * d;
+        for (int pass = 0; pass < 2; pass++) {
+            double *acc = pass == 0 ? b->mean : b->var;
+            for (int64_t n = 0; n < p->n; n++) {
+                int64_t row = n * p->c;
+                if (b->f64) {
+                    const double *xr = (const double *)x + row;
+                    for (int64_t ch = c0; ch < c1; ch++) {
+                        double d = xr[ch] - (pass ? b->mean[ch] : 0.0);
+                        acc[ch] += pass ? d * d : d;
+                    }
+                } else {
+                    const float *xr = (const float *)x + row;
+                    for (int64_t ch = c0; ch < c1; ch++) {
+                        double d = (double)xr[ch] - (pass ? b->mean[ch] : 0.0);
+                        acc[ch] += pass ? d * d : d;
+                    }
+                }
             }
-        for (int64_t ch = c0; ch < c1; ch++)
-            b->var[ch] /= cnt;
+            for (int64_t ch = c0; ch < c1; ch++)
+                acc[ch] /= cnt;
+        }
         return;
     }
     for (int64_t ch = c0; ch < c1; ch++) {
