@@ -76,6 +76,27 @@ static void test_cross_entropy_class_indices(void **state)
              (pt_cross_entropy_opts){.label_smoothing = 0.1}, F64_RTOL, F64_ATOL);
 }
 
+/* A NaN logit makes its sample's loss NaN on both the vector and the scalar path; float16
+ * logits are computed in float32 and the result rounded back to float16. */
+static void test_cross_entropy_nan_and_half(void **state)
+{
+    (void)state;
+    float logits[2 * 20];
+    for (int i = 0; i < 40; i++)
+        logits[i] = (float)(i % 7) * 0.5f;
+    logits[13] = NAN;
+    pt_tensor *x = pt_from_data(logits, PT_SHAPE(2, 20), PT_FLOAT32, pt_cpu());
+    pt_tensor *t = pt_zeros(PT_SHAPE(2), PT_INT64, pt_cpu());
+    pt_tensor *l = pt_cross_entropy_ex(x, t, &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE});
+    assert_non_null(l);
+    assert_true(isnan(pt_test_get(l, 0)));
+    assert_false(isnan(pt_test_get(l, 1)));
+    pt_tensor *h = pt_cross_entropy(pt_to_dtype(get("ce.x"), PT_FLOAT16), get("ce.t"));
+    assert_int_equal(pt_dtype_of(h), PT_FLOAT16);
+    /* float16 logits lose ~3 decimal digits before the loss is computed */
+    assert_tensor_close_any_dtype(h, get("ce.plain.mean"), 1e-2, 1e-2);
+}
+
 static void test_cross_entropy_probability_targets(void **state)
 {
     (void)state;
@@ -266,6 +287,7 @@ int main(void)
     fx = fx_open("loss");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cross_entropy_class_indices, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_nan_and_half, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_probability_targets, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nll_loss, pt_test_setup, pt_test_teardown),

@@ -312,31 +312,40 @@ static void dropout_range(void *arg, int64_t q0, int64_t q1)
     const pt_tensor *x = d->c->in[0];
     pt_tensor *y = d->c->out[0], *mask = d->c->out[1];
     pt_dtype dt = x->dtype;
+    size_t es = pti_dtypes[dt].size;
     /* PyTorch multiplies by a noise tensor holding 0 or 1/(1-p) in x's dtype, so dropped
      * elements are x * 0 (NaN stays NaN) and the float32 scale is 1.0f / (float)(1 - p). */
     double scale = d->p->p < 1 ? 1.0 / (1.0 - d->p->p) : 0.0;
     float scale_f = d->p->p < 1 ? 1.0f / (float)(1.0 - d->p->p) : 0.0f;
+    const char *xp = pti_data(x);
+    char *yp = pti_data(y);
     uint8_t *m = mask ? pti_data(mask) : NULL;
+    const uint64_t key = d->p->key, base = d->p->base;
+    const float keep_prob = d->keep_prob;
     for (int64_t q = q0; q < q1; q++) {
         uint32_t r[4];
-        pti_philox(d->p->key, d->p->base + (uint64_t)q, r);
-        for (int j = 0; j < 4; j++) {
-            int64_t i = q * 4 + j;
-            if (i >= d->n)
-                break;
-            bool keep = pti_u32_to_float(r[j]) < d->keep_prob;
-            if (m)
-                m[i] = keep;
-            if (dt == PT_FLOAT32) {
-                float v = ((const float *)pti_data(x))[i];
-                ((float *)pti_data(y))[i] = v * (keep ? scale_f : 0.0f);
-            } else if (dt == PT_FLOAT64) {
-                double v = ((const double *)pti_data(x))[i];
-                ((double *)pti_data(y))[i] = v * (keep ? scale : 0.0);
-            } else {
-                double v = pti_load_f64(elem_ptr(x, i), dt);
-                pti_store_f64((char *)pti_data(y) + i * (int64_t)pti_dtypes[dt].size, dt,
-                              (double)((float)v * (keep ? scale_f : 0.0f)));
+        pti_philox(key, base + (uint64_t)q, r);
+        int64_t i0 = q * 4, cnt = d->n - i0 < 4 ? d->n - i0 : 4;
+        bool keep[4];
+        for (int j = 0; j < 4; j++)
+            keep[j] = pti_u32_to_float(r[j]) < keep_prob;
+        if (m)
+            for (int j = 0; j < cnt; j++)
+                m[i0 + j] = keep[j];
+        if (dt == PT_FLOAT32) {
+            const float *xv = (const float *)xp + i0;
+            float *yv = (float *)yp + i0;
+            for (int j = 0; j < cnt; j++)
+                yv[j] = xv[j] * (keep[j] ? scale_f : 0.0f);
+        } else if (dt == PT_FLOAT64) {
+            const double *xv = (const double *)xp + i0;
+            double *yv = (double *)yp + i0;
+            for (int j = 0; j < cnt; j++)
+                yv[j] = xv[j] * (keep[j] ? scale : 0.0);
+        } else {
+            for (int j = 0; j < cnt; j++) {
+                float v = (float)pti_load_f64(xp + (size_t)(i0 + j) * es, dt);
+                pti_store_f64(yp + (size_t)(i0 + j) * es, dt, (double)(v * (keep[j] ? scale_f : 0.0f)));
             }
         }
     }

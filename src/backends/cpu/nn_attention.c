@@ -56,10 +56,14 @@ typedef struct sdpa_ctx {
             T dscale = p->dropout_p < 1 ? (T)(1.0 / (1.0 - p->dropout_p)) : 0;                 \
             float keep_prob = (float)(1.0 - p->dropout_p);                                     \
             uint64_t first = (uint64_t)((s->b * p->l + l) * p->s);                             \
+            uint32_t rnd[4];                                                                   \
+            uint64_t have = UINT64_MAX; /* counter whose words rnd holds */                    \
             for (int64_t j = 0; j < p->s; j++) {                                               \
                 uint64_t idx = first + (uint64_t)j;                                            \
-                uint32_t rnd[4];                                                               \
-                pti_philox(p->key, p->base + idx / 4, rnd);                                    \
+                if (idx / 4 != have) {                                                         \
+                    have = idx / 4;                                                            \
+                    pti_philox(p->key, p->base + have, rnd);                                   \
+                }                                                                              \
                 bool keep = pti_u32_to_float(rnd[idx % 4]) < keep_prob;                        \
                 row[j] = keep ? row[j] * dscale : 0;                                           \
             }                                                                                  \

@@ -172,12 +172,13 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
     norm_affine_scalar(y + i, x + i, n - i, mean, rstd, w ? w + i : NULL, b ? b + i : NULL);
 }
 
-/* exp(x) for x <= 0 (arguments are max-subtracted): Cody-Waite range reduction and a degree-5
+/* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a degree-5
  * polynomial (relative error ~1e-7); results below e^-87 flush towards 0. */
 AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
 {
-    const __m256 lo = _mm256_set1_ps(-87.0f);
-    x = _mm256_max_ps(x, lo);
+    /* max_ps returns its second operand when either is NaN: NaN inputs stay NaN (the max
+     * above may have skipped them, so this is what makes a NaN logit give a NaN result) */
+    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
     __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
@@ -206,9 +207,6 @@ AVX2 static double logsumexp_avx2(const float *x, int64_t n)
         m = x[i] > m ? x[i] : m;
     if (!isfinite(m))
         return logsumexp_scalar(x, n); /* NaN/inf inputs: exact special-value handling */
-    for (int64_t j = 0; j < n; j++)
-        if (isnan(x[j]))
-            return NAN;
     __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8)
         acc = _mm256_add_ps(acc, exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
