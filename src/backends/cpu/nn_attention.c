@@ -7,7 +7,18 @@
 #include <math.h>
 
 #include "../../ops/nn_params.h"
-#include "cpu.h"
+#include "nn_simd.h"
+
+/* x[i] = exp(x[i] - m) in place; returns the sum (the float32 twin is in nn_simd.c). */
+static double exp_sum_f64(double *x, int64_t n, double m)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = exp(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
 
 /* Score elements per block (rows * S); bounds the scratch to 16 MiB of doubles. */
 #define SDPA_BLOCK_ELEMS (1 << 21)
@@ -24,7 +35,7 @@ typedef struct sdpa_ctx {
 } sdpa_ctx;
 
 /* Masks, softmaxes and drops one score row in place (double or float storage). */
-#define SDPA_ROW_BODY(T, EXP)                                                                  \
+#define SDPA_ROW_BODY(T, EXP_SUM)                                                                  \
     do {                                                                                       \
         T *row = (T *)s->scores + r * p->s;                                                    \
         T mx = -INFINITY;                                                                      \
@@ -43,12 +54,7 @@ typedef struct sdpa_ctx {
             if (v > mx || isnan(v))                                                            \
                 mx = isnan(mx) ? mx : v;                                                       \
         }                                                                                      \
-        double sum = 0;                                                                        \
-        for (int64_t j = 0; j < p->s; j++) {                                                   \
-            T e = EXP(row[j] - mx);                                                            \
-            row[j] = e;                                                                        \
-            sum += e;                                                                          \
-        }                                                                                      \
+        double sum = EXP_SUM(row, p->s, mx);                                                   \
         T inv = (T)(1.0 / sum);                                                                \
         for (int64_t j = 0; j < p->s; j++)                                                     \
             row[j] *= inv;                                                                     \
@@ -78,9 +84,9 @@ static void sdpa_rows(void *arg, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         int64_t l = s->l0 + r;
         if (s->f64)
-            SDPA_ROW_BODY(double, exp);
+            SDPA_ROW_BODY(double, exp_sum_f64);
         else
-            SDPA_ROW_BODY(float, expf);
+            SDPA_ROW_BODY(float, pti_nn_exp_sum_f32);
     }
 }
 

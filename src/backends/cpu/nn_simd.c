@@ -173,11 +173,12 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
 }
 
 /* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a degree-5
- * polynomial (relative error ~1e-7); results below e^-87 flush towards 0. */
+ * polynomial (relative error ~1e-7); arguments below -87 (and -inf) give exactly 0. */
 AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
 {
     /* max_ps returns its second operand when either is NaN: NaN inputs stay NaN (the max
      * above may have skipped them, so this is what makes a NaN logit give a NaN result) */
+    __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ); /* else exp -> 0 */
     x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
     __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -191,7 +192,7 @@ AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
 }
 
 AVX2 static double logsumexp_avx2(const float *x, int64_t n)
@@ -215,7 +216,34 @@ AVX2 static double logsumexp_avx2(const float *x, int64_t n)
         s += exp((double)x[i] - m);
     return m + log(s);
 }
+
+AVX2 static double exp_sum_avx2(float *x, int64_t n, float m)
+{
+    __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    double s = hsum_ps(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
 #endif
+
+static double exp_sum_scalar(float *x, int64_t n, float m)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
 
@@ -267,4 +295,13 @@ double pti_nn_logsumexp_f32(const float *x, int64_t n)
         return logsumexp_avx2(x, n);
 #endif
     return logsumexp_scalar(x, n);
+}
+
+double pti_nn_exp_sum_f32(float *x, int64_t n, float m)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2())
+        return exp_sum_avx2(x, n, m);
+#endif
+    return exp_sum_scalar(x, n, m);
 }

@@ -19,4 +19,7 @@ void pti_nn_norm_affine_f32(float *y, const float *x, int64_t n, float mean, flo
 /* log(sum exp x[i]) with the max subtracted; -inf for n == 0. */
 double pti_nn_logsumexp_f32(const float *x, int64_t n);
 
+/* x[i] = exp(x[i] - m) in place (m is the row max, or NaN/inf propagate); returns the sum. */
+double pti_nn_exp_sum_f32(float *x, int64_t n, float m);
+
 #endif
