@@ -17,7 +17,10 @@ static pt_fixture *fx;
 static const char *const red_names[3] = {"mean", "sum", "none"};
 static const pt_reduction reds[3] = {PT_REDUCTION_MEAN, PT_REDUCTION_SUM, PT_REDUCTION_NONE};
 
-static pt_tensor *get(const char *name) { return fx_get(fx, name); }
+static pt_tensor *get(const char *name)
+{
+    return fx_get(fx, name);
+}
 
 static pt_tensor *get_red(const char *prefix, int r)
 {
@@ -26,7 +29,8 @@ static pt_tensor *get_red(const char *prefix, int r)
     return fx_get(fx, key);
 }
 
-/* ---- cross_entropy and nll_loss ----------------------------------------------------------------- */
+/* ---- cross_entropy and nll_loss -----------------------------------------------------------------
+ */
 
 /* cross_entropy with opts (reduction replaced) for every reduction against <prefix>.<red>. */
 static void check_ce(const char *prefix, const pt_tensor *x, const pt_tensor *t,
@@ -46,8 +50,8 @@ static void test_cross_entropy_class_indices(void **state)
     check_ce("ce.plain", x, t, (pt_cross_entropy_opts){0}, F32_RTOL, F32_ATOL);
     check_ce("ce.w", x, t, (pt_cross_entropy_opts){.weight = w}, F32_RTOL, F32_ATOL);
     check_ce("ce.ls", x, t, (pt_cross_entropy_opts){.label_smoothing = 0.1}, F32_RTOL, F32_ATOL);
-    check_ce("ce.wls", x, t, (pt_cross_entropy_opts){.weight = w, .label_smoothing = 0.2},
-             F32_RTOL, F32_ATOL);
+    check_ce("ce.wls", x, t, (pt_cross_entropy_opts){.weight = w, .label_smoothing = 0.2}, F32_RTOL,
+             F32_ATOL);
     check_ce("ce.ig3", x, get("ce.t3"),
              (pt_cross_entropy_opts){.weight = w, .has_ignore_index = true, .ignore_index = 3},
              F32_RTOL, F32_ATOL);
@@ -69,9 +73,10 @@ static void test_cross_entropy_class_indices(void **state)
                                        &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE});
     assert_int_equal(pt_ndim(u), 0);
     /* a row of 37 classes (vector path plus tail) and float64 */
-    assert_tensor_close(pt_cross_entropy_ex(get("ce.wide.x"), get("ce.wide.t"),
-                                            &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE}),
-                        get("ce.wide.none"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(
+        pt_cross_entropy_ex(get("ce.wide.x"), get("ce.wide.t"),
+                            &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE}),
+        get("ce.wide.none"), F32_RTOL, F32_ATOL);
     check_ce("ce.f64", get("ce.f64.x"), get("ce.f64.t"),
              (pt_cross_entropy_opts){.label_smoothing = 0.1}, F64_RTOL, F64_ATOL);
 }
@@ -87,7 +92,8 @@ static void test_cross_entropy_nan_and_half(void **state)
     logits[13] = NAN;
     pt_tensor *x = pt_from_data(logits, PT_SHAPE(2, 20), PT_FLOAT32, pt_cpu());
     pt_tensor *t = pt_zeros(PT_SHAPE(2), PT_INT64, pt_cpu());
-    pt_tensor *l = pt_cross_entropy_ex(x, t, &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE});
+    pt_tensor *l =
+        pt_cross_entropy_ex(x, t, &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_NONE});
     assert_non_null(l);
     assert_true(isnan(pt_test_get(l, 0)));
     assert_false(isnan(pt_test_get(l, 1)));
@@ -102,8 +108,8 @@ static void test_cross_entropy_probability_targets(void **state)
     (void)state;
     pt_tensor *x = get("ce.x"), *w = get("ce.w");
     check_ce("ce.p", x, get("ce.tp"), (pt_cross_entropy_opts){0}, F32_RTOL, F32_ATOL);
-    check_ce("ce.pwls", x, get("ce.tp"), (pt_cross_entropy_opts){.weight = w, .label_smoothing = 0.1},
-             F32_RTOL, F32_ATOL);
+    check_ce("ce.pwls", x, get("ce.tp"),
+             (pt_cross_entropy_opts){.weight = w, .label_smoothing = 0.1}, F32_RTOL, F32_ATOL);
     check_ce("ce.kp", get("ce.kx"), get("ce.ktp"), (pt_cross_entropy_opts){0}, F32_RTOL, F32_ATOL);
     check_ce("ce.kp", pt_test_noncontig(get("ce.kx")), pt_test_noncontig(get("ce.ktp")),
              (pt_cross_entropy_opts){0}, F32_RTOL, F32_ATOL);
@@ -120,22 +126,24 @@ static void test_cross_entropy_errors(void **state)
     pt_tensor *tn = pt_from_data(neg, PT_SHAPE(6), PT_INT64, pt_cpu());
     assert_pt_error(pt_nll_loss(x, tn), PT_ERR_INDEX, "target -3 is out of bounds");
     /* -100 is only ignored by default: with another ignore_index it is out of range */
-    assert_pt_error(pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){
-                                                          .has_ignore_index = true}),
-                    PT_ERR_INDEX, "target -100");
+    assert_pt_error(
+        pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){.has_ignore_index = true}),
+        PT_ERR_INDEX, "target -100");
     pt_tensor *t5 = pt_zeros(PT_SHAPE(5), PT_INT64, pt_cpu());
-    assert_pt_error(pt_cross_entropy(x, t5), PT_ERR_SHAPE, "target [5] does not match input [6, 4]");
+    assert_pt_error(pt_cross_entropy(x, t5), PT_ERR_SHAPE,
+                    "target [5] does not match input [6, 4]");
     assert_pt_error(pt_cross_entropy(x, pt_zeros(PT_SHAPE(6, 3), PT_FLOAT32, pt_cpu())),
                     PT_ERR_SHAPE, "must have the input's shape [6, 4]");
-    assert_pt_error(pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){
-                                                          .weight = get("bce.w")}),
-                    PT_ERR_SHAPE, "weight must have shape [4]");
-    assert_pt_error(pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){
-                                                          .label_smoothing = 1.5}),
-                    PT_ERR_INVALID_ARG, "label_smoothing");
-    assert_pt_error(pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){
-                                                          .reduction = PT_REDUCTION_BATCHMEAN}),
-                    PT_ERR_INVALID_ARG, "invalid reduction");
+    assert_pt_error(
+        pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){.weight = get("bce.w")}),
+        PT_ERR_SHAPE, "weight must have shape [4]");
+    assert_pt_error(
+        pt_cross_entropy_ex(x, get("ce.t"), &(pt_cross_entropy_opts){.label_smoothing = 1.5}),
+        PT_ERR_INVALID_ARG, "label_smoothing");
+    assert_pt_error(
+        pt_cross_entropy_ex(x, get("ce.t"),
+                            &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_BATCHMEAN}),
+        PT_ERR_INVALID_ARG, "invalid reduction");
     assert_pt_error(pt_cross_entropy(x, pt_zeros(PT_SHAPE(6), PT_BOOL, pt_cpu())), PT_ERR_DTYPE,
                     "class indices");
     assert_pt_error(pt_nll_loss(x, pt_zeros(PT_SHAPE(6, 4), PT_FLOAT32, pt_cpu())), PT_ERR_DTYPE,
@@ -165,7 +173,8 @@ static void test_nll_loss(void **state)
     check_nll("nll.k", get("nll.kx"), get("nll.kt"), (pt_nll_loss_opts){0});
 }
 
-/* ---- regression losses ---------------------------------------------------------------------------- */
+/* ---- regression losses
+ * ---------------------------------------------------------------------------- */
 
 static void test_regression_losses(void **state)
 {
@@ -178,8 +187,8 @@ static void test_regression_losses(void **state)
         assert_tensor_close(pt_l1_loss(x, t, reds[r]), get_red("l1", r), F32_RTOL, F32_ATOL);
         assert_tensor_close(pt_smooth_l1_loss(x, t, reds[r], 1.0), get_red("sl1.1", r), F32_RTOL,
                             F32_ATOL);
-        assert_tensor_close(pt_smooth_l1_loss(xn, t, reds[r], 0.5), get_red("sl1.05", r),
-                            F32_RTOL, F32_ATOL);
+        assert_tensor_close(pt_smooth_l1_loss(xn, t, reds[r], 0.5), get_red("sl1.05", r), F32_RTOL,
+                            F32_ATOL);
         assert_tensor_close(pt_smooth_l1_loss(x, t, reds[r], 0.0), get_red("sl1.0", r), F32_RTOL,
                             F32_ATOL);
         assert_tensor_close(pt_huber_loss(x, t, reds[r], 1.0), get_red("huber.1", r), F32_RTOL,
@@ -217,7 +226,8 @@ static void test_regression_losses(void **state)
     assert_pt_error(pt_l1_loss(NULL, t, PT_REDUCTION_MEAN), PT_ERR_NULL, "pt_l1_loss");
 }
 
-/* ---- binary and distribution losses ---------------------------------------------------------------- */
+/* ---- binary and distribution losses
+ * ---------------------------------------------------------------- */
 
 static void test_binary_cross_entropy(void **state)
 {
@@ -231,9 +241,9 @@ static void test_binary_cross_entropy(void **state)
                             get_red("bce.w", r), F32_RTOL, F32_ATOL);
         assert_tensor_close(pt_binary_cross_entropy_with_logits(z, t, NULL, reds[r], NULL),
                             get_red("bcel.plain", r), F32_RTOL, F32_ATOL);
-        assert_tensor_close(pt_binary_cross_entropy_with_logits(z, pt_test_noncontig(t), w,
-                                                                reds[r], pw),
-                            get_red("bcel.wpw", r), F32_RTOL, F32_ATOL);
+        assert_tensor_close(
+            pt_binary_cross_entropy_with_logits(z, pt_test_noncontig(t), w, reds[r], pw),
+            get_red("bcel.wpw", r), F32_RTOL, F32_ATOL);
     }
     assert_tensor_close(pt_binary_cross_entropy_with_logits(get("bcel.f64.z"), get("bcel.f64.t"),
                                                             NULL, PT_REDUCTION_NONE, NULL),
@@ -247,8 +257,8 @@ static void test_binary_cross_entropy(void **state)
     assert_pt_error(pt_binary_cross_entropy(x, pt_zeros(PT_SHAPE(5), PT_FLOAT32, pt_cpu()), NULL,
                                             PT_REDUCTION_MEAN),
                     PT_ERR_SHAPE, "target size [5] must be the same as the input size [4, 5]");
-    assert_pt_error(pt_binary_cross_entropy_with_logits(z, t, NULL, PT_REDUCTION_MEAN,
-                                                        pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu())),
+    assert_pt_error(pt_binary_cross_entropy_with_logits(
+                        z, t, NULL, PT_REDUCTION_MEAN, pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu())),
                     PT_ERR_SHAPE, "pt_binary_cross_entropy_with_logits");
 }
 
@@ -262,8 +272,8 @@ static void test_kl_div(void **state)
                         get("kl.batchmean"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_kl_div(in, get("kl.lt"), PT_REDUCTION_BATCHMEAN, true),
                         get("kl.logt.batchmean"), F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_kl_div(in, get("kl.lt"), PT_REDUCTION_NONE, true),
-                        get("kl.logt.none"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_kl_div(in, get("kl.lt"), PT_REDUCTION_NONE, true), get("kl.logt.none"),
+                        F32_RTOL, F32_ATOL);
 }
 
 /* Reductions sum fixed blocks, so the result is the same whatever the thread count. */
@@ -286,15 +296,19 @@ int main(void)
 {
     fx = fx_open("loss");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cross_entropy_class_indices, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_cross_entropy_nan_and_half, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_cross_entropy_probability_targets, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_class_indices, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_nan_and_half, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_probability_targets, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nll_loss, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_regression_losses, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_binary_cross_entropy, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_kl_div, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_reduction_independent_of_threads, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_reduction_independent_of_threads, pt_test_setup,
+                                        pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -13,7 +13,10 @@ static pt_fixture *fx;
 #define F64_RTOL 1e-12
 #define F64_ATOL 1e-12
 
-static pt_tensor *get(const char *name) { return fx_get(fx, name); }
+static pt_tensor *get(const char *name)
+{
+    return fx_get(fx, name);
+}
 
 static pt_tensor *getf(const char *fmt, const char *a, const char *b)
 {
@@ -22,7 +25,8 @@ static pt_tensor *getf(const char *fmt, const char *a, const char *b)
     return fx_get(fx, key);
 }
 
-/* ---- batch_norm -------------------------------------------------------------------------------- */
+/* ---- batch_norm --------------------------------------------------------------------------------
+ */
 
 static void test_batch_norm_matches_torch(void **state)
 {
@@ -45,8 +49,9 @@ static void test_batch_norm_matches_torch(void **state)
                             getf("bn.%s.%s", n, "train_plain"), F32_RTOL, F32_ATOL);
         /* non-contiguous input and running stats */
         pt_tensor *rm_nc = pt_test_noncontig(rm0), *rv_nc = pt_test_noncontig(rv0);
-        assert_tensor_close(pt_batch_norm(pt_test_noncontig(x), rm_nc, rv_nc, w, b, true, 0.1, 1e-5),
-                            getf("bn.%s.%s", n, "train"), F32_RTOL, F32_ATOL);
+        assert_tensor_close(
+            pt_batch_norm(pt_test_noncontig(x), rm_nc, rv_nc, w, b, true, 0.1, 1e-5),
+            getf("bn.%s.%s", n, "train"), F32_RTOL, F32_ATOL);
         assert_tensor_close(pt_contiguous(rm_nc), getf("bn.%s.%s", n, "train_rm"), F32_RTOL,
                             F32_ATOL);
         assert_tensor_close(pt_contiguous(rv_nc), getf("bn.%s.%s", n, "train_rv"), F32_RTOL,
@@ -59,8 +64,8 @@ static void test_batch_norm_float64(void **state)
     (void)state;
     pt_tensor *rm = pt_zeros(PT_SHAPE(2), PT_FLOAT64, pt_cpu());
     pt_tensor *rv = pt_ones(PT_SHAPE(2), PT_FLOAT64, pt_cpu());
-    pt_tensor *y = pt_batch_norm(get("bn.f64.x"), rm, rv, get("bn.f64.w"), get("bn.f64.b"), true,
-                                 0.3, 1e-5);
+    pt_tensor *y =
+        pt_batch_norm(get("bn.f64.x"), rm, rv, get("bn.f64.w"), get("bn.f64.b"), true, 0.3, 1e-5);
     assert_tensor_close(y, get("bn.f64.train"), F64_RTOL, F64_ATOL);
     assert_tensor_close(rm, get("bn.f64.train_rm"), F64_RTOL, F64_ATOL);
     assert_tensor_close(rv, get("bn.f64.train_rv"), F64_RTOL, F64_ATOL);
@@ -70,11 +75,11 @@ static void test_batch_norm_errors(void **state)
 {
     (void)state;
     pt_tensor *x = pt_ones(PT_SHAPE(4, 3), PT_FLOAT32, pt_cpu());
-    assert_pt_error(pt_batch_norm(x, NULL, NULL, NULL, NULL, false, 0.1, 1e-5),
-                    PT_ERR_INVALID_ARG, "running_mean and running_var are required");
+    assert_pt_error(pt_batch_norm(x, NULL, NULL, NULL, NULL, false, 0.1, 1e-5), PT_ERR_INVALID_ARG,
+                    "running_mean and running_var are required");
     pt_tensor *one = pt_ones(PT_SHAPE(1, 3), PT_FLOAT32, pt_cpu());
-    assert_pt_error(pt_batch_norm(one, NULL, NULL, NULL, NULL, true, 0.1, 1e-5),
-                    PT_ERR_INVALID_ARG, "more than 1 value per channel");
+    assert_pt_error(pt_batch_norm(one, NULL, NULL, NULL, NULL, true, 0.1, 1e-5), PT_ERR_INVALID_ARG,
+                    "more than 1 value per channel");
     pt_tensor *w4 = pt_ones(PT_SHAPE(4), PT_FLOAT32, pt_cpu());
     assert_pt_error(pt_batch_norm(x, NULL, NULL, w4, NULL, true, 0.1, 1e-5), PT_ERR_SHAPE,
                     "weight must have shape [3]");
@@ -88,7 +93,8 @@ static void test_batch_norm_errors(void **state)
                     "pt_batch_norm");
 }
 
-/* ---- layer_norm, group_norm, rms_norm ---------------------------------------------------------- */
+/* ---- layer_norm, group_norm, rms_norm ----------------------------------------------------------
+ */
 
 static void test_layer_norm_matches_torch(void **state)
 {
@@ -98,10 +104,10 @@ static void test_layer_norm_matches_torch(void **state)
                         get("ln.out8"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_layer_norm(x, PT_DIMS(6, 8), get("ln.w68"), get("ln.b68"), 1e-5),
                         get("ln.out68"), F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_layer_norm(x, PT_DIMS(8), NULL, NULL, 1e-3), get("ln.plain"),
-                        F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_layer_norm(pt_test_noncontig(x), PT_DIMS(8), pt_test_noncontig(get("ln.w8")),
-                                      get("ln.b8"), 1e-5),
+    assert_tensor_close(pt_layer_norm(x, PT_DIMS(8), NULL, NULL, 1e-3), get("ln.plain"), F32_RTOL,
+                        F32_ATOL);
+    assert_tensor_close(pt_layer_norm(pt_test_noncontig(x), PT_DIMS(8),
+                                      pt_test_noncontig(get("ln.w8")), get("ln.b8"), 1e-5),
                         get("ln.out8"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_layer_norm(get("ln.f64.x"), PT_DIMS(5), get("ln.f64.w"), NULL, 1e-5),
                         get("ln.f64.out"), F64_RTOL, F64_ATOL);
@@ -128,10 +134,10 @@ static void test_group_norm_matches_torch(void **state)
     assert_tensor_close(pt_group_norm(x, 1, w, b, 1e-5), get("gn.g1"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_group_norm(x, 3, w, b, 1e-5), get("gn.g3"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_group_norm(x, 6, w, b, 1e-5), get("gn.g6"), F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_group_norm(pt_test_noncontig(x), 3, w, b, 1e-5), get("gn.g3"),
-                        F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_group_norm(get("gn.x4"), 2, NULL, NULL, 1e-5), get("gn.x4.g2"),
-                        F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_group_norm(pt_test_noncontig(x), 3, w, b, 1e-5), get("gn.g3"), F32_RTOL,
+                        F32_ATOL);
+    assert_tensor_close(pt_group_norm(get("gn.x4"), 2, NULL, NULL, 1e-5), get("gn.x4.g2"), F32_RTOL,
+                        F32_ATOL);
     assert_tensor_close(pt_group_norm(get("gn.f64.x"), 2, NULL, NULL, 1e-5), get("gn.f64.g2"),
                         F64_RTOL, F64_ATOL);
     assert_pt_error(pt_group_norm(x, 4, NULL, NULL, 1e-5), PT_ERR_INVALID_ARG,
@@ -144,8 +150,8 @@ static void test_rms_norm_matches_torch(void **state)
 {
     (void)state;
     pt_tensor *x = get("rms.x");
-    assert_tensor_close(pt_rms_norm(x, PT_DIMS(8), get("rms.w8"), 1e-6), get("rms.out8"),
-                        F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_rms_norm(x, PT_DIMS(8), get("rms.w8"), 1e-6), get("rms.out8"), F32_RTOL,
+                        F32_ATOL);
     assert_tensor_close(pt_rms_norm(x, PT_DIMS(6, 8), get("rms.w68"), 1e-5), get("rms.out68"),
                         F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_rms_norm(pt_test_noncontig(x), PT_DIMS(8), get("rms.w8"), 1e-6),
@@ -159,7 +165,8 @@ static void test_rms_norm_matches_torch(void **state)
                     "weight must have normalized_shape");
 }
 
-/* ---- attention ---------------------------------------------------------------------------------- */
+/* ---- attention ----------------------------------------------------------------------------------
+ */
 
 static void test_sdpa_matches_torch(void **state)
 {
@@ -178,10 +185,9 @@ static void test_sdpa_matches_torch(void **state)
     assert_tensor_close(pt_scaled_dot_product_attention(q, k, v, get("sdpa.bmask"), 0, true, 0),
                         get("sdpa.causal_bmask.out"), F32_RTOL, F32_ATOL);
     /* non-contiguous q/k/v and mask */
-    assert_tensor_close(pt_scaled_dot_product_attention(pt_test_noncontig(q), pt_test_noncontig(k),
-                                                        pt_test_noncontig(v),
-                                                        pt_test_noncontig(get("sdpa.fmask")), 0,
-                                                        false, 0),
+    assert_tensor_close(pt_scaled_dot_product_attention(
+                            pt_test_noncontig(q), pt_test_noncontig(k), pt_test_noncontig(v),
+                            pt_test_noncontig(get("sdpa.fmask")), 0, false, 0),
                         get("sdpa.fmask.out"), F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_scaled_dot_product_attention(get("sdpa.q2"), get("sdpa.k2"),
                                                         get("sdpa.v2"), NULL, 0, true, 0),
@@ -217,16 +223,17 @@ static void test_sdpa_masked_rows_dropout_and_errors(void **state)
                     "expected q [..., L, E]");
     assert_pt_error(pt_scaled_dot_product_attention(q, k, v, get("sdpa.v"), 0, false, 0),
                     PT_ERR_SHAPE, "does not broadcast to the scores shape [2, 3, 5, 7]");
-    assert_pt_error(pt_scaled_dot_product_attention(q, pt_to_dtype(k, PT_FLOAT64), v, NULL, 0,
-                                                    false, 0),
-                    PT_ERR_DTYPE, "one dtype");
+    assert_pt_error(
+        pt_scaled_dot_product_attention(q, pt_to_dtype(k, PT_FLOAT64), v, NULL, 0, false, 0),
+        PT_ERR_DTYPE, "one dtype");
     assert_pt_error(pt_scaled_dot_product_attention(q, k, v, NULL, 1.5, false, 0),
                     PT_ERR_INVALID_ARG, "dropout_p");
     assert_pt_error(pt_scaled_dot_product_attention(q, NULL, v, NULL, 0, false, 0), PT_ERR_NULL,
                     "k");
 }
 
-/* ---- dropout ----------------------------------------------------------------------------------- */
+/* ---- dropout -----------------------------------------------------------------------------------
+ */
 
 static void test_dropout_properties(void **state)
 {
@@ -308,14 +315,19 @@ int main(void)
 {
     fx = fx_open("nn");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_batch_norm_matches_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_float64, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_errors, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_layer_norm_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_group_norm_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_rms_norm_matches_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_layer_norm_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_group_norm_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_rms_norm_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_sdpa_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_sdpa_masked_rows_dropout_and_errors, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_sdpa_masked_rows_dropout_and_errors, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dropout_properties, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dropout_edge_cases, pt_test_setup, pt_test_teardown),
     };

@@ -107,8 +107,8 @@ PT_API pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input,
  * target * (log target - input) (0 where target == 0), or exp(t) * (t - input) when
  * log_target. PT_REDUCTION_BATCHMEAN divides the sum by input.size(0) (by 1 for a 0-dim
  * input); MEAN is PyTorch's element mean. input and target broadcast. */
-PT_API pt_tensor *pt_kl_div(const pt_tensor *input, const pt_tensor *target,
-                            pt_reduction reduction, bool log_target);
+PT_API pt_tensor *pt_kl_div(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction,
+                            bool log_target);
 
 #ifdef __cplusplus
 }

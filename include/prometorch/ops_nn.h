@@ -30,10 +30,9 @@ extern "C" {
  * const-less pointers passed here. Errors: PT_ERR_SHAPE (ndim < 2, a [C] tensor of the wrong
  * size), PT_ERR_INVALID_ARG (missing running stats in eval, one value per channel in training),
  * PT_ERR_DTYPE. */
-PT_API pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean,
-                                pt_tensor *running_var, const pt_tensor *weight,
-                                const pt_tensor *bias, bool training, double momentum,
-                                double eps);
+PT_API pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
+                                const pt_tensor *weight, const pt_tensor *bias, bool training,
+                                double momentum, double eps);
 
 /* F.layer_norm(x, normalized_shape, weight, bias, eps): normalizes over the last
  * n_normalized_dims dims, which must equal normalized_shape; weight and bias (nullable) have
@@ -54,8 +53,7 @@ PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt
  * A negative eps (e.g. -1) means PyTorch's default eps=None: torch.finfo(x.dtype).eps
  * (float16's/bfloat16's own eps for those inputs); eps == 0 is a literal zero. */
 PT_API pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
-                              const int64_t *normalized_shape, const pt_tensor *weight,
-                              double eps);
+                              const int64_t *normalized_shape, const pt_tensor *weight, double eps);
 
 /* ---- dropout -------------------------------------------------------------------------------- */
 
@@ -85,8 +83,7 @@ PT_API pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_
  * scale == 0 means 1/sqrt(E). The matmuls run on BLAS; the softmax is max-subtracted. */
 PT_API pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *k,
                                                   const pt_tensor *v, const pt_tensor *attn_mask,
-                                                  double dropout_p, bool is_causal,
-                                                  double scale);
+                                                  double dropout_p, bool is_causal, double scale);
 
 #ifdef __cplusplus
 }

@@ -12,9 +12,13 @@
 
 #define DEFAULT_IGNORE_INDEX (-100)
 
-/* ---- shared helpers --------------------------------------------------------------------------- */
+/* ---- shared helpers ---------------------------------------------------------------------------
+ */
 
-static pt_dtype compute_dtype(pt_dtype dt) { return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32; }
+static pt_dtype compute_dtype(pt_dtype dt)
+{
+    return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32;
+}
 
 /* out converted to dtype want (out is released when a copy is made); NULL-safe. */
 static pt_tensor *finish(pt_tensor *out, pt_dtype want)
@@ -95,7 +99,8 @@ static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_par
         return NULL;
     const pt_tensor *in = a->input, *tg = a->target;
     const pt_tensor *all[4] = {in, tg, a->weight, a->pos_weight};
-    if (!pti_check_same_device(op, 4, all) || !check_reduction(op, p->reduction, a->allow_batchmean))
+    if (!pti_check_same_device(op, 4, all) ||
+        !check_reduction(op, p->reduction, a->allow_batchmean))
         return NULL;
     if (!pti_check_floating(op, "input", in) || !pti_check_plain_dtype(op, tg) ||
         (a->weight && !pti_check_floating(op, "weight", a->weight)) ||
@@ -110,10 +115,9 @@ static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_par
     if (a->same_shape) {
         if (in->ndim != tg->ndim ||
             memcmp(in->shape, tg->shape, sizeof(int64_t) * (size_t)in->ndim) != 0)
-            return pti_error_null(PT_ERR_SHAPE,
-                                  "%s: target size %s must be the same as the input size %s", op,
-                                  pti_shape_str(tg->ndim, tg->shape),
-                                  pti_shape_str(in->ndim, in->shape));
+            return pti_error_null(
+                PT_ERR_SHAPE, "%s: target size %s must be the same as the input size %s", op,
+                pti_shape_str(tg->ndim, tg->shape), pti_shape_str(in->ndim, in->shape));
         nd = in->ndim;
         memcpy(shape, in->shape, sizeof(int64_t) * (size_t)nd);
     } else if (!pti_broadcast_shapes(op, in->ndim, in->shape, tg->ndim, tg->shape, &nd, shape)) {
@@ -168,8 +172,8 @@ pt_tensor *pt_smooth_l1_loss(const pt_tensor *input, const pt_tensor *target,
     if (!(beta >= 0))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_smooth_l1_loss: beta must be non-negative, got %g", beta);
-    pointwise_args a = {"pt_smooth_l1_loss", PTI_OP_smooth_l1_loss, input, target, NULL, NULL,
-                        false, false};
+    pointwise_args a = {
+        "pt_smooth_l1_loss", PTI_OP_smooth_l1_loss, input, target, NULL, NULL, false, false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = beta};
     return pointwise_loss(&a, &p);
 }
@@ -178,10 +182,10 @@ pt_tensor *pt_huber_loss(const pt_tensor *input, const pt_tensor *target, pt_red
                          double delta)
 {
     if (!(delta > 0))
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "pt_huber_loss: delta must be positive, got %g", delta);
-    pointwise_args a = {"pt_huber_loss", PTI_OP_huber_loss, input, target, NULL, NULL, false,
-                        false};
+        return pti_error_null(PT_ERR_INVALID_ARG, "pt_huber_loss: delta must be positive, got %g",
+                              delta);
+    pointwise_args a = {
+        "pt_huber_loss", PTI_OP_huber_loss, input, target, NULL, NULL, false, false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = delta};
     return pointwise_loss(&a, &p);
 }
@@ -189,8 +193,14 @@ pt_tensor *pt_huber_loss(const pt_tensor *input, const pt_tensor *target, pt_red
 pt_tensor *pt_binary_cross_entropy(const pt_tensor *input, const pt_tensor *target,
                                    const pt_tensor *weight, pt_reduction reduction)
 {
-    pointwise_args a = {"pt_binary_cross_entropy", PTI_OP_binary_cross_entropy, input, target,
-                        weight, NULL, true, false};
+    pointwise_args a = {"pt_binary_cross_entropy",
+                        PTI_OP_binary_cross_entropy,
+                        input,
+                        target,
+                        weight,
+                        NULL,
+                        true,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
@@ -200,8 +210,13 @@ pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input, const pt_
                                                const pt_tensor *pos_weight)
 {
     pointwise_args a = {"pt_binary_cross_entropy_with_logits",
-                        PTI_OP_binary_cross_entropy_with_logits, input, target, weight,
-                        pos_weight, true, false};
+                        PTI_OP_binary_cross_entropy_with_logits,
+                        input,
+                        target,
+                        weight,
+                        pos_weight,
+                        true,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
@@ -214,7 +229,8 @@ pt_tensor *pt_kl_div(const pt_tensor *input, const pt_tensor *target, pt_reducti
     return pointwise_loss(&a, &p);
 }
 
-/* ---- cross_entropy and nll_loss ----------------------------------------------------------------- */
+/* ---- cross_entropy and nll_loss -----------------------------------------------------------------
+ */
 
 typedef struct class_args {
     const char *op;
@@ -242,8 +258,8 @@ static bool check_class_target(const class_args *a, pti_class_loss_params *p)
         if (tg->ndim != in->ndim ||
             memcmp(tg->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim) != 0)
             return pti_error(PT_ERR_SHAPE,
-                             "%s: class-probability target %s must have the input's shape %s",
-                             op, pti_shape_str(tg->ndim, tg->shape),
+                             "%s: class-probability target %s must have the input's shape %s", op,
+                             pti_shape_str(tg->ndim, tg->shape),
                              pti_shape_str(in->ndim, in->shape)),
                    false;
         return true;
@@ -263,7 +279,8 @@ static bool check_class_target(const class_args *a, pti_class_loss_params *p)
     if (!ok)
         return pti_error(PT_ERR_SHAPE,
                          "%s: target %s does not match input %s (expected the input's shape "
-                         "without the class dim 1)", op, pti_shape_str(tg->ndim, tg->shape),
+                         "without the class dim 1)",
+                         op, pti_shape_str(tg->ndim, tg->shape),
                          pti_shape_str(in->ndim, in->shape)),
                false;
     return true;
@@ -280,8 +297,10 @@ static pt_tensor *class_loss(const class_args *a)
         !pti_check_floating(op, "input", in))
         return NULL;
     if (in->ndim < 1)
-        return pti_error_null(PT_ERR_SHAPE, "%s: input must be [C] or [N, C, *], got a 0-dim "
-                              "tensor", op);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: input must be [C] or [N, C, *], got a 0-dim "
+                              "tensor",
+                              op);
     if (!(a->label_smoothing >= 0 && a->label_smoothing <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
@@ -307,8 +326,8 @@ static pt_tensor *class_loss(const class_args *a)
             oshape[ond++] = in->shape[d];
     }
     pt_tensor *x = expand_prep(in, in->ndim, in->shape, cdt);
-    pt_tensor *t = expand_prep(a->target, a->target->ndim, a->target->shape,
-                               p.prob_target ? cdt : PT_INT64);
+    pt_tensor *t =
+        expand_prep(a->target, a->target->ndim, a->target->shape, p.prob_target ? cdt : PT_INT64);
     pt_tensor *w = a->weight ? expand_prep(a->weight, 1, a->weight->shape, cdt) : NULL;
     pt_tensor *out = NULL;
     if (x && t && (!a->weight || w)) {
@@ -331,9 +350,15 @@ pt_tensor *pt_cross_entropy_ex(const pt_tensor *logits, const pt_tensor *target,
                                const pt_cross_entropy_opts *opts)
 {
     pt_cross_entropy_opts o = opts ? *opts : (pt_cross_entropy_opts){0};
-    class_args a = {"pt_cross_entropy", PTI_OP_cross_entropy, logits, target, o.weight,
+    class_args a = {"pt_cross_entropy",
+                    PTI_OP_cross_entropy,
+                    logits,
+                    target,
+                    o.weight,
                     o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
-                    o.label_smoothing, o.reduction, true};
+                    o.label_smoothing,
+                    o.reduction,
+                    true};
     return class_loss(&a);
 }
 
@@ -346,9 +371,10 @@ pt_tensor *pt_nll_loss_ex(const pt_tensor *input, const pt_tensor *target,
                           const pt_nll_loss_opts *opts)
 {
     pt_nll_loss_opts o = opts ? *opts : (pt_nll_loss_opts){0};
-    class_args a = {"pt_nll_loss", PTI_OP_nll_loss, input, target, o.weight,
-                    o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX, 0.0,
-                    o.reduction, false};
+    class_args a = {
+        "pt_nll_loss", PTI_OP_nll_loss, input,
+        target,        o.weight,        o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
+        0.0,           o.reduction,     false};
     return class_loss(&a);
 }
 

@@ -10,9 +10,13 @@
 #include "common.h"
 #include "nn_params.h"
 
-/* ---- shared helpers --------------------------------------------------------------------------- */
+/* ---- shared helpers ---------------------------------------------------------------------------
+ */
 
-static pt_dtype compute_dtype(pt_dtype dt) { return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32; }
+static pt_dtype compute_dtype(pt_dtype dt)
+{
+    return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32;
+}
 
 /* t (nullable) as a contiguous tensor of dtype cdt: a new reference (to t itself when it
  * already is one). NULL in, NULL out (check pt_last_status() only for a non-NULL t). */
@@ -54,8 +58,8 @@ static bool check_channel_param(const char *op, const char *arg, const pt_tensor
 
 /* Runs a norm kernel on contiguous compute copies of x, weight and bias (both nullable) and
  * returns y in x's dtype. */
-static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w,
-                           const pt_tensor *b, const void *params)
+static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w, const pt_tensor *b,
+                           const void *params)
 {
     pt_dtype cdt = compute_dtype(x->dtype);
     pt_tensor *xc = prep(x, cdt), *wc = prep(w, cdt), *bc = prep(b, cdt);
@@ -63,7 +67,8 @@ static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w,
     if (xc && (!w || wc) && (!b || bc)) {
         out = pti_tensor_new(x->ndim, x->shape, cdt, x->storage->device);
         if (out && out->numel > 0) {
-            pti_call c = {.n_in = 3, .n_out = 1, .in = {xc, wc, bc}, .out = {out}, .params = params};
+            pti_call c = {
+                .n_in = 3, .n_out = 1, .in = {xc, wc, bc}, .out = {out}, .params = params};
             if (pti_dispatch(kop, &c) != PT_OK) {
                 pt_release(out);
                 out = NULL;
@@ -76,7 +81,8 @@ static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w,
     return finish(out, x->dtype);
 }
 
-/* ---- batch_norm ------------------------------------------------------------------------------- */
+/* ---- batch_norm -------------------------------------------------------------------------------
+ */
 
 pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
                          const pt_tensor *weight, const pt_tensor *bias, bool training,
@@ -89,10 +95,14 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
     if (!pti_check_same_device(op, 5, all))
         return NULL;
     if (x->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s",
-                              op, pti_shape_str(x->ndim, x->shape));
-    pti_batch_norm_params p = {.n = x->shape[0], .c = x->shape[1], .s = 1,
-                               .training = training, .momentum = momentum, .eps = eps};
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    pti_batch_norm_params p = {.n = x->shape[0],
+                               .c = x->shape[1],
+                               .s = 1,
+                               .training = training,
+                               .momentum = momentum,
+                               .eps = eps};
     for (int d = 2; d < x->ndim; d++)
         p.s *= x->shape[d];
     if (!check_channel_param(op, "running_mean", running_mean, p.c) ||
@@ -103,11 +113,13 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
     if (!training && (!running_mean || !running_var))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: running_mean and running_var are required when training is "
-                              "false", op);
+                              "false",
+                              op);
     if (training && p.n * p.s <= 1)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: expected more than 1 value per channel when training, got "
-                              "input size %s", op, pti_shape_str(x->ndim, x->shape));
+                              "input size %s",
+                              op, pti_shape_str(x->ndim, x->shape));
     pt_dtype cdt = compute_dtype(x->dtype);
     pt_tensor *xc = prep(x, cdt), *wc = prep(weight, cdt), *bc = prep(bias, cdt);
     pt_tensor *out = NULL;
@@ -120,8 +132,11 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
                 pti_bump_version(rm_out);
             if (rv_out)
                 pti_bump_version(rv_out);
-            pti_call c = {.n_in = 5, .n_out = 3, .in = {xc, wc, bc, running_mean, running_var},
-                          .out = {out, rm_out, rv_out}, .params = &p};
+            pti_call c = {.n_in = 5,
+                          .n_out = 3,
+                          .in = {xc, wc, bc, running_mean, running_var},
+                          .out = {out, rm_out, rv_out},
+                          .params = &p};
             if (pti_dispatch(PTI_OP_batch_norm, &c) != PT_OK) {
                 pt_release(out);
                 out = NULL;
@@ -134,12 +149,12 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
     return finish(out, x->dtype);
 }
 
-/* ---- layer_norm and rms_norm ------------------------------------------------------------------- */
+/* ---- layer_norm and rms_norm -------------------------------------------------------------------
+ */
 
 /* Checks normalized_shape against x's trailing dims and the weight/bias shapes; sets rows/cols. */
-static bool check_normalized_shape(const char *op, const pt_tensor *x, int n,
-                                   const int64_t *nshape, const pt_tensor *w, const pt_tensor *b,
-                                   pti_row_norm_params *p)
+static bool check_normalized_shape(const char *op, const pt_tensor *x, int n, const int64_t *nshape,
+                                   const pt_tensor *w, const pt_tensor *b, pti_row_norm_params *p)
 {
     if (n < 1 || n > x->ndim || !nshape)
         return pti_error(PT_ERR_SHAPE,
@@ -149,8 +164,7 @@ static bool check_normalized_shape(const char *op, const pt_tensor *x, int n,
     int lead = x->ndim - n;
     for (int i = 0; i < n; i++)
         if (x->shape[lead + i] != nshape[i])
-            return pti_error(PT_ERR_SHAPE,
-                             "%s: input %s does not end with normalized_shape %s", op,
+            return pti_error(PT_ERR_SHAPE, "%s: input %s does not end with normalized_shape %s", op,
                              pti_shape_str(x->ndim, x->shape), pti_shape_str(n, nshape)),
                    false;
     const pt_tensor *params[2] = {w, b};
@@ -171,9 +185,8 @@ static bool check_normalized_shape(const char *op, const pt_tensor *x, int n,
     return true;
 }
 
-pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
-                         const int64_t *normalized_shape, const pt_tensor *weight,
-                         const pt_tensor *bias, double eps)
+pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
+                         const pt_tensor *weight, const pt_tensor *bias, double eps)
 {
     const char *op = "pt_layer_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -191,19 +204,15 @@ pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
 static double finfo_eps(pt_dtype dt)
 {
     switch (dt) {
-    case PT_FLOAT64:
-        return 2.220446049250313e-16;
-    case PT_FLOAT16:
-        return 0.0009765625;
-    case PT_BFLOAT16:
-        return 0.0078125;
-    default:
-        return 1.1920928955078125e-07;
+    case PT_FLOAT64: return 2.220446049250313e-16;
+    case PT_FLOAT16: return 0.0009765625;
+    case PT_BFLOAT16: return 0.0078125;
+    default: return 1.1920928955078125e-07;
     }
 }
 
-pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
-                       const int64_t *normalized_shape, const pt_tensor *weight, double eps)
+pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
+                       const pt_tensor *weight, double eps)
 {
     const char *op = "pt_rms_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -217,7 +226,8 @@ pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
     return run_norm(PTI_OP_rms_norm, x, weight, NULL, &p);
 }
 
-/* ---- group_norm --------------------------------------------------------------------------------- */
+/* ---- group_norm ---------------------------------------------------------------------------------
+ */
 
 pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                          const pt_tensor *bias, double eps)
@@ -229,14 +239,15 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
     if (!pti_check_same_device(op, 3, all))
         return NULL;
     if (x->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s",
-                              op, pti_shape_str(x->ndim, x->shape));
-    pti_group_norm_params p = {.n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups,
-                               .eps = eps};
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    pti_group_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups, .eps = eps};
     if (num_groups <= 0 || p.c % num_groups != 0)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: expected the number of channels (%lld) to be divisible by "
-                              "num_groups (%lld)", op, (long long)p.c, (long long)num_groups);
+                              "num_groups (%lld)",
+                              op, (long long)p.c, (long long)num_groups);
     for (int d = 2; d < x->ndim; d++)
         p.s *= x->shape[d];
     if (!check_channel_param(op, "weight", weight, p.c) ||
@@ -245,7 +256,8 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
     return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
 }
 
-/* ---- dropout ------------------------------------------------------------------------------------- */
+/* ---- dropout
+ * ------------------------------------------------------------------------------------- */
 
 pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask)
 {
@@ -256,8 +268,8 @@ pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor 
         return NULL;
     if (!(p >= 0 && p <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: dropout probability has to be between 0 and 1, but got %g",
-                              op, p);
+                              "%s: dropout probability has to be between 0 and 1, but got %g", op,
+                              p);
     pt_tensor *m = NULL;
     if (!training || p == 0 || x->numel == 0) {
         if (mask) {
@@ -301,7 +313,8 @@ pt_tensor *pt_dropout(const pt_tensor *x, double p, bool training)
     return pt_dropout_ex(x, p, training, NULL);
 }
 
-/* ---- scaled_dot_product_attention ---------------------------------------------------------------- */
+/* ---- scaled_dot_product_attention
+ * ---------------------------------------------------------------- */
 
 /* Checks q/k/v shapes (equal batch dims, matching E and S); fills the sizes of p. */
 static bool sdpa_check_qkv(const char *op, const pt_tensor *q, const pt_tensor *k,
@@ -313,8 +326,8 @@ static bool sdpa_check_qkv(const char *op, const pt_tensor *q, const pt_tensor *
         if (!pti_check_floating(op, names[i], t3[i]))
             return false;
         if (t3[i]->dtype != q->dtype)
-            return pti_error(PT_ERR_DTYPE, "%s: q, k and v must have one dtype, got %s, %s, %s",
-                             op, pt_dtype_name(q->dtype), pt_dtype_name(k->dtype),
+            return pti_error(PT_ERR_DTYPE, "%s: q, k and v must have one dtype, got %s, %s, %s", op,
+                             pt_dtype_name(q->dtype), pt_dtype_name(k->dtype),
                              pt_dtype_name(v->dtype)),
                    false;
         if (t3[i]->ndim < 2 || t3[i]->ndim != q->ndim)
@@ -340,8 +353,9 @@ static bool sdpa_check_qkv(const char *op, const pt_tensor *q, const pt_tensor *
 bad_shape:
     return pti_error(PT_ERR_SHAPE,
                      "%s: expected q [..., L, E], k [..., S, E], v [..., S, Ev] with the same "
-                     "batch dims, got q %s, k %s, v %s", op, pti_shape_str(q->ndim, q->shape),
-                     pti_shape_str(k->ndim, k->shape), pti_shape_str(v->ndim, v->shape)),
+                     "batch dims, got q %s, k %s, v %s",
+                     op, pti_shape_str(q->ndim, q->shape), pti_shape_str(k->ndim, k->shape),
+                     pti_shape_str(v->ndim, v->shape)),
            false;
 }
 
@@ -375,8 +389,8 @@ static bool sdpa_mask_strides(const char *op, const pt_tensor *mask, const pt_te
     return true;
 bad:
     (void)q;
-    return pti_error(PT_ERR_SHAPE, "%s: attn_mask %s does not broadcast to the scores shape %s",
-                     op, pti_shape_str(mask->ndim, mask->shape), pti_shape_str(nd, target)),
+    return pti_error(PT_ERR_SHAPE, "%s: attn_mask %s does not broadcast to the scores shape %s", op,
+                     pti_shape_str(mask->ndim, mask->shape), pti_shape_str(nd, target)),
            false;
 }
 
@@ -416,8 +430,8 @@ pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *
     memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
     oshape[q->ndim - 1] = p.ev;
     pt_tensor *qc = prep(q, cdt), *kc = prep(k, cdt), *vc = prep(v, cdt);
-    pt_tensor *out = (qc && kc && vc) ? pti_tensor_new(q->ndim, oshape, cdt, q->storage->device)
-                                      : NULL;
+    pt_tensor *out =
+        (qc && kc && vc) ? pti_tensor_new(q->ndim, oshape, cdt, q->storage->device) : NULL;
     if (out && out->numel > 0) {
         if (dropout_p > 0) {
             pti_rng_stream rs = pti_rng_reserve(((uint64_t)(p.batch * p.l * p.s) + 3) / 4);

@@ -35,9 +35,18 @@ static void store_reduced(pt_tensor *out, bool f64, const double *partial, int64
     store(pti_data(out), f64, 0, red == PT_REDUCTION_SUM ? s : s / divisor);
 }
 
-/* ---- elementwise losses ----------------------------------------------------------------------- */
+/* ---- elementwise losses -----------------------------------------------------------------------
+ */
 
-typedef enum pw_kind { PW_MSE, PW_L1, PW_SMOOTH_L1, PW_HUBER, PW_BCE, PW_BCE_LOGITS, PW_KL_DIV } pw_kind;
+typedef enum pw_kind {
+    PW_MSE,
+    PW_L1,
+    PW_SMOOTH_L1,
+    PW_HUBER,
+    PW_BCE,
+    PW_BCE_LOGITS,
+    PW_KL_DIV
+} pw_kind;
 
 typedef struct pw_ctx {
     const pti_call *c;
@@ -49,25 +58,28 @@ typedef struct pw_ctx {
     atomic_bool bad; /* BCE input outside [0, 1] */
 } pw_ctx;
 
-static double softplus(double z) { return (z > 0 ? z : 0) + log1p(exp(-fabs(z))); }
+static double softplus(double z)
+{
+    return (z > 0 ? z : 0) + log1p(exp(-fabs(z)));
+}
 
-static double xlogy_self(double t) { return isnan(t) ? t : (t == 0 ? 0 : t * log(t)); }
+static double xlogy_self(double t)
+{
+    return isnan(t) ? t : (t == 0 ? 0 : t * log(t));
+}
 
 static inline double pointwise_loss(const pw_ctx *pc, double x, double t, int64_t i, bool *bad)
 {
     const pti_pointwise_loss_params *p = pc->p;
     double d = x - t, ad = fabs(d), l;
     switch (pc->kind) {
-    case PW_MSE:
-        return d * d;
-    case PW_L1:
-        return ad;
+    case PW_MSE: return d * d;
+    case PW_L1: return ad;
     case PW_SMOOTH_L1:
         if (p->beta == 0)
             return ad;
         return ad < p->beta ? 0.5 * d * d / p->beta : ad - 0.5 * p->beta;
-    case PW_HUBER:
-        return ad <= p->beta ? 0.5 * d * d : p->beta * (ad - 0.5 * p->beta);
+    case PW_HUBER: return ad <= p->beta ? 0.5 * d * d : p->beta * (ad - 0.5 * p->beta);
     case PW_BCE:
         if (!(x >= 0 && x <= 1))
             *bad = true;
@@ -78,10 +90,8 @@ static inline double pointwise_loss(const pw_ctx *pc, double x, double t, int64_
         l = (1 - t) * x + (1 + (pw - 1) * t) * softplus(-x);
         break;
     }
-    case PW_KL_DIV:
-        return p->log_target ? exp(t) * (t - x) : xlogy_self(t) - t * x;
-    default:
-        return NAN;
+    case PW_KL_DIV: return p->log_target ? exp(t) * (t - x) : xlogy_self(t) - t * x;
+    default: return NAN;
     }
     if (pc->c->in[2])
         l *= load(pti_data(pc->c->in[2]), pc->f64, i);
@@ -135,13 +145,34 @@ static pt_status run_pointwise(const pti_call *c, pw_kind kind)
     return PT_OK;
 }
 
-static pt_status cpu_mse_loss(const pti_call *c) { return run_pointwise(c, PW_MSE); }
-static pt_status cpu_l1_loss(const pti_call *c) { return run_pointwise(c, PW_L1); }
-static pt_status cpu_smooth_l1_loss(const pti_call *c) { return run_pointwise(c, PW_SMOOTH_L1); }
-static pt_status cpu_huber_loss(const pti_call *c) { return run_pointwise(c, PW_HUBER); }
-static pt_status cpu_bce(const pti_call *c) { return run_pointwise(c, PW_BCE); }
-static pt_status cpu_bce_logits(const pti_call *c) { return run_pointwise(c, PW_BCE_LOGITS); }
-static pt_status cpu_kl_div(const pti_call *c) { return run_pointwise(c, PW_KL_DIV); }
+static pt_status cpu_mse_loss(const pti_call *c)
+{
+    return run_pointwise(c, PW_MSE);
+}
+static pt_status cpu_l1_loss(const pti_call *c)
+{
+    return run_pointwise(c, PW_L1);
+}
+static pt_status cpu_smooth_l1_loss(const pti_call *c)
+{
+    return run_pointwise(c, PW_SMOOTH_L1);
+}
+static pt_status cpu_huber_loss(const pti_call *c)
+{
+    return run_pointwise(c, PW_HUBER);
+}
+static pt_status cpu_bce(const pti_call *c)
+{
+    return run_pointwise(c, PW_BCE);
+}
+static pt_status cpu_bce_logits(const pti_call *c)
+{
+    return run_pointwise(c, PW_BCE_LOGITS);
+}
+static pt_status cpu_kl_div(const pti_call *c)
+{
+    return run_pointwise(c, PW_KL_DIV);
+}
 
 /* ---- cross_entropy and nll_loss ------------------------------------------------------------- */
 
@@ -256,8 +287,7 @@ static pt_status run_class_loss(const pti_call *c, bool log_softmax)
         if (!cc.partial)
             return pti_error(PT_ERR_OOM, "%s: out of memory", pti_op_names[c->op]);
     }
-    pti_parallel_for(nblocks, 1 + 16384 / (p->c > 0 ? p->c * 4 : 1) / CLASS_BLOCK, cls_blocks,
-                     &cc);
+    pti_parallel_for(nblocks, 1 + 16384 / (p->c > 0 ? p->c * 4 : 1) / CLASS_BLOCK, cls_blocks, &cc);
     if (reduce) {
         double ls = 0, ws = 0;
         for (int64_t b = 0; b < nblocks; b++) {
@@ -274,8 +304,14 @@ static pt_status run_class_loss(const pti_call *c, bool log_softmax)
     return PT_OK;
 }
 
-static pt_status cpu_cross_entropy(const pti_call *c) { return run_class_loss(c, true); }
-static pt_status cpu_nll_loss(const pti_call *c) { return run_class_loss(c, false); }
+static pt_status cpu_cross_entropy(const pti_call *c)
+{
+    return run_class_loss(c, true);
+}
+static pt_status cpu_nll_loss(const pti_call *c)
+{
+    return run_class_loss(c, false);
+}
 
 void pti_cpu_register_loss(pti_kernel *table)
 {

@@ -206,7 +206,8 @@ static pt_status cpu_batch_norm(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- layer_norm and rms_norm ------------------------------------------------------------------ */
+/* ---- layer_norm and rms_norm ------------------------------------------------------------------
+ */
 
 typedef struct rownorm_ctx {
     const pti_call *c;
@@ -253,10 +254,17 @@ static pt_status row_norm(const pti_call *c, bool rms)
     return PT_OK;
 }
 
-static pt_status cpu_layer_norm(const pti_call *c) { return row_norm(c, false); }
-static pt_status cpu_rms_norm(const pti_call *c) { return row_norm(c, true); }
+static pt_status cpu_layer_norm(const pti_call *c)
+{
+    return row_norm(c, false);
+}
+static pt_status cpu_rms_norm(const pti_call *c)
+{
+    return row_norm(c, true);
+}
 
-/* ---- group_norm -------------------------------------------------------------------------------- */
+/* ---- group_norm --------------------------------------------------------------------------------
+ */
 
 typedef struct gn_ctx {
     const pti_call *c;
@@ -281,8 +289,8 @@ static void gn_range(void *arg, int64_t g0, int64_t g1)
         for (int64_t j = 0; j < cpg; j++) {
             double a = rstd * param_get(g->c->in[1], g->f64, ch0 + j, 1.0);
             double b = param_get(g->c->in[2], g->f64, ch0 + j, 0.0) - mean * a;
-            row_affine(y + (size_t)(j * p->s) * es, x + (size_t)(j * p->s) * es, g->f64, p->s,
-                       a, b);
+            row_affine(y + (size_t)(j * p->s) * es, x + (size_t)(j * p->s) * es, g->f64, p->s, a,
+                       b);
         }
     }
 }
@@ -296,7 +304,8 @@ static pt_status cpu_group_norm(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- dropout ----------------------------------------------------------------------------------- */
+/* ---- dropout -----------------------------------------------------------------------------------
+ */
 
 typedef struct dropout_ctx {
     const pti_call *c;
@@ -345,7 +354,8 @@ static void dropout_range(void *arg, int64_t q0, int64_t q1)
         } else {
             for (int j = 0; j < cnt; j++) {
                 float v = (float)pti_load_f64(xp + (size_t)(i0 + j) * es, dt);
-                pti_store_f64(yp + (size_t)(i0 + j) * es, dt, (double)(v * (keep[j] ? scale_f : 0.0f)));
+                pti_store_f64(yp + (size_t)(i0 + j) * es, dt,
+                              (double)(v * (keep[j] ? scale_f : 0.0f)));
             }
         }
     }

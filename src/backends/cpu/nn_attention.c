@@ -29,51 +29,51 @@ typedef struct sdpa_ctx {
     const pti_call *c;
     const pti_sdpa_params *p;
     bool f64;
-    void *scores;      /* [rows, S] for the current block */
-    int64_t b, l0;     /* batch and first query row of the block */
-    int64_t mask_off;  /* element offset of batch b in the mask */
+    void *scores;     /* [rows, S] for the current block */
+    int64_t b, l0;    /* batch and first query row of the block */
+    int64_t mask_off; /* element offset of batch b in the mask */
 } sdpa_ctx;
 
 /* Masks, softmaxes and drops one score row in place (double or float storage). */
 #define SDPA_ROW_BODY(T, EXP_SUM)                                                                  \
-    do {                                                                                       \
-        T *row = (T *)s->scores + r * p->s;                                                    \
-        T mx = -INFINITY;                                                                      \
-        for (int64_t j = 0; j < p->s; j++) {                                                   \
-            T v = row[j];                                                                      \
-            if (p->is_causal && j > l)                                                         \
-                v = -INFINITY;                                                                 \
-            if (mask) {                                                                        \
-                int64_t mo = s->mask_off + l * p->mask_stride_l + j * p->mask_stride_s;        \
-                if (p->mask_is_bool)                                                           \
-                    v = ((const uint8_t *)mask)[mo] ? v : -INFINITY;                           \
-                else                                                                           \
-                    v += ((const T *)mask)[mo];                                                \
-            }                                                                                  \
-            row[j] = v;                                                                        \
-            if (v > mx || isnan(v))                                                            \
-                mx = isnan(mx) ? mx : v;                                                       \
-        }                                                                                      \
-        double sum = EXP_SUM(row, p->s, mx);                                                   \
-        T inv = (T)(1.0 / sum);                                                                \
-        for (int64_t j = 0; j < p->s; j++)                                                     \
-            row[j] *= inv;                                                                     \
-        if (p->dropout_p > 0) {                                                                \
-            T dscale = p->dropout_p < 1 ? (T)(1.0 / (1.0 - p->dropout_p)) : 0;                 \
-            float keep_prob = (float)(1.0 - p->dropout_p);                                     \
-            uint64_t first = (uint64_t)((s->b * p->l + l) * p->s);                             \
-            uint32_t rnd[4];                                                                   \
-            uint64_t have = UINT64_MAX; /* counter whose words rnd holds */                    \
-            for (int64_t j = 0; j < p->s; j++) {                                               \
-                uint64_t idx = first + (uint64_t)j;                                            \
-                if (idx / 4 != have) {                                                         \
-                    have = idx / 4;                                                            \
-                    pti_philox(p->key, p->base + have, rnd);                                   \
-                }                                                                              \
-                bool keep = pti_u32_to_float(rnd[idx % 4]) < keep_prob;                        \
-                row[j] = keep ? row[j] * dscale : 0;                                           \
-            }                                                                                  \
-        }                                                                                      \
+    do {                                                                                           \
+        T *row = (T *)s->scores + r * p->s;                                                        \
+        T mx = -INFINITY;                                                                          \
+        for (int64_t j = 0; j < p->s; j++) {                                                       \
+            T v = row[j];                                                                          \
+            if (p->is_causal && j > l)                                                             \
+                v = -INFINITY;                                                                     \
+            if (mask) {                                                                            \
+                int64_t mo = s->mask_off + l * p->mask_stride_l + j * p->mask_stride_s;            \
+                if (p->mask_is_bool)                                                               \
+                    v = ((const uint8_t *)mask)[mo] ? v : -INFINITY;                               \
+                else                                                                               \
+                    v += ((const T *)mask)[mo];                                                    \
+            }                                                                                      \
+            row[j] = v;                                                                            \
+            if (v > mx || isnan(v))                                                                \
+                mx = isnan(mx) ? mx : v;                                                           \
+        }                                                                                          \
+        double sum = EXP_SUM(row, p->s, mx);                                                       \
+        T inv = (T)(1.0 / sum);                                                                    \
+        for (int64_t j = 0; j < p->s; j++)                                                         \
+            row[j] *= inv;                                                                         \
+        if (p->dropout_p > 0) {                                                                    \
+            T dscale = p->dropout_p < 1 ? (T)(1.0 / (1.0 - p->dropout_p)) : 0;                     \
+            float keep_prob = (float)(1.0 - p->dropout_p);                                         \
+            uint64_t first = (uint64_t)((s->b * p->l + l) * p->s);                                 \
+            uint32_t rnd[4];                                                                       \
+            uint64_t have = UINT64_MAX; /* counter whose words rnd holds */                        \
+            for (int64_t j = 0; j < p->s; j++) {                                                   \
+                uint64_t idx = first + (uint64_t)j;                                                \
+                if (idx / 4 != have) {                                                             \
+                    have = idx / 4;                                                                \
+                    pti_philox(p->key, p->base + have, rnd);                                       \
+                }                                                                                  \
+                bool keep = pti_u32_to_float(rnd[idx % 4]) < keep_prob;                            \
+                row[j] = keep ? row[j] * dscale : 0;                                               \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 static void sdpa_rows(void *arg, int64_t r0, int64_t r1)
@@ -149,13 +149,11 @@ static pt_status cpu_sdpa(const pti_call *c)
             pti_parallel_for(m, 1 + 8192 / (LD(n)), sdpa_rows, &s);
             /* o[m, Ev] = P[m, S] @ v[S, Ev] */
             if (f64)
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nv, n, 1.0, scores,
-                            LD(n), (const double *)vb, LD(nv), 0.0,
-                            (double *)ob, LD(nv));
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nv, n, 1.0, scores, LD(n),
+                            (const double *)vb, LD(nv), 0.0, (double *)ob, LD(nv));
             else
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nv, n, 1.0f, scores,
-                            LD(n), (const float *)vb, LD(nv), 0.0f,
-                            (float *)ob, LD(nv));
+                            LD(n), (const float *)vb, LD(nv), 0.0f, (float *)ob, LD(nv));
         }
     }
     pti_cpu_free(scores, nbytes);

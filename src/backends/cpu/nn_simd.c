@@ -172,8 +172,8 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
     norm_affine_scalar(y + i, x + i, n - i, mean, rstd, w ? w + i : NULL, b ? b + i : NULL);
 }
 
-/* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a degree-5
- * polynomial (relative error ~1e-7); arguments below -87 (and -inf) give exactly 0. */
+/* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a
+ * degree-5 polynomial (relative error ~1e-7); arguments below -87 (and -inf) give exactly 0. */
 AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
 {
     /* max_ps returns its second operand when either is NaN: NaN inputs stay NaN (the max
@@ -191,7 +191,8 @@ AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
 }
 
