@@ -103,6 +103,21 @@ static void test_cross_entropy_nan_and_half(void **state)
     assert_tensor_close_any_dtype(h, get("ce.plain.mean"), 1e-2, 1e-2);
 }
 
+/* Empty batches: mean is 0/0 = NaN, sum is 0, as PyTorch. */
+static void test_cross_entropy_empty(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_zeros(PT_SHAPE(0, 4), PT_FLOAT32, pt_cpu());
+    pt_tensor *t = pt_zeros(PT_SHAPE(0), PT_INT64, pt_cpu());
+    assert_true(isnan(pt_item(pt_cross_entropy(x, t))));
+    assert_true(isnan(pt_item(pt_cross_entropy(x, x))));
+    pt_tensor *s =
+        pt_cross_entropy_ex(x, t, &(pt_cross_entropy_opts){.reduction = PT_REDUCTION_SUM});
+    assert_true(pt_item(s) == 0.0);
+    pt_tensor *n = pt_nll_loss_ex(x, t, &(pt_nll_loss_opts){.reduction = PT_REDUCTION_NONE});
+    assert_shape(n, 0);
+}
+
 static void test_cross_entropy_probability_targets(void **state)
 {
     (void)state;
@@ -300,6 +315,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_nan_and_half, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_cross_entropy_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_probability_targets, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_errors, pt_test_setup, pt_test_teardown),

@@ -165,6 +165,21 @@ static void test_rms_norm_matches_torch(void **state)
                     "weight must have normalized_shape");
 }
 
+/* Empty batches keep their shape through every norm, as PyTorch. */
+static void test_norms_empty(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_zeros(PT_SHAPE(0, 8), PT_FLOAT32, pt_cpu());
+    assert_shape(pt_layer_norm(x, PT_DIMS(8), NULL, NULL, 1e-5), 0, 8);
+    assert_shape(pt_rms_norm(x, PT_DIMS(8), NULL, -1), 0, 8);
+    assert_shape(
+        pt_group_norm(pt_zeros(PT_SHAPE(0, 4, 2), PT_FLOAT32, pt_cpu()), 2, NULL, NULL, 1e-5), 0, 4,
+        2);
+    pt_tensor *rm = pt_zeros(PT_SHAPE(8), PT_FLOAT32, pt_cpu());
+    pt_tensor *rv = pt_ones(PT_SHAPE(8), PT_FLOAT32, pt_cpu());
+    assert_shape(pt_batch_norm(x, rm, rv, NULL, NULL, false, 0.1, 1e-5), 0, 8);
+}
+
 /* ---- attention ----------------------------------------------------------------------------------
  */
 
@@ -325,6 +340,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_rms_norm_matches_torch, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_norms_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_sdpa_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_sdpa_masked_rows_dropout_and_errors, pt_test_setup,
                                         pt_test_teardown),
