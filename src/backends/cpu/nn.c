@@ -81,6 +81,7 @@ typedef struct bn_ctx {
     size_t es;
     double *mean, *var; /* [C] batch statistics (biased variance) */
     double *scale, *shift;
+    float *scale_f, *shift_f; /* float32 copies for the [N, C] apply loop */
 } bn_ctx;
 
 /* Batch statistics of channels [c0, c1) of x [N, C, S]. */
@@ -156,7 +157,7 @@ static void bn_apply_rows(void *arg, int64_t r0, int64_t r1)
             const float *x = (const float *)pti_data(b->c->in[0]) + r * cn;
             float *y = (float *)pti_data(b->c->out[0]) + r * cn;
             for (int64_t ch = 0; ch < cn; ch++)
-                y[ch] = x[ch] * (float)b->scale[ch] + (float)b->shift[ch];
+                y[ch] = x[ch] * b->scale_f[ch] + b->shift_f[ch];
         }
     }
 }
@@ -166,12 +167,18 @@ static pt_status cpu_batch_norm(const pti_call *c)
     const pti_batch_norm_params *p = c->params;
     const pt_tensor *w = c->in[1], *bias = c->in[2], *rm = c->in[3], *rv = c->in[4];
     bool f64 = c->in[0]->dtype == PT_FLOAT64;
-    size_t nbytes = (size_t)p->c * 4 * sizeof(double);
+    size_t nbytes = (size_t)p->c * 5 * sizeof(double); /* 4 double + 2 float arrays */
     double *buf = pti_cpu_alloc(nbytes > 0 ? nbytes : sizeof(double));
     if (!buf)
         return pti_error(PT_ERR_OOM, "pt_batch_norm: out of memory for %lld channels",
                          (long long)p->c);
-    bn_ctx b = {c, p, f64, f64 ? 8 : 4, buf, buf + p->c, buf + 2 * p->c, buf + 3 * p->c};
+    bn_ctx b = {.c = c, .p = p, .f64 = f64, .es = f64 ? 8 : 4};
+    b.mean = buf;
+    b.var = buf + p->c;
+    b.scale = buf + 2 * p->c;
+    b.shift = buf + 3 * p->c;
+    b.scale_f = (float *)(buf + 4 * p->c);
+    b.shift_f = b.scale_f + p->c;
     if (p->training) {
         int64_t per = p->n * p->s;
         pti_parallel_for(p->c, per > 0 ? 1 + 65536 / per : p->c, bn_stats_range, &b);
@@ -197,6 +204,8 @@ static pt_status cpu_batch_norm(const pti_call *c)
             invstd = (float)(1.0 / sqrt((float)b.var[ch] + (float)p->eps));
         b.scale[ch] = invstd * param_get(w, f64, ch, 1.0);
         b.shift[ch] = param_get(bias, f64, ch, 0.0) - b.mean[ch] * b.scale[ch];
+        b.scale_f[ch] = (float)b.scale[ch];
+        b.shift_f[ch] = (float)b.shift[ch];
     }
     if (p->s == 1)
         pti_parallel_for(p->n, 1 + 32768 / (p->c > 0 ? p->c : 1), bn_apply_rows, &b);
