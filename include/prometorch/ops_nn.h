@@ -1,5 +1,12 @@
-/* PromeTorch ops: the nn family. Every function returning pt_tensor * returns a new
- * reference, or NULL with the error set (see core.h). */
+/* PromeTorch ops: the nn family -- normalization (batch, layer, group, RMS), dropout and
+ * scaled dot-product attention, with torch.nn.functional semantics. Every function returning
+ * pt_tensor * returns a new reference, or NULL with the error set (see core.h). A NULL tensor
+ * argument (where one is not optional) propagates the earlier error.
+ *
+ * Dtypes: float32 and float64 are computed natively; float16/bfloat16 inputs are computed in
+ * float32 and the result rounded back (as PyTorch's CPU kernels do). Integer inputs are a
+ * PT_ERR_DTYPE error. Optional per-channel tensors (weight, bias) are converted to the input's
+ * compute dtype. Inputs may be non-contiguous; results are contiguous. */
 #ifndef PROMETORCH_OPS_NN_H
 #define PROMETORCH_OPS_NN_H
 
@@ -8,6 +15,77 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- normalization ------------------------------------------------------------------------ */
+
+/* F.batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps).
+ * x is [N, C], [N, C, L] or [N, C, H, W] (any [N, C, *]); running_mean, running_var, weight
+ * and bias are [C] and each may be NULL (a NULL weight/bias is 1/0).
+ * training: normalizes with the batch statistics (mean and biased variance over N and the
+ * spatial dims) and, when the running stats are given, updates them in place:
+ * running = (1 - momentum) * running + momentum * batch, using the UNBIASED batch variance for
+ * running_var (PyTorch's rule). Needs more than one value per channel. PyTorch's
+ * momentum=None (a cumulative average, which needs num_batches_tracked) is the caller's to
+ * express: pass momentum = 1 / num_batches_tracked.
+ * !training: normalizes with running_mean/running_var, which are then required.
+ * The running stats may have any floating dtype and stride; they are written through the
+ * const-less pointers passed here. Errors: PT_ERR_SHAPE (ndim < 2, a [C] tensor of the wrong
+ * size), PT_ERR_INVALID_ARG (missing running stats in eval, one value per channel in training),
+ * PT_ERR_DTYPE. */
+PT_API pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
+                                const pt_tensor *weight, const pt_tensor *bias, bool training,
+                                double momentum, double eps);
+
+/* F.layer_norm(x, normalized_shape, weight, bias, eps): normalizes over the last
+ * n_normalized_dims dims, which must equal normalized_shape; weight and bias (nullable) have
+ * shape normalized_shape. Biased variance. Errors: PT_ERR_SHAPE when the trailing dims or the
+ * weight/bias shapes do not match. */
+PT_API pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
+                                const int64_t *normalized_shape, const pt_tensor *weight,
+                                const pt_tensor *bias, double eps);
+
+/* F.group_norm(x, num_groups, weight, bias, eps): x is [N, C, *]; C must be divisible by
+ * num_groups; statistics over each group's C/num_groups channels and the spatial dims;
+ * weight and bias (nullable) are [C] per-channel affine parameters. */
+PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                                const pt_tensor *bias, double eps);
+
+/* F.rms_norm(x, normalized_shape, weight, eps) (PyTorch >= 2.4):
+ * y = x * rsqrt(mean(x^2 over the last n dims) + eps) * weight, weight nullable.
+ * A negative eps (e.g. -1) means PyTorch's default eps=None: torch.finfo(x.dtype).eps
+ * (float16's/bfloat16's own eps for those inputs); eps == 0 is a literal zero. */
+PT_API pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
+                              const int64_t *normalized_shape, const pt_tensor *weight, double eps);
+
+/* ---- dropout -------------------------------------------------------------------------------- */
+
+/* F.dropout(x, p, training): zeroes each element with probability p and scales the kept ones
+ * by 1/(1-p). Draws from the library generator (pt_manual_seed): element i (row-major) uses
+ * Philox counter base + i/4, so a seed gives the same mask whatever the thread count.
+ * !training or p == 0 returns an alias of x (no copy, no RNG draw); p == 1 returns zeros.
+ * Errors: PT_ERR_INVALID_ARG unless 0 <= p <= 1. */
+PT_API pt_tensor *pt_dropout(const pt_tensor *x, double p, bool training);
+/* pt_dropout, also returning the keep mask (bool, x's shape; true = kept) through `mask`
+ * when it is non-NULL (a new reference; all true when no dropout was applied, all false for
+ * p == 1). The gradient of dropout is grad * mask / (1 - p). */
+PT_API pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask);
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+/* F.scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+ * (PyTorch >= 2.0, math semantics): softmax(q @ k^T * scale + mask) @ v.
+ * q is [..., L, E], k [..., S, E], v [..., S, Ev] with identical batch dims (no broadcasting
+ * of q/k/v and no grouped-query attention); returns [..., L, Ev].
+ * attn_mask (nullable) broadcasts to [..., L, S]: a bool mask keeps the positions that are
+ * true (false -> -inf), a floating mask is added to the scores.
+ * is_causal masks position s > l (the top-left aligned lower triangle, as torch.tril).
+ * Unlike PyTorch (which refuses attn_mask together with is_causal) both may be given; they
+ * are then combined. A row with every position masked gives NaN (as PyTorch's math path).
+ * dropout_p > 0 drops attention weights with the library generator (scaled by 1/(1-p)).
+ * scale == 0 means 1/sqrt(E). The matmuls run on BLAS; the softmax is max-subtracted. */
+PT_API pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *k,
+                                                  const pt_tensor *v, const pt_tensor *attn_mask,
+                                                  double dropout_p, bool is_causal, double scale);
 
 #ifdef __cplusplus
 }

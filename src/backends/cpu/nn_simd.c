@@ -1,0 +1,308 @@
+/* Row primitives of the nn and loss CPU kernels (declared in nn_simd.h): a scalar path for
+ * every function and an AVX2+FMA path for float32, chosen per call with pti_cpu_has_avx2(). */
+#include <math.h>
+
+#include "nn_simd.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define NN_HAVE_X86 1
+#else
+#define NN_HAVE_X86 0
+#endif
+
+/* ---- scalar paths --------------------------------------------------------------------------- */
+
+static double sum_scalar(const float *x, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+static double sqdev_scalar(const float *x, int64_t n, double mean)
+{
+    double s0 = 0, s1 = 0;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        double d0 = x[i] - mean, d1 = x[i + 1] - mean;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+    }
+    for (; i < n; i++) {
+        double d = x[i] - mean;
+        s0 += d * d;
+    }
+    return s0 + s1;
+}
+
+static void affine_scalar(float *y, const float *x, int64_t n, float a, float b)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * a + b;
+}
+
+static void norm_affine_scalar(float *y, const float *x, int64_t n, float mean, float rstd,
+                               const float *w, const float *b)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = (x[i] - mean) * rstd;
+        if (w)
+            v *= w[i];
+        if (b)
+            v += b[i];
+        y[i] = v;
+    }
+}
+
+static double logsumexp_scalar(const float *x, int64_t n)
+{
+    if (n == 0)
+        return -INFINITY;
+    float m = x[0];
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > m || isnan(x[i]))
+            m = x[i];
+    if (isnan(m))
+        return NAN;
+    if (isinf(m))
+        return m; /* +inf dominates; all -inf gives -inf */
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += exp((double)x[i] - m);
+    return m + log(s);
+}
+
+/* ---- AVX2 paths ----------------------------------------------------------------------------- */
+
+#if NN_HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+
+AVX2 static inline double hsum_pd(__m256d v)
+{
+    __m128d lo = _mm256_castpd256_pd128(v), hi = _mm256_extractf128_pd(v, 1);
+    lo = _mm_add_pd(lo, hi);
+    return _mm_cvtsd_f64(lo) + _mm_cvtsd_f64(_mm_unpackhi_pd(lo, lo));
+}
+
+AVX2 static inline float hsum_ps(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+AVX2 static inline float hmax_ps(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_max_ps(lo, hi);
+    lo = _mm_max_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_max_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+AVX2 static double sum_avx2(const float *x, int64_t n)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+        a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+    }
+    double s = hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+AVX2 static double sqdev_avx2(const float *x, int64_t n, double mean)
+{
+    __m256d m = _mm256_set1_pd(mean);
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m);
+        __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m);
+        a0 = _mm256_fmadd_pd(d0, d0, a0);
+        a1 = _mm256_fmadd_pd(d1, d1, a1);
+    }
+    double s = hsum_pd(_mm256_add_pd(a0, a1));
+    for (; i < n; i++) {
+        double d = x[i] - mean;
+        s += d * d;
+    }
+    return s;
+}
+
+AVX2 static void affine_avx2(float *y, const float *x, int64_t n, float a, float b)
+{
+    __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, vb));
+    for (; i < n; i++)
+        y[i] = x[i] * a + b;
+}
+
+AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mean, float rstd,
+                                  const float *w, const float *b)
+{
+    __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vr);
+        if (w)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+        if (b)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    norm_affine_scalar(y + i, x + i, n - i, mean, rstd, w ? w + i : NULL, b ? b + i : NULL);
+}
+
+/* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a
+ * degree-5 polynomial (relative error ~1e-7); arguments below -87 (and -inf) give exactly 0. */
+AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
+{
+    /* max_ps returns its second operand when either is NaN: NaN inputs stay NaN (the max
+     * above may have skipped them, so this is what makes a NaN logit give a NaN result) */
+    __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ); /* else exp -> 0 */
+    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
+}
+
+AVX2 static double logsumexp_avx2(const float *x, int64_t n)
+{
+    if (n < 8)
+        return logsumexp_scalar(x, n);
+    __m256 vm = _mm256_loadu_ps(x);
+    int64_t i = 8;
+    for (; i + 8 <= n; i += 8)
+        vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
+    float m = hmax_ps(vm);
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    if (!isfinite(m))
+        return logsumexp_scalar(x, n); /* NaN/inf inputs: exact special-value handling */
+    __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8)
+        acc = _mm256_add_ps(acc, exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
+    double s = hsum_ps(acc);
+    for (; i < n; i++)
+        s += exp((double)x[i] - m);
+    return m + log(s);
+}
+
+AVX2 static double exp_sum_avx2(float *x, int64_t n, float m)
+{
+    __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    double s = hsum_ps(acc);
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+#endif
+
+static double exp_sum_scalar(float *x, int64_t n, float m)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+double pti_nn_sum_f32(const float *x, int64_t n)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2())
+        return sum_avx2(x, n);
+#endif
+    return sum_scalar(x, n);
+}
+
+double pti_nn_sqdev_f32(const float *x, int64_t n, double mean)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2())
+        return sqdev_avx2(x, n, mean);
+#endif
+    return sqdev_scalar(x, n, mean);
+}
+
+void pti_nn_affine_f32(float *y, const float *x, int64_t n, float a, float b)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2()) {
+        affine_avx2(y, x, n, a, b);
+        return;
+    }
+#endif
+    affine_scalar(y, x, n, a, b);
+}
+
+void pti_nn_norm_affine_f32(float *y, const float *x, int64_t n, float mean, float rstd,
+                            const float *w, const float *b)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2()) {
+        norm_affine_avx2(y, x, n, mean, rstd, w, b);
+        return;
+    }
+#endif
+    norm_affine_scalar(y, x, n, mean, rstd, w, b);
+}
+
+double pti_nn_logsumexp_f32(const float *x, int64_t n)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2())
+        return logsumexp_avx2(x, n);
+#endif
+    return logsumexp_scalar(x, n);
+}
+
+double pti_nn_exp_sum_f32(float *x, int64_t n, float m)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2())
+        return exp_sum_avx2(x, n, m);
+#endif
+    return exp_sum_scalar(x, n, m);
+}

@@ -1,0 +1,34 @@
+/* Kernel parameters of the loss family, shared by the front-ends (src/ops/loss.c) and the
+ * backends' kernels (src/backends/<device>/loss*.c). Front-ends pass contiguous inputs in the
+ * compute dtype (float32 or float64) and a contiguous output of the same dtype. */
+#ifndef PT_OPS_LOSS_PARAMS_H
+#define PT_OPS_LOSS_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "prometorch/ops_loss.h"
+
+/* Elementwise losses (mse, l1, smooth_l1, huber, binary_cross_entropy[_with_logits], kl_div):
+ * in = {input, target, weight or NULL, pos_weight or NULL}, all of out's element count when
+ * reduction is NONE (else all of one common shape); out = {loss}: that shape for NONE, 0-dim
+ * otherwise (sum, or sum / divisor for MEAN and BATCHMEAN). */
+typedef struct pti_pointwise_loss_params {
+    pt_reduction reduction;
+    double divisor;
+    double beta;     /* smooth_l1 beta, huber delta */
+    bool log_target; /* kl_div */
+} pti_pointwise_loss_params;
+
+/* cross_entropy and nll_loss: in = {input [N, C, S], target, weight [C] or NULL} where target
+ * is int64 [N, S] (class indices) or the compute dtype [N, C, S] (probabilities,
+ * cross_entropy only); out = {loss}: [N, S] for NONE, 0-dim otherwise. */
+typedef struct pti_class_loss_params {
+    int64_t n, c, s;
+    bool prob_target;
+    int64_t ignore_index;
+    double label_smoothing;
+    pt_reduction reduction;
+} pti_class_loss_params;
+
+#endif

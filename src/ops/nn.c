@@ -1,0 +1,452 @@
+/* The nn family's front-ends (torch.nn.functional semantics): batch_norm, layer_norm,
+ * group_norm, rms_norm, dropout and scaled_dot_product_attention. Each checks its arguments,
+ * brings the inputs to a contiguous float32/float64 compute copy (float16/bfloat16 compute in
+ * float32 and round back, as PyTorch's CPU kernels), allocates the output and dispatches to
+ * the kernels in src/backends/<device>/nn*.c with the parameters of nn_params.h.
+ * Backward formulas join these when the autograd engine lands. */
+#include <math.h>
+#include <string.h>
+
+#include "common.h"
+#include "nn_params.h"
+
+/* ---- shared helpers ---------------------------------------------------------------------------
+ */
+
+static pt_dtype compute_dtype(pt_dtype dt)
+{
+    return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32;
+}
+
+/* t (nullable) as a contiguous tensor of dtype cdt: a new reference (to t itself when it
+ * already is one). NULL in, NULL out (check pt_last_status() only for a non-NULL t). */
+static pt_tensor *prep(const pt_tensor *t, pt_dtype cdt)
+{
+    if (!t)
+        return NULL;
+    pt_tensor *a = pti_as_dtype(t, cdt);
+    if (!a)
+        return NULL;
+    pt_tensor *r = pt_contiguous(a);
+    pt_release(a);
+    return r;
+}
+
+/* out converted to dtype want (out is released when a copy is made); NULL-safe. */
+static pt_tensor *finish(pt_tensor *out, pt_dtype want)
+{
+    if (!out || out->dtype == want)
+        return out;
+    pt_tensor *r = pt_to_dtype(out, want);
+    pt_release(out);
+    return r;
+}
+
+/* An optional 1-D per-channel tensor: NULL, or floating of shape [c]. */
+static bool check_channel_param(const char *op, const char *arg, const pt_tensor *t, int64_t c)
+{
+    if (!t)
+        return true;
+    if (!pti_check_floating(op, arg, t))
+        return false;
+    if (t->ndim != 1 || t->shape[0] != c)
+        return pti_error(PT_ERR_SHAPE, "%s: %s must have shape [%lld], got %s", op, arg,
+                         (long long)c, pti_shape_str(t->ndim, t->shape)),
+               false;
+    return true;
+}
+
+/* Runs a norm kernel on contiguous compute copies of x, weight and bias (both nullable) and
+ * returns y in x's dtype. */
+static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w, const pt_tensor *b,
+                           const void *params)
+{
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_tensor *xc = prep(x, cdt), *wc = prep(w, cdt), *bc = prep(b, cdt);
+    pt_tensor *out = NULL;
+    if (xc && (!w || wc) && (!b || bc)) {
+        out = pti_tensor_new(x->ndim, x->shape, cdt, x->storage->device);
+        if (out && out->numel > 0) {
+            pti_call c = {
+                .n_in = 3, .n_out = 1, .in = {xc, wc, bc}, .out = {out}, .params = params};
+            if (pti_dispatch(kop, &c) != PT_OK) {
+                pt_release(out);
+                out = NULL;
+            }
+        }
+    }
+    pt_release(xc);
+    pt_release(wc);
+    pt_release(bc);
+    return finish(out, x->dtype);
+}
+
+/* ---- batch_norm -------------------------------------------------------------------------------
+ */
+
+pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
+                         const pt_tensor *weight, const pt_tensor *bias, bool training,
+                         double momentum, double eps)
+{
+    const char *op = "pt_batch_norm";
+    if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
+        return NULL;
+    const pt_tensor *all[5] = {x, running_mean, running_var, weight, bias};
+    if (!pti_check_same_device(op, 5, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    pti_batch_norm_params p = {.n = x->shape[0],
+                               .c = x->shape[1],
+                               .s = 1,
+                               .training = training,
+                               .momentum = momentum,
+                               .eps = eps};
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "running_mean", running_mean, p.c) ||
+        !check_channel_param(op, "running_var", running_var, p.c) ||
+        !check_channel_param(op, "weight", weight, p.c) ||
+        !check_channel_param(op, "bias", bias, p.c))
+        return NULL;
+    if (!training && (!running_mean || !running_var))
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: running_mean and running_var are required when training is "
+                              "false",
+                              op);
+    if (training && p.n * p.s <= 1)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: expected more than 1 value per channel when training, got "
+                              "input size %s",
+                              op, pti_shape_str(x->ndim, x->shape));
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_tensor *xc = prep(x, cdt), *wc = prep(weight, cdt), *bc = prep(bias, cdt);
+    pt_tensor *out = NULL;
+    if (xc && (!weight || wc) && (!bias || bc)) {
+        out = pti_tensor_new(x->ndim, x->shape, cdt, x->storage->device);
+        if (out) {
+            pt_tensor *rm_out = training ? running_mean : NULL;
+            pt_tensor *rv_out = training ? running_var : NULL;
+            if (rm_out)
+                pti_bump_version(rm_out);
+            if (rv_out)
+                pti_bump_version(rv_out);
+            pti_call c = {.n_in = 5,
+                          .n_out = 3,
+                          .in = {xc, wc, bc, running_mean, running_var},
+                          .out = {out, rm_out, rv_out},
+                          .params = &p};
+            if (pti_dispatch(PTI_OP_batch_norm, &c) != PT_OK) {
+                pt_release(out);
+                out = NULL;
+            }
+        }
+    }
+    pt_release(xc);
+    pt_release(wc);
+    pt_release(bc);
+    return finish(out, x->dtype);
+}
+
+/* ---- layer_norm and rms_norm -------------------------------------------------------------------
+ */
+
+/* Checks normalized_shape against x's trailing dims and the weight/bias shapes; sets rows/cols. */
+static bool check_normalized_shape(const char *op, const pt_tensor *x, int n, const int64_t *nshape,
+                                   const pt_tensor *w, const pt_tensor *b, pti_row_norm_params *p)
+{
+    if (n < 1 || n > x->ndim || !nshape)
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: normalized_shape must have 1..%d dims for input %s, got %d", op,
+                         x->ndim, pti_shape_str(x->ndim, x->shape), n),
+               false;
+    int lead = x->ndim - n;
+    for (int i = 0; i < n; i++)
+        if (x->shape[lead + i] != nshape[i])
+            return pti_error(PT_ERR_SHAPE, "%s: input %s does not end with normalized_shape %s", op,
+                             pti_shape_str(x->ndim, x->shape), pti_shape_str(n, nshape)),
+                   false;
+    const pt_tensor *params[2] = {w, b};
+    const char *names[2] = {"weight", "bias"};
+    for (int k = 0; k < 2; k++) {
+        const pt_tensor *t = params[k];
+        if (!t)
+            continue;
+        if (!pti_check_floating(op, names[k], t))
+            return false;
+        if (t->ndim != n || memcmp(t->shape, nshape, (size_t)n * sizeof(int64_t)) != 0)
+            return pti_error(PT_ERR_SHAPE, "%s: %s must have normalized_shape %s, got %s", op,
+                             names[k], pti_shape_str(n, nshape), pti_shape_str(t->ndim, t->shape)),
+                   false;
+    }
+    p->cols = pti_shape_numel(n, nshape);
+    p->rows = p->cols > 0 ? x->numel / p->cols : 0;
+    return true;
+}
+
+pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
+                         const pt_tensor *weight, const pt_tensor *bias, double eps)
+{
+    const char *op = "pt_layer_norm";
+    if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
+        return NULL;
+    const pt_tensor *all[3] = {x, weight, bias};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    pti_row_norm_params p = {.eps = eps};
+    if (!check_normalized_shape(op, x, n_normalized_dims, normalized_shape, weight, bias, &p))
+        return NULL;
+    return run_norm(PTI_OP_layer_norm, x, weight, bias, &p);
+}
+
+/* torch.finfo(dt).eps */
+static double finfo_eps(pt_dtype dt)
+{
+    switch (dt) {
+    case PT_FLOAT64: return 2.220446049250313e-16;
+    case PT_FLOAT16: return 0.0009765625;
+    case PT_BFLOAT16: return 0.0078125;
+    default: return 1.1920928955078125e-07;
+    }
+}
+
+pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
+                       const pt_tensor *weight, double eps)
+{
+    const char *op = "pt_rms_norm";
+    if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
+        return NULL;
+    const pt_tensor *all[2] = {x, weight};
+    if (!pti_check_same_device(op, 2, all))
+        return NULL;
+    pti_row_norm_params p = {.eps = eps < 0 ? finfo_eps(x->dtype) : eps};
+    if (!check_normalized_shape(op, x, n_normalized_dims, normalized_shape, weight, NULL, &p))
+        return NULL;
+    return run_norm(PTI_OP_rms_norm, x, weight, NULL, &p);
+}
+
+/* ---- group_norm ---------------------------------------------------------------------------------
+ */
+
+pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                         const pt_tensor *bias, double eps)
+{
+    const char *op = "pt_group_norm";
+    if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
+        return NULL;
+    const pt_tensor *all[3] = {x, weight, bias};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    pti_group_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups, .eps = eps};
+    if (num_groups <= 0 || p.c % num_groups != 0)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: expected the number of channels (%lld) to be divisible by "
+                              "num_groups (%lld)",
+                              op, (long long)p.c, (long long)num_groups);
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "weight", weight, p.c) ||
+        !check_channel_param(op, "bias", bias, p.c))
+        return NULL;
+    return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
+}
+
+/* ---- dropout
+ * ------------------------------------------------------------------------------------- */
+
+pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask)
+{
+    const char *op = "pt_dropout";
+    if (mask)
+        *mask = NULL;
+    if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
+        return NULL;
+    if (!(p >= 0 && p <= 1))
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: dropout probability has to be between 0 and 1, but got %g", op,
+                              p);
+    pt_tensor *m = NULL;
+    if (!training || p == 0 || x->numel == 0) {
+        if (mask) {
+            m = pt_ones(x->ndim, x->shape, PT_BOOL, x->storage->device);
+            if (!m)
+                return NULL;
+        }
+        pt_tensor *r = pti_alias(x);
+        if (!r) {
+            pt_release(m);
+            return NULL;
+        }
+        if (mask)
+            *mask = m;
+        return r;
+    }
+    pt_tensor *xc = pt_contiguous(x);
+    pt_tensor *out = xc ? pti_tensor_new(x->ndim, x->shape, x->dtype, x->storage->device) : NULL;
+    if (out && mask)
+        m = pti_tensor_new(x->ndim, x->shape, PT_BOOL, x->storage->device);
+    if (!out || (mask && !m))
+        goto fail;
+    pti_rng_stream rs = pti_rng_reserve(((uint64_t)x->numel + 3) / 4);
+    pti_dropout_params dp = {.p = p, .key = rs.key, .base = rs.base};
+    pti_call c = {.n_in = 1, .n_out = 2, .in = {xc}, .out = {out, m}, .params = &dp};
+    if (pti_dispatch(PTI_OP_dropout, &c) != PT_OK)
+        goto fail;
+    pt_release(xc);
+    if (mask)
+        *mask = m;
+    return out;
+fail:
+    pt_release(xc);
+    pt_release(out);
+    pt_release(m);
+    return NULL;
+}
+
+pt_tensor *pt_dropout(const pt_tensor *x, double p, bool training)
+{
+    return pt_dropout_ex(x, p, training, NULL);
+}
+
+/* ---- scaled_dot_product_attention
+ * ---------------------------------------------------------------- */
+
+/* Checks q/k/v shapes (equal batch dims, matching E and S); fills the sizes of p. */
+static bool sdpa_check_qkv(const char *op, const pt_tensor *q, const pt_tensor *k,
+                           const pt_tensor *v, pti_sdpa_params *p)
+{
+    const pt_tensor *t3[3] = {q, k, v};
+    const char *names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        if (!pti_check_floating(op, names[i], t3[i]))
+            return false;
+        if (t3[i]->dtype != q->dtype)
+            return pti_error(PT_ERR_DTYPE, "%s: q, k and v must have one dtype, got %s, %s, %s", op,
+                             pt_dtype_name(q->dtype), pt_dtype_name(k->dtype),
+                             pt_dtype_name(v->dtype)),
+                   false;
+        if (t3[i]->ndim < 2 || t3[i]->ndim != q->ndim)
+            goto bad_shape;
+    }
+    int nd = q->ndim;
+    for (int d = 0; d < nd - 2; d++)
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+            goto bad_shape;
+    if (k->shape[nd - 1] != q->shape[nd - 1] || v->shape[nd - 2] != k->shape[nd - 2])
+        goto bad_shape;
+    p->batch_ndim = nd - 2;
+    p->batch = 1;
+    for (int d = 0; d < nd - 2; d++) {
+        p->batch_shape[d] = q->shape[d];
+        p->batch *= q->shape[d];
+    }
+    p->l = q->shape[nd - 2];
+    p->e = q->shape[nd - 1];
+    p->s = k->shape[nd - 2];
+    p->ev = v->shape[nd - 1];
+    return true;
+bad_shape:
+    return pti_error(PT_ERR_SHAPE,
+                     "%s: expected q [..., L, E], k [..., S, E], v [..., S, Ev] with the same "
+                     "batch dims, got q %s, k %s, v %s",
+                     op, pti_shape_str(q->ndim, q->shape), pti_shape_str(k->ndim, k->shape),
+                     pti_shape_str(v->ndim, v->shape)),
+           false;
+}
+
+/* Sets the mask's broadcast strides over [batch..., L, S]; false (error set) if it does not
+ * broadcast there. */
+static bool sdpa_mask_strides(const char *op, const pt_tensor *mask, const pt_tensor *q,
+                              pti_sdpa_params *p)
+{
+    int nd = p->batch_ndim + 2;
+    int64_t target[PT_MAX_DIMS], stride[PT_MAX_DIMS];
+    for (int d = 0; d < p->batch_ndim; d++)
+        target[d] = p->batch_shape[d];
+    target[nd - 2] = p->l;
+    target[nd - 1] = p->s;
+    int lead = nd - mask->ndim;
+    if (lead < 0)
+        goto bad;
+    for (int d = 0; d < nd; d++) {
+        int j = d - lead;
+        if (j < 0 || mask->shape[j] == 1)
+            stride[d] = 0;
+        else if (mask->shape[j] == target[d])
+            stride[d] = mask->stride[j];
+        else
+            goto bad;
+    }
+    for (int d = 0; d < p->batch_ndim; d++)
+        p->mask_batch_stride[d] = stride[d];
+    p->mask_stride_l = stride[nd - 2];
+    p->mask_stride_s = stride[nd - 1];
+    return true;
+bad:
+    (void)q;
+    return pti_error(PT_ERR_SHAPE, "%s: attn_mask %s does not broadcast to the scores shape %s", op,
+                     pti_shape_str(mask->ndim, mask->shape), pti_shape_str(nd, target)),
+           false;
+}
+
+pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *k,
+                                           const pt_tensor *v, const pt_tensor *attn_mask,
+                                           double dropout_p, bool is_causal, double scale)
+{
+    const char *op = "pt_scaled_dot_product_attention";
+    if (!PTI_CHECK_ARG(q, op, "q") || !PTI_CHECK_ARG(k, op, "k") || !PTI_CHECK_ARG(v, op, "v"))
+        return NULL;
+    const pt_tensor *all[4] = {q, k, v, attn_mask};
+    if (!pti_check_same_device(op, 4, all))
+        return NULL;
+    pti_sdpa_params p = {.is_causal = is_causal, .dropout_p = dropout_p};
+    if (!sdpa_check_qkv(op, q, k, v, &p))
+        return NULL;
+    if (!(dropout_p >= 0 && dropout_p <= 1))
+        return pti_error_null(PT_ERR_INVALID_ARG, "%s: dropout_p must be in [0, 1], got %g", op,
+                              dropout_p);
+    pt_dtype cdt = compute_dtype(q->dtype);
+    pt_tensor *mask = NULL;
+    if (attn_mask) {
+        if (attn_mask->dtype != PT_BOOL && !pt_dtype_is_floating(attn_mask->dtype))
+            return pti_error_null(PT_ERR_DTYPE, "%s: attn_mask must be bool or floating, got %s",
+                                  op, pt_dtype_name(attn_mask->dtype));
+        p.mask_is_bool = attn_mask->dtype == PT_BOOL;
+        mask = p.mask_is_bool ? pti_alias(attn_mask) : pti_as_dtype(attn_mask, cdt);
+        if (!mask)
+            return NULL;
+        if (!sdpa_mask_strides(op, mask, q, &p)) {
+            pt_release(mask);
+            return NULL;
+        }
+    }
+    p.scale = scale != 0 ? scale : 1.0 / sqrt((double)p.e);
+    int64_t oshape[PT_MAX_DIMS];
+    memcpy(oshape, q->shape, sizeof(int64_t) * (size_t)q->ndim);
+    oshape[q->ndim - 1] = p.ev;
+    pt_tensor *qc = prep(q, cdt), *kc = prep(k, cdt), *vc = prep(v, cdt);
+    pt_tensor *out =
+        (qc && kc && vc) ? pti_tensor_new(q->ndim, oshape, cdt, q->storage->device) : NULL;
+    if (out && out->numel > 0) {
+        if (dropout_p > 0) {
+            pti_rng_stream rs = pti_rng_reserve(((uint64_t)(p.batch * p.l * p.s) + 3) / 4);
+            p.key = rs.key;
+            p.base = rs.base;
+        }
+        pti_call c = {.n_in = 4, .n_out = 1, .in = {qc, kc, vc, mask}, .out = {out}, .params = &p};
+        if (pti_dispatch(PTI_OP_scaled_dot_product_attention, &c) != PT_OK) {
+            pt_release(out);
+            out = NULL;
+        }
+    }
+    pt_release(qc);
+    pt_release(kc);
+    pt_release(vc);
+    pt_release(mask);
+    return finish(out, q->dtype);
+}
