@@ -13,7 +13,10 @@ static pt_fixture *fx;
 #define F32_RTOL 1e-5
 #define F32_ATOL 1e-5
 
-static pt_tensor *get(const char *name) { return fx_get(fx, name); }
+static pt_tensor *get(const char *name)
+{
+    return fx_get(fx, name);
+}
 
 static void check_mm_dtype(const char *dt)
 {
@@ -119,7 +122,7 @@ static void test_bmm_threads_agree(void **state)
 static void test_matmul_ranks(void **state)
 {
     (void)state;
-    const char *cases[] = {"1x1", "2x1", "1x2", "2x2", "3x2", "3x1", "2x3",
+    const char *cases[] = {"1x1", "2x1", "1x2",   "2x2",    "3x2", "3x1", "2x3",
                            "1x3", "3x3", "bcast", "bcast4", "4x1", "1x4"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char an[64], bn[64], on[64];
@@ -133,8 +136,8 @@ static void test_matmul_ranks(void **state)
         assert_tensor_close(nc, get(on), F32_RTOL, F32_ATOL);
     }
     assert_tensor_equal(pt_matmul(get("matmul.int.a"), get("matmul.int.b")), get("matmul.int.out"));
-    assert_tensor_close(pt_matmul(get("matmul.f64.a"), get("matmul.f64.b")),
-                        get("matmul.f64.out"), 1e-12, 1e-12);
+    assert_tensor_close(pt_matmul(get("matmul.f64.a"), get("matmul.f64.b")), get("matmul.f64.out"),
+                        1e-12, 1e-12);
     pt_tensor *ap = pt_transpose(get("matmul.perm.a"), 1, 2);
     assert_tensor_close(pt_matmul(ap, get("matmul.perm.b")), get("matmul.perm.out"), F32_RTOL,
                         F32_ATOL);
@@ -182,8 +185,7 @@ static void test_addmm_baddbmm(void **state)
     pt_tensor *bin = get("baddbmm.in"), *b1 = get("baddbmm.b1"), *b2 = get("baddbmm.b2");
     assert_tensor_close(pt_baddbmm(bin, b1, b2), get("baddbmm.out"), F32_RTOL, F32_ATOL);
     pt_baddbmm_opts ob = {.beta = -1.5, .alpha = 0.25};
-    assert_tensor_close(pt_baddbmm_ex(bin, b1, b2, &ob), get("baddbmm.out_ab"), F32_RTOL,
-                        F32_ATOL);
+    assert_tensor_close(pt_baddbmm_ex(bin, b1, b2, &ob), get("baddbmm.out_ab"), F32_RTOL, F32_ATOL);
     /* NULL options are the defaults */
     assert_tensor_close(pt_baddbmm_ex(bin, pt_test_noncontig(b1), b2, NULL), get("baddbmm.out"),
                         F32_RTOL, F32_ATOL);
@@ -237,7 +239,8 @@ int main(void)
     fx = fx_open("linalg");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_mm_dtypes, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_mm_transposed_and_strided, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_mm_transposed_and_strided, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mm_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bmm, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bmm_threads_agree, pt_test_setup, pt_test_teardown),

@@ -9,7 +9,10 @@
 
 static pt_fixture *fx;
 
-static pt_tensor *get(const char *name) { return fx_get(fx, name); }
+static pt_tensor *get(const char *name)
+{
+    return fx_get(fx, name);
+}
 
 /* Asserts r equals fixture `name` and that r is a view of base. */
 static void assert_view_of(pt_tensor *r, const char *name, const pt_tensor *base)
@@ -30,8 +33,10 @@ static void test_reshape_view_or_copy(void **state)
         const char *name;
         int nd;
         int64_t shape[4];
-    } cases[] = {{"t_3x8", 2, {3, 8}},         {"t_6x4", 2, {6, 4}},
-                 {"t_3x2x2x2", 4, {3, 2, 2, 2}}, {"t_24", 1, {24}},
+    } cases[] = {{"t_3x8", 2, {3, 8}},
+                 {"t_6x4", 2, {6, 4}},
+                 {"t_3x2x2x2", 4, {3, 2, 2, 2}},
+                 {"t_24", 1, {24}},
                  {"t_3x1x2x4", 4, {3, 1, 2, 4}}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char key[64];
@@ -159,6 +164,14 @@ static void test_diagonal(void **state)
     assert_view_of(pt_diagonal(d, -2, 2, 0), "diagonal.m2_2_0", d);
     assert_view_of(pt_diagonal(d, 9, 1, 2), "diagonal.9_1_2", d);
     assert_pt_error(pt_diagonal(d, 0, 1, -2), PT_ERR_INVALID_ARG, "cannot be identical");
+    /* filling the diagonal view writes the base: an identity matrix */
+    pt_tensor *z = pt_zeros(PT_SHAPE(3, 4), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_fill_(pt_diagonal(z, 0, 0, 1), 1), PT_OK);
+    assert_tensor_equal(z, pt_eye(3, 4, PT_FLOAT32, pt_cpu()));
+    /* and through a transpose */
+    pt_tensor *w = pt_zeros(PT_SHAPE(2, 3), PT_INT64, pt_cpu());
+    assert_int_equal(pt_fill_(pt_select(pt_transpose(w, 0, 1), 0, 2), 5), PT_OK);
+    assert_true(pt_test_get(w, 2) == 5 && pt_test_get(w, 5) == 5 && pt_test_get(w, 3) == 0);
 }
 
 /* Compares n pieces against fixtures "<prefix>.<i>", checks they are views, frees them. */
@@ -222,8 +235,8 @@ static void test_cat_stack(void **state)
     assert_tensor_equal(r, get("cat.0"));
     assert_false(pt_shares_storage(r, a));
     /* non-contiguous inputs */
-    pt_tensor *r2 = pt_cat(3, (const pt_tensor *[]){pt_test_noncontig(a), b, pt_test_noncontig(c)},
-                           -2);
+    pt_tensor *r2 =
+        pt_cat(3, (const pt_tensor *[]){pt_test_noncontig(a), b, pt_test_noncontig(c)}, -2);
     assert_tensor_equal(r2, get("cat.0"));
     /* dtype promotion float32 + int32 -> float32 and int32 + int64 -> int64 */
     pt_tensor *bi = get("cat.bi");
@@ -337,7 +350,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reshape_view_or_copy, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_flatten_unflatten, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_squeeze_unsqueeze_transpose_permute, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_squeeze_unsqueeze_transpose_permute, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_expand, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_narrow_select_slice, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_diagonal, pt_test_setup, pt_test_teardown),
@@ -346,7 +360,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_repeat_tile, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_flip_roll, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_tril_triu, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_large_copies_threaded, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_large_copies_threaded, pt_test_setup,
+                                        pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

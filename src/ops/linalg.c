@@ -10,7 +10,8 @@
 
 #include "common.h"
 
-/* ---- operand layout ---------------------------------------------------------------------------- */
+/* ---- operand layout ----------------------------------------------------------------------------
+ */
 
 /* True when a rows x cols matrix with strides (sr, sc) is row-major or column-major in the
  * sense of the kernel contract; then rewrites the strides of size-1 dims (which address
@@ -77,13 +78,16 @@ static pt_tensor *kernel_operand(const pt_tensor *t, int nd, const int64_t *shap
     return r;
 }
 
-/* ---- checks ------------------------------------------------------------------------------------- */
+/* ---- checks -------------------------------------------------------------------------------------
+ */
 
 static bool check_dtype(const char *op, const pt_tensor *t)
 {
     if (pti_dtypes[t->dtype].is_block || t->dtype == PT_BOOL) {
-        pti_error(PT_ERR_DTYPE, "%s: dtype %s is not supported (expected a floating point or "
-                  "integer tensor)", op, pt_dtype_name(t->dtype));
+        pti_error(PT_ERR_DTYPE,
+                  "%s: dtype %s is not supported (expected a floating point or "
+                  "integer tensor)",
+                  op, pt_dtype_name(t->dtype));
         return false;
     }
     return true;
@@ -99,8 +103,10 @@ static bool check_pair(const char *op, const pt_tensor *a, const char *an, const
     if (!pti_check_same_device(op, 2, ts) || !check_dtype(op, a) || !check_dtype(op, b))
         return false;
     if (a->dtype != b->dtype) {
-        pti_error(PT_ERR_DTYPE, "%s: expected '%s' and '%s' to have the same dtype, but got %s "
-                  "and %s", op, an, bn, pt_dtype_name(a->dtype), pt_dtype_name(b->dtype));
+        pti_error(PT_ERR_DTYPE,
+                  "%s: expected '%s' and '%s' to have the same dtype, but got %s "
+                  "and %s",
+                  op, an, bn, pt_dtype_name(a->dtype), pt_dtype_name(b->dtype));
         return false;
     }
     return true;
@@ -109,8 +115,10 @@ static bool check_pair(const char *op, const pt_tensor *a, const char *an, const
 static bool check_ndim(const char *op, const char *arg, const pt_tensor *t, int want)
 {
     if (t->ndim != want) {
-        pti_error(PT_ERR_SHAPE, "%s: expected '%s' to be a %d-D tensor, but got a %d-D tensor "
-                  "of shape %s", op, arg, want, t->ndim, pti_shape_str(t->ndim, t->shape));
+        pti_error(PT_ERR_SHAPE,
+                  "%s: expected '%s' to be a %d-D tensor, but got a %d-D tensor "
+                  "of shape %s",
+                  op, arg, want, t->ndim, pti_shape_str(t->ndim, t->shape));
         return false;
     }
     return true;
@@ -121,8 +129,8 @@ static bool check_inner(const char *op, const pt_tensor *a, const pt_tensor *b, 
 {
     if (ka != kb) {
         pti_error(PT_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied (%lld != %lld)", op,
-                  pti_shape_str(a->ndim, a->shape), pti_shape_str(b->ndim, b->shape),
-                  (long long)ka, (long long)kb);
+                  pti_shape_str(a->ndim, a->shape), pti_shape_str(b->ndim, b->shape), (long long)ka,
+                  (long long)kb);
         return false;
     }
     return true;
@@ -135,14 +143,17 @@ static bool check_alpha_beta(const char *op, pt_dtype dt, double alpha, double b
         return false;
     }
     if (!pti_dtypes[dt].is_floating && (alpha != floor(alpha) || beta != floor(beta))) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: for integer tensors beta (%g) and alpha (%g) must be "
-                  "whole numbers", op, beta, alpha);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "%s: for integer tensors beta (%g) and alpha (%g) must be "
+                  "whole numbers",
+                  op, beta, alpha);
         return false;
     }
     return true;
 }
 
-/* ---- the product ---------------------------------------------------------------------------------- */
+/* ---- the product
+ * ---------------------------------------------------------------------------------- */
 
 /* out3 = beta * out3 + alpha * a3 @ b3, all 3-D [B, M, K] / [B, K, N] / [B, M, N]; out3 is
  * contiguous (and holds beta's operand when beta != 0); a3, b3 already kernel operands. */
@@ -159,10 +170,10 @@ static pt_status dispatch_product(const pt_tensor *a3, const pt_tensor *b3, pt_t
         return pti_dispatch(PTI_OP_bmm, &c);
     }
     /* one batch: the 2-D kernel on views of matrix 0 */
-    pt_tensor *a2 = pti_tensor_on_storage(a3->storage, a3->dtype, 2, a3->shape + 1, a3->stride + 1,
-                                          a3->offset);
-    pt_tensor *b2 = pti_tensor_on_storage(b3->storage, b3->dtype, 2, b3->shape + 1, b3->stride + 1,
-                                          b3->offset);
+    pt_tensor *a2 =
+        pti_tensor_on_storage(a3->storage, a3->dtype, 2, a3->shape + 1, a3->stride + 1, a3->offset);
+    pt_tensor *b2 =
+        pti_tensor_on_storage(b3->storage, b3->dtype, 2, b3->shape + 1, b3->stride + 1, b3->offset);
     pt_tensor *o2 = pti_tensor_on_storage(out3->storage, out3->dtype, 2, out3->shape + 1,
                                           out3->stride + 1, out3->offset);
     pt_status st = PT_ERR_OOM;
@@ -243,7 +254,8 @@ static pt_tensor *finish(pt_tensor *out, pt_status st)
     return out;
 }
 
-/* ---- mm, bmm, mv, dot, outer -------------------------------------------------------------------- */
+/* ---- mm, bmm, mv, dot, outer --------------------------------------------------------------------
+ */
 
 pt_tensor *pt_mm(const pt_tensor *a, const pt_tensor *b)
 {
@@ -276,9 +288,11 @@ static bool check_bmm_shapes(const char *op, const pt_tensor *a, const pt_tensor
     if (!check_ndim(op, "batch1", a, 3) || !check_ndim(op, "batch2", b, 3))
         return false;
     if (a->shape[0] != b->shape[0]) {
-        pti_error(PT_ERR_SHAPE, "%s: batch1 %s and batch2 %s must have the same number of "
-                  "batches (%lld != %lld)", op, pti_shape_str(3, a->shape),
-                  pti_shape_str(3, b->shape), (long long)a->shape[0], (long long)b->shape[0]);
+        pti_error(PT_ERR_SHAPE,
+                  "%s: batch1 %s and batch2 %s must have the same number of "
+                  "batches (%lld != %lld)",
+                  op, pti_shape_str(3, a->shape), pti_shape_str(3, b->shape),
+                  (long long)a->shape[0], (long long)b->shape[0]);
         return false;
     }
     return check_inner(op, a, b, a->shape[2], b->shape[1]);
@@ -317,7 +331,8 @@ pt_tensor *pt_dot(const pt_tensor *a, const pt_tensor *b)
     if (!check_pair(op, a, "a", b, "b") || !check_ndim(op, "a", a, 1) || !check_ndim(op, "b", b, 1))
         return NULL;
     if (a->shape[0] != b->shape[0])
-        return pti_error_null(PT_ERR_SHAPE, "pt_dot: inconsistent sizes: a %s and b %s must have "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_dot: inconsistent sizes: a %s and b %s must have "
                               "the same number of elements (%lld != %lld)",
                               pti_shape_str(1, a->shape), pti_shape_str(1, b->shape),
                               (long long)a->shape[0], (long long)b->shape[0]);
@@ -339,8 +354,10 @@ pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
         !check_ndim(op, "b", b, 1))
         return NULL;
     if (pti_dtypes[a->dtype].is_block || pti_dtypes[b->dtype].is_block)
-        return pti_error_null(PT_ERR_DTYPE, "pt_outer: block dtypes are not supported (got %s "
-                              "and %s)", pt_dtype_name(a->dtype), pt_dtype_name(b->dtype));
+        return pti_error_null(PT_ERR_DTYPE,
+                              "pt_outer: block dtypes are not supported (got %s "
+                              "and %s)",
+                              pt_dtype_name(a->dtype), pt_dtype_name(b->dtype));
     pt_dtype dt = pt_promote_types(a->dtype, b->dtype);
     /* bool x bool is a logical and: compute in uint8, convert back */
     pt_dtype cdt = dt == PT_BOOL ? PT_UINT8 : dt;
@@ -365,7 +382,8 @@ pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
     return out;
 }
 
-/* ---- matmul ---------------------------------------------------------------------------------------- */
+/* ---- matmul
+ * ---------------------------------------------------------------------------------------- */
 
 pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
 {
@@ -373,9 +391,10 @@ pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
     if (!check_pair(op, a, "a", b, "b"))
         return NULL;
     if (a->ndim == 0 || b->ndim == 0)
-        return pti_error_null(PT_ERR_SHAPE, "pt_matmul: both arguments need at least 1 dimension, "
-                              "but got shapes %s and %s", pti_shape_str(a->ndim, a->shape),
-                              pti_shape_str(b->ndim, b->shape));
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_matmul: both arguments need at least 1 dimension, "
+                              "but got shapes %s and %s",
+                              pti_shape_str(a->ndim, a->shape), pti_shape_str(b->ndim, b->shape));
     if (a->ndim == 1 && b->ndim == 1) {
         if (!check_inner(op, a, b, a->shape[0], b->shape[0]))
             return NULL;
@@ -437,7 +456,8 @@ pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
     return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
 }
 
-/* ---- addmm, baddbmm ---------------------------------------------------------------------------------- */
+/* ---- addmm, baddbmm
+ * ---------------------------------------------------------------------------------- */
 
 /* out = input broadcast to shape (skipped when beta == 0: input is ignored, as in PyTorch). */
 static pt_tensor *init_from_input(const char *op, const pt_tensor *input, int nd,
@@ -451,8 +471,10 @@ static pt_tensor *init_from_input(const char *op, const pt_tensor *input, int nd
     for (int i = 0; same && i < nd; i++)
         same = bshape[i] == shape[i];
     if (!same)
-        return pti_error_null(PT_ERR_SHAPE, "%s: input of shape %s cannot be broadcast to the "
-                              "product's shape %s", op, pti_shape_str(input->ndim, input->shape),
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: input of shape %s cannot be broadcast to the "
+                              "product's shape %s",
+                              op, pti_shape_str(input->ndim, input->shape),
                               pti_shape_str(nd, shape));
     pt_tensor *out = pti_tensor_new(nd, shape, input->dtype, input->storage->device);
     if (out && beta != 0 && pt_copy_(out, input) != PT_OK) {
@@ -462,8 +484,8 @@ static pt_tensor *init_from_input(const char *op, const pt_tensor *input, int nd
     return out;
 }
 
-static bool check_triple(const char *op, const pt_tensor *input, const pt_tensor *x,
-                         const char *xn, const pt_tensor *y, const char *yn)
+static bool check_triple(const char *op, const pt_tensor *input, const pt_tensor *x, const char *xn,
+                         const pt_tensor *y, const char *yn)
 {
     if (!PTI_CHECK_ARG(input, op, "input") || !check_pair(op, x, xn, y, yn))
         return false;
@@ -471,8 +493,10 @@ static bool check_triple(const char *op, const pt_tensor *input, const pt_tensor
     if (!pti_check_same_device(op, 3, ts))
         return false;
     if (input->dtype != x->dtype) {
-        pti_error(PT_ERR_DTYPE, "%s: expected 'input' and '%s' to have the same dtype, but got "
-                  "%s and %s", op, xn, pt_dtype_name(input->dtype), pt_dtype_name(x->dtype));
+        pti_error(PT_ERR_DTYPE,
+                  "%s: expected 'input' and '%s' to have the same dtype, but got "
+                  "%s and %s",
+                  op, xn, pt_dtype_name(input->dtype), pt_dtype_name(x->dtype));
         return false;
     }
     return true;
@@ -487,8 +511,8 @@ pt_tensor *pt_addmm_ex(const pt_tensor *input, const pt_tensor *m1, const pt_ten
         !check_ndim(op, "mat2", m2, 2) || !check_inner(op, m1, m2, m1->shape[1], m2->shape[0]) ||
         !check_alpha_beta(op, m1->dtype, o.alpha, o.beta))
         return NULL;
-    pt_tensor *out = init_from_input(op, input, 2, (const int64_t[]){m1->shape[0], m2->shape[1]},
-                                     o.beta);
+    pt_tensor *out =
+        init_from_input(op, input, 2, (const int64_t[]){m1->shape[0], m2->shape[1]}, o.beta);
     if (!out)
         return NULL;
     operand_geom ga = geom2(m1->shape[0], m1->shape[1], m1->stride[0], m1->stride[1]);

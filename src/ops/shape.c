@@ -28,7 +28,8 @@ static bool check_ndims_arg(const char *op, int n, const int64_t *v, const char 
     return true;
 }
 
-/* ---- reshape and view --------------------------------------------------------------------------- */
+/* ---- reshape and view ---------------------------------------------------------------------------
+ */
 
 /* Resolves one -1 in shape against numel, checking that the sizes multiply to numel. */
 static bool infer_shape(const char *op, int64_t numel, int nd, const int64_t *shape, int64_t *out)
@@ -57,9 +58,10 @@ static bool infer_shape(const char *op, int64_t numel, int nd, const int64_t *sh
         out[i] = shape[i];
     }
     if (infer >= 0 && prod == 0) {
-        pti_error(PT_ERR_SHAPE, "%s: cannot reshape tensor of 0 elements into shape %s because "
-                  "the unspecified dimension size -1 can be any value and is ambiguous", op,
-                  pti_shape_str(nd, shape));
+        pti_error(PT_ERR_SHAPE,
+                  "%s: cannot reshape tensor of 0 elements into shape %s because "
+                  "the unspecified dimension size -1 can be any value and is ambiguous",
+                  op, pti_shape_str(nd, shape));
         return false;
     }
     if (prod >= 0 && infer >= 0 && numel % prod == 0) {
@@ -116,12 +118,13 @@ static pt_tensor *reshape_impl(const char *op, const pt_tensor *t, int nd, const
     if (view_strides(t, nd, s, st))
         return view_of(t, nd, s, st, t->offset);
     if (!allow_copy)
-        return pti_error_null(PT_ERR_SHAPE, "%s: view size is not compatible with input tensor's "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: view size is not compatible with input tensor's "
                               "size and stride (at least one dimension spans across two "
                               "contiguous subspaces): shape %s with strides %s cannot be viewed "
-                              "as %s; use pt_reshape instead", op,
-                              pti_shape_str(t->ndim, t->shape), pti_shape_str(t->ndim, t->stride),
-                              pti_shape_str(nd, s));
+                              "as %s; use pt_reshape instead",
+                              op, pti_shape_str(t->ndim, t->shape),
+                              pti_shape_str(t->ndim, t->stride), pti_shape_str(nd, s));
     pt_tensor *c = pt_clone(t);
     if (!c)
         return NULL;
@@ -152,8 +155,10 @@ pt_tensor *pt_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
     if (t->ndim == 0)
         return reshape_impl(op, t, 1, (const int64_t[]){1}, true);
     if (s > e)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_flatten: start_dim (%d) cannot come after "
-                              "end_dim (%d)", s, e);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_flatten: start_dim (%d) cannot come after "
+                              "end_dim (%d)",
+                              s, e);
     if (s == e)
         return pti_alias(t);
     int64_t shape[PT_MAX_DIMS];
@@ -183,7 +188,8 @@ pt_tensor *pt_unflatten(const pt_tensor *t, int64_t dim, int nsizes, const int64
                               PT_MAX_DIMS);
     int64_t inner[PT_MAX_DIMS];
     if (!infer_shape(op, t->shape[d], nsizes, sizes, inner)) {
-        return pti_error_null(PT_ERR_SHAPE, "pt_unflatten: provided sizes %s don't multiply up "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_unflatten: provided sizes %s don't multiply up "
                               "to the size of dim %d (%lld) in the input tensor %s",
                               pti_shape_str(nsizes, sizes), d, (long long)t->shape[d],
                               pti_shape_str(t->ndim, t->shape));
@@ -252,8 +258,10 @@ pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim)
     if (!pti_wrap_dim(op, dim, t->ndim + 1, &d))
         return NULL;
     if (t->ndim >= PT_MAX_DIMS)
-        return pti_error_null(PT_ERR_SHAPE, "pt_unsqueeze: tensor already has %d dims (the "
-                              "maximum)", t->ndim);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_unsqueeze: tensor already has %d dims (the "
+                              "maximum)",
+                              t->ndim);
     int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS];
     for (int i = 0, j = 0; i <= t->ndim; i++) {
         if (i == d) {
@@ -294,9 +302,10 @@ pt_tensor *pt_t(const pt_tensor *t)
     if (!PTI_CHECK_ARG(t, "pt_t", "t"))
         return NULL;
     if (t->ndim > 2)
-        return pti_error_null(PT_ERR_SHAPE, "pt_t: expects a tensor with <= 2 dimensions, but "
-                              "got a %d-D tensor of shape %s", t->ndim,
-                              pti_shape_str(t->ndim, t->shape));
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_t: expects a tensor with <= 2 dimensions, but "
+                              "got a %d-D tensor of shape %s",
+                              t->ndim, pti_shape_str(t->ndim, t->shape));
     if (t->ndim < 2)
         return pti_alias(t);
     return pt_transpose(t, 0, 1);
@@ -308,9 +317,10 @@ pt_tensor *pt_permute(const pt_tensor *t, int ndims, const int64_t *dims)
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, ndims, dims, "dims"))
         return NULL;
     if (ndims != t->ndim)
-        return pti_error_null(PT_ERR_SHAPE, "pt_permute: number of dims don't match: the tensor "
-                              "has %d dims (shape %s) but %d were given", t->ndim,
-                              pti_shape_str(t->ndim, t->shape), ndims);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_permute: number of dims don't match: the tensor "
+                              "has %d dims (shape %s) but %d were given",
+                              t->ndim, pti_shape_str(t->ndim, t->shape), ndims);
     bool seen[PT_MAX_DIMS] = {false};
     int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS];
     for (int i = 0; i < ndims; i++) {
@@ -333,7 +343,8 @@ pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, ndim, shape, "shape"))
         return NULL;
     if (ndim < t->ndim)
-        return pti_error_null(PT_ERR_SHAPE, "pt_expand: the number of sizes provided (%d) must be "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_expand: the number of sizes provided (%d) must be "
                               "greater or equal to the number of dimensions in the tensor (%d)",
                               ndim, t->ndim);
     int64_t s[PT_MAX_DIMS], st[PT_MAX_DIMS];
@@ -342,9 +353,11 @@ pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
         int j = i - lead;
         if (j < 0) {
             if (shape[i] < 0)
-                return pti_error_null(PT_ERR_SHAPE, "pt_expand: the expanded size of the tensor "
+                return pti_error_null(PT_ERR_SHAPE,
+                                      "pt_expand: the expanded size of the tensor "
                                       "(%lld) isn't allowed in a leading, non-existing dimension "
-                                      "%d", (long long)shape[i], i);
+                                      "%d",
+                                      (long long)shape[i], i);
             s[i] = shape[i];
             st[i] = 0;
         } else if (shape[i] == -1 || shape[i] == t->shape[j]) {
@@ -354,11 +367,12 @@ pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
             s[i] = shape[i];
             st[i] = 0;
         } else {
-            return pti_error_null(PT_ERR_SHAPE, "pt_expand: the expanded size of the tensor (%lld) "
+            return pti_error_null(PT_ERR_SHAPE,
+                                  "pt_expand: the expanded size of the tensor (%lld) "
                                   "must match the existing size (%lld) at non-singleton dimension "
-                                  "%d; target sizes: %s, tensor sizes: %s", (long long)shape[i],
-                                  (long long)t->shape[j], i, pti_shape_str(ndim, shape),
-                                  pti_shape_str(t->ndim, t->shape));
+                                  "%d; target sizes: %s, tensor sizes: %s",
+                                  (long long)shape[i], (long long)t->shape[j], i,
+                                  pti_shape_str(ndim, shape), pti_shape_str(t->ndim, t->shape));
         }
     }
     if (!pti_check_shape(op, ndim, s))
@@ -404,14 +418,17 @@ pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t len
         return NULL;
     int64_t size = t->shape[d];
     if (start < -size || start > size)
-        return pti_error_null(PT_ERR_INDEX, "pt_narrow: start (%lld) out of range for dim %d of "
-                              "size %lld", (long long)start, d, (long long)size);
+        return pti_error_null(PT_ERR_INDEX,
+                              "pt_narrow: start (%lld) out of range for dim %d of "
+                              "size %lld",
+                              (long long)start, d, (long long)size);
     if (start < 0)
         start += size;
     if (length < 0 || start + length > size)
-        return pti_error_null(PT_ERR_INDEX, "pt_narrow: start (%lld) + length (%lld) exceeds "
-                              "dimension size (%lld)", (long long)start, (long long)length,
-                              (long long)size);
+        return pti_error_null(PT_ERR_INDEX,
+                              "pt_narrow: start (%lld) + length (%lld) exceeds "
+                              "dimension size (%lld)",
+                              (long long)start, (long long)length, (long long)size);
     return restrict_dim(t, d, start, length, 1);
 }
 
@@ -423,9 +440,10 @@ pt_tensor *pt_select(const pt_tensor *t, int64_t dim, int64_t index)
         return NULL;
     int64_t size = t->shape[d];
     if (index < -size || index >= size)
-        return pti_error_null(PT_ERR_INDEX, "pt_select: index %lld out of range for tensor of "
-                              "size %s at dimension %d", (long long)index,
-                              pti_shape_str(t->ndim, t->shape), d);
+        return pti_error_null(PT_ERR_INDEX,
+                              "pt_select: index %lld out of range for tensor of "
+                              "size %s at dimension %d",
+                              (long long)index, pti_shape_str(t->ndim, t->shape), d);
     if (index < 0)
         index += size;
     int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS];
@@ -446,8 +464,10 @@ pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end,
     if (!PTI_CHECK_ARG(t, op, "t") || !wrap_nonscalar(op, t, dim, &d))
         return NULL;
     if (step <= 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_slice: slice step must be positive, got "
-                              "%lld", (long long)step);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_slice: slice step must be positive, got "
+                              "%lld",
+                              (long long)step);
     int64_t size = t->shape[d];
     if (start < 0)
         start = start < -size ? 0 : start + size;
@@ -469,14 +489,18 @@ pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t
     if (!PTI_CHECK_ARG(t, op, "t"))
         return NULL;
     if (t->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "pt_diagonal: expected a tensor with at least 2 dims, "
-                              "got shape %s", pti_shape_str(t->ndim, t->shape));
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_diagonal: expected a tensor with at least 2 dims, "
+                              "got shape %s",
+                              pti_shape_str(t->ndim, t->shape));
     int a, b;
     if (!pti_wrap_dim(op, dim1, t->ndim, &a) || !pti_wrap_dim(op, dim2, t->ndim, &b))
         return NULL;
     if (a == b)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_diagonal: diagonal dimensions cannot be "
-                              "identical %lld, %lld", (long long)dim1, (long long)dim2);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_diagonal: diagonal dimensions cannot be "
+                              "identical %lld, %lld",
+                              (long long)dim1, (long long)dim2);
     int64_t len, start = t->offset;
     if (offset >= 0) {
         len = t->shape[b] - offset < t->shape[a] ? t->shape[b] - offset : t->shape[a];
@@ -542,9 +566,10 @@ static int split_even(const char *op, const pt_tensor *t, int64_t split_size, in
 {
     int64_t size = t->shape[d];
     if (split_size < 0 || (split_size == 0 && size != 0)) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: split_size can only be 0 if dimension size is 0, and "
-                  "must be non-negative (got split_size %lld for dimension size %lld)", op,
-                  (long long)split_size, (long long)size);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "%s: split_size can only be 0 if dimension size is 0, and "
+                  "must be non-negative (got split_size %lld for dimension size %lld)",
+                  op, (long long)split_size, (long long)size);
         return -1;
     }
     int64_t n = split_size == 0 ? 1 : (size + split_size - 1) / split_size;
@@ -592,7 +617,8 @@ int pt_split_sizes(const pt_tensor *t, int nsizes, const int64_t *sizes, int64_t
         sum += sizes[i] > 0 ? sizes[i] : 0;
     }
     if (bad || sum != t->shape[d]) {
-        pti_error(PT_ERR_SHAPE, "pt_split_sizes: split_sizes must be non-negative and sum exactly "
+        pti_error(PT_ERR_SHAPE,
+                  "pt_split_sizes: split_sizes must be non-negative and sum exactly "
                   "to %lld (the size of dimension %d of %s), but got split_sizes=%s",
                   (long long)t->shape[d], d, pti_shape_str(t->ndim, t->shape),
                   nsizes <= PT_MAX_DIMS ? pti_shape_str(nsizes, sizes) : "[...]");
@@ -656,7 +682,8 @@ int pt_unbind(const pt_tensor *t, int64_t dim, pt_tensor ***out)
     return (int)n;
 }
 
-/* ---- copying ops ------------------------------------------------------------------------------ */
+/* ---- copying ops ------------------------------------------------------------------------------
+ */
 
 static bool check_copy_input(const char *op, const pt_tensor *t)
 {
@@ -669,8 +696,8 @@ static pt_tensor *dispatch_new(pti_op kop, const pt_tensor *in, int nd, const in
     pt_tensor *out = pti_tensor_new(nd, shape, in->dtype, in->storage->device);
     if (!out || out->numel == 0)
         return out;
-    pti_call c = {.n_in = 1, .n_out = 1, .in = {in}, .out = {out}, .params = params,
-                  .scalar = {scalar}};
+    pti_call c = {
+        .n_in = 1, .n_out = 1, .in = {in}, .out = {out}, .params = params, .scalar = {scalar}};
     if (pti_dispatch(kop, &c) != PT_OK) {
         pt_release(out);
         return NULL;
@@ -679,7 +706,10 @@ static pt_tensor *dispatch_new(pti_op kop, const pt_tensor *in, int nd, const in
 }
 
 /* PyTorch's legacy rule: a 1-D tensor of shape [0] is skipped by cat whatever the others are. */
-static bool cat_skipped(const pt_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
+static bool cat_skipped(const pt_tensor *t)
+{
+    return t->ndim == 1 && t->shape[0] == 0;
+}
 
 pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim)
 {
@@ -696,8 +726,10 @@ pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim)
         if (!pti_check_plain_dtype(op, ts[i]))
             return NULL;
         if (ts[i]->ndim == 0)
-            return pti_error_null(PT_ERR_SHAPE, "pt_cat: zero-dimensional tensor (at position %d) "
-                                  "cannot be concatenated", i);
+            return pti_error_null(PT_ERR_SHAPE,
+                                  "pt_cat: zero-dimensional tensor (at position %d) "
+                                  "cannot be concatenated",
+                                  i);
         dt = dt == PT_DTYPE_COUNT ? ts[i]->dtype : pt_promote_types(dt, ts[i]->dtype);
         if (!ref && !cat_skipped(ts[i]))
             ref = ts[i];
@@ -717,14 +749,17 @@ pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim)
         if (cat_skipped(t))
             continue;
         if (t->ndim != ref->ndim)
-            return pti_error_null(PT_ERR_SHAPE, "pt_cat: tensors must have the same number of "
-                                  "dimensions: got %d and %d (tensor %d)", ref->ndim, t->ndim, i);
+            return pti_error_null(PT_ERR_SHAPE,
+                                  "pt_cat: tensors must have the same number of "
+                                  "dimensions: got %d and %d (tensor %d)",
+                                  ref->ndim, t->ndim, i);
         for (int k = 0; k < t->ndim; k++)
             if (k != d && t->shape[k] != ref->shape[k])
-                return pti_error_null(PT_ERR_SHAPE, "pt_cat: sizes of tensors must match except "
+                return pti_error_null(PT_ERR_SHAPE,
+                                      "pt_cat: sizes of tensors must match except "
                                       "in dimension %d: expected size %lld but got size %lld for "
-                                      "tensor number %d in the list (%s vs %s)", d,
-                                      (long long)ref->shape[k], (long long)t->shape[k], i,
+                                      "tensor number %d in the list (%s vs %s)",
+                                      d, (long long)ref->shape[k], (long long)t->shape[k], i,
                                       pti_shape_str(ref->ndim, ref->shape),
                                       pti_shape_str(t->ndim, t->shape));
         shape[d] += t->shape[d];
@@ -775,7 +810,7 @@ pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
     const char *op = "pt_stack";
     if (n <= 0 || !ts)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_stack: expected a non-empty list of "
-                              "tensors");
+                                                  "tensors");
     for (int i = 0; i < n; i++) {
         if (!ts[i]) {
             pti_null_arg(op, "ts[i]");
@@ -783,7 +818,8 @@ pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
         }
         if (ts[i]->ndim != ts[0]->ndim ||
             memcmp(ts[i]->shape, ts[0]->shape, sizeof(int64_t) * (size_t)ts[0]->ndim) != 0)
-            return pti_error_null(PT_ERR_SHAPE, "pt_stack: expects each tensor to be equal size, "
+            return pti_error_null(PT_ERR_SHAPE,
+                                  "pt_stack: expects each tensor to be equal size, "
                                   "but got %s at entry 0 and %s at entry %d",
                                   pti_shape_str(ts[0]->ndim, ts[0]->shape),
                                   pti_shape_str(ts[i]->ndim, ts[i]->shape), i);
@@ -813,15 +849,18 @@ pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
     if (!check_copy_input(op, t) || !check_ndims_arg(op, nreps, reps, "repeats"))
         return NULL;
     if (nreps < t->ndim)
-        return pti_error_null(PT_ERR_SHAPE, "pt_repeat: number of dimensions of repeat dims (%d) "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "pt_repeat: number of dimensions of repeat dims (%d) "
                               "can not be smaller than number of dimensions of tensor (%d)",
                               nreps, t->ndim);
     int64_t in_shape[PT_MAX_DIMS], in_stride[PT_MAX_DIMS], shape[PT_MAX_DIMS];
     int lead = nreps - t->ndim;
     for (int i = 0; i < nreps; i++) {
         if (reps[i] < 0)
-            return pti_error_null(PT_ERR_INVALID_ARG, "pt_repeat: repeats can not be negative "
-                                  "(got %s)", pti_shape_str(nreps, reps));
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "pt_repeat: repeats can not be negative "
+                                  "(got %s)",
+                                  pti_shape_str(nreps, reps));
         in_shape[i] = i < lead ? 1 : t->shape[i - lead];
         in_stride[i] = i < lead ? 0 : t->stride[i - lead];
         shape[i] = in_shape[i] * reps[i];
@@ -873,8 +912,10 @@ pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int n
         return NULL;
     if (ndims == 0) { /* flat roll: roll the row-major sequence, keep the shape */
         if (nshifts != 1)
-            return pti_error_null(PT_ERR_INVALID_ARG, "pt_roll: shifts and dimensions must align "
-                                  "(shifts: %d, dims: 0; a flat roll takes one shift)", nshifts);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "pt_roll: shifts and dimensions must align "
+                                  "(shifts: %d, dims: 0; a flat roll takes one shift)",
+                                  nshifts);
         pt_tensor *flat = pt_reshape(t, 1, (const int64_t[]){t->numel});
         pt_tensor *rolled = flat ? pt_roll(flat, 1, shifts, 1, (const int64_t[]){0}) : NULL;
         pt_tensor *r = rolled ? pt_view(rolled, t->ndim, t->shape) : NULL;
@@ -883,8 +924,10 @@ pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int n
         return r;
     }
     if (nshifts != ndims)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_roll: shifts and dimensions must align "
-                              "(shifts: %d, dims: %d)", nshifts, ndims);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_roll: shifts and dimensions must align "
+                              "(shifts: %d, dims: %d)",
+                              nshifts, ndims);
     int64_t per_dim[PT_MAX_DIMS] = {0};
     for (int i = 0; i < ndims; i++) {
         int d;
@@ -904,8 +947,10 @@ static pt_tensor *triangle(const char *op, pti_op kop, const pt_tensor *t, int64
     if (!check_copy_input(op, t))
         return NULL;
     if (t->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "%s: input tensor must have at least 2 dimensions, "
-                              "got shape %s", op, pti_shape_str(t->ndim, t->shape));
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: input tensor must have at least 2 dimensions, "
+                              "got shape %s",
+                              op, pti_shape_str(t->ndim, t->shape));
     /* beyond +-(rows + cols) every diagonal keeps all or nothing: clamp so it fits a double */
     int64_t lim = t->shape[t->ndim - 2] + t->shape[t->ndim - 1] + 1;
     diagonal = diagonal > lim ? lim : diagonal < -lim ? -lim : diagonal;

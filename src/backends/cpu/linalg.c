@@ -19,9 +19,9 @@
 
 /* One matrix operand: transpose flag and leading dimension as BLAS wants them. */
 typedef struct mat_desc {
-    const char *data;  /* matrix 0 */
-    int64_t bstride;   /* bytes between batches */
-    int64_t rs, cs;    /* element strides of rows / columns */
+    const char *data; /* matrix 0 */
+    int64_t bstride;  /* bytes between batches */
+    int64_t rs, cs;   /* element strides of rows / columns */
     bool trans;
     int64_t ld;
 } mat_desc;
@@ -84,36 +84,36 @@ static void scale_only(const gemm_job *j, char *c)
 
 /* acc[N] += a * B[k, :] for one k; then C row = alpha * acc + beta * C. Arithmetic in uint64
  * so overflow wraps (the low bits equal the wrapped sum in the narrow type). */
-#define INT_GEMM_ROWS(T, NAME)                                                                   \
-    static void NAME(const gemm_job *j, int64_t batch, int64_t i0, int64_t i1, uint64_t *acc)  \
-    {                                                                                            \
-        const T *A = (const T *)(j->a.data + batch * j->a.bstride);                              \
-        const T *B = (const T *)(j->b.data + batch * j->b.bstride);                              \
-        T *C = (T *)j->c + batch * j->M * j->N;                                                  \
-        uint64_t alpha = (uint64_t)(int64_t)j->alpha, beta = (uint64_t)(int64_t)j->beta;         \
-        for (int64_t i = i0; i < i1; i++) {                                                      \
-            memset(acc, 0, sizeof(uint64_t) * (size_t)j->N);                                     \
-            for (int64_t k = 0; k < j->K; k++) {                                                 \
-                uint64_t av = (uint64_t)(int64_t)A[i * j->a.rs + k * j->a.cs];                   \
-                if (av == 0)                                                                     \
-                    continue;                                                                    \
-                const T *brow = B + k * j->b.rs;                                                 \
-                int64_t bcs = j->b.cs;                                                           \
-                if (bcs == 1)                                                                    \
-                    for (int64_t n = 0; n < j->N; n++)                                           \
-                        acc[n] += av * (uint64_t)(int64_t)brow[n];                               \
-                else                                                                             \
-                    for (int64_t n = 0; n < j->N; n++)                                           \
-                        acc[n] += av * (uint64_t)(int64_t)brow[n * bcs];                         \
-            }                                                                                    \
-            T *crow = C + i * j->N;                                                              \
-            for (int64_t n = 0; n < j->N; n++) {                                                 \
-                uint64_t r = alpha * acc[n];                                                     \
-                if (beta != 0)                                                                   \
-                    r += beta * (uint64_t)(int64_t)crow[n];                                      \
-                crow[n] = (T)r;                                                                  \
-            }                                                                                    \
-        }                                                                                        \
+#define INT_GEMM_ROWS(T, NAME)                                                                     \
+    static void NAME(const gemm_job *j, int64_t batch, int64_t i0, int64_t i1, uint64_t *acc)      \
+    {                                                                                              \
+        const T *A = (const T *)(j->a.data + batch * j->a.bstride);                                \
+        const T *B = (const T *)(j->b.data + batch * j->b.bstride);                                \
+        T *C = (T *)j->c + batch * j->M * j->N;                                                    \
+        uint64_t alpha = (uint64_t)(int64_t)j->alpha, beta = (uint64_t)(int64_t)j->beta;           \
+        for (int64_t i = i0; i < i1; i++) {                                                        \
+            memset(acc, 0, sizeof(uint64_t) * (size_t)j->N);                                       \
+            for (int64_t k = 0; k < j->K; k++) {                                                   \
+                uint64_t av = (uint64_t)(int64_t)A[i * j->a.rs + k * j->a.cs];                     \
+                if (av == 0)                                                                       \
+                    continue;                                                                      \
+                const T *brow = B + k * j->b.rs;                                                   \
+                int64_t bcs = j->b.cs;                                                             \
+                if (bcs == 1)                                                                      \
+                    for (int64_t n = 0; n < j->N; n++)                                             \
+                        acc[n] += av * (uint64_t)(int64_t)brow[n];                                 \
+                else                                                                               \
+                    for (int64_t n = 0; n < j->N; n++)                                             \
+                        acc[n] += av * (uint64_t)(int64_t)brow[n * bcs];                           \
+            }                                                                                      \
+            T *crow = C + i * j->N;                                                                \
+            for (int64_t n = 0; n < j->N; n++) {                                                   \
+                uint64_t r = alpha * acc[n];                                                       \
+                if (beta != 0)                                                                     \
+                    r += beta * (uint64_t)(int64_t)crow[n];                                        \
+                crow[n] = (T)r;                                                                    \
+            }                                                                                      \
+        }                                                                                          \
     }
 INT_GEMM_ROWS(int64_t, int_rows_i64)
 INT_GEMM_ROWS(int32_t, int_rows_i32)
@@ -185,9 +185,10 @@ static pt_status cpu_gemm(const pti_call *c)
     j.K = A->shape[nd - 1];
     int64_t batches = nd == 3 ? C->shape[0] : 1;
     if (!describe(A, &j.a) || !describe(B, &j.b) || !pti_is_contiguous(C))
-        return pti_error(PT_ERR_INVALID_ARG, "%s (cpu): operand layout outside the kernel "
-                         "contract (%s, %s)", pti_op_names[c->op], pti_tensor_desc(A),
-                         pti_tensor_desc(B));
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s (cpu): operand layout outside the kernel "
+                         "contract (%s, %s)",
+                         pti_op_names[c->op], pti_tensor_desc(A), pti_tensor_desc(B));
     if (A->dtype != C->dtype || B->dtype != C->dtype)
         return pti_error(PT_ERR_DTYPE, "%s (cpu): mixed dtypes", pti_op_names[c->op]);
     j.c = pti_data(C);

@@ -9,7 +9,8 @@
 
 #define COPY_GRAIN (PTI_GRAIN_ELEMENTWISE * 4)
 
-/* ---- element copies ---------------------------------------------------------------------------- */
+/* ---- element copies ----------------------------------------------------------------------------
+ */
 
 /* n elements of es bytes from src (byte stride ss) to dst (byte stride ds). */
 static void copy_elems(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, size_t es)
@@ -75,7 +76,8 @@ static void copy_view(const pt_tensor *dst, const pt_tensor *src)
     pti_iter_for_each(&it, COPY_GRAIN, copy_loop, &es);
 }
 
-/* ---- cat, flip, roll -------------------------------------------------------------------------- */
+/* ---- cat, flip, roll --------------------------------------------------------------------------
+ */
 
 static pt_status cpu_cat(const pti_call *c)
 {
@@ -151,7 +153,8 @@ static pt_status cpu_roll(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- repeat ----------------------------------------------------------------------------------- */
+/* ---- repeat -----------------------------------------------------------------------------------
+ */
 
 /* Rows of the output's last dim: each is the matching input row (index mod the input's
  * shape in every dim) repeated along the last dim. */
@@ -210,7 +213,8 @@ static pt_status cpu_repeat(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- tril / triu ------------------------------------------------------------------------------- */
+/* ---- tril / triu -------------------------------------------------------------------------------
+ */
 
 static void triangle_rows(void *ctx, int64_t begin, int64_t end)
 {
@@ -249,8 +253,8 @@ static pt_status cpu_triangle(const pti_call *c)
     int64_t C = out->shape[out->ndim - 1];
     if (out->numel == 0)
         return PT_OK;
-    rows_job j = {.in = c->in[0], .out = out, .k = (int64_t)c->scalar[0],
-                  .upper = c->op == PTI_OP_triu};
+    rows_job j = {
+        .in = c->in[0], .out = out, .k = (int64_t)c->scalar[0], .upper = c->op == PTI_OP_triu};
     pti_parallel_for(out->numel / C, COPY_GRAIN / C + 1, triangle_rows, &j);
     return PT_OK;
 }
