@@ -23,7 +23,7 @@ extern "C" {
 /* End value meaning "to the end of the dim" for pt_slice (Python's `t[a:]`). */
 #define PT_SLICE_END INT64_MAX
 
-/* ---- reshaping views ---------------------------------------------------------------------- */
+/* ---- reshaping views ------------------------------------------------------------------------- */
 
 /* t with a new shape of the same numel (torch.reshape). One entry may be -1 (inferred). A
  * view when the strides allow it (always for contiguous t), else a contiguous copy. */
@@ -45,7 +45,7 @@ PT_API pt_tensor *pt_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *
 /* A size-1 dim inserted at `dim`, in [-ndim-1, ndim] (torch.unsqueeze); a view. */
 PT_API pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim);
 
-/* ---- reordering views --------------------------------------------------------------------- */
+/* ---- reordering views ------------------------------------------------------------------------ */
 
 /* Dims dim0 and dim1 swapped (torch.transpose); a view. */
 PT_API pt_tensor *pt_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1);
@@ -59,7 +59,7 @@ PT_API pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape);
 /* pt_expand(t, other's shape). */
 PT_API pt_tensor *pt_expand_as(const pt_tensor *t, const pt_tensor *other);
 
-/* ---- slicing views ------------------------------------------------------------------------ */
+/* ---- slicing views --------------------------------------------------------------------------- */
 
 /* Elements start..start+length-1 along dim (torch.narrow); start may be negative. A view. */
 PT_API pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length);
@@ -74,7 +74,7 @@ PT_API pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64
  * dim1 and dim2 are removed and the diagonal becomes the last dim. A view. */
 PT_API pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2);
 
-/* ---- splitting (views; see the array convention at the top) -------------------------------- */
+/* ---- splitting (views; see the array convention at the top) ---------------------------------- */
 
 /* Pieces of split_size along dim, the last one smaller if needed (torch.split(t, int)). */
 PT_API int pt_split(const pt_tensor *t, int64_t split_size, int64_t dim, pt_tensor ***out);
@@ -86,7 +86,7 @@ PT_API int pt_chunk(const pt_tensor *t, int64_t chunks, int64_t dim, pt_tensor *
 /* Every slice along dim, each without the dim (torch.unbind). */
 PT_API int pt_unbind(const pt_tensor *t, int64_t dim, pt_tensor ***out);
 
-/* ---- copying ops -------------------------------------------------------------------------- */
+/* ---- copying ops ----------------------------------------------------------------------------- */
 
 /* The n tensors joined along dim (torch.cat); their dtypes promote, sizes must match except
  * in dim; 1-D empty tensors (shape [0]) are skipped as in PyTorch. Copy. */

@@ -10,8 +10,7 @@
 
 #include "common.h"
 
-/* ---- operand layout ----------------------------------------------------------------------------
- */
+/* ---- operand layout -------------------------------------------------------------------------- */
 
 /* True when a rows x cols matrix with strides (sr, sc) is row-major or column-major in the
  * sense of the kernel contract; then rewrites the strides of size-1 dims (which address
@@ -78,8 +77,7 @@ static pt_tensor *kernel_operand(const pt_tensor *t, int nd, const int64_t *shap
     return r;
 }
 
-/* ---- checks -------------------------------------------------------------------------------------
- */
+/* ---- checks ---------------------------------------------------------------------------------- */
 
 static bool check_dtype(const char *op, const pt_tensor *t)
 {
@@ -152,8 +150,7 @@ static bool check_alpha_beta(const char *op, pt_dtype dt, double alpha, double b
     return true;
 }
 
-/* ---- the product
- * ---------------------------------------------------------------------------------- */
+/* ---- the product ----------------------------------------------------------------------------- */
 
 /* out3 = beta * out3 + alpha * a3 @ b3, all 3-D [B, M, K] / [B, K, N] / [B, M, N]; out3 is
  * contiguous (and holds beta's operand when beta != 0); a3, b3 already kernel operands. */
@@ -254,8 +251,7 @@ static pt_tensor *finish(pt_tensor *out, pt_status st)
     return out;
 }
 
-/* ---- mm, bmm, mv, dot, outer --------------------------------------------------------------------
- */
+/* ---- mm, bmm, mv, dot, outer ----------------------------------------------------------------- */
 
 pt_tensor *pt_mm(const pt_tensor *a, const pt_tensor *b)
 {
@@ -382,8 +378,7 @@ pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
     return out;
 }
 
-/* ---- matmul
- * ---------------------------------------------------------------------------------------- */
+/* ---- matmul ---------------------------------------------------------------------------------- */
 
 pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
 {
@@ -456,8 +451,7 @@ pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
     return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
 }
 
-/* ---- addmm, baddbmm
- * ---------------------------------------------------------------------------------- */
+/* ---- addmm, baddbmm -------------------------------------------------------------------------- */
 
 /* out = input broadcast to shape (skipped when beta == 0: input is ignored, as in PyTorch). */
 static pt_tensor *init_from_input(const char *op, const pt_tensor *input, int nd,

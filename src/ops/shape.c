@@ -28,8 +28,7 @@ static bool check_ndims_arg(const char *op, int n, const int64_t *v, const char 
     return true;
 }
 
-/* ---- reshape and view ---------------------------------------------------------------------------
- */
+/* ---- reshape and view ------------------------------------------------------------------------ */
 
 /* Resolves one -1 in shape against numel, checking that the sizes multiply to numel. */
 static bool infer_shape(const char *op, int64_t numel, int nd, const int64_t *shape, int64_t *out)
@@ -526,7 +525,7 @@ pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t
     return view_of(t, nd, shape, stride, start);
 }
 
-/* ---- split, chunk, unbind ------------------------------------------------------------------- */
+/* ---- split, chunk, unbind -------------------------------------------------------------------- */
 
 /* Views of consecutive pieces of dim d with the given sizes; returns the count. */
 static int pieces(const pt_tensor *t, int d, int n, const int64_t *sizes, pt_tensor ***out)
@@ -682,8 +681,7 @@ int pt_unbind(const pt_tensor *t, int64_t dim, pt_tensor ***out)
     return (int)n;
 }
 
-/* ---- copying ops ------------------------------------------------------------------------------
- */
+/* ---- copying ops ----------------------------------------------------------------------------- */
 
 static bool check_copy_input(const char *op, const pt_tensor *t)
 {

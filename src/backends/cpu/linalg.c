@@ -172,7 +172,7 @@ static void blas_range(void *ctx, int64_t begin, int64_t end)
         blas_one(ctx, b);
 }
 
-/* ---- entry ---------------------------------------------------------------------------------- */
+/* ---- entry ----------------------------------------------------------------------------------- */
 
 static pt_status cpu_gemm(const pti_call *c)
 {

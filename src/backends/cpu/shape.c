@@ -9,8 +9,7 @@
 
 #define COPY_GRAIN (PTI_GRAIN_ELEMENTWISE * 4)
 
-/* ---- element copies ----------------------------------------------------------------------------
- */
+/* ---- element copies -------------------------------------------------------------------------- */
 
 /* n elements of es bytes from src (byte stride ss) to dst (byte stride ds). */
 static void copy_elems(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n, size_t es)
@@ -76,8 +75,7 @@ static void copy_view(const pt_tensor *dst, const pt_tensor *src)
     pti_iter_for_each(&it, COPY_GRAIN, copy_loop, &es);
 }
 
-/* ---- cat, flip, roll --------------------------------------------------------------------------
- */
+/* ---- cat, flip, roll ------------------------------------------------------------------------- */
 
 static pt_status cpu_cat(const pti_call *c)
 {
@@ -153,8 +151,7 @@ static pt_status cpu_roll(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- repeat -----------------------------------------------------------------------------------
- */
+/* ---- repeat ---------------------------------------------------------------------------------- */
 
 /* Rows of the output's last dim: each is the matching input row (index mod the input's
  * shape in every dim) repeated along the last dim. */
@@ -213,8 +210,7 @@ static pt_status cpu_repeat(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- tril / triu -------------------------------------------------------------------------------
- */
+/* ---- tril / triu ----------------------------------------------------------------------------- */
 
 static void triangle_rows(void *ctx, int64_t begin, int64_t end)
 {
