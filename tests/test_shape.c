@@ -55,6 +55,14 @@ static void test_reshape_view_or_copy(void **state)
             assert_pt_error(v, PT_ERR_SHAPE, "use pt_reshape instead");
         }
     }
+    /* an expanded (stride-0) tensor: PyTorch copies for [12] and views for [3, 2, 2] */
+    pt_tensor *ex = pt_expand(get("e"), PT_SHAPE(3, 4));
+    pt_tensor *r12 = pt_reshape(ex, PT_SHAPE(12));
+    assert_tensor_equal(r12, get("reshape.ex_12"));
+    assert_int_equal(pt_shares_storage(r12, ex), pt_item(get("reshape.ex_12.view")) != 0);
+    pt_tensor *r322 = pt_reshape(ex, PT_SHAPE(3, 2, 2));
+    assert_tensor_equal(r322, get("reshape.ex_3x2x2"));
+    assert_int_equal(pt_shares_storage(r322, ex), pt_item(get("reshape.ex_3x2x2.view")) != 0);
     /* writes through a view are seen by the base */
     pt_tensor *base = pt_zeros(PT_SHAPE(2, 6), PT_FLOAT32, pt_cpu());
     pt_tensor *v = pt_view(base, PT_SHAPE(3, 4));
@@ -304,6 +312,8 @@ static void test_flip_roll(void **state)
     assert_tensor_equal(pt_roll(x, PT_DIMS(5), 0, NULL), get("roll.flat_5"));
     assert_tensor_equal(pt_roll(xt, PT_DIMS(7), PT_DIMS(2)), get("roll.t_7_d2"));
     assert_tensor_equal(pt_roll(x, PT_DIMS(1, 2), PT_DIMS(2, 2)), get("roll.same_dim"));
+    assert_tensor_equal(pt_roll(pt_test_noncontig(get("xi")), PT_DIMS(2, -3), PT_DIMS(0, 1)),
+                        get("roll.i_2_m3"));
     assert_pt_error(pt_flip(x, PT_DIMS(0, 0)), PT_ERR_INVALID_ARG, "multiple times");
     assert_pt_error(pt_roll(x, PT_DIMS(1, 2), PT_DIMS(0)), PT_ERR_INVALID_ARG, "must align");
 }
@@ -322,6 +332,7 @@ static void test_tril_triu(void **state)
     }
     assert_tensor_equal(pt_tril(pt_transpose(m, 1, 2), 0), get("tril.t_0"));
     assert_tensor_equal(pt_triu(get("mi"), 1), get("triu.i16_1"));
+    assert_tensor_equal(pt_tril(pt_to_dtype(m, PT_FLOAT64), -1), get("tril.f64_m1"));
     assert_tensor_equal(pt_triu(m, INT64_MAX), pt_zeros(PT_SHAPE(2, 4, 5), PT_FLOAT32, pt_cpu()));
     assert_pt_error(pt_tril(get("y"), 0), PT_ERR_SHAPE, "at least 2 dimensions");
 }
