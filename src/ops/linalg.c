@@ -134,17 +134,16 @@ static bool check_inner(const char *op, const pt_tensor *a, const pt_tensor *b, 
     return true;
 }
 
+/* Integer products take whole beta/alpha that fit int64 (PyTorch requires integers). */
 static bool check_alpha_beta(const char *op, pt_dtype dt, double alpha, double beta)
 {
-    if (!isfinite(alpha) && !pti_dtypes[dt].is_floating) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: alpha must be finite for integer tensors", op);
-        return false;
-    }
-    if (!pti_dtypes[dt].is_floating && (alpha != floor(alpha) || beta != floor(beta))) {
+    if (pti_dtypes[dt].is_floating)
+        return true;
+    const double lim = 9.2e18;
+    if (alpha != floor(alpha) || beta != floor(beta) || fabs(alpha) > lim || fabs(beta) > lim) {
         pti_error(PT_ERR_INVALID_ARG,
-                  "%s: for integer tensors beta (%g) and alpha (%g) must be "
-                  "whole numbers",
-                  op, beta, alpha);
+                  "%s: for integer tensors beta (%g) and alpha (%g) must be whole numbers", op,
+                  beta, alpha);
         return false;
     }
     return true;
