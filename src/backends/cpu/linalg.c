@@ -60,88 +60,92 @@ typedef struct gemm_job {
     double alpha, beta;
 } gemm_job;
 
-/* C = beta * C for K == 0 (nothing to multiply; BLAS is not asked). */
+/* C = beta * C for a float product with K == 0 (nothing to multiply; BLAS is not asked). */
 static void scale_only(const gemm_job *j, char *c)
 {
     int64_t n = j->M * j->N;
-    for (int64_t i = 0; i < n; i++) {
-        if (j->dt == PT_FLOAT32) {
-            float *p = (float *)c + i;
-            *p = j->beta == 0 ? 0.0f : (float)(j->beta * *p);
-        } else if (j->dt == PT_FLOAT64) {
-            double *p = (double *)c + i;
-            *p = j->beta == 0 ? 0.0 : j->beta * *p;
-        } else {
-            size_t es = pti_dtypes[j->dt].size;
-            int64_t v = j->beta == 0 ? 0 : pti_load_i64(c + i * (int64_t)es, j->dt);
-            pti_store_i64(c + i * (int64_t)es, j->dt,
-                          (int64_t)((uint64_t)v * (uint64_t)(int64_t)j->beta));
-        }
+    if (j->dt == PT_FLOAT32) {
+        float *p = (float *)c, beta = (float)j->beta;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = beta == 0 ? 0.0f : beta * p[i];
+    } else {
+        double *p = (double *)c;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = j->beta == 0 ? 0.0 : j->beta * p[i];
     }
 }
 
 /* ---- integer path ---------------------------------------------------------------------------- */
 
-/* acc[N] += a * B[k, :] for one k; then C row = alpha * acc + beta * C. Arithmetic in uint64
- * so overflow wraps (the low bits equal the wrapped sum in the narrow type). */
-#define INT_GEMM_ROWS(T, NAME)                                                                     \
-    static void NAME(const gemm_job *j, int64_t batch, int64_t i0, int64_t i1, uint64_t *acc)      \
+/* Cache blocks of the integer loop: a KB x NB tile of B is reused by every row of a task. */
+#define INT_KB 128
+#define INT_NB 1024
+
+/* C rows [i0, i1) of one batch = beta * C + alpha * A @ B, accumulated in C itself with
+ * unsigned arithmetic of the element's width (MT: at least unsigned int, so narrow types
+ * never promote to a signed int that could overflow). Wrapping modulo 2^bits gives exactly
+ * PyTorch's wrapped integer result, whatever the order of the sums. */
+#define INT_GEMM_ROWS(T, UT, MT, NAME)                                                             \
+    static void NAME(const gemm_job *j, int64_t batch, int64_t i0, int64_t i1)                     \
     {                                                                                              \
         const T *A = (const T *)(j->a.data + batch * j->a.bstride);                                \
         const T *B = (const T *)(j->b.data + batch * j->b.bstride);                                \
-        T *C = (T *)j->c + batch * j->M * j->N;                                                    \
-        uint64_t alpha = (uint64_t)(int64_t)j->alpha, beta = (uint64_t)(int64_t)j->beta;           \
+        UT *C = (UT *)j->c + batch * j->M * j->N;                                                  \
+        MT alpha = (MT)(uint64_t)(int64_t)j->alpha, beta = (MT)(uint64_t)(int64_t)j->beta;         \
+        int64_t N = j->N, K = j->K, bcs = j->b.cs;                                                 \
         for (int64_t i = i0; i < i1; i++) {                                                        \
-            memset(acc, 0, sizeof(uint64_t) * (size_t)j->N);                                       \
-            for (int64_t k = 0; k < j->K; k++) {                                                   \
-                uint64_t av = (uint64_t)(int64_t)A[i * j->a.rs + k * j->a.cs];                     \
-                if (av == 0)                                                                       \
-                    continue;                                                                      \
-                const T *brow = B + k * j->b.rs;                                                   \
-                int64_t bcs = j->b.cs;                                                             \
-                if (bcs == 1)                                                                      \
-                    for (int64_t n = 0; n < j->N; n++)                                             \
-                        acc[n] += av * (uint64_t)(int64_t)brow[n];                                 \
-                else                                                                               \
-                    for (int64_t n = 0; n < j->N; n++)                                             \
-                        acc[n] += av * (uint64_t)(int64_t)brow[n * bcs];                           \
-            }                                                                                      \
-            T *crow = C + i * j->N;                                                                \
-            for (int64_t n = 0; n < j->N; n++) {                                                   \
-                uint64_t r = alpha * acc[n];                                                       \
-                if (beta != 0)                                                                     \
-                    r += beta * (uint64_t)(int64_t)crow[n];                                        \
-                crow[n] = (T)r;                                                                    \
+            UT *crow = C + i * N;                                                                  \
+            if (beta == 0)                                                                         \
+                memset(crow, 0, sizeof(UT) * (size_t)N);                                           \
+            else                                                                                   \
+                for (int64_t n = 0; n < N; n++)                                                    \
+                    crow[n] = (UT)(beta * (MT)crow[n]);                                            \
+        }                                                                                          \
+        for (int64_t k0 = 0; k0 < K; k0 += INT_KB) {                                               \
+            int64_t k1 = k0 + INT_KB < K ? k0 + INT_KB : K;                                        \
+            for (int64_t n0 = 0; n0 < N; n0 += INT_NB) {                                           \
+                int64_t n1 = n0 + INT_NB < N ? n0 + INT_NB : N;                                    \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    UT *crow = C + i * N;                                                          \
+                    for (int64_t k = k0; k < k1; k++) {                                            \
+                        MT av = (MT)(UT)A[i * j->a.rs + k * j->a.cs] * alpha;                      \
+                        if ((UT)av == 0)                                                           \
+                            continue;                                                              \
+                        const T *brow = B + k * j->b.rs;                                           \
+                        if (bcs == 1)                                                              \
+                            for (int64_t n = n0; n < n1; n++)                                      \
+                                crow[n] = (UT)((MT)crow[n] + av * (MT)(UT)brow[n]);                \
+                        else                                                                       \
+                            for (int64_t n = n0; n < n1; n++)                                      \
+                                crow[n] = (UT)((MT)crow[n] + av * (MT)(UT)brow[n * bcs]);          \
+                    }                                                                              \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
     }
-INT_GEMM_ROWS(int64_t, int_rows_i64)
-INT_GEMM_ROWS(int32_t, int_rows_i32)
-INT_GEMM_ROWS(int16_t, int_rows_i16)
-INT_GEMM_ROWS(int8_t, int_rows_i8)
-INT_GEMM_ROWS(uint8_t, int_rows_u8)
+INT_GEMM_ROWS(int64_t, uint64_t, uint64_t, int_rows_i64)
+INT_GEMM_ROWS(int32_t, uint32_t, uint32_t, int_rows_i32)
+INT_GEMM_ROWS(int16_t, uint16_t, uint32_t, int_rows_i16)
+INT_GEMM_ROWS(int8_t, uint8_t, uint32_t, int_rows_i8)
+INT_GEMM_ROWS(uint8_t, uint8_t, uint32_t, int_rows_u8)
 #undef INT_GEMM_ROWS
 
 /* Rows of all batches flattened: task r is row r % M of batch r / M. */
 static void int_gemm_range(void *ctx, int64_t begin, int64_t end)
 {
     const gemm_job *j = ctx;
-    uint64_t *acc = pti_cpu_alloc(sizeof(uint64_t) * (size_t)(j->N ? j->N : 1));
-    if (!acc)
-        return; /* cannot happen short of OOM; the caller checked memory up front */
     for (int64_t r = begin; r < end;) {
         int64_t batch = r / j->M, i0 = r % j->M;
         int64_t i1 = i0 + (end - r) < j->M ? i0 + (end - r) : j->M;
         switch (j->dt) {
-        case PT_INT64: int_rows_i64(j, batch, i0, i1, acc); break;
-        case PT_INT32: int_rows_i32(j, batch, i0, i1, acc); break;
-        case PT_INT16: int_rows_i16(j, batch, i0, i1, acc); break;
-        case PT_INT8: int_rows_i8(j, batch, i0, i1, acc); break;
-        default: int_rows_u8(j, batch, i0, i1, acc); break;
+        case PT_INT64: int_rows_i64(j, batch, i0, i1); break;
+        case PT_INT32: int_rows_i32(j, batch, i0, i1); break;
+        case PT_INT16: int_rows_i16(j, batch, i0, i1); break;
+        case PT_INT8: int_rows_i8(j, batch, i0, i1); break;
+        default: int_rows_u8(j, batch, i0, i1); break;
         }
         r += i1 - i0;
     }
-    pti_cpu_free(acc, sizeof(uint64_t) * (size_t)(j->N ? j->N : 1));
 }
 
 /* ---- float path ------------------------------------------------------------------------------ */
@@ -215,11 +219,6 @@ static pt_status cpu_gemm(const pti_call *c)
     case PT_INT16:
     case PT_INT8:
     case PT_UINT8: {
-        if (j.K == 0) {
-            for (int64_t b = 0; b < batches; b++)
-                scale_only(&j, j.c + b * j.M * j.N * (int64_t)pti_dtypes[j.dt].size);
-            return PT_OK;
-        }
         int64_t grain = 16384 / (j.N * j.K + 1) + 1;
         pti_parallel_for(batches * j.M, grain, int_gemm_range, &j);
         return PT_OK;
