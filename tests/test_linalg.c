@@ -36,7 +36,7 @@ static void check_mm_dtype(const char *dt)
 static void test_mm_dtypes(void **state)
 {
     (void)state;
-    const char *dts[] = {"f32", "f64", "i64", "i32", "i8", "u8"};
+    const char *dts[] = {"f32", "f64", "i64", "i32", "i16", "i8", "u8", "wrap_i16", "wrap_i32"};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
         check_mm_dtype(dts[i]);
     /* half precision computes in float32 and rounds once, like PyTorch: results equal */
