@@ -149,6 +149,29 @@ static void test_matmul_ranks(void **state)
     assert_tensor_close(r, ref, F32_RTOL, F32_ATOL);
 }
 
+static void test_matmul_random_cases(void **state)
+{
+    (void)state;
+    /* random ranks 1-4, broadcast batch dims, size-1 dims, operands stored transposed */
+    for (int i = 0; i < 40; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "rand.%d.flags", i);
+        pt_tensor *flags = get(key);
+        snprintf(key, sizeof key, "rand.%d.a", i);
+        pt_tensor *a = get(key);
+        snprintf(key, sizeof key, "rand.%d.b", i);
+        pt_tensor *b = get(key);
+        if (pt_test_get(flags, 0) != 0)
+            a = pt_transpose(a, -1, -2);
+        if (pt_test_get(flags, 1) != 0)
+            b = pt_transpose(b, -1, -2);
+        snprintf(key, sizeof key, "rand.%d.out", i);
+        assert_tensor_close(pt_matmul(a, b), get(key), F32_RTOL, F32_ATOL);
+        pt_tensor *nc = pt_matmul(pt_test_noncontig(a), pt_test_noncontig(b));
+        assert_tensor_close(nc, get(key), F32_RTOL, F32_ATOL);
+    }
+}
+
 static void test_mv_dot_outer(void **state)
 {
     (void)state;
@@ -255,6 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bmm, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bmm_threads_agree, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_matmul_ranks, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_random_cases, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mv_dot_outer, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_addmm_baddbmm, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
