@@ -77,6 +77,50 @@ static void test_reshape_view_or_copy(void **state)
                  0, 3);
 }
 
+/* Reads an int64 fixture vector into dst; returns its length. */
+static int read_dims(const char *name, int64_t *dst)
+{
+    pt_tensor *t = get(name);
+    int n = (int)pt_numel(t);
+    for (int i = 0; i < n; i++)
+        dst[i] = (int64_t)pt_test_get(t, i);
+    return n;
+}
+
+static void test_reshape_random_cases(void **state)
+{
+    (void)state;
+    int views = 0;
+    for (int i = 0; i < 60; i++) {
+        char key[64];
+        int64_t perm[PT_MAX_DIMS], narrow[3], target[PT_MAX_DIMS];
+        snprintf(key, sizeof key, "rr.%d.base", i);
+        pt_tensor *base = get(key);
+        snprintf(key, sizeof key, "rr.%d.perm", i);
+        int nd = read_dims(key, perm);
+        snprintf(key, sizeof key, "rr.%d.narrow", i);
+        read_dims(key, narrow);
+        snprintf(key, sizeof key, "rr.%d.target", i);
+        int nt = read_dims(key, target);
+        pt_tensor *v = pt_permute(base, nd, perm);
+        if (narrow[0] >= 0)
+            v = pt_narrow(v, narrow[0], narrow[1], narrow[2]);
+        pt_tensor *r = pt_reshape(v, nt, target);
+        snprintf(key, sizeof key, "rr.%d.out", i);
+        assert_tensor_equal(r, get(key));
+        snprintf(key, sizeof key, "rr.%d.view", i);
+        bool torch_view = pt_item(get(key)) != 0;
+        views += torch_view;
+        assert_int_equal(pt_shares_storage(r, base), torch_view);
+        pt_tensor *w = pt_view(v, nt, target);
+        if (torch_view)
+            assert_tensor_equal(w, r);
+        else
+            assert_pt_error(w, PT_ERR_SHAPE, "view size is not compatible");
+    }
+    assert_true(views > 5 && views < 55); /* both outcomes are exercised */
+}
+
 static void test_flatten_unflatten(void **state)
 {
     (void)state;
@@ -360,6 +404,7 @@ int main(void)
     fx = fx_open("shape");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reshape_view_or_copy, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_reshape_random_cases, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_flatten_unflatten, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_squeeze_unsqueeze_transpose_permute, pt_test_setup,
                                         pt_test_teardown),
