@@ -1,0 +1,250 @@
+/* AVX2+FMA float32 loops of the elementwise kernels: vectorized exp, log, tanh and the
+ * activations built on them (sigmoid, silu, gelu-tanh), and the basic binary arithmetic.
+ * The math functions are accurate to about 1-2 ulp over the whole float range, with IEEE
+ * special values (NaN, +-inf, 0, subnormals) handled as libm does. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "elementwise.h"
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial, then 2^n applied in
+ * two halves so results near overflow or in the subnormal range are rounded once. */
+AVX2 static inline __m256 v_exp(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = f - s (f - R(s^2)) with f = m - 1,
+ * s = f / (2 + f) (the fdlibm form, which keeps f exact). */
+AVX2 static inline __m256 v_log(__m256 x)
+{
+    __m256 zero = _mm256_setzero_ps();
+    __m256 sub = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ),
+                               _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+    __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
+    __m256i xi = _mm256_castps_si256(xs);
+    __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(xi, 23), _mm256_set1_epi32(127));
+    e = _mm256_sub_epi32(e, _mm256_and_si256(_mm256_castps_si256(sub), _mm256_set1_epi32(23)));
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffff)),
+                                                   _mm256_set1_epi32(0x3f800000)));
+    __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
+    m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
+    e = _mm256_sub_epi32(e, _mm256_castps_si256(big)); /* big lanes are -1: e += 1 */
+    __m256 f = _mm256_sub_ps(m, _mm256_set1_ps(1.0f));
+    __m256 s = _mm256_div_ps(f, _mm256_add_ps(f, _mm256_set1_ps(2.0f)));
+    __m256 z = _mm256_mul_ps(s, s);
+    __m256 R = _mm256_set1_ps(2.0f / 13.0f);
+    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 11.0f));
+    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 9.0f));
+    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 7.0f));
+    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 5.0f));
+    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 3.0f));
+    R = _mm256_mul_ps(R, z);
+    __m256 lm = _mm256_fnmadd_ps(s, _mm256_sub_ps(f, R), f);
+    __m256 ef = _mm256_cvtepi32_ps(e);
+    __m256 res = _mm256_fmadd_ps(ef, _mm256_set1_ps(-2.12194440e-4f), lm);
+    res = _mm256_fmadd_ps(ef, _mm256_set1_ps(0.693359375f), res);
+    /* specials: 0 -> -inf, negative -> NaN, +inf and NaN -> themselves */
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(-INFINITY), _mm256_cmp_ps(x, zero, _CMP_EQ_OQ));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(NAN), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+    __m256 pass = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+                               _mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+    return _mm256_blendv_ps(res, x, pass);
+}
+
+/* tanh: an odd polynomial for |x| < 0.625 (where 1 - 2/(e^2x + 1) would cancel), else that. */
+AVX2 static inline __m256 v_tanh(__m256 x)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 e = v_exp(_mm256_add_ps(ax, ax));
+    __m256 large = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
+    __m256 res = _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+AVX2 static inline __m256 v_sigmoid(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+bool pti_ew_avx2_has_unary(pti_op op)
+{
+    switch (op) {
+    case PTI_OP_exp:
+    case PTI_OP_log:
+    case PTI_OP_tanh:
+    case PTI_OP_sigmoid:
+    case PTI_OP_silu:
+    case PTI_OP_gelu:
+    case PTI_OP_relu:
+    case PTI_OP_neg:
+    case PTI_OP_abs:
+    case PTI_OP_sqrt:
+    case PTI_OP_square:
+    case PTI_OP_leaky_relu:
+    case PTI_OP_hardtanh:
+    case PTI_OP_clamp:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* gelu with approximate='none' needs erf, which is evaluated in scalar code (p[0] == 0). */
+AVX2 static void gelu_loop(float *out, const float *in, int64_t n, const float *p)
+{
+    int64_t i = 0;
+    if (p[0] != 0.0f) {
+        __m256 k0 = _mm256_set1_ps(0.7978845608028654f), k1 = _mm256_set1_ps(0.044715f);
+        __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+        for (; i + 8 <= n; i += 8) {
+            __m256 x = _mm256_loadu_ps(in + i);
+            __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+            __m256 t = v_tanh(_mm256_mul_ps(k0, _mm256_fmadd_ps(k1, x3, x)));
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t)));
+        }
+        for (; i < n; i++) {
+            float x = in[i];
+            out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+        }
+        return;
+    }
+    for (; i < n; i++)
+        out[i] = 0.5f * in[i] * (1.0f + erff(in[i] * 0.70710678118654752f));
+}
+
+/* One body per op: V is the vector expression of x, S the scalar one for the tail. */
+#define VLOOP(V, S)                                                                   \
+    do {                                                                              \
+        int64_t i = 0;                                                                \
+        for (; i + 8 <= n; i += 8) {                                                  \
+            __m256 x = _mm256_loadu_ps(in + i);                                       \
+            _mm256_storeu_ps(out + i, (V));                                           \
+        }                                                                             \
+        if (i < n) {                                                                  \
+            float tin[8] = {0}, tout[8];                                              \
+            for (int64_t j = i; j < n; j++)                                           \
+                tin[j - i] = in[j];                                                   \
+            __m256 x = _mm256_loadu_ps(tin);                                          \
+            _mm256_storeu_ps(tout, (V));                                              \
+            for (int64_t j = i; j < n; j++)                                           \
+                out[j] = tout[j - i];                                                 \
+        }                                                                             \
+        (void)sizeof(S);                                                              \
+    } while (0)
+
+AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, const float *p)
+{
+    __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]);
+    switch (op) {
+    case PTI_OP_exp: VLOOP(v_exp(x), 0); break;
+    case PTI_OP_log: VLOOP(v_log(x), 0); break;
+    case PTI_OP_tanh: VLOOP(v_tanh(x), 0); break;
+    case PTI_OP_sigmoid: VLOOP(v_sigmoid(x), 0); break;
+    case PTI_OP_silu:
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), v_exp(_mm256_sub_ps(zero, x)))), 0);
+        break;
+    case PTI_OP_gelu: gelu_loop(out, in, n, p); break;
+    /* relu keeps NaN: max(x, 0) returns its second operand when either is NaN */
+    case PTI_OP_relu: VLOOP(_mm256_max_ps(zero, x), 0); break;
+    case PTI_OP_neg: VLOOP(_mm256_xor_ps(x, sign), 0); break;
+    case PTI_OP_abs: VLOOP(_mm256_andnot_ps(sign, x), 0); break;
+    case PTI_OP_sqrt: VLOOP(_mm256_sqrt_ps(x), 0); break;
+    case PTI_OP_square: VLOOP(_mm256_mul_ps(x, x), 0); break;
+    case PTI_OP_leaky_relu:
+        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(x, p0), x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ)), 0);
+        break;
+    case PTI_OP_hardtanh:
+    case PTI_OP_clamp:
+        /* x < lo ? lo : x, then > hi ? hi : x; NaN stays (both compares false) */
+        VLOOP(_mm256_blendv_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
+                               _mm256_cmp_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)),
+                                             p1, _CMP_GT_OQ)),
+              0);
+        break;
+    default: break;
+    }
+}
+
+bool pti_ew_avx2_has_binary(pti_op op)
+{
+    return op == PTI_OP_add || op == PTI_OP_mul || op == PTI_OP_div || op == PTI_OP_maximum ||
+           op == PTI_OP_minimum;
+}
+
+#define BLOOP(V, S)                                                                    \
+    do {                                                                               \
+        int64_t i = 0;                                                                 \
+        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                   \
+        for (; i + 8 <= n; i += 8) {                                                   \
+            __m256 va = sa ? _mm256_loadu_ps(a + i) : a0;                              \
+            __m256 vb = sb ? _mm256_loadu_ps(b + i) : b0;                              \
+            _mm256_storeu_ps(out + i, (V));                                            \
+        }                                                                              \
+        for (; i < n; i++) {                                                           \
+            float x = a[i * sa], y = b[i * sb];                                        \
+            out[i] = (S);                                                              \
+        }                                                                              \
+    } while (0)
+
+AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                             int64_t sb, int64_t n, float alpha)
+{
+    __m256 va_alpha = _mm256_set1_ps(alpha);
+    switch (op) {
+    case PTI_OP_add:
+        if (alpha == 1.0f)
+            BLOOP(_mm256_add_ps(va, vb), x + y);
+        else
+            BLOOP(_mm256_fmadd_ps(vb, va_alpha, va), x + alpha * y);
+        break;
+    case PTI_OP_mul: BLOOP(_mm256_mul_ps(va, vb), x * y); break;
+    case PTI_OP_div: BLOOP(_mm256_div_ps(va, vb), x / y); break;
+    case PTI_OP_maximum:
+        BLOOP(_mm256_blendv_ps(_mm256_max_ps(va, vb), _mm256_add_ps(va, vb),
+                               _mm256_cmp_ps(va, vb, _CMP_UNORD_Q)),
+              (x != x || y != y) ? x + y : (x > y ? x : y));
+        break;
+    case PTI_OP_minimum:
+        BLOOP(_mm256_blendv_ps(_mm256_min_ps(va, vb), _mm256_add_ps(va, vb),
+                               _mm256_cmp_ps(va, vb, _CMP_UNORD_Q)),
+              (x != x || y != y) ? x + y : (x < y ? x : y));
+        break;
+    default: break;
+    }
+}
