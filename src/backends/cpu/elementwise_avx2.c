@@ -36,8 +36,8 @@ AVX2 static inline __m256 v_exp(__m256 x)
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = f - s (f - R(s^2)) with f = m - 1,
- * s = f / (2 + f) (the fdlibm form, which keeps f exact). */
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), log m by a polynomial in f;
+ * no division. */
 AVX2 static inline __m256 v_log(__m256 x)
 {
     __m256 zero = _mm256_setzero_ps();
@@ -52,17 +52,18 @@ AVX2 static inline __m256 v_log(__m256 x)
     __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
     m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
     e = _mm256_sub_epi32(e, _mm256_castps_si256(big)); /* big lanes are -1: e += 1 */
+    /* log(1 + f) = f - f^2/2 + f^3 P(f), P a least-squares fit on [sqrt(1/2) - 1, sqrt(2) - 1] */
     __m256 f = _mm256_sub_ps(m, _mm256_set1_ps(1.0f));
-    __m256 s = _mm256_div_ps(f, _mm256_add_ps(f, _mm256_set1_ps(2.0f)));
-    __m256 z = _mm256_mul_ps(s, s);
-    __m256 R = _mm256_set1_ps(2.0f / 13.0f);
-    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 11.0f));
-    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 9.0f));
-    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 7.0f));
-    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 5.0f));
-    R = _mm256_fmadd_ps(R, z, _mm256_set1_ps(2.0f / 3.0f));
-    R = _mm256_mul_ps(R, z);
-    __m256 lm = _mm256_fnmadd_ps(s, _mm256_sub_ps(f, R), f);
+    __m256 p = _mm256_set1_ps(-8.101747915e-02f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.271247622e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.297224324e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.420215261e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.664224583e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.000146934e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-2.500029658e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(3.333332859e-01f));
+    __m256 f2 = _mm256_mul_ps(f, f);
+    __m256 lm = _mm256_fmadd_ps(_mm256_mul_ps(f2, f), p, _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), f2, f));
     __m256 ef = _mm256_cvtepi32_ps(e);
     __m256 res = _mm256_fmadd_ps(ef, _mm256_set1_ps(-2.12194440e-4f), lm);
     res = _mm256_fmadd_ps(ef, _mm256_set1_ps(0.693359375f), res);
