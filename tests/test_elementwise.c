@@ -16,23 +16,50 @@ static pt_fixture *fx;
 typedef pt_tensor *(*unary_fn)(const pt_tensor *);
 typedef pt_status (*unary_ip_fn)(pt_tensor *);
 
-static pt_tensor *hardtanh_m2_3(const pt_tensor *t) { return pt_hardtanh(t, -2.0, 3.0); }
-static pt_tensor *leaky_02(const pt_tensor *t) { return pt_leaky_relu(t, 0.2); }
-static pt_tensor *elu_15(const pt_tensor *t) { return pt_elu(t, 1.5); }
+static pt_tensor *hardtanh_m2_3(const pt_tensor *t)
+{
+    return pt_hardtanh(t, -2.0, 3.0);
+}
+static pt_tensor *leaky_02(const pt_tensor *t)
+{
+    return pt_leaky_relu(t, 0.2);
+}
+static pt_tensor *elu_15(const pt_tensor *t)
+{
+    return pt_elu(t, 1.5);
+}
 static pt_tensor *gelu_tanh(const pt_tensor *t)
 {
     return pt_gelu_ex(t, &(pt_gelu_opts){.approximate = PT_GELU_TANH});
 }
-static pt_tensor *softplus_2_5(const pt_tensor *t) { return pt_softplus(t, 2.0, 5.0); }
-static pt_status hardtanh_m2_3_(pt_tensor *t) { return pt_hardtanh_(t, -2.0, 3.0); }
-static pt_status leaky_02_(pt_tensor *t) { return pt_leaky_relu_(t, 0.2); }
-static pt_status elu_15_(pt_tensor *t) { return pt_elu_(t, 1.5); }
-static pt_status gelu_(pt_tensor *t) { return pt_gelu_(t, NULL); }
+static pt_tensor *softplus_2_5(const pt_tensor *t)
+{
+    return pt_softplus(t, 2.0, 5.0);
+}
+static pt_status hardtanh_m2_3_(pt_tensor *t)
+{
+    return pt_hardtanh_(t, -2.0, 3.0);
+}
+static pt_status leaky_02_(pt_tensor *t)
+{
+    return pt_leaky_relu_(t, 0.2);
+}
+static pt_status elu_15_(pt_tensor *t)
+{
+    return pt_elu_(t, 1.5);
+}
+static pt_status gelu_(pt_tensor *t)
+{
+    return pt_gelu_(t, NULL);
+}
 static pt_status gelu_tanh_(pt_tensor *t)
 {
     return pt_gelu_(t, &(pt_gelu_opts){.approximate = PT_GELU_TANH});
 }
-static pt_status softplus_2_5_(pt_tensor *t) { return pt_softplus_(t, 2.0, 5.0); }
+static pt_status softplus_2_5_(pt_tensor *t)
+{
+    return pt_softplus_(t, 2.0, 5.0);
+}
 
 typedef struct unary_case {
     const char *name;
@@ -50,11 +77,16 @@ static const unary_case unary_float[] = {
     {"erf", pt_erf, pt_erf_},       {"reciprocal", pt_reciprocal, pt_reciprocal_},
 };
 static const unary_case unary_keep[] = {
-    {"neg", pt_neg, pt_neg_},       {"abs", pt_abs, pt_abs_},
-    {"sign", pt_sign, pt_sign_},    {"square", pt_square, pt_square_},
-    {"relu", pt_relu, pt_relu_},    {"relu6", pt_relu6, pt_relu6_},
-    {"floor", pt_floor, pt_floor_}, {"ceil", pt_ceil, pt_ceil_},
-    {"round", pt_round, pt_round_}, {"trunc", pt_trunc, pt_trunc_},
+    {"neg", pt_neg, pt_neg_},
+    {"abs", pt_abs, pt_abs_},
+    {"sign", pt_sign, pt_sign_},
+    {"square", pt_square, pt_square_},
+    {"relu", pt_relu, pt_relu_},
+    {"relu6", pt_relu6, pt_relu6_},
+    {"floor", pt_floor, pt_floor_},
+    {"ceil", pt_ceil, pt_ceil_},
+    {"round", pt_round, pt_round_},
+    {"trunc", pt_trunc, pt_trunc_},
     {"hardtanh", hardtanh_m2_3, hardtanh_m2_3_},
 };
 static const unary_case unary_float_only[] = {
@@ -198,6 +230,9 @@ static void test_unary_errors(void **state)
     pt_tensor *e = pt_exp(b);
     assert_int_equal(pt_dtype_of(e), PT_FLOAT32);
     assert_true(fabs(pt_test_get(e, 0) - M_E) < 1e-6);
+    /* infinite bounds on an integer tensor saturate */
+    pt_tensor *ht = pt_hardtanh(fx_get(fx, "u.i64"), -INFINITY, 3);
+    assert_true(pt_test_get(ht, 0) == -10 && pt_test_get(ht, 20) == 3);
     /* empty tensors */
     pt_tensor *z = pt_empty(PT_SHAPE(0, 3), PT_FLOAT32, pt_cpu());
     pt_tensor *ez = pt_exp(z);
@@ -207,11 +242,18 @@ static void test_unary_errors(void **state)
     assert_true(fabs(pt_item(pt_sqrt(s)) - sqrt(2.0)) < 1e-15);
 }
 
-/* ---- binary ----------------------------------------------------------------------------------- */
+/* ---- binary -----------------------------------------------------------------------------------
+ */
 
 typedef pt_tensor *(*binary_fn)(const pt_tensor *, const pt_tensor *);
-static pt_tensor *add_alpha3(const pt_tensor *a, const pt_tensor *b) { return pt_add_ex(a, b, 3); }
-static pt_tensor *sub_alpha2(const pt_tensor *a, const pt_tensor *b) { return pt_sub_ex(a, b, 2); }
+static pt_tensor *add_alpha3(const pt_tensor *a, const pt_tensor *b)
+{
+    return pt_add_ex(a, b, 3);
+}
+static pt_tensor *sub_alpha2(const pt_tensor *a, const pt_tensor *b)
+{
+    return pt_sub_ex(a, b, 2);
+}
 static pt_tensor *div_trunc(const pt_tensor *a, const pt_tensor *b)
 {
     return pt_div_ex(a, b, PT_ROUND_TRUNC);
@@ -322,20 +364,21 @@ static pt_tensor *div_floor_s(const pt_tensor *a, double s)
 {
     return pt_div_scalar_ex(a, s, PT_ROUND_FLOOR);
 }
-static pt_tensor *rpow_s(const pt_tensor *a, double s) { return pt_scalar_pow(s, a); }
+static pt_tensor *rpow_s(const pt_tensor *a, double s)
+{
+    return pt_scalar_pow(s, a);
+}
 
 static const struct {
     const char *name;
     scalar_fn fn;
 } scalar_cases[] = {
-    {"add", pt_add_scalar},     {"sub", pt_sub_scalar},
-    {"rsub", pt_rsub_scalar},   {"mul", pt_mul_scalar},
-    {"div", pt_div_scalar},     {"div_floor", div_floor_s},
-    {"pow", pt_pow_scalar},     {"rpow", rpow_s},
-    {"remainder", pt_remainder_scalar}, {"fmod", pt_fmod_scalar},
-    {"eq", pt_eq_scalar},       {"ne", pt_ne_scalar},
-    {"lt", pt_lt_scalar},       {"le", pt_le_scalar},
-    {"gt", pt_gt_scalar},       {"ge", pt_ge_scalar},
+    {"add", pt_add_scalar},   {"sub", pt_sub_scalar}, {"rsub", pt_rsub_scalar},
+    {"mul", pt_mul_scalar},   {"div", pt_div_scalar}, {"div_floor", div_floor_s},
+    {"pow", pt_pow_scalar},   {"rpow", rpow_s},       {"remainder", pt_remainder_scalar},
+    {"fmod", pt_fmod_scalar}, {"eq", pt_eq_scalar},   {"ne", pt_ne_scalar},
+    {"lt", pt_lt_scalar},     {"le", pt_le_scalar},   {"gt", pt_gt_scalar},
+    {"ge", pt_ge_scalar},
 };
 
 static void test_scalar_forms(void **state)
@@ -386,7 +429,8 @@ static void test_inplace_binary(void **state)
     /* float32 self with a float64 other: computed in float64, stored as float32 */
     x = pt_clone(a32);
     assert_int_equal(pt_mul_(x, b64), PT_OK);
-    assert_tensor_close(x, pt_to_dtype(fx_get(fx, "b.mul.f32_f64"), PT_FLOAT32), F32_RTOL, F32_ATOL);
+    assert_tensor_close(x, pt_to_dtype(fx_get(fx, "b.mul.f32_f64"), PT_FLOAT32), F32_RTOL,
+                        F32_ATOL);
     /* scalar in-place */
     x = pt_clone(a32);
     assert_int_equal(pt_add_scalar_(x, 2.5), PT_OK);
@@ -411,8 +455,9 @@ static void test_inplace_binary(void **state)
     /* errors: float result into an int tensor, broadcast shape != self's shape */
     x = pt_clone(ai);
     assert_pt_status_error(pt_add_scalar_(x, 1.5), PT_ERR_DTYPE, "can't be cast");
-    assert_pt_status_error(pt_div_(x, bi), PT_ERR_DTYPE, "float32 can't be cast to the desired "
-                                                          "output type int64");
+    assert_pt_status_error(pt_div_(x, bi), PT_ERR_DTYPE,
+                           "float32 can't be cast to the desired "
+                           "output type int64");
     assert_pt_status_error(pt_add_(x, a32), PT_ERR_DTYPE, "can't be cast");
     pt_tensor *small = pt_clone(b32);
     assert_pt_status_error(pt_add_(small, a32), PT_ERR_SHAPE, "doesn't match the broadcast shape");
@@ -456,7 +501,8 @@ static void test_binary_errors(void **state)
     assert_shape(pt_add(e0, fx_get(fx, "b.b.f32")), 0, 4);
 }
 
-/* ---- ternary ---------------------------------------------------------------------------------- */
+/* ---- ternary ----------------------------------------------------------------------------------
+ */
 
 static void test_where(void **state)
 {
@@ -470,8 +516,8 @@ static void test_where(void **state)
     assert_tensor_equal(pt_where(col, fx_get(fx, "b.a.i64"), fx_get(fx, "b.b.f64")),
                         pt_to_dtype(fx_get(fx, "t.where.mix"), PT_FLOAT64));
     assert_pt_error(pt_where(a32, a32, b32), PT_ERR_DTYPE, "bool");
-    assert_pt_error(pt_where(cond, a32, pt_zeros(PT_SHAPE(5), PT_FLOAT32, pt_cpu())),
-                    PT_ERR_SHAPE, "broadcast");
+    assert_pt_error(pt_where(cond, a32, pt_zeros(PT_SHAPE(5), PT_FLOAT32, pt_cpu())), PT_ERR_SHAPE,
+                    "broadcast");
     assert_pt_error(pt_where(NULL, a32, b32), PT_ERR_NULL, "pt_where");
 }
 
@@ -507,8 +553,8 @@ static void test_lerp_addc(void **state)
     pt_tensor *end = fx_get(fx, "t.end"), *w = fx_get(fx, "t.w");
     pt_tensor *ai = fx_get(fx, "b.a.i64"), *bi = fx_get(fx, "b.b.i64");
     assert_tensor_close(pt_lerp(a32, end, w), fx_get(fx, "t.lerp.f32"), F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_lerp(pt_test_noncontig(a32), end, w), fx_get(fx, "t.lerp.f32"),
-                        F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_lerp(pt_test_noncontig(a32), end, w), fx_get(fx, "t.lerp.f32"), F32_RTOL,
+                        F32_ATOL);
     assert_tensor_close(pt_lerp_scalar(a32, end, 0.3), fx_get(fx, "t.lerp_s.f32"), F32_RTOL,
                         F32_ATOL);
     pt_tensor *end64 = pt_to_dtype(end, PT_FLOAT64);

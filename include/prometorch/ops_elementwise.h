@@ -29,31 +29,31 @@ extern "C" {
 
 /* ---- unary math: torch.<name>(t) ------------------------------------------------------------ */
 
-PT_API pt_tensor *pt_neg(const pt_tensor *t);        /* -t; bool is an error */
-PT_API pt_tensor *pt_abs(const pt_tensor *t);        /* |t|; bool is an error */
-PT_API pt_tensor *pt_sign(const pt_tensor *t);       /* -1, 0, 1 (0 for NaN) */
-PT_API pt_tensor *pt_exp(const pt_tensor *t);        /* e^t (int -> float32) */
-PT_API pt_tensor *pt_expm1(const pt_tensor *t);      /* e^t - 1 */
-PT_API pt_tensor *pt_log(const pt_tensor *t);        /* natural log */
-PT_API pt_tensor *pt_log1p(const pt_tensor *t);      /* log(1 + t) */
-PT_API pt_tensor *pt_log2(const pt_tensor *t);       /* base-2 log */
-PT_API pt_tensor *pt_sqrt(const pt_tensor *t);       /* square root */
-PT_API pt_tensor *pt_rsqrt(const pt_tensor *t);      /* 1 / sqrt(t) */
-PT_API pt_tensor *pt_square(const pt_tensor *t);     /* t * t (int stays int, bool -> int64) */
+PT_API pt_tensor *pt_neg(const pt_tensor *t);    /* -t; bool is an error */
+PT_API pt_tensor *pt_abs(const pt_tensor *t);    /* |t|; bool is an error */
+PT_API pt_tensor *pt_sign(const pt_tensor *t);   /* -1, 0, 1 (0 for NaN) */
+PT_API pt_tensor *pt_exp(const pt_tensor *t);    /* e^t (int -> float32) */
+PT_API pt_tensor *pt_expm1(const pt_tensor *t);  /* e^t - 1 */
+PT_API pt_tensor *pt_log(const pt_tensor *t);    /* natural log */
+PT_API pt_tensor *pt_log1p(const pt_tensor *t);  /* log(1 + t) */
+PT_API pt_tensor *pt_log2(const pt_tensor *t);   /* base-2 log */
+PT_API pt_tensor *pt_sqrt(const pt_tensor *t);   /* square root */
+PT_API pt_tensor *pt_rsqrt(const pt_tensor *t);  /* 1 / sqrt(t) */
+PT_API pt_tensor *pt_square(const pt_tensor *t); /* t * t (int stays int, bool -> int64) */
 PT_API pt_tensor *pt_sin(const pt_tensor *t);
 PT_API pt_tensor *pt_cos(const pt_tensor *t);
 PT_API pt_tensor *pt_tan(const pt_tensor *t);
 PT_API pt_tensor *pt_tanh(const pt_tensor *t);
-PT_API pt_tensor *pt_sigmoid(const pt_tensor *t);    /* 1 / (1 + e^-t) */
-PT_API pt_tensor *pt_erf(const pt_tensor *t);        /* error function */
-PT_API pt_tensor *pt_floor(const pt_tensor *t);      /* integers returned unchanged */
+PT_API pt_tensor *pt_sigmoid(const pt_tensor *t); /* 1 / (1 + e^-t) */
+PT_API pt_tensor *pt_erf(const pt_tensor *t);     /* error function */
+PT_API pt_tensor *pt_floor(const pt_tensor *t);   /* integers returned unchanged */
 PT_API pt_tensor *pt_ceil(const pt_tensor *t);
-PT_API pt_tensor *pt_round(const pt_tensor *t);      /* half to even */
-PT_API pt_tensor *pt_trunc(const pt_tensor *t);      /* toward zero */
-PT_API pt_tensor *pt_reciprocal(const pt_tensor *t); /* 1 / t */
+PT_API pt_tensor *pt_round(const pt_tensor *t);       /* half to even */
+PT_API pt_tensor *pt_trunc(const pt_tensor *t);       /* toward zero */
+PT_API pt_tensor *pt_reciprocal(const pt_tensor *t);  /* 1 / t */
 PT_API pt_tensor *pt_logical_not(const pt_tensor *t); /* bool: t == 0 */
-PT_API pt_tensor *pt_isnan(const pt_tensor *t);      /* bool */
-PT_API pt_tensor *pt_isinf(const pt_tensor *t);      /* bool: +-inf */
+PT_API pt_tensor *pt_isnan(const pt_tensor *t);       /* bool */
+PT_API pt_tensor *pt_isinf(const pt_tensor *t);       /* bool: +-inf */
 
 /* ---- activations: torch.nn.functional.<name> ------------------------------------------------ */
 
@@ -73,8 +73,8 @@ typedef struct pt_gelu_opts {
 } pt_gelu_opts;
 PT_API pt_tensor *pt_gelu(const pt_tensor *t);
 PT_API pt_tensor *pt_gelu_ex(const pt_tensor *t, const pt_gelu_opts *opts); /* opts may be NULL */
-PT_API pt_tensor *pt_silu(const pt_tensor *t);                             /* t * sigmoid(t) */
-PT_API pt_tensor *pt_mish(const pt_tensor *t);                             /* t * tanh(softplus(t)) */
+PT_API pt_tensor *pt_silu(const pt_tensor *t);                              /* t * sigmoid(t) */
+PT_API pt_tensor *pt_mish(const pt_tensor *t); /* t * tanh(softplus(t)) */
 /* log(1 + e^(beta t)) / beta, or t where beta t > threshold (PyTorch: beta 1, threshold 20). */
 PT_API pt_tensor *pt_softplus(const pt_tensor *t, double beta, double threshold);
 PT_API pt_tensor *pt_hardtanh(const pt_tensor *t, double min_val, double max_val); /* -1, 1 */
@@ -82,7 +82,8 @@ PT_API pt_tensor *pt_hardsigmoid(const pt_tensor *t);
 PT_API pt_tensor *pt_hardswish(const pt_tensor *t);
 
 /* ---- in-place unary: same as above, written into t (must keep t's dtype: float-only ops need a
- * floating t). Return PT_OK or the error. -------------------------------------------------------- */
+ * floating t). Return PT_OK or the error. --------------------------------------------------------
+ */
 
 PT_API pt_status pt_neg_(pt_tensor *t);
 PT_API pt_status pt_abs_(pt_tensor *t);
@@ -119,7 +120,8 @@ PT_API pt_status pt_hardtanh_(pt_tensor *t, double min_val, double max_val);
 PT_API pt_status pt_hardsigmoid_(pt_tensor *t);
 PT_API pt_status pt_hardswish_(pt_tensor *t);
 
-/* ---- binary arithmetic ------------------------------------------------------------------------ */
+/* ---- binary arithmetic ------------------------------------------------------------------------
+ */
 
 /* a + b (torch.add); bool + bool is logical or. */
 PT_API pt_tensor *pt_add(const pt_tensor *a, const pt_tensor *b);
@@ -162,7 +164,8 @@ PT_API pt_tensor *pt_minimum(const pt_tensor *a, const pt_tensor *b);
 PT_API pt_tensor *pt_atan2(const pt_tensor *a, const pt_tensor *b); /* int -> float32 */
 PT_API pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b); /* floating inputs only */
 
-/* ---- comparisons and logical ops: bool results ------------------------------------------------ */
+/* ---- comparisons and logical ops: bool results ------------------------------------------------
+ */
 
 PT_API pt_tensor *pt_eq(const pt_tensor *a, const pt_tensor *b);
 PT_API pt_tensor *pt_ne(const pt_tensor *a, const pt_tensor *b);
@@ -180,7 +183,8 @@ PT_API pt_tensor *pt_logical_and(const pt_tensor *a, const pt_tensor *b);
 PT_API pt_tensor *pt_logical_or(const pt_tensor *a, const pt_tensor *b);
 PT_API pt_tensor *pt_logical_xor(const pt_tensor *a, const pt_tensor *b);
 
-/* ---- in-place binary: self op= other (see the contract at the top) ----------------------------- */
+/* ---- in-place binary: self op= other (see the contract at the top) -----------------------------
+ */
 
 PT_API pt_status pt_add_(pt_tensor *self, const pt_tensor *other);
 PT_API pt_status pt_add_ex_(pt_tensor *self, const pt_tensor *other, double alpha);
@@ -196,7 +200,8 @@ PT_API pt_status pt_div_scalar_(pt_tensor *self, double other);
 PT_API pt_status pt_pow_(pt_tensor *self, const pt_tensor *exponent);
 PT_API pt_status pt_pow_scalar_(pt_tensor *self, double exponent);
 
-/* ---- ternary ---------------------------------------------------------------------------------- */
+/* ---- ternary ----------------------------------------------------------------------------------
+ */
 
 /* cond ? a : b with broadcasting; cond must be bool; a and b are promoted together. */
 PT_API pt_tensor *pt_where(const pt_tensor *cond, const pt_tensor *a, const pt_tensor *b);

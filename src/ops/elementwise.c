@@ -23,7 +23,10 @@ static int promote_skip(int a, int b)
     return (int)pt_promote_types((pt_dtype)a, (pt_dtype)b);
 }
 
-static bool cat_float(int dt) { return dt >= 0 && pti_dtypes[dt].is_floating; }
+static bool cat_float(int dt)
+{
+    return dt >= 0 && pti_dtypes[dt].is_floating;
+}
 
 /* The higher-priority class wins unless the lower one has a higher category. */
 static int combine_categories(int higher, int lower)
@@ -35,7 +38,10 @@ static int combine_categories(int higher, int lower)
     return higher >= 0 ? higher : lower;
 }
 
-void pti_ew_rt_init(pti_ew_rt *s) { s->dim = s->zero = s->wrapped = -1; }
+void pti_ew_rt_init(pti_ew_rt *s)
+{
+    s->dim = s->zero = s->wrapped = -1;
+}
 
 void pti_ew_rt_tensor(pti_ew_rt *s, const pt_tensor *t)
 {
@@ -168,16 +174,17 @@ bool pti_ew_check_inplace(const char *op, const pt_tensor *self, pt_dtype rt, in
     return true;
 }
 
-/* ---- unary ops -------------------------------------------------------------------------------- */
+/* ---- unary ops --------------------------------------------------------------------------------
+ */
 
 /* How an op treats dtypes. */
 typedef enum unary_kind {
     U_FLOAT,      /* float math: integer/bool inputs give float32 */
     U_FLOAT_ONLY, /* activations PyTorch defines for floating dtypes only */
-    U_NO_BOOL,    /* any numeric dtype kept; bool is an error (neg, abs, relu, hardtanh, rounding) */
-    U_ANY,        /* every dtype kept (sign) */
-    U_SQUARE,     /* dtype kept, bool -> int64 */
-    U_BOOL_OUT,   /* bool result from any dtype (logical_not, isnan, isinf) */
+    U_NO_BOOL,  /* any numeric dtype kept; bool is an error (neg, abs, relu, hardtanh, rounding) */
+    U_ANY,      /* every dtype kept (sign) */
+    U_SQUARE,   /* dtype kept, bool -> int64 */
+    U_BOOL_OUT, /* bool result from any dtype (logical_not, isnan, isinf) */
 } unary_kind;
 
 static const char *unary_bool_msg(pti_op op)
@@ -226,8 +233,9 @@ static pt_tensor *unary_impl(const char *name, pti_op op, const pt_tensor *t, un
     const pt_tensor *in = pti_ew_convert(t, kt, &conv);
     if (!in)
         return NULL;
-    pt_tensor *out = (self && self->dtype == ot) ? self
-                                                 : pti_tensor_new(t->ndim, t->shape, ot, t->storage->device);
+    pt_tensor *out = (self && self->dtype == ot)
+                         ? self
+                         : pti_tensor_new(t->ndim, t->shape, ot, t->storage->device);
     if (!out) {
         pt_release(conv);
         return NULL;
@@ -262,27 +270,90 @@ static pt_status unary_(const char *name, pti_op op, pt_tensor *t, unary_kind ki
     return unary_impl(name, op, t, kind, p, t, -1) ? PT_OK : pt_last_status();
 }
 
-pt_tensor *pt_neg(const pt_tensor *t) { return unary("pt_neg", PTI_OP_neg, t, U_NO_BOOL); }
-pt_tensor *pt_abs(const pt_tensor *t) { return unary("pt_abs", PTI_OP_abs, t, U_NO_BOOL); }
-pt_tensor *pt_sign(const pt_tensor *t) { return unary("pt_sign", PTI_OP_sign, t, U_ANY); }
-pt_tensor *pt_exp(const pt_tensor *t) { return unary("pt_exp", PTI_OP_exp, t, U_FLOAT); }
-pt_tensor *pt_expm1(const pt_tensor *t) { return unary("pt_expm1", PTI_OP_expm1, t, U_FLOAT); }
-pt_tensor *pt_log(const pt_tensor *t) { return unary("pt_log", PTI_OP_log, t, U_FLOAT); }
-pt_tensor *pt_log1p(const pt_tensor *t) { return unary("pt_log1p", PTI_OP_log1p, t, U_FLOAT); }
-pt_tensor *pt_log2(const pt_tensor *t) { return unary("pt_log2", PTI_OP_log2, t, U_FLOAT); }
-pt_tensor *pt_sqrt(const pt_tensor *t) { return unary("pt_sqrt", PTI_OP_sqrt, t, U_FLOAT); }
-pt_tensor *pt_rsqrt(const pt_tensor *t) { return unary("pt_rsqrt", PTI_OP_rsqrt, t, U_FLOAT); }
-pt_tensor *pt_square(const pt_tensor *t) { return unary("pt_square", PTI_OP_square, t, U_SQUARE); }
-pt_tensor *pt_sin(const pt_tensor *t) { return unary("pt_sin", PTI_OP_sin, t, U_FLOAT); }
-pt_tensor *pt_cos(const pt_tensor *t) { return unary("pt_cos", PTI_OP_cos, t, U_FLOAT); }
-pt_tensor *pt_tan(const pt_tensor *t) { return unary("pt_tan", PTI_OP_tan, t, U_FLOAT); }
-pt_tensor *pt_tanh(const pt_tensor *t) { return unary("pt_tanh", PTI_OP_tanh, t, U_FLOAT); }
-pt_tensor *pt_sigmoid(const pt_tensor *t) { return unary("pt_sigmoid", PTI_OP_sigmoid, t, U_FLOAT); }
-pt_tensor *pt_erf(const pt_tensor *t) { return unary("pt_erf", PTI_OP_erf, t, U_FLOAT); }
-pt_tensor *pt_floor(const pt_tensor *t) { return unary("pt_floor", PTI_OP_floor, t, U_NO_BOOL); }
-pt_tensor *pt_ceil(const pt_tensor *t) { return unary("pt_ceil", PTI_OP_ceil, t, U_NO_BOOL); }
-pt_tensor *pt_round(const pt_tensor *t) { return unary("pt_round", PTI_OP_round, t, U_NO_BOOL); }
-pt_tensor *pt_trunc(const pt_tensor *t) { return unary("pt_trunc", PTI_OP_trunc, t, U_NO_BOOL); }
+pt_tensor *pt_neg(const pt_tensor *t)
+{
+    return unary("pt_neg", PTI_OP_neg, t, U_NO_BOOL);
+}
+pt_tensor *pt_abs(const pt_tensor *t)
+{
+    return unary("pt_abs", PTI_OP_abs, t, U_NO_BOOL);
+}
+pt_tensor *pt_sign(const pt_tensor *t)
+{
+    return unary("pt_sign", PTI_OP_sign, t, U_ANY);
+}
+pt_tensor *pt_exp(const pt_tensor *t)
+{
+    return unary("pt_exp", PTI_OP_exp, t, U_FLOAT);
+}
+pt_tensor *pt_expm1(const pt_tensor *t)
+{
+    return unary("pt_expm1", PTI_OP_expm1, t, U_FLOAT);
+}
+pt_tensor *pt_log(const pt_tensor *t)
+{
+    return unary("pt_log", PTI_OP_log, t, U_FLOAT);
+}
+pt_tensor *pt_log1p(const pt_tensor *t)
+{
+    return unary("pt_log1p", PTI_OP_log1p, t, U_FLOAT);
+}
+pt_tensor *pt_log2(const pt_tensor *t)
+{
+    return unary("pt_log2", PTI_OP_log2, t, U_FLOAT);
+}
+pt_tensor *pt_sqrt(const pt_tensor *t)
+{
+    return unary("pt_sqrt", PTI_OP_sqrt, t, U_FLOAT);
+}
+pt_tensor *pt_rsqrt(const pt_tensor *t)
+{
+    return unary("pt_rsqrt", PTI_OP_rsqrt, t, U_FLOAT);
+}
+pt_tensor *pt_square(const pt_tensor *t)
+{
+    return unary("pt_square", PTI_OP_square, t, U_SQUARE);
+}
+pt_tensor *pt_sin(const pt_tensor *t)
+{
+    return unary("pt_sin", PTI_OP_sin, t, U_FLOAT);
+}
+pt_tensor *pt_cos(const pt_tensor *t)
+{
+    return unary("pt_cos", PTI_OP_cos, t, U_FLOAT);
+}
+pt_tensor *pt_tan(const pt_tensor *t)
+{
+    return unary("pt_tan", PTI_OP_tan, t, U_FLOAT);
+}
+pt_tensor *pt_tanh(const pt_tensor *t)
+{
+    return unary("pt_tanh", PTI_OP_tanh, t, U_FLOAT);
+}
+pt_tensor *pt_sigmoid(const pt_tensor *t)
+{
+    return unary("pt_sigmoid", PTI_OP_sigmoid, t, U_FLOAT);
+}
+pt_tensor *pt_erf(const pt_tensor *t)
+{
+    return unary("pt_erf", PTI_OP_erf, t, U_FLOAT);
+}
+pt_tensor *pt_floor(const pt_tensor *t)
+{
+    return unary("pt_floor", PTI_OP_floor, t, U_NO_BOOL);
+}
+pt_tensor *pt_ceil(const pt_tensor *t)
+{
+    return unary("pt_ceil", PTI_OP_ceil, t, U_NO_BOOL);
+}
+pt_tensor *pt_round(const pt_tensor *t)
+{
+    return unary("pt_round", PTI_OP_round, t, U_NO_BOOL);
+}
+pt_tensor *pt_trunc(const pt_tensor *t)
+{
+    return unary("pt_trunc", PTI_OP_trunc, t, U_NO_BOOL);
+}
 pt_tensor *pt_reciprocal(const pt_tensor *t)
 {
     return unary("pt_reciprocal", PTI_OP_reciprocal, t, U_FLOAT);
@@ -291,9 +362,18 @@ pt_tensor *pt_logical_not(const pt_tensor *t)
 {
     return unary("pt_logical_not", PTI_OP_logical_not, t, U_BOOL_OUT);
 }
-pt_tensor *pt_isnan(const pt_tensor *t) { return unary("pt_isnan", PTI_OP_isnan, t, U_BOOL_OUT); }
-pt_tensor *pt_isinf(const pt_tensor *t) { return unary("pt_isinf", PTI_OP_isinf, t, U_BOOL_OUT); }
-pt_tensor *pt_relu(const pt_tensor *t) { return unary("pt_relu", PTI_OP_relu, t, U_NO_BOOL); }
+pt_tensor *pt_isnan(const pt_tensor *t)
+{
+    return unary("pt_isnan", PTI_OP_isnan, t, U_BOOL_OUT);
+}
+pt_tensor *pt_isinf(const pt_tensor *t)
+{
+    return unary("pt_isinf", PTI_OP_isinf, t, U_BOOL_OUT);
+}
+pt_tensor *pt_relu(const pt_tensor *t)
+{
+    return unary("pt_relu", PTI_OP_relu, t, U_NO_BOOL);
+}
 
 pt_tensor *pt_relu6(const pt_tensor *t)
 {
@@ -324,15 +404,20 @@ static bool gelu_param(const char *name, const pt_gelu_opts *opts, double *appro
 {
     pt_gelu_approximate a = opts ? opts->approximate : PT_GELU_NONE;
     if (a != PT_GELU_NONE && a != PT_GELU_TANH) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: unknown approximate mode %d (expected PT_GELU_NONE or "
-                  "PT_GELU_TANH)", name, (int)a);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "%s: unknown approximate mode %d (expected PT_GELU_NONE or "
+                  "PT_GELU_TANH)",
+                  name, (int)a);
         return false;
     }
     *approx = a == PT_GELU_TANH ? 1.0 : 0.0;
     return true;
 }
 
-pt_tensor *pt_gelu(const pt_tensor *t) { return pt_gelu_ex(t, NULL); }
+pt_tensor *pt_gelu(const pt_tensor *t)
+{
+    return pt_gelu_ex(t, NULL);
+}
 
 pt_tensor *pt_gelu_ex(const pt_tensor *t, const pt_gelu_opts *opts)
 {
@@ -342,8 +427,14 @@ pt_tensor *pt_gelu_ex(const pt_tensor *t, const pt_gelu_opts *opts)
     return unary_impl("pt_gelu", PTI_OP_gelu, t, U_FLOAT_ONLY, (double[4]){a, 0, 0, 0}, NULL, -1);
 }
 
-pt_tensor *pt_silu(const pt_tensor *t) { return unary("pt_silu", PTI_OP_silu, t, U_FLOAT_ONLY); }
-pt_tensor *pt_mish(const pt_tensor *t) { return unary("pt_mish", PTI_OP_mish, t, U_FLOAT_ONLY); }
+pt_tensor *pt_silu(const pt_tensor *t)
+{
+    return unary("pt_silu", PTI_OP_silu, t, U_FLOAT_ONLY);
+}
+pt_tensor *pt_mish(const pt_tensor *t)
+{
+    return unary("pt_mish", PTI_OP_mish, t, U_FLOAT_ONLY);
+}
 
 pt_tensor *pt_softplus(const pt_tensor *t, double beta, double threshold)
 {
@@ -367,35 +458,98 @@ pt_tensor *pt_hardswish(const pt_tensor *t)
     return unary("pt_hardswish", PTI_OP_hardswish, t, U_FLOAT_ONLY);
 }
 
-pt_status pt_neg_(pt_tensor *t) { return unary_("pt_neg_", PTI_OP_neg, t, U_NO_BOOL, NULL); }
-pt_status pt_abs_(pt_tensor *t) { return unary_("pt_abs_", PTI_OP_abs, t, U_NO_BOOL, NULL); }
-pt_status pt_sign_(pt_tensor *t) { return unary_("pt_sign_", PTI_OP_sign, t, U_ANY, NULL); }
-pt_status pt_exp_(pt_tensor *t) { return unary_("pt_exp_", PTI_OP_exp, t, U_FLOAT, NULL); }
-pt_status pt_expm1_(pt_tensor *t) { return unary_("pt_expm1_", PTI_OP_expm1, t, U_FLOAT, NULL); }
-pt_status pt_log_(pt_tensor *t) { return unary_("pt_log_", PTI_OP_log, t, U_FLOAT, NULL); }
-pt_status pt_log1p_(pt_tensor *t) { return unary_("pt_log1p_", PTI_OP_log1p, t, U_FLOAT, NULL); }
-pt_status pt_log2_(pt_tensor *t) { return unary_("pt_log2_", PTI_OP_log2, t, U_FLOAT, NULL); }
-pt_status pt_sqrt_(pt_tensor *t) { return unary_("pt_sqrt_", PTI_OP_sqrt, t, U_FLOAT, NULL); }
-pt_status pt_rsqrt_(pt_tensor *t) { return unary_("pt_rsqrt_", PTI_OP_rsqrt, t, U_FLOAT, NULL); }
-pt_status pt_square_(pt_tensor *t) { return unary_("pt_square_", PTI_OP_square, t, U_SQUARE, NULL); }
-pt_status pt_sin_(pt_tensor *t) { return unary_("pt_sin_", PTI_OP_sin, t, U_FLOAT, NULL); }
-pt_status pt_cos_(pt_tensor *t) { return unary_("pt_cos_", PTI_OP_cos, t, U_FLOAT, NULL); }
-pt_status pt_tan_(pt_tensor *t) { return unary_("pt_tan_", PTI_OP_tan, t, U_FLOAT, NULL); }
-pt_status pt_tanh_(pt_tensor *t) { return unary_("pt_tanh_", PTI_OP_tanh, t, U_FLOAT, NULL); }
+pt_status pt_neg_(pt_tensor *t)
+{
+    return unary_("pt_neg_", PTI_OP_neg, t, U_NO_BOOL, NULL);
+}
+pt_status pt_abs_(pt_tensor *t)
+{
+    return unary_("pt_abs_", PTI_OP_abs, t, U_NO_BOOL, NULL);
+}
+pt_status pt_sign_(pt_tensor *t)
+{
+    return unary_("pt_sign_", PTI_OP_sign, t, U_ANY, NULL);
+}
+pt_status pt_exp_(pt_tensor *t)
+{
+    return unary_("pt_exp_", PTI_OP_exp, t, U_FLOAT, NULL);
+}
+pt_status pt_expm1_(pt_tensor *t)
+{
+    return unary_("pt_expm1_", PTI_OP_expm1, t, U_FLOAT, NULL);
+}
+pt_status pt_log_(pt_tensor *t)
+{
+    return unary_("pt_log_", PTI_OP_log, t, U_FLOAT, NULL);
+}
+pt_status pt_log1p_(pt_tensor *t)
+{
+    return unary_("pt_log1p_", PTI_OP_log1p, t, U_FLOAT, NULL);
+}
+pt_status pt_log2_(pt_tensor *t)
+{
+    return unary_("pt_log2_", PTI_OP_log2, t, U_FLOAT, NULL);
+}
+pt_status pt_sqrt_(pt_tensor *t)
+{
+    return unary_("pt_sqrt_", PTI_OP_sqrt, t, U_FLOAT, NULL);
+}
+pt_status pt_rsqrt_(pt_tensor *t)
+{
+    return unary_("pt_rsqrt_", PTI_OP_rsqrt, t, U_FLOAT, NULL);
+}
+pt_status pt_square_(pt_tensor *t)
+{
+    return unary_("pt_square_", PTI_OP_square, t, U_SQUARE, NULL);
+}
+pt_status pt_sin_(pt_tensor *t)
+{
+    return unary_("pt_sin_", PTI_OP_sin, t, U_FLOAT, NULL);
+}
+pt_status pt_cos_(pt_tensor *t)
+{
+    return unary_("pt_cos_", PTI_OP_cos, t, U_FLOAT, NULL);
+}
+pt_status pt_tan_(pt_tensor *t)
+{
+    return unary_("pt_tan_", PTI_OP_tan, t, U_FLOAT, NULL);
+}
+pt_status pt_tanh_(pt_tensor *t)
+{
+    return unary_("pt_tanh_", PTI_OP_tanh, t, U_FLOAT, NULL);
+}
 pt_status pt_sigmoid_(pt_tensor *t)
 {
     return unary_("pt_sigmoid_", PTI_OP_sigmoid, t, U_FLOAT, NULL);
 }
-pt_status pt_erf_(pt_tensor *t) { return unary_("pt_erf_", PTI_OP_erf, t, U_FLOAT, NULL); }
-pt_status pt_floor_(pt_tensor *t) { return unary_("pt_floor_", PTI_OP_floor, t, U_NO_BOOL, NULL); }
-pt_status pt_ceil_(pt_tensor *t) { return unary_("pt_ceil_", PTI_OP_ceil, t, U_NO_BOOL, NULL); }
-pt_status pt_round_(pt_tensor *t) { return unary_("pt_round_", PTI_OP_round, t, U_NO_BOOL, NULL); }
-pt_status pt_trunc_(pt_tensor *t) { return unary_("pt_trunc_", PTI_OP_trunc, t, U_NO_BOOL, NULL); }
+pt_status pt_erf_(pt_tensor *t)
+{
+    return unary_("pt_erf_", PTI_OP_erf, t, U_FLOAT, NULL);
+}
+pt_status pt_floor_(pt_tensor *t)
+{
+    return unary_("pt_floor_", PTI_OP_floor, t, U_NO_BOOL, NULL);
+}
+pt_status pt_ceil_(pt_tensor *t)
+{
+    return unary_("pt_ceil_", PTI_OP_ceil, t, U_NO_BOOL, NULL);
+}
+pt_status pt_round_(pt_tensor *t)
+{
+    return unary_("pt_round_", PTI_OP_round, t, U_NO_BOOL, NULL);
+}
+pt_status pt_trunc_(pt_tensor *t)
+{
+    return unary_("pt_trunc_", PTI_OP_trunc, t, U_NO_BOOL, NULL);
+}
 pt_status pt_reciprocal_(pt_tensor *t)
 {
     return unary_("pt_reciprocal_", PTI_OP_reciprocal, t, U_FLOAT, NULL);
 }
-pt_status pt_relu_(pt_tensor *t) { return unary_("pt_relu_", PTI_OP_relu, t, U_NO_BOOL, NULL); }
+pt_status pt_relu_(pt_tensor *t)
+{
+    return unary_("pt_relu_", PTI_OP_relu, t, U_NO_BOOL, NULL);
+}
 pt_status pt_relu6_(pt_tensor *t)
 {
     return unary_("pt_relu6_", PTI_OP_hardtanh, t, U_NO_BOOL, (double[4]){0, 6, 0, 0});
@@ -411,7 +565,8 @@ pt_status pt_elu_(pt_tensor *t, double alpha)
 }
 pt_status pt_selu_(pt_tensor *t)
 {
-    return unary_("pt_selu_", PTI_OP_elu, t, U_FLOAT_ONLY, (double[4]){SELU_ALPHA, SELU_SCALE, 1, 0});
+    return unary_("pt_selu_", PTI_OP_elu, t, U_FLOAT_ONLY,
+                  (double[4]){SELU_ALPHA, SELU_SCALE, 1, 0});
 }
 pt_status pt_gelu_(pt_tensor *t, const pt_gelu_opts *opts)
 {
@@ -420,8 +575,14 @@ pt_status pt_gelu_(pt_tensor *t, const pt_gelu_opts *opts)
         return pt_last_status();
     return unary_("pt_gelu_", PTI_OP_gelu, t, U_FLOAT_ONLY, (double[4]){a, 0, 0, 0});
 }
-pt_status pt_silu_(pt_tensor *t) { return unary_("pt_silu_", PTI_OP_silu, t, U_FLOAT_ONLY, NULL); }
-pt_status pt_mish_(pt_tensor *t) { return unary_("pt_mish_", PTI_OP_mish, t, U_FLOAT_ONLY, NULL); }
+pt_status pt_silu_(pt_tensor *t)
+{
+    return unary_("pt_silu_", PTI_OP_silu, t, U_FLOAT_ONLY, NULL);
+}
+pt_status pt_mish_(pt_tensor *t)
+{
+    return unary_("pt_mish_", PTI_OP_mish, t, U_FLOAT_ONLY, NULL);
+}
 pt_status pt_softplus_(pt_tensor *t, double beta, double threshold)
 {
     return unary_("pt_softplus_", PTI_OP_softplus, t, U_FLOAT_ONLY,
@@ -429,7 +590,8 @@ pt_status pt_softplus_(pt_tensor *t, double beta, double threshold)
 }
 pt_status pt_hardtanh_(pt_tensor *t, double min_val, double max_val)
 {
-    return unary_("pt_hardtanh_", PTI_OP_hardtanh, t, U_NO_BOOL, (double[4]){min_val, max_val, 0, 0});
+    return unary_("pt_hardtanh_", PTI_OP_hardtanh, t, U_NO_BOOL,
+                  (double[4]){min_val, max_val, 0, 0});
 }
 pt_status pt_hardsigmoid_(pt_tensor *t)
 {
@@ -440,7 +602,8 @@ pt_status pt_hardswish_(pt_tensor *t)
     return unary_("pt_hardswish_", PTI_OP_hardswish, t, U_FLOAT_ONLY, NULL);
 }
 
-/* ---- clamp with number bounds ----------------------------------------------------------------- */
+/* ---- clamp with number bounds -----------------------------------------------------------------
+ */
 
 static pt_tensor *clamp_impl(const char *name, const pt_tensor *t, bool has_min, double min,
                              bool has_max, double max, pt_tensor *self)
@@ -448,8 +611,8 @@ static pt_tensor *clamp_impl(const char *name, const pt_tensor *t, bool has_min,
     if (!PTI_CHECK_ARG(t, name, "input") || !pti_check_plain_dtype(name, t))
         return NULL;
     if (!has_min && !has_max)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: at least one of 'min' or 'max' must be given",
-                              name);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: at least one of 'min' or 'max' must be given", name);
     pti_ew_rt rs;
     pti_ew_rt_init(&rs);
     pti_ew_rt_tensor(&rs, t);

@@ -28,7 +28,8 @@ static bool binary_types(const char *name, pti_op op, double s0, pt_dtype ct, pt
         if (!fl && !pti_ew_number_is_int(s0)) {
             pti_error(PT_ERR_INVALID_ARG,
                       "%s: for integral input tensors, argument alpha must not be a floating point "
-                      "number (got %g)", name, s0);
+                      "number (got %g)",
+                      name, s0);
             return false;
         }
         break;
@@ -165,9 +166,12 @@ static pt_status binary_(const char *name, pti_op op, pt_tensor *self, operand b
 /* sub rejects bool operands, as PyTorch does. */
 static bool sub_check(const char *name, operand a, operand b)
 {
-    if ((!a.is_number && a.t && a.t->dtype == PT_BOOL) || (!b.is_number && b.t && b.t->dtype == PT_BOOL)) {
-        pti_error(PT_ERR_DTYPE, "%s: subtraction, the `-` operator, with a bool tensor is not "
-                  "supported; use pt_logical_xor or pt_logical_not instead", name);
+    if ((!a.is_number && a.t && a.t->dtype == PT_BOOL) ||
+        (!b.is_number && b.t && b.t->dtype == PT_BOOL)) {
+        pti_error(PT_ERR_DTYPE,
+                  "%s: subtraction, the `-` operator, with a bool tensor is not "
+                  "supported; use pt_logical_xor or pt_logical_not instead",
+                  name);
         return false;
     }
     return true;
@@ -176,8 +180,10 @@ static bool sub_check(const char *name, operand a, operand b)
 static bool mode_check(const char *name, pt_rounding_mode mode)
 {
     if (mode != PT_ROUND_NONE && mode != PT_ROUND_TRUNC && mode != PT_ROUND_FLOOR) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: unknown rounding mode %d (expected PT_ROUND_NONE, "
-                  "PT_ROUND_TRUNC or PT_ROUND_FLOOR)", name, (int)mode);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "%s: unknown rounding mode %d (expected PT_ROUND_NONE, "
+                  "PT_ROUND_TRUNC or PT_ROUND_FLOOR)",
+                  name, (int)mode);
         return false;
     }
     return true;
@@ -200,7 +206,10 @@ pt_tensor *pt_add_scalar(const pt_tensor *a, double b)
     return binary_impl("pt_add_scalar", PTI_OP_add, TENSOR(a), NUMBER(b), 1.0, NULL);
 }
 
-pt_tensor *pt_sub(const pt_tensor *a, const pt_tensor *b) { return pt_sub_ex(a, b, 1.0); }
+pt_tensor *pt_sub(const pt_tensor *a, const pt_tensor *b)
+{
+    return pt_sub_ex(a, b, 1.0);
+}
 
 pt_tensor *pt_sub_ex(const pt_tensor *a, const pt_tensor *b, double alpha)
 {
@@ -233,7 +242,10 @@ pt_tensor *pt_mul_scalar(const pt_tensor *a, double b)
     return binary_impl("pt_mul_scalar", PTI_OP_mul, TENSOR(a), NUMBER(b), 0, NULL);
 }
 
-pt_tensor *pt_div(const pt_tensor *a, const pt_tensor *b) { return pt_div_ex(a, b, PT_ROUND_NONE); }
+pt_tensor *pt_div(const pt_tensor *a, const pt_tensor *b)
+{
+    return pt_div_ex(a, b, PT_ROUND_NONE);
+}
 
 pt_tensor *pt_div_ex(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mode)
 {
@@ -322,7 +334,8 @@ pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b)
     return binary_impl("pt_hypot", PTI_OP_hypot, TENSOR(a), TENSOR(b), 0, NULL);
 }
 
-/* ---- comparisons and logical ops -------------------------------------------------------------- */
+/* ---- comparisons and logical ops --------------------------------------------------------------
+ */
 
 pt_tensor *pt_eq(const pt_tensor *a, const pt_tensor *b)
 {
@@ -385,7 +398,8 @@ pt_tensor *pt_logical_xor(const pt_tensor *a, const pt_tensor *b)
     return binary_impl("pt_logical_xor", PTI_OP_logical_xor, TENSOR(a), TENSOR(b), 0, NULL);
 }
 
-/* ---- in-place binary -------------------------------------------------------------------------- */
+/* ---- in-place binary --------------------------------------------------------------------------
+ */
 
 pt_status pt_add_(pt_tensor *self, const pt_tensor *other)
 {
@@ -399,7 +413,10 @@ pt_status pt_add_scalar_(pt_tensor *self, double other)
 {
     return binary_("pt_add_scalar_", PTI_OP_add, self, NUMBER(other), 1.0);
 }
-pt_status pt_sub_(pt_tensor *self, const pt_tensor *other) { return pt_sub_ex_(self, other, 1.0); }
+pt_status pt_sub_(pt_tensor *self, const pt_tensor *other)
+{
+    return pt_sub_ex_(self, other, 1.0);
+}
 pt_status pt_sub_ex_(pt_tensor *self, const pt_tensor *other, double alpha)
 {
     if (!sub_check("pt_sub_", TENSOR(self), TENSOR(other)))
@@ -445,7 +462,8 @@ pt_status pt_pow_scalar_(pt_tensor *self, double exponent)
     return binary_("pt_pow_scalar_", PTI_OP_pow, self, NUMBER(exponent), 0);
 }
 
-/* ---- ternary ---------------------------------------------------------------------------------- */
+/* ---- ternary ----------------------------------------------------------------------------------
+ */
 
 /* Broadcast shape of three tensors. */
 static bool broadcast3(const char *name, const pt_tensor *a, const pt_tensor *b, const pt_tensor *c,
@@ -476,8 +494,8 @@ static pt_tensor *ternary_run(const char *name, pti_op op, const pt_tensor *x, c
     if (ok)
         out = pti_tensor_new(nd, shape, kt, x->storage->device);
     if (out && out->numel) {
-        pti_call c = {.n_in = 3, .n_out = 1, .in = {in[0], in[1], in[2]}, .out = {out},
-                      .scalar = {value}};
+        pti_call c = {
+            .n_in = 3, .n_out = 1, .in = {in[0], in[1], in[2]}, .out = {out}, .scalar = {value}};
         if (pti_dispatch(op, &c) != PT_OK) {
             pt_release(out);
             out = NULL;
@@ -502,8 +520,10 @@ pt_tensor *pt_where(const pt_tensor *cond, const pt_tensor *a, const pt_tensor *
     if (!check3("pt_where", (const char *const[]){"condition", "input", "other"}, ts))
         return NULL;
     if (cond->dtype != PT_BOOL)
-        return pti_error_null(PT_ERR_DTYPE, "pt_where: expected condition to be a bool tensor, but "
-                              "got a tensor with dtype %s", pt_dtype_name(cond->dtype));
+        return pti_error_null(PT_ERR_DTYPE,
+                              "pt_where: expected condition to be a bool tensor, but "
+                              "got a tensor with dtype %s",
+                              pt_dtype_name(cond->dtype));
     pti_ew_rt rs;
     pti_ew_rt_init(&rs);
     pti_ew_rt_tensor(&rs, a);
@@ -546,7 +566,8 @@ pt_tensor *pt_lerp(const pt_tensor *start, const pt_tensor *end, const pt_tensor
 {
     const pt_tensor *ts[3] = {start, end, weight};
     if (!check3("pt_lerp", (const char *const[]){"start", "end", "weight"}, ts) ||
-        !lerp_check("pt_lerp", start, end, "end") || !lerp_check("pt_lerp", start, weight, "weight"))
+        !lerp_check("pt_lerp", start, end, "end") ||
+        !lerp_check("pt_lerp", start, weight, "weight"))
         return NULL;
     return ternary_run("pt_lerp", PTI_OP_lerp, start, end, weight,
                        pti_ew_compute_dtype(start->dtype), start->dtype, 0);
@@ -554,10 +575,12 @@ pt_tensor *pt_lerp(const pt_tensor *start, const pt_tensor *end, const pt_tensor
 
 pt_tensor *pt_lerp_scalar(const pt_tensor *start, const pt_tensor *end, double weight)
 {
-    if (!PTI_CHECK_ARG(start, "pt_lerp_scalar", "start") || !PTI_CHECK_ARG(end, "pt_lerp_scalar", "end"))
+    if (!PTI_CHECK_ARG(start, "pt_lerp_scalar", "start") ||
+        !PTI_CHECK_ARG(end, "pt_lerp_scalar", "end"))
         return NULL;
     const pt_tensor *ts[2] = {start, end};
-    if (!pti_check_same_device("pt_lerp_scalar", 2, ts) || !lerp_check("pt_lerp_scalar", start, end, "end"))
+    if (!pti_check_same_device("pt_lerp_scalar", 2, ts) ||
+        !lerp_check("pt_lerp_scalar", start, end, "end"))
         return NULL;
     pt_dtype kt = pti_ew_compute_dtype(start->dtype);
     pti_ew_scalar_box box;
@@ -582,9 +605,10 @@ static pt_tensor *addc(const char *name, pti_op op, const pt_tensor *self, const
     pt_dtype rt = pti_ew_rt_result(&rs);
     if (op == PTI_OP_addcdiv && !pti_dtypes[t1->dtype].is_floating &&
         !pti_dtypes[t2->dtype].is_floating)
-        return pti_error_null(PT_ERR_DTYPE, "%s: integer division with addcdiv is not supported "
-                              "(tensor1 %s, tensor2 %s)", name, pt_dtype_name(t1->dtype),
-                              pt_dtype_name(t2->dtype));
+        return pti_error_null(PT_ERR_DTYPE,
+                              "%s: integer division with addcdiv is not supported "
+                              "(tensor1 %s, tensor2 %s)",
+                              name, pt_dtype_name(t1->dtype), pt_dtype_name(t2->dtype));
     if (rt == PT_BOOL)
         return pti_error_null(PT_ERR_DTYPE, "%s: not implemented for 'bool'", name);
     if (!pti_dtypes[rt].is_floating)

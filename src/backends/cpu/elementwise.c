@@ -9,28 +9,28 @@
 
 typedef struct unary_ctx {
     pti_op op;
-    pt_dtype dt;  /* input dtype (= output dtype except for the bool-valued ops) */
+    pt_dtype dt; /* input dtype (= output dtype except for the bool-valued ops) */
     bool avx2;
-    double p[4];  /* the op's parameters (call scalars) */
-    float pf[4];  /* the same as floats, for the float32 loops */
+    double p[4]; /* the op's parameters (call scalars) */
+    float pf[4]; /* the same as floats, for the float32 loops */
 } unary_ctx;
 
 /* x is the input element of type T; each case assigns y. */
-#define UNARY_LOOP(T, EXPR)                                                        \
-    do {                                                                           \
-        if (so == (int64_t)sizeof(T) && si == (int64_t)sizeof(T)) {                \
-            T *o_ = (T *)out;                                                      \
-            const T *i_ = (const T *)in;                                           \
-            for (int64_t i = 0; i < n; i++) {                                      \
-                T x = i_[i];                                                       \
-                o_[i] = (EXPR);                                                    \
-            }                                                                      \
-        } else {                                                                   \
-            for (int64_t i = 0; i < n; i++) {                                      \
-                T x = *(const T *)(in + i * si);                                   \
-                *(T *)(out + i * so) = (EXPR);                                     \
-            }                                                                      \
-        }                                                                          \
+#define UNARY_LOOP(T, EXPR)                                                                        \
+    do {                                                                                           \
+        if (so == (int64_t)sizeof(T) && si == (int64_t)sizeof(T)) {                                \
+            T *o_ = (T *)out;                                                                      \
+            const T *i_ = (const T *)in;                                                           \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T x = i_[i];                                                                       \
+                o_[i] = (EXPR);                                                                    \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T x = *(const T *)(in + i * si);                                                   \
+                *(T *)(out + i * so) = (EXPR);                                                     \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 static inline float clampf_(float x, float lo, float hi)
@@ -46,46 +46,47 @@ static inline double clampd_(double x, double lo, double hi)
 
 /* The floating cases, written once for float (T = float, CL = clampf_) and double. P0..P2 are
  * the parameters in T. */
-#define FLOAT_UNARY_CASES(T, CL)                                                                    \
-    case PTI_OP_neg: UNARY_LOOP(T, -x); break;                                                      \
-    case PTI_OP_abs: UNARY_LOOP(T, fabs(x)); break;                                                 \
-    case PTI_OP_sign: UNARY_LOOP(T, (T)((x > 0) - (x < 0))); break;                                 \
-    case PTI_OP_exp: UNARY_LOOP(T, exp(x)); break;                                                  \
-    case PTI_OP_expm1: UNARY_LOOP(T, expm1(x)); break;                                              \
-    case PTI_OP_log: UNARY_LOOP(T, log(x)); break;                                                  \
-    case PTI_OP_log1p: UNARY_LOOP(T, log1p(x)); break;                                              \
-    case PTI_OP_log2: UNARY_LOOP(T, log2(x)); break;                                                \
-    case PTI_OP_sqrt: UNARY_LOOP(T, sqrt(x)); break;                                                \
-    case PTI_OP_rsqrt: UNARY_LOOP(T, (T)1 / sqrt(x)); break;                                        \
-    case PTI_OP_square: UNARY_LOOP(T, x * x); break;                                                \
-    case PTI_OP_sin: UNARY_LOOP(T, sin(x)); break;                                                  \
-    case PTI_OP_cos: UNARY_LOOP(T, cos(x)); break;                                                  \
-    case PTI_OP_tan: UNARY_LOOP(T, tan(x)); break;                                                  \
-    case PTI_OP_tanh: UNARY_LOOP(T, tanh(x)); break;                                                \
-    case PTI_OP_sigmoid: UNARY_LOOP(T, (T)1 / ((T)1 + exp(-x))); break;                             \
-    case PTI_OP_relu: UNARY_LOOP(T, x <= 0 ? (T)0 : x); break;                                      \
-    case PTI_OP_leaky_relu: UNARY_LOOP(T, x > 0 ? x : x * P0); break;                               \
-    case PTI_OP_elu: UNARY_LOOP(T, x > 0 ? x * P1 : expm1(x * P2) * P0 * P1); break;                \
-    case PTI_OP_gelu:                                                                               \
-        if (u->p[0] != 0)                                                                           \
-            UNARY_LOOP(T, (T)0.5 * x *                                                              \
-                              ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x)))); \
-        else                                                                                        \
-            UNARY_LOOP(T, (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440)));                \
-        break;                                                                                      \
-    case PTI_OP_silu: UNARY_LOOP(T, x / ((T)1 + exp(-x))); break;                                   \
-    case PTI_OP_mish: UNARY_LOOP(T, x * tanh(log1p(exp(x)))); break;                                \
-    case PTI_OP_softplus: UNARY_LOOP(T, x * P0 > P1 ? x : log1p(exp(x * P0)) / P0); break;          \
-    case PTI_OP_hardtanh:                                                                           \
-    case PTI_OP_clamp: UNARY_LOOP(T, CL(x, P0, P1)); break;                                         \
-    case PTI_OP_hardsigmoid: UNARY_LOOP(T, CL(x + (T)3, (T)0, (T)6) / (T)6); break;                 \
-    case PTI_OP_hardswish: UNARY_LOOP(T, x * CL(x + (T)3, (T)0, (T)6) / (T)6); break;               \
-    case PTI_OP_erf: UNARY_LOOP(T, erf(x)); break;                                                  \
-    case PTI_OP_floor: UNARY_LOOP(T, floor(x)); break;                                              \
-    case PTI_OP_ceil: UNARY_LOOP(T, ceil(x)); break;                                                \
-    case PTI_OP_round: UNARY_LOOP(T, nearbyint(x)); break;                                          \
-    case PTI_OP_trunc: UNARY_LOOP(T, trunc(x)); break;                                              \
-    case PTI_OP_reciprocal: UNARY_LOOP(T, (T)1 / x); break;                                         \
+#define FLOAT_UNARY_CASES(T, CL)                                                                   \
+    case PTI_OP_neg: UNARY_LOOP(T, -x); break;                                                     \
+    case PTI_OP_abs: UNARY_LOOP(T, fabs(x)); break;                                                \
+    case PTI_OP_sign: UNARY_LOOP(T, (T)((x > 0) - (x < 0))); break;                                \
+    case PTI_OP_exp: UNARY_LOOP(T, exp(x)); break;                                                 \
+    case PTI_OP_expm1: UNARY_LOOP(T, expm1(x)); break;                                             \
+    case PTI_OP_log: UNARY_LOOP(T, log(x)); break;                                                 \
+    case PTI_OP_log1p: UNARY_LOOP(T, log1p(x)); break;                                             \
+    case PTI_OP_log2: UNARY_LOOP(T, log2(x)); break;                                               \
+    case PTI_OP_sqrt: UNARY_LOOP(T, sqrt(x)); break;                                               \
+    case PTI_OP_rsqrt: UNARY_LOOP(T, (T)1 / sqrt(x)); break;                                       \
+    case PTI_OP_square: UNARY_LOOP(T, x *x); break;                                                \
+    case PTI_OP_sin: UNARY_LOOP(T, sin(x)); break;                                                 \
+    case PTI_OP_cos: UNARY_LOOP(T, cos(x)); break;                                                 \
+    case PTI_OP_tan: UNARY_LOOP(T, tan(x)); break;                                                 \
+    case PTI_OP_tanh: UNARY_LOOP(T, tanh(x)); break;                                               \
+    case PTI_OP_sigmoid: UNARY_LOOP(T, (T)1 / ((T)1 + exp(-x))); break;                            \
+    case PTI_OP_relu: UNARY_LOOP(T, x <= 0 ? (T)0 : x); break;                                     \
+    case PTI_OP_leaky_relu: UNARY_LOOP(T, x > 0 ? x : x * P0); break;                              \
+    case PTI_OP_elu: UNARY_LOOP(T, x > 0 ? x * P1 : expm1(x * P2) * P0 * P1); break;               \
+    case PTI_OP_gelu:                                                                              \
+        if (u->p[0] != 0)                                                                          \
+            UNARY_LOOP(                                                                            \
+                T, (T)0.5 * x *                                                                    \
+                       ((T)1 + tanh((T)0.79788456080286535588 * (x + (T)0.044715 * x * x * x))));  \
+        else                                                                                       \
+            UNARY_LOOP(T, (T)0.5 * x * ((T)1 + erf(x * (T)0.70710678118654752440)));               \
+        break;                                                                                     \
+    case PTI_OP_silu: UNARY_LOOP(T, x / ((T)1 + exp(-x))); break;                                  \
+    case PTI_OP_mish: UNARY_LOOP(T, x *tanh(log1p(exp(x)))); break;                                \
+    case PTI_OP_softplus: UNARY_LOOP(T, x *P0 > P1 ? x : log1p(exp(x * P0)) / P0); break;          \
+    case PTI_OP_hardtanh:                                                                          \
+    case PTI_OP_clamp: UNARY_LOOP(T, CL(x, P0, P1)); break;                                        \
+    case PTI_OP_hardsigmoid: UNARY_LOOP(T, CL(x + (T)3, (T)0, (T)6) / (T)6); break;                \
+    case PTI_OP_hardswish: UNARY_LOOP(T, x *CL(x + (T)3, (T)0, (T)6) / (T)6); break;               \
+    case PTI_OP_erf: UNARY_LOOP(T, erf(x)); break;                                                 \
+    case PTI_OP_floor: UNARY_LOOP(T, floor(x)); break;                                             \
+    case PTI_OP_ceil: UNARY_LOOP(T, ceil(x)); break;                                               \
+    case PTI_OP_round: UNARY_LOOP(T, nearbyint(x)); break;                                         \
+    case PTI_OP_trunc: UNARY_LOOP(T, trunc(x)); break;                                             \
+    case PTI_OP_reciprocal: UNARY_LOOP(T, (T)1 / x); break;                                        \
     default: break;
 
 static void unary_f32_loop(void *ctx, char **data, const int64_t *strides, int64_t n)
@@ -99,7 +100,9 @@ static void unary_f32_loop(void *ctx, char **data, const int64_t *strides, int64
         return;
     }
     float P0 = u->pf[0], P1 = u->pf[1], P2 = u->pf[2];
-    switch (u->op) { FLOAT_UNARY_CASES(float, clampf_) }
+    switch (u->op) {
+        FLOAT_UNARY_CASES(float, clampf_)
+    }
 }
 
 static void unary_f64_loop(void *ctx, char **data, const int64_t *strides, int64_t n)
@@ -109,7 +112,21 @@ static void unary_f64_loop(void *ctx, char **data, const int64_t *strides, int64
     const char *in = data[1];
     int64_t so = strides[0], si = strides[1];
     double P0 = u->p[0], P1 = u->p[1], P2 = u->p[2];
-    switch (u->op) { FLOAT_UNARY_CASES(double, clampd_) }
+    switch (u->op) {
+        FLOAT_UNARY_CASES(double, clampd_)
+    }
+}
+
+/* A double bound as int64, saturating (inf and out-of-range values would be undefined). */
+static int64_t bound_i64(double v)
+{
+    if (v != v)
+        return 0;
+    if (v <= -9.2233720368547758e18)
+        return INT64_MIN;
+    if (v >= 9.2233720368547758e18)
+        return INT64_MAX;
+    return (int64_t)v;
 }
 
 /* Integer and bool inputs: values through int64, wrapping arithmetic done unsigned. */
@@ -126,10 +143,10 @@ static int64_t int_unary(const unary_ctx *u, int64_t x)
         /* p[2]/p[3] flag a given bound (hardtanh always has both) */
         bool has_lo = u->op == PTI_OP_hardtanh || u->p[2] != 0;
         bool has_hi = u->op == PTI_OP_hardtanh || u->p[3] != 0;
-        if (has_lo && x < (int64_t)u->p[0])
-            x = (int64_t)u->p[0];
-        if (has_hi && x > (int64_t)u->p[1])
-            x = (int64_t)u->p[1];
+        if (has_lo && x < bound_i64(u->p[0]))
+            x = bound_i64(u->p[0]);
+        if (has_hi && x > bound_i64(u->p[1]))
+            x = bound_i64(u->p[1]);
         return x;
     }
     default: return x; /* floor, ceil, round, trunc: integers are unchanged */
@@ -187,10 +204,8 @@ static int64_t unary_grain(pti_op op)
     case PTI_OP_floor:
     case PTI_OP_ceil:
     case PTI_OP_trunc:
-    case PTI_OP_round:
-        return PTI_GRAIN_ELEMENTWISE;
-    default:
-        return PTI_GRAIN_ELEMENTWISE / 4;
+    case PTI_OP_round: return PTI_GRAIN_ELEMENTWISE;
+    default: return PTI_GRAIN_ELEMENTWISE / 4;
     }
 }
 
@@ -224,14 +239,15 @@ static pt_status cpu_unary(const pti_call *c)
 void pti_cpu_register_elementwise(pti_kernel *table)
 {
     static const pti_op unary_ops[] = {
-        PTI_OP_neg,        PTI_OP_abs,         PTI_OP_sign,      PTI_OP_exp,      PTI_OP_expm1,
-        PTI_OP_log,        PTI_OP_log1p,       PTI_OP_log2,      PTI_OP_sqrt,     PTI_OP_rsqrt,
-        PTI_OP_square,     PTI_OP_sin,         PTI_OP_cos,       PTI_OP_tan,      PTI_OP_tanh,
-        PTI_OP_sigmoid,    PTI_OP_relu,        PTI_OP_leaky_relu, PTI_OP_elu,     PTI_OP_gelu,
-        PTI_OP_silu,       PTI_OP_mish,        PTI_OP_softplus,  PTI_OP_hardtanh, PTI_OP_hardsigmoid,
-        PTI_OP_hardswish,  PTI_OP_erf,         PTI_OP_floor,     PTI_OP_ceil,     PTI_OP_round,
-        PTI_OP_trunc,      PTI_OP_reciprocal,  PTI_OP_logical_not, PTI_OP_isnan,  PTI_OP_isinf,
-        PTI_OP_clamp,
+        PTI_OP_neg,         PTI_OP_abs,        PTI_OP_sign,     PTI_OP_exp,
+        PTI_OP_expm1,       PTI_OP_log,        PTI_OP_log1p,    PTI_OP_log2,
+        PTI_OP_sqrt,        PTI_OP_rsqrt,      PTI_OP_square,   PTI_OP_sin,
+        PTI_OP_cos,         PTI_OP_tan,        PTI_OP_tanh,     PTI_OP_sigmoid,
+        PTI_OP_relu,        PTI_OP_leaky_relu, PTI_OP_elu,      PTI_OP_gelu,
+        PTI_OP_silu,        PTI_OP_mish,       PTI_OP_softplus, PTI_OP_hardtanh,
+        PTI_OP_hardsigmoid, PTI_OP_hardswish,  PTI_OP_erf,      PTI_OP_floor,
+        PTI_OP_ceil,        PTI_OP_round,      PTI_OP_trunc,    PTI_OP_reciprocal,
+        PTI_OP_logical_not, PTI_OP_isnan,      PTI_OP_isinf,    PTI_OP_clamp,
     };
     for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
         table[unary_ops[i]] = cpu_unary;

@@ -47,8 +47,8 @@ AVX2 static inline __m256 v_log(__m256 x)
     __m256i xi = _mm256_castps_si256(xs);
     __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(xi, 23), _mm256_set1_epi32(127));
     e = _mm256_sub_epi32(e, _mm256_and_si256(_mm256_castps_si256(sub), _mm256_set1_epi32(23)));
-    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffff)),
-                                                   _mm256_set1_epi32(0x3f800000)));
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_and_si256(xi, _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x3f800000)));
     __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
     m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
     e = _mm256_sub_epi32(e, _mm256_castps_si256(big)); /* big lanes are -1: e += 1 */
@@ -63,7 +63,8 @@ AVX2 static inline __m256 v_log(__m256 x)
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-2.500029658e-01f));
     p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(3.333332859e-01f));
     __m256 f2 = _mm256_mul_ps(f, f);
-    __m256 lm = _mm256_fmadd_ps(_mm256_mul_ps(f2, f), p, _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), f2, f));
+    __m256 lm =
+        _mm256_fmadd_ps(_mm256_mul_ps(f2, f), p, _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), f2, f));
     __m256 ef = _mm256_cvtepi32_ps(e);
     __m256 res = _mm256_fmadd_ps(ef, _mm256_set1_ps(-2.12194440e-4f), lm);
     res = _mm256_fmadd_ps(ef, _mm256_set1_ps(0.693359375f), res);
@@ -88,10 +89,12 @@ AVX2 static inline __m256 v_tanh(__m256 x)
     p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
     __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
     __m256 e = v_exp(_mm256_add_ps(ax, ax));
-    __m256 large = _mm256_sub_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    __m256 large =
+        _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                      _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
     large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
-    __m256 res = _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    __m256 res =
+        _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
@@ -121,11 +124,10 @@ AVX2 static inline __m256 v_erf_small(__m256 x)
  * so e^(-z^2) keeps full precision. */
 AVX2 static inline __m256 v_erfc_tail(__m256 z)
 {
-    static const float q[13] = {5.037689111e-01f,  -1.696750163e-01f, -2.286351439e-02f,
-                                1.016273439e-01f,  -9.908119491e-02f, 4.914301565e-02f,
-                                1.554537737e-02f,  -6.604897124e-02f, 9.183776853e-02f,
-                                -1.004721524e-01f, 3.402512037e-02f,  1.368448927e-01f,
-                                -1.555968402e-01f};
+    static const float q[13] = {
+        5.037689111e-01f, -1.696750163e-01f, -2.286351439e-02f, 1.016273439e-01f, -9.908119491e-02f,
+        4.914301565e-02f, 1.554537737e-02f,  -6.604897124e-02f, 9.183776853e-02f, -1.004721524e-01f,
+        3.402512037e-02f, 1.368448927e-01f,  -1.555968402e-01f};
     __m256 u = _mm256_div_ps(_mm256_set1_ps(1.0f), z);
     __m256 s = _mm256_sub_ps(u, _mm256_set1_ps(5.416666667e-01f));
     __m256 p = _mm256_set1_ps(q[12]);
@@ -150,7 +152,8 @@ AVX2 static inline __m256 v_erf(__m256 x)
     __m256 ax = _mm256_andnot_ps(sign, x);
     __m256 tail = _mm256_sub_ps(_mm256_set1_ps(1.0f), v_erfc_tail(v_tail_arg(ax)));
     tail = _mm256_or_ps(tail, _mm256_and_ps(sign, x));
-    __m256 res = _mm256_blendv_ps(tail, v_erf_small(x), _mm256_cmp_ps(ax, _mm256_set1_ps(1.0f), _CMP_LE_OQ));
+    __m256 res =
+        _mm256_blendv_ps(tail, v_erf_small(x), _mm256_cmp_ps(ax, _mm256_set1_ps(1.0f), _CMP_LE_OQ));
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
@@ -187,10 +190,8 @@ bool pti_ew_avx2_has_unary(pti_op op)
     case PTI_OP_square:
     case PTI_OP_leaky_relu:
     case PTI_OP_hardtanh:
-    case PTI_OP_clamp:
-        return true;
-    default:
-        return false;
+    case PTI_OP_clamp: return true;
+    default: return false;
     }
 }
 
@@ -226,23 +227,23 @@ AVX2 static void gelu_loop(float *out, const float *in, int64_t n, const float *
 }
 
 /* One body per op: V is the vector expression of x, S the scalar one for the tail. */
-#define VLOOP(V, S)                                                                   \
-    do {                                                                              \
-        int64_t i = 0;                                                                \
-        for (; i + 8 <= n; i += 8) {                                                  \
-            __m256 x = _mm256_loadu_ps(in + i);                                       \
-            _mm256_storeu_ps(out + i, (V));                                           \
-        }                                                                             \
-        if (i < n) {                                                                  \
-            float tin[8] = {0}, tout[8];                                              \
-            for (int64_t j = i; j < n; j++)                                           \
-                tin[j - i] = in[j];                                                   \
-            __m256 x = _mm256_loadu_ps(tin);                                          \
-            _mm256_storeu_ps(tout, (V));                                              \
-            for (int64_t j = i; j < n; j++)                                           \
-                out[j] = tout[j - i];                                                 \
-        }                                                                             \
-        (void)sizeof(S);                                                              \
+#define VLOOP(V, S)                                                                                \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = _mm256_loadu_ps(in + i);                                                    \
+            _mm256_storeu_ps(out + i, (V));                                                        \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            float tin[8] = {0}, tout[8];                                                           \
+            for (int64_t j = i; j < n; j++)                                                        \
+                tin[j - i] = in[j];                                                                \
+            __m256 x = _mm256_loadu_ps(tin);                                                       \
+            _mm256_storeu_ps(tout, (V));                                                           \
+            for (int64_t j = i; j < n; j++)                                                        \
+                out[j] = tout[j - i];                                                              \
+        }                                                                                          \
+        (void)sizeof(S);                                                                           \
     } while (0)
 
 AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, const float *p)
@@ -256,7 +257,8 @@ AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, c
     case PTI_OP_tanh: VLOOP(v_tanh(x), 0); break;
     case PTI_OP_sigmoid: VLOOP(v_sigmoid(x), 0); break;
     case PTI_OP_silu:
-        VLOOP(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), v_exp(_mm256_sub_ps(zero, x)))), 0);
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), v_exp(_mm256_sub_ps(zero, x)))),
+              0);
         break;
     case PTI_OP_gelu: gelu_loop(out, in, n, p); break;
     /* relu keeps NaN: max(x, 0) returns its second operand when either is NaN */
@@ -271,9 +273,10 @@ AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, c
     case PTI_OP_hardtanh:
     case PTI_OP_clamp:
         /* x < lo ? lo : x, then > hi ? hi : x; NaN stays (both compares false) */
-        VLOOP(_mm256_blendv_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
-                               _mm256_cmp_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)),
-                                             p1, _CMP_GT_OQ)),
+        VLOOP(_mm256_blendv_ps(
+                  _mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
+                  _mm256_cmp_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
+                                _CMP_GT_OQ)),
               0);
         break;
     default: break;
@@ -286,19 +289,19 @@ bool pti_ew_avx2_has_binary(pti_op op)
            op == PTI_OP_minimum;
 }
 
-#define BLOOP(V, S)                                                                    \
-    do {                                                                               \
-        int64_t i = 0;                                                                 \
-        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                   \
-        for (; i + 8 <= n; i += 8) {                                                   \
-            __m256 va = sa ? _mm256_loadu_ps(a + i) : a0;                              \
-            __m256 vb = sb ? _mm256_loadu_ps(b + i) : b0;                              \
-            _mm256_storeu_ps(out + i, (V));                                            \
-        }                                                                              \
-        for (; i < n; i++) {                                                           \
-            float x = a[i * sa], y = b[i * sb];                                        \
-            out[i] = (S);                                                              \
-        }                                                                              \
+#define BLOOP(V, S)                                                                                \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 va = sa ? _mm256_loadu_ps(a + i) : a0;                                          \
+            __m256 vb = sb ? _mm256_loadu_ps(b + i) : b0;                                          \
+            _mm256_storeu_ps(out + i, (V));                                                        \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            float x = a[i * sa], y = b[i * sb];                                                    \
+            out[i] = (S);                                                                          \
+        }                                                                                          \
     } while (0)
 
 AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,

@@ -19,29 +19,29 @@ typedef struct binary_ctx {
 } binary_ctx;
 
 /* a, b are the elements (type T); EXPR gives the output (type OT). */
-#define BINARY_LOOP(T, OT, EXPR)                                                               \
-    do {                                                                                       \
-        if (so == (int64_t)sizeof(OT) && sa == (int64_t)sizeof(T) && sb == (int64_t)sizeof(T)) { \
-            OT *o_ = (OT *)out;                                                                \
-            const T *a_ = (const T *)pa, *b_ = (const T *)pb;                                  \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T a = a_[i], b = b_[i];                                                        \
-                o_[i] = (OT)(EXPR);                                                            \
-            }                                                                                  \
-        } else if (so == (int64_t)sizeof(OT) && sa == (int64_t)sizeof(T) && sb == 0) {         \
-            OT *o_ = (OT *)out;                                                                \
-            const T *a_ = (const T *)pa;                                                       \
-            T b = *(const T *)pb;                                                              \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T a = a_[i];                                                                   \
-                o_[i] = (OT)(EXPR);                                                            \
-            }                                                                                  \
-        } else {                                                                               \
-            for (int64_t i = 0; i < n; i++) {                                                  \
-                T a = *(const T *)(pa + i * sa), b = *(const T *)(pb + i * sb);                \
-                *(OT *)(out + i * so) = (OT)(EXPR);                                            \
-            }                                                                                  \
-        }                                                                                      \
+#define BINARY_LOOP(T, OT, EXPR)                                                                   \
+    do {                                                                                           \
+        if (so == (int64_t)sizeof(OT) && sa == (int64_t)sizeof(T) && sb == (int64_t)sizeof(T)) {   \
+            OT *o_ = (OT *)out;                                                                    \
+            const T *a_ = (const T *)pa, *b_ = (const T *)pb;                                      \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T a = a_[i], b = b_[i];                                                            \
+                o_[i] = (OT)(EXPR);                                                                \
+            }                                                                                      \
+        } else if (so == (int64_t)sizeof(OT) && sa == (int64_t)sizeof(T) && sb == 0) {             \
+            OT *o_ = (OT *)out;                                                                    \
+            const T *a_ = (const T *)pa;                                                           \
+            T b = *(const T *)pb;                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T a = a_[i];                                                                       \
+                o_[i] = (OT)(EXPR);                                                                \
+            }                                                                                      \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T a = *(const T *)(pa + i * sa), b = *(const T *)(pb + i * sb);                    \
+                *(OT *)(out + i * so) = (OT)(EXPR);                                                \
+            }                                                                                      \
+        }                                                                                          \
     } while (0)
 
 /* Python-style modulus and floor division of floating values (as PyTorch computes them). */
@@ -92,33 +92,33 @@ static inline float floor_div_f32(float a, float b)
 #define FMAX(a, b) ((a != a || b != b) ? a + b : (a > b ? a : b))
 #define FMIN(a, b) ((a != a || b != b) ? a + b : (a < b ? a : b))
 
-#define FLOAT_BINARY_CASES(T, FDIV, REM)                                                            \
-    case PTI_OP_add: BINARY_LOOP(T, T, a + S0 * b); break;                                     \
-    case PTI_OP_mul: BINARY_LOOP(T, T, a * b); break;                                          \
-    case PTI_OP_div:                                                                           \
-        if (c->s[0] == 1)                                                                      \
-            BINARY_LOOP(T, T, trunc(a / b));                                                   \
-        else if (c->s[0] == 2)                                                                 \
-            BINARY_LOOP(T, T, FDIV(a, b));                                                     \
-        else                                                                                   \
-            BINARY_LOOP(T, T, a / b);                                                          \
-        break;                                                                                 \
-    case PTI_OP_pow: BINARY_LOOP(T, T, pow(a, b)); break;                                      \
-    case PTI_OP_remainder: BINARY_LOOP(T, T, REM(a, b)); break;                 \
-    case PTI_OP_fmod: BINARY_LOOP(T, T, fmod(a, b)); break;                                    \
-    case PTI_OP_maximum: BINARY_LOOP(T, T, FMAX(a, b)); break;                                 \
-    case PTI_OP_minimum: BINARY_LOOP(T, T, FMIN(a, b)); break;                                 \
-    case PTI_OP_atan2: BINARY_LOOP(T, T, atan2(a, b)); break;                                  \
-    case PTI_OP_hypot: BINARY_LOOP(T, T, hypot(a, b)); break;                                  \
-    case PTI_OP_eq: BINARY_LOOP(T, uint8_t, a == b); break;                                    \
-    case PTI_OP_ne: BINARY_LOOP(T, uint8_t, a != b); break;                                    \
-    case PTI_OP_lt: BINARY_LOOP(T, uint8_t, a < b); break;                                     \
-    case PTI_OP_le: BINARY_LOOP(T, uint8_t, a <= b); break;                                    \
-    case PTI_OP_gt: BINARY_LOOP(T, uint8_t, a > b); break;                                     \
-    case PTI_OP_ge: BINARY_LOOP(T, uint8_t, a >= b); break;                                    \
-    case PTI_OP_logical_and: BINARY_LOOP(T, uint8_t, a != 0 && b != 0); break;                 \
-    case PTI_OP_logical_or: BINARY_LOOP(T, uint8_t, a != 0 || b != 0); break;                  \
-    case PTI_OP_logical_xor: BINARY_LOOP(T, uint8_t, (a != 0) != (b != 0)); break;             \
+#define FLOAT_BINARY_CASES(T, FDIV, REM)                                                           \
+    case PTI_OP_add: BINARY_LOOP(T, T, a + S0 * b); break;                                         \
+    case PTI_OP_mul: BINARY_LOOP(T, T, a *b); break;                                               \
+    case PTI_OP_div:                                                                               \
+        if (c->s[0] == 1)                                                                          \
+            BINARY_LOOP(T, T, trunc(a / b));                                                       \
+        else if (c->s[0] == 2)                                                                     \
+            BINARY_LOOP(T, T, FDIV(a, b));                                                         \
+        else                                                                                       \
+            BINARY_LOOP(T, T, a / b);                                                              \
+        break;                                                                                     \
+    case PTI_OP_pow: BINARY_LOOP(T, T, pow(a, b)); break;                                          \
+    case PTI_OP_remainder: BINARY_LOOP(T, T, REM(a, b)); break;                                    \
+    case PTI_OP_fmod: BINARY_LOOP(T, T, fmod(a, b)); break;                                        \
+    case PTI_OP_maximum: BINARY_LOOP(T, T, FMAX(a, b)); break;                                     \
+    case PTI_OP_minimum: BINARY_LOOP(T, T, FMIN(a, b)); break;                                     \
+    case PTI_OP_atan2: BINARY_LOOP(T, T, atan2(a, b)); break;                                      \
+    case PTI_OP_hypot: BINARY_LOOP(T, T, hypot(a, b)); break;                                      \
+    case PTI_OP_eq: BINARY_LOOP(T, uint8_t, a == b); break;                                        \
+    case PTI_OP_ne: BINARY_LOOP(T, uint8_t, a != b); break;                                        \
+    case PTI_OP_lt: BINARY_LOOP(T, uint8_t, a < b); break;                                         \
+    case PTI_OP_le: BINARY_LOOP(T, uint8_t, a <= b); break;                                        \
+    case PTI_OP_gt: BINARY_LOOP(T, uint8_t, a > b); break;                                         \
+    case PTI_OP_ge: BINARY_LOOP(T, uint8_t, a >= b); break;                                        \
+    case PTI_OP_logical_and: BINARY_LOOP(T, uint8_t, a != 0 && b != 0); break;                     \
+    case PTI_OP_logical_or: BINARY_LOOP(T, uint8_t, a != 0 || b != 0); break;                      \
+    case PTI_OP_logical_xor: BINARY_LOOP(T, uint8_t, (a != 0) != (b != 0)); break;                 \
     default: break;
 
 static void binary_f32_loop(void *ctx, char **data, const int64_t *strides, int64_t n)
@@ -127,13 +127,16 @@ static void binary_f32_loop(void *ctx, char **data, const int64_t *strides, int6
     char *out = data[0];
     const char *pa = data[1], *pb = data[2];
     int64_t so = strides[0], sa = strides[1], sb = strides[2];
-    if (c->avx2 && so == 4 && (sa == 4 || sa == 0) && (sb == 4 || sb == 0) && !(sa == 0 && sb == 0)) {
-        pti_ew_avx2_binary(c->op, (float *)out, (const float *)pa, sa / 4, (const float *)pb, sb / 4,
-                           n, (float)c->s[0]);
+    if (c->avx2 && so == 4 && (sa == 4 || sa == 0) && (sb == 4 || sb == 0) &&
+        !(sa == 0 && sb == 0)) {
+        pti_ew_avx2_binary(c->op, (float *)out, (const float *)pa, sa / 4, (const float *)pb,
+                           sb / 4, n, (float)c->s[0]);
         return;
     }
     float S0 = (float)c->s[0];
-    switch (c->op) { FLOAT_BINARY_CASES(float, floor_div_f32, remainder_f32) }
+    switch (c->op) {
+        FLOAT_BINARY_CASES(float, floor_div_f32, remainder_f32)
+    }
 }
 
 static void binary_f64_loop(void *ctx, char **data, const int64_t *strides, int64_t n)
@@ -143,7 +146,9 @@ static void binary_f64_loop(void *ctx, char **data, const int64_t *strides, int6
     const char *pa = data[1], *pb = data[2];
     int64_t so = strides[0], sa = strides[1], sb = strides[2];
     double S0 = c->s[0];
-    switch (c->op) { FLOAT_BINARY_CASES(double, floor_div_f64, remainder_f64) }
+    switch (c->op) {
+        FLOAT_BINARY_CASES(double, floor_div_f64, remainder_f64)
+    }
 }
 
 /* Integer a ** b with wrapping; negative exponents give 0 unless |a| == 1 (as PyTorch). */
@@ -265,13 +270,13 @@ static pt_status cpu_binary(const pti_call *call)
 /* ---- where: selects bytes, so it serves every dtype ----------------------------------------- */
 
 /* Contiguous runs of 4- and 8-byte elements: a select loop the compiler vectorizes. */
-#define WHERE_CONTIG(T)                                                                        \
-    do {                                                                                       \
-        T *o_ = (T *)data[0];                                                                  \
-        const uint8_t *c_ = (const uint8_t *)data[1];                                          \
-        const T *a_ = (const T *)data[2], *b_ = (const T *)data[3];                            \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            o_[i] = c_[i] ? a_[i] : b_[i];                                                     \
+#define WHERE_CONTIG(T)                                                                            \
+    do {                                                                                           \
+        T *o_ = (T *)data[0];                                                                      \
+        const uint8_t *c_ = (const uint8_t *)data[1];                                              \
+        const T *a_ = (const T *)data[2], *b_ = (const T *)data[3];                                \
+        for (int64_t i = 0; i < n; i++)                                                            \
+            o_[i] = c_[i] ? a_[i] : b_[i];                                                         \
     } while (0)
 
 static void where_loop(void *ctx, char **data, const int64_t *s, int64_t n)
@@ -317,13 +322,13 @@ typedef struct ternary_ctx {
     double value;
 } ternary_ctx;
 
-#define TERNARY_LOOP(T, EXPR)                                                                  \
-    do {                                                                                       \
-        for (int64_t i = 0; i < n; i++) {                                                      \
-            T x = *(const T *)(d[1] + i * s[1]), y = *(const T *)(d[2] + i * s[2]);             \
-            T z = *(const T *)(d[3] + i * s[3]);                                               \
-            *(T *)(d[0] + i * s[0]) = (EXPR);                                                  \
-        }                                                                                      \
+#define TERNARY_LOOP(T, EXPR)                                                                      \
+    do {                                                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            T x = *(const T *)(d[1] + i * s[1]), y = *(const T *)(d[2] + i * s[2]);                \
+            T z = *(const T *)(d[3] + i * s[3]);                                                   \
+            *(T *)(d[0] + i * s[0]) = (EXPR);                                                      \
+        }                                                                                          \
     } while (0)
 
 /* lerp as PyTorch writes it: exact at both ends. */
@@ -375,10 +380,10 @@ static pt_status cpu_ternary(const pti_call *c)
 void pti_cpu_register_elementwise_binary(pti_kernel *table)
 {
     static const pti_op binary_ops[] = {
-        PTI_OP_add,   PTI_OP_mul,        PTI_OP_div,        PTI_OP_pow,        PTI_OP_remainder,
-        PTI_OP_fmod,  PTI_OP_maximum,    PTI_OP_minimum,    PTI_OP_atan2,      PTI_OP_hypot,
-        PTI_OP_eq,    PTI_OP_ne,         PTI_OP_lt,         PTI_OP_le,         PTI_OP_gt,
-        PTI_OP_ge,    PTI_OP_logical_and, PTI_OP_logical_or, PTI_OP_logical_xor,
+        PTI_OP_add,  PTI_OP_mul,         PTI_OP_div,        PTI_OP_pow,         PTI_OP_remainder,
+        PTI_OP_fmod, PTI_OP_maximum,     PTI_OP_minimum,    PTI_OP_atan2,       PTI_OP_hypot,
+        PTI_OP_eq,   PTI_OP_ne,          PTI_OP_lt,         PTI_OP_le,          PTI_OP_gt,
+        PTI_OP_ge,   PTI_OP_logical_and, PTI_OP_logical_or, PTI_OP_logical_xor,
     };
     for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
         table[binary_ops[i]] = cpu_binary;
