@@ -576,6 +576,34 @@ static void test_lerp_addc(void **state)
                     PT_ERR_SHAPE, "broadcast");
 }
 
+static void test_small_ints_and_bfloat16(void **state)
+{
+    (void)state;
+    pt_tensor *u8 = fx_get(fx, "n.u8"), *i8 = fx_get(fx, "n.i8");
+    assert_tensor_equal(pt_neg(u8), fx_get(fx, "n.neg.u8"));
+    assert_tensor_equal(pt_neg(i8), fx_get(fx, "n.neg.i8"));
+    assert_tensor_equal(pt_abs(i8), fx_get(fx, "n.abs.i8"));
+    assert_tensor_equal(pt_add(u8, u8), fx_get(fx, "n.add.u8"));
+    assert_tensor_equal(pt_mul(i8, i8), fx_get(fx, "n.mul.i8"));
+    assert_tensor_equal(pt_add(u8, i8), fx_get(fx, "n.add.u8_i8"));
+    assert_tensor_equal(pt_div_ex(i8, fx_get(fx, "n.div_b.i8"), PT_ROUND_FLOOR),
+                        fx_get(fx, "n.div_floor.i8"));
+    pt_tensor *bf = fx_get(fx, "n.bf");
+    /* bfloat16 computes in float32 and rounds once at the end, as PyTorch's CPU kernels */
+    assert_tensor_equal(pt_add_ex(bf, bf, 3), fx_get(fx, "n.add.bf"));
+    assert_tensor_equal(pt_mul_scalar(bf, 3), fx_get(fx, "n.mul3.bf"));
+    assert_tensor_equal(pt_lt_scalar(bf, 1), fx_get(fx, "n.lt.bf"));
+    assert_tensor_equal(pt_exp(bf), fx_get(fx, "n.exp.bf"));
+    pt_tensor *x = pt_clone(bf);
+    assert_int_equal(pt_mul_scalar_(x, 3), PT_OK);
+    assert_tensor_equal(x, fx_get(fx, "n.mul3.bf"));
+    /* writing into a broadcast (stride-0) view is refused */
+    pt_tensor *one = pt_ones(PT_SHAPE(1), PT_FLOAT32, pt_cpu());
+    pt_tensor *ex = pt_as_strided(one, PT_SHAPE(4), (int64_t[]){0}, 0);
+    assert_pt_status_error(pt_add_scalar_(ex, 1), PT_ERR_INVALID_ARG, "single memory location");
+    assert_pt_status_error(pt_exp_(ex), PT_ERR_INVALID_ARG, "single memory location");
+}
+
 int main(void)
 {
     fx = fx_open("elementwise");
@@ -595,6 +623,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_where, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_clamp, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_lerp_addc, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_small_ints_and_bfloat16, pt_test_setup,
+                                        pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -211,7 +211,8 @@ PT_API pt_tensor *pt_clamp(const pt_tensor *t, bool has_min, double min, bool ha
 PT_API pt_status pt_clamp_(pt_tensor *t, bool has_min, double min, bool has_max, double max);
 PT_API pt_tensor *pt_clamp_min(const pt_tensor *t, double min);
 PT_API pt_tensor *pt_clamp_max(const pt_tensor *t, double max);
-/* Tensor bounds (either may be NULL, not both; pt_last_error is not consulted for them). */
+/* Tensor bounds, broadcast with t: min(max(t, min), max), NaN propagating. A NULL bound means
+ * none (so a failed call producing a bound must be checked first); at least one is required. */
 PT_API pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_tensor *max);
 /* start + weight * (end - start); start and end of one floating dtype (torch.lerp). */
 PT_API pt_tensor *pt_lerp(const pt_tensor *start, const pt_tensor *end, const pt_tensor *weight);

@@ -158,6 +158,15 @@ pt_status pti_ew_copy_back(pt_tensor *self, pt_tensor *result)
 bool pti_ew_check_inplace(const char *op, const pt_tensor *self, pt_dtype rt, int ndim,
                           const int64_t *shape)
 {
+    for (int i = 0; i < self->ndim; i++) {
+        if (self->stride[i] == 0 && self->shape[i] > 1) {
+            pti_error(PT_ERR_INVALID_ARG,
+                      "%s: unsupported operation: more than one element of the written-to tensor "
+                      "%s refers to a single memory location (clone it first)",
+                      op, pti_tensor_desc(self));
+            return false;
+        }
+    }
     if (!pti_ew_can_cast(rt, self->dtype)) {
         pti_error(PT_ERR_DTYPE, "%s: result type %s can't be cast to the desired output type %s",
                   op, pt_dtype_name(rt), pt_dtype_name(self->dtype));
