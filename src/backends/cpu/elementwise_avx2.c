@@ -173,16 +173,63 @@ AVX2 static inline __m256 v_gelu_erf(__m256 x)
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/* gelu, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+AVX2 static inline __m256 v_gelu_tanh(__m256 x)
+{
+    __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x);
+    __m256 t = v_tanh(_mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), inner));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+}
+
+/* e^x - 1: for |x| < 0.5 Kahan's (u - 1) x / log u with u = e^x (exact when u rounds to 1),
+ * which cancels the rounding error of u; elsewhere u - 1 loses nothing. */
+AVX2 static inline __m256 v_expm1(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 u = v_exp(x);
+    __m256 um1 = _mm256_sub_ps(u, one);
+    __m256 k = _mm256_div_ps(_mm256_mul_ps(um1, x), v_log(u));
+    k = _mm256_blendv_ps(k, x, _mm256_cmp_ps(u, one, _CMP_EQ_OQ));
+    __m256 small =
+        _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.5f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(um1, k, small);
+}
+
+/* log(1 + y) for y >= 0 (or NaN/inf), by the same trick: log(u) y / (u - 1), u = 1 + y. */
+AVX2 static inline __m256 v_log1p_pos(__m256 y)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 u = _mm256_add_ps(one, y);
+    __m256 r = _mm256_div_ps(_mm256_mul_ps(v_log(u), y), _mm256_sub_ps(u, one));
+    r = _mm256_blendv_ps(r, y, _mm256_cmp_ps(u, one, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+}
+
+/* x < lo ? lo : x, then > hi ? hi : x; a NaN x stays NaN (both compares are false). */
+AVX2 static inline __m256 v_clamp(__m256 x, __m256 lo, __m256 hi)
+{
+    __m256 y = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
+}
+
 bool pti_ew_avx2_has_unary(pti_op op)
 {
     switch (op) {
     case PTI_OP_exp:
+    case PTI_OP_expm1:
     case PTI_OP_log:
     case PTI_OP_tanh:
     case PTI_OP_sigmoid:
     case PTI_OP_silu:
     case PTI_OP_gelu:
     case PTI_OP_erf:
+    case PTI_OP_elu:
+    case PTI_OP_softplus:
+    case PTI_OP_mish:
+    case PTI_OP_hardsigmoid:
+    case PTI_OP_hardswish:
     case PTI_OP_relu:
     case PTI_OP_neg:
     case PTI_OP_abs:
@@ -195,39 +242,9 @@ bool pti_ew_avx2_has_unary(pti_op op)
     }
 }
 
-/* gelu: p[0] != 0 selects the tanh approximation. */
-AVX2 static void gelu_loop(float *out, const float *in, int64_t n, const float *p)
-{
-    int64_t i = 0;
-    if (p[0] != 0.0f) {
-        __m256 k0 = _mm256_set1_ps(0.7978845608028654f), k1 = _mm256_set1_ps(0.044715f);
-        __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-        for (; i + 8 <= n; i += 8) {
-            __m256 x = _mm256_loadu_ps(in + i);
-            __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-            __m256 t = v_tanh(_mm256_mul_ps(k0, _mm256_fmadd_ps(k1, x3, x)));
-            _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t)));
-        }
-        for (; i < n; i++) {
-            float x = in[i];
-            out[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-        }
-        return;
-    }
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, v_gelu_erf(_mm256_loadu_ps(in + i)));
-    if (i < n) {
-        float tin[8] = {0}, tout[8];
-        for (int64_t j = i; j < n; j++)
-            tin[j - i] = in[j];
-        _mm256_storeu_ps(tout, v_gelu_erf(_mm256_loadu_ps(tin)));
-        for (int64_t j = i; j < n; j++)
-            out[j] = tout[j - i];
-    }
-}
-
-/* One body per op: V is the vector expression of x, S the scalar one for the tail. */
-#define VLOOP(V, S)                                                                                \
+/* One body per op: V is the vector expression of x. The tail (n % 8 elements) runs the same
+ * vector code on a zero-padded copy, so every element gets identical math. */
+#define VLOOP(V)                                                                                   \
     do {                                                                                           \
         int64_t i = 0;                                                                             \
         for (; i + 8 <= n; i += 8) {                                                               \
@@ -243,42 +260,55 @@ AVX2 static void gelu_loop(float *out, const float *in, int64_t n, const float *
             for (int64_t j = i; j < n; j++)                                                        \
                 out[j] = tout[j - i];                                                              \
         }                                                                                          \
-        (void)sizeof(S);                                                                           \
     } while (0)
 
 AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, const float *p)
 {
-    __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
-    __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]);
+    __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]), p2 = _mm256_set1_ps(p[2]);
+    __m256 three = _mm256_set1_ps(3.0f), six = _mm256_set1_ps(6.0f);
     switch (op) {
-    case PTI_OP_exp: VLOOP(v_exp(x), 0); break;
-    case PTI_OP_log: VLOOP(v_log(x), 0); break;
-    case PTI_OP_erf: VLOOP(v_erf(x), 0); break;
-    case PTI_OP_tanh: VLOOP(v_tanh(x), 0); break;
-    case PTI_OP_sigmoid: VLOOP(v_sigmoid(x), 0); break;
+    case PTI_OP_exp: VLOOP(v_exp(x)); break;
+    case PTI_OP_expm1: VLOOP(v_expm1(x)); break;
+    case PTI_OP_log: VLOOP(v_log(x)); break;
+    case PTI_OP_erf: VLOOP(v_erf(x)); break;
+    case PTI_OP_tanh: VLOOP(v_tanh(x)); break;
+    case PTI_OP_sigmoid: VLOOP(v_sigmoid(x)); break;
     case PTI_OP_silu:
-        VLOOP(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), v_exp(_mm256_sub_ps(zero, x)))),
-              0);
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp(_mm256_sub_ps(zero, x)))));
         break;
-    case PTI_OP_gelu: gelu_loop(out, in, n, p); break;
+    case PTI_OP_gelu:
+        if (p[0] != 0.0f)
+            VLOOP(v_gelu_tanh(x));
+        else
+            VLOOP(v_gelu_erf(x));
+        break;
+    case PTI_OP_elu: /* x > 0 ? scale x : scale alpha expm1(input_scale x) */
+        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(v_expm1(_mm256_mul_ps(x, p2)), p0), p1),
+                               _mm256_mul_ps(x, p1), _mm256_cmp_ps(x, zero, _CMP_GT_OQ)));
+        break;
+    case PTI_OP_softplus: /* beta x > threshold ? x : log1p(e^(beta x)) / beta */
+        VLOOP(_mm256_blendv_ps(_mm256_div_ps(v_log1p_pos(v_exp(_mm256_mul_ps(x, p0))), p0), x,
+                               _mm256_cmp_ps(_mm256_mul_ps(x, p0), p1, _CMP_GT_OQ)));
+        break;
+    case PTI_OP_mish: VLOOP(_mm256_mul_ps(x, v_tanh(v_log1p_pos(v_exp(x))))); break;
+    case PTI_OP_hardsigmoid:
+        VLOOP(_mm256_div_ps(v_clamp(_mm256_add_ps(x, three), zero, six), six));
+        break;
+    case PTI_OP_hardswish:
+        VLOOP(_mm256_div_ps(_mm256_mul_ps(x, v_clamp(_mm256_add_ps(x, three), zero, six)), six));
+        break;
     /* relu keeps NaN: max(x, 0) returns its second operand when either is NaN */
-    case PTI_OP_relu: VLOOP(_mm256_max_ps(zero, x), 0); break;
-    case PTI_OP_neg: VLOOP(_mm256_xor_ps(x, sign), 0); break;
-    case PTI_OP_abs: VLOOP(_mm256_andnot_ps(sign, x), 0); break;
-    case PTI_OP_sqrt: VLOOP(_mm256_sqrt_ps(x), 0); break;
-    case PTI_OP_square: VLOOP(_mm256_mul_ps(x, x), 0); break;
+    case PTI_OP_relu: VLOOP(_mm256_max_ps(zero, x)); break;
+    case PTI_OP_neg: VLOOP(_mm256_xor_ps(x, sign)); break;
+    case PTI_OP_abs: VLOOP(_mm256_andnot_ps(sign, x)); break;
+    case PTI_OP_sqrt: VLOOP(_mm256_sqrt_ps(x)); break;
+    case PTI_OP_square: VLOOP(_mm256_mul_ps(x, x)); break;
     case PTI_OP_leaky_relu:
-        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(x, p0), x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ)), 0);
+        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(x, p0), x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ)));
         break;
     case PTI_OP_hardtanh:
-    case PTI_OP_clamp:
-        /* x < lo ? lo : x, then > hi ? hi : x; NaN stays (both compares false) */
-        VLOOP(_mm256_blendv_ps(
-                  _mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
-                  _mm256_cmp_ps(_mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ)), p1,
-                                _CMP_GT_OQ)),
-              0);
-        break;
+    case PTI_OP_clamp: VLOOP(v_clamp(x, p0, p1)); break;
     default: break;
     }
 }
