@@ -319,19 +319,30 @@ bool pti_ew_avx2_has_binary(pti_op op)
            op == PTI_OP_minimum;
 }
 
-#define BLOOP(V, S)                                                                                \
+/* The loop of one operand pattern: LA/LB load lane group i of a and b. */
+#define BLOOP_BODY(V, S, LA, LB)                                                                   \
     do {                                                                                           \
         int64_t i = 0;                                                                             \
-        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
         for (; i + 8 <= n; i += 8) {                                                               \
-            __m256 va = sa ? _mm256_loadu_ps(a + i) : a0;                                          \
-            __m256 vb = sb ? _mm256_loadu_ps(b + i) : b0;                                          \
+            __m256 va = LA, vb = LB;                                                               \
             _mm256_storeu_ps(out + i, (V));                                                        \
         }                                                                                          \
         for (; i < n; i++) {                                                                       \
             float x = a[i * sa], y = b[i * sb];                                                    \
             out[i] = (S);                                                                          \
         }                                                                                          \
+    } while (0)
+
+/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). */
+#define BLOOP(V, S)                                                                                \
+    do {                                                                                           \
+        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
+        if (sa && sb)                                                                              \
+            BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));                      \
+        else if (sa)                                                                               \
+            BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), b0);                                          \
+        else                                                                                       \
+            BLOOP_BODY(V, S, a0, _mm256_loadu_ps(b + i));                                          \
     } while (0)
 
 AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
