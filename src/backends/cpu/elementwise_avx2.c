@@ -1,0 +1,382 @@
+/* AVX2+FMA float32 loops of the elementwise kernels: vectorized exp, log, tanh and the
+ * activations built on them (sigmoid, silu, gelu-tanh), and the basic binary arithmetic.
+ * The math functions are accurate to about 1-2 ulp over the whole float range, with IEEE
+ * special values (NaN, +-inf, 0, subnormals) handled as libm does. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "elementwise.h"
+
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial, then 2^n applied in
+ * two halves so results near overflow or in the subnormal range are rounded once. */
+AVX2 static inline __m256 v_exp(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i n1 = _mm256_srai_epi32(ni, 1);
+    __m256i n2 = _mm256_sub_epi32(ni, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), log m by a polynomial in f;
+ * no division. */
+AVX2 static inline __m256 v_log(__m256 x)
+{
+    __m256 zero = _mm256_setzero_ps();
+    __m256 sub = _mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ),
+                               _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+    __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), sub);
+    __m256i xi = _mm256_castps_si256(xs);
+    __m256i e = _mm256_sub_epi32(_mm256_srli_epi32(xi, 23), _mm256_set1_epi32(127));
+    e = _mm256_sub_epi32(e, _mm256_and_si256(_mm256_castps_si256(sub), _mm256_set1_epi32(23)));
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_and_si256(xi, _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x3f800000)));
+    __m256 big = _mm256_cmp_ps(m, _mm256_set1_ps(1.41421356f), _CMP_GT_OQ);
+    m = _mm256_blendv_ps(m, _mm256_mul_ps(m, _mm256_set1_ps(0.5f)), big);
+    e = _mm256_sub_epi32(e, _mm256_castps_si256(big)); /* big lanes are -1: e += 1 */
+    /* log(1 + f) = f - f^2/2 + f^3 P(f), P a least-squares fit on [sqrt(1/2) - 1, sqrt(2) - 1] */
+    __m256 f = _mm256_sub_ps(m, _mm256_set1_ps(1.0f));
+    __m256 p = _mm256_set1_ps(-8.101747915e-02f);
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.271247622e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.297224324e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.420215261e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-1.664224583e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.000146934e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(-2.500029658e-01f));
+    p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(3.333332859e-01f));
+    __m256 f2 = _mm256_mul_ps(f, f);
+    __m256 lm =
+        _mm256_fmadd_ps(_mm256_mul_ps(f2, f), p, _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), f2, f));
+    __m256 ef = _mm256_cvtepi32_ps(e);
+    __m256 res = _mm256_fmadd_ps(ef, _mm256_set1_ps(-2.12194440e-4f), lm);
+    res = _mm256_fmadd_ps(ef, _mm256_set1_ps(0.693359375f), res);
+    /* specials: 0 -> -inf, negative -> NaN, +inf and NaN -> themselves */
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(-INFINITY), _mm256_cmp_ps(x, zero, _CMP_EQ_OQ));
+    res = _mm256_blendv_ps(res, _mm256_set1_ps(NAN), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+    __m256 pass = _mm256_or_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+                               _mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+    return _mm256_blendv_ps(res, x, pass);
+}
+
+/* tanh: an odd polynomial for |x| < 0.625 (where 1 - 2/(e^2x + 1) would cancel), else that. */
+AVX2 static inline __m256 v_tanh(__m256 x)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 e = v_exp(_mm256_add_ps(ax, ax));
+    __m256 large =
+        _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                      _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
+    __m256 res =
+        _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+AVX2 static inline __m256 v_sigmoid(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+/* erf(x) = x P(x^2) for |x| <= 1. P and Q below are least-squares fits on Chebyshev nodes
+ * (relative error ~1e-9 before float rounding). */
+AVX2 static inline __m256 v_erf_small(__m256 x)
+{
+    __m256 t = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(7.882500441e-05f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-8.018859013e-04f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(5.189312812e-03f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-2.685432954e-02f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.128359749e-01f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-3.761262691e-01f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.128379166e+00f));
+    return _mm256_mul_ps(p, x);
+}
+
+/* erfc(z) for z in [1, 12]: e^(-z^2) / z * Q(1/z - 0.5417); z^2 is split exactly with an FMA
+ * so e^(-z^2) keeps full precision. */
+AVX2 static inline __m256 v_erfc_tail(__m256 z)
+{
+    static const float q[13] = {
+        5.037689111e-01f, -1.696750163e-01f, -2.286351439e-02f, 1.016273439e-01f, -9.908119491e-02f,
+        4.914301565e-02f, 1.554537737e-02f,  -6.604897124e-02f, 9.183776853e-02f, -1.004721524e-01f,
+        3.402512037e-02f, 1.368448927e-01f,  -1.555968402e-01f};
+    __m256 u = _mm256_div_ps(_mm256_set1_ps(1.0f), z);
+    __m256 s = _mm256_sub_ps(u, _mm256_set1_ps(5.416666667e-01f));
+    __m256 p = _mm256_set1_ps(q[12]);
+    for (int k = 11; k >= 0; k--)
+        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(q[k]));
+    __m256 z2 = _mm256_mul_ps(z, z);
+    __m256 lo = _mm256_fmsub_ps(z, z, z2);
+    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), z2));
+    e = _mm256_fnmadd_ps(e, lo, e); /* e^(-z2 - lo) ~ e^(-z2) (1 - lo) */
+    return _mm256_mul_ps(_mm256_mul_ps(p, u), e);
+}
+
+/* |x| clamped to the tail range [1, 12] (erfc(12) underflows float anyway). */
+AVX2 static inline __m256 v_tail_arg(__m256 ax)
+{
+    return _mm256_min_ps(_mm256_max_ps(ax, _mm256_set1_ps(1.0f)), _mm256_set1_ps(12.0f));
+}
+
+AVX2 static inline __m256 v_erf(__m256 x)
+{
+    __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 tail = _mm256_sub_ps(_mm256_set1_ps(1.0f), v_erfc_tail(v_tail_arg(ax)));
+    tail = _mm256_or_ps(tail, _mm256_and_ps(sign, x));
+    __m256 res =
+        _mm256_blendv_ps(tail, v_erf_small(x), _mm256_cmp_ps(ax, _mm256_set1_ps(1.0f), _CMP_LE_OQ));
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* gelu(x) = x/2 (1 + erf(z)), z = x/sqrt(2), written as x/2 erfc(-z) so neither sign cancels:
+ * erfc(|z|) = t e^(-z^2 + P(t)), t = 1 / (1 + |z|/2) (the Numerical Recipes erfcc form, relative
+ * error ~1e-7 over the whole range, one exp and one division), and erfc(-|z|) = 2 - erfc(|z|). */
+AVX2 static inline __m256 v_gelu_erf(__m256 x)
+{
+    static const float c[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
+                                0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
+    __m256 az = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), z), _mm256_set1_ps(12.0f));
+    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), az, one));
+    __m256 p = _mm256_set1_ps(c[9]);
+    for (int k = 8; k >= 0; k--)
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[k]));
+    __m256 z2 = _mm256_mul_ps(az, az);
+    __m256 lo = _mm256_fmsub_ps(az, az, z2); /* z^2 = z2 + lo exactly */
+    __m256 e = v_exp(_mm256_sub_ps(p, z2));
+    e = _mm256_fnmadd_ps(e, lo, e);
+    __m256 ec = _mm256_mul_ps(t, e);
+    __m256 br = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), ec), ec,
+                                 _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), br);
+    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* gelu, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+AVX2 static inline __m256 v_gelu_tanh(__m256 x)
+{
+    __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    __m256 inner = _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x);
+    __m256 t = v_tanh(_mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), inner));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), t));
+}
+
+/* e^x - 1: for |x| < 0.5 Kahan's (u - 1) x / log u with u = e^x (exact when u rounds to 1),
+ * which cancels the rounding error of u; elsewhere u - 1 loses nothing. */
+AVX2 static inline __m256 v_expm1(__m256 x)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 u = v_exp(x);
+    __m256 um1 = _mm256_sub_ps(u, one);
+    __m256 k = _mm256_div_ps(_mm256_mul_ps(um1, x), v_log(u));
+    k = _mm256_blendv_ps(k, x, _mm256_cmp_ps(u, one, _CMP_EQ_OQ));
+    __m256 small =
+        _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(0.5f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(um1, k, small);
+}
+
+/* log(1 + y) for y >= 0 (or NaN/inf), by the same trick: log(u) y / (u - 1), u = 1 + y. */
+AVX2 static inline __m256 v_log1p_pos(__m256 y)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 u = _mm256_add_ps(one, y);
+    __m256 r = _mm256_div_ps(_mm256_mul_ps(v_log(u), y), _mm256_sub_ps(u, one));
+    r = _mm256_blendv_ps(r, y, _mm256_cmp_ps(u, one, _CMP_EQ_OQ));
+    return _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+}
+
+/* x < lo ? lo : x, then > hi ? hi : x; a NaN x stays NaN (both compares are false). */
+AVX2 static inline __m256 v_clamp(__m256 x, __m256 lo, __m256 hi)
+{
+    __m256 y = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+    return _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
+}
+
+bool pti_ew_avx2_has_unary(pti_op op)
+{
+    switch (op) {
+    case PTI_OP_exp:
+    case PTI_OP_expm1:
+    case PTI_OP_log:
+    case PTI_OP_tanh:
+    case PTI_OP_sigmoid:
+    case PTI_OP_silu:
+    case PTI_OP_gelu:
+    case PTI_OP_erf:
+    case PTI_OP_elu:
+    case PTI_OP_softplus:
+    case PTI_OP_mish:
+    case PTI_OP_hardsigmoid:
+    case PTI_OP_hardswish:
+    case PTI_OP_relu:
+    case PTI_OP_neg:
+    case PTI_OP_abs:
+    case PTI_OP_sqrt:
+    case PTI_OP_square:
+    case PTI_OP_leaky_relu:
+    case PTI_OP_hardtanh:
+    case PTI_OP_clamp: return true;
+    default: return false;
+    }
+}
+
+/* One body per op: V is the vector expression of x. The tail (n % 8 elements) runs the same
+ * vector code on a zero-padded copy, so every element gets identical math. */
+#define VLOOP(V)                                                                                   \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 x = _mm256_loadu_ps(in + i);                                                    \
+            _mm256_storeu_ps(out + i, (V));                                                        \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            float tin[8] = {0}, tout[8];                                                           \
+            for (int64_t j = i; j < n; j++)                                                        \
+                tin[j - i] = in[j];                                                                \
+            __m256 x = _mm256_loadu_ps(tin);                                                       \
+            _mm256_storeu_ps(tout, (V));                                                           \
+            for (int64_t j = i; j < n; j++)                                                        \
+                out[j] = tout[j - i];                                                              \
+        }                                                                                          \
+    } while (0)
+
+AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, const float *p)
+{
+    __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    __m256 p0 = _mm256_set1_ps(p[0]), p1 = _mm256_set1_ps(p[1]), p2 = _mm256_set1_ps(p[2]);
+    __m256 three = _mm256_set1_ps(3.0f), six = _mm256_set1_ps(6.0f);
+    switch (op) {
+    case PTI_OP_exp: VLOOP(v_exp(x)); break;
+    case PTI_OP_expm1: VLOOP(v_expm1(x)); break;
+    case PTI_OP_log: VLOOP(v_log(x)); break;
+    case PTI_OP_erf: VLOOP(v_erf(x)); break;
+    case PTI_OP_tanh: VLOOP(v_tanh(x)); break;
+    case PTI_OP_sigmoid: VLOOP(v_sigmoid(x)); break;
+    case PTI_OP_silu:
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp(_mm256_sub_ps(zero, x)))));
+        break;
+    case PTI_OP_gelu:
+        if (p[0] != 0.0f)
+            VLOOP(v_gelu_tanh(x));
+        else
+            VLOOP(v_gelu_erf(x));
+        break;
+    case PTI_OP_elu: /* x > 0 ? scale x : scale alpha expm1(input_scale x) */
+        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(_mm256_mul_ps(v_expm1(_mm256_mul_ps(x, p2)), p0), p1),
+                               _mm256_mul_ps(x, p1), _mm256_cmp_ps(x, zero, _CMP_GT_OQ)));
+        break;
+    case PTI_OP_softplus: /* beta x > threshold ? x : log1p(e^(beta x)) / beta */
+        VLOOP(_mm256_blendv_ps(_mm256_div_ps(v_log1p_pos(v_exp(_mm256_mul_ps(x, p0))), p0), x,
+                               _mm256_cmp_ps(_mm256_mul_ps(x, p0), p1, _CMP_GT_OQ)));
+        break;
+    case PTI_OP_mish: VLOOP(_mm256_mul_ps(x, v_tanh(v_log1p_pos(v_exp(x))))); break;
+    case PTI_OP_hardsigmoid:
+        VLOOP(_mm256_div_ps(v_clamp(_mm256_add_ps(x, three), zero, six), six));
+        break;
+    case PTI_OP_hardswish:
+        VLOOP(_mm256_div_ps(_mm256_mul_ps(x, v_clamp(_mm256_add_ps(x, three), zero, six)), six));
+        break;
+    /* relu keeps NaN: max(x, 0) returns its second operand when either is NaN */
+    case PTI_OP_relu: VLOOP(_mm256_max_ps(zero, x)); break;
+    case PTI_OP_neg: VLOOP(_mm256_xor_ps(x, sign)); break;
+    case PTI_OP_abs: VLOOP(_mm256_andnot_ps(sign, x)); break;
+    case PTI_OP_sqrt: VLOOP(_mm256_sqrt_ps(x)); break;
+    case PTI_OP_square: VLOOP(_mm256_mul_ps(x, x)); break;
+    case PTI_OP_leaky_relu:
+        VLOOP(_mm256_blendv_ps(_mm256_mul_ps(x, p0), x, _mm256_cmp_ps(x, zero, _CMP_GT_OQ)));
+        break;
+    case PTI_OP_hardtanh:
+    case PTI_OP_clamp: VLOOP(v_clamp(x, p0, p1)); break;
+    default: break;
+    }
+}
+
+bool pti_ew_avx2_has_binary(pti_op op)
+{
+    return op == PTI_OP_add || op == PTI_OP_mul || op == PTI_OP_div || op == PTI_OP_maximum ||
+           op == PTI_OP_minimum;
+}
+
+/* The loop of one operand pattern: LA/LB load lane group i of a and b. */
+#define BLOOP_BODY(V, S, LA, LB)                                                                   \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 va = LA, vb = LB;                                                               \
+            _mm256_storeu_ps(out + i, (V));                                                        \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            float x = a[i * sa], y = b[i * sb];                                                    \
+            out[i] = (S);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). */
+#define BLOOP(V, S)                                                                                \
+    do {                                                                                           \
+        __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
+        if (sa && sb)                                                                              \
+            BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));                      \
+        else if (sa)                                                                               \
+            BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), b0);                                          \
+        else                                                                                       \
+            BLOOP_BODY(V, S, a0, _mm256_loadu_ps(b + i));                                          \
+    } while (0)
+
+AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                             int64_t sb, int64_t n, float alpha)
+{
+    __m256 va_alpha = _mm256_set1_ps(alpha);
+    switch (op) {
+    case PTI_OP_add:
+        if (alpha == 1.0f)
+            BLOOP(_mm256_add_ps(va, vb), x + y);
+        else
+            BLOOP(_mm256_fmadd_ps(vb, va_alpha, va), x + alpha * y);
+        break;
+    case PTI_OP_mul: BLOOP(_mm256_mul_ps(va, vb), x * y); break;
+    case PTI_OP_div: BLOOP(_mm256_div_ps(va, vb), x / y); break;
+    case PTI_OP_maximum:
+        BLOOP(_mm256_blendv_ps(_mm256_max_ps(va, vb), _mm256_add_ps(va, vb),
+                               _mm256_cmp_ps(va, vb, _CMP_UNORD_Q)),
+              (x != x || y != y) ? x + y : (x > y ? x : y));
+        break;
+    case PTI_OP_minimum:
+        BLOOP(_mm256_blendv_ps(_mm256_min_ps(va, vb), _mm256_add_ps(va, vb),
+                               _mm256_cmp_ps(va, vb, _CMP_UNORD_Q)),
+              (x != x || y != y) ? x + y : (x < y ? x : y));
+        break;
+    default: break;
+    }
+}
