@@ -32,14 +32,11 @@ static const char *key(const char *op, int i, const char *field)
 static int64_t cfg_i(const pt_tensor *cfg, int k) { return (int64_t)pt_test_get(cfg, k); }
 
 /* The fixture generator's pattern input: x[i] = ((7i + 3) % 23 - 11) / 8. */
-static pt_tensor *pattern(const pt_tensor *shape_rec, pt_dtype dt)
+static pt_tensor *pattern_of(int nd, const int64_t *shape, pt_dtype dt)
 {
-    int nd = (int)pt_numel(shape_rec);
-    int64_t shape[PT_MAX_DIMS], n = 1;
-    for (int d = 0; d < nd; d++) {
-        shape[d] = cfg_i(shape_rec, d);
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++)
         n *= shape[d];
-    }
     double *v = malloc(sizeof(double) * (size_t)n);
     assert_non_null(v);
     for (int64_t i = 0; i < n; i++)
@@ -49,6 +46,15 @@ static pt_tensor *pattern(const pt_tensor *shape_rec, pt_dtype dt)
     pt_tensor *t = pt_to_dtype(t64, dt);
     pt_release(t64);
     return t;
+}
+
+static pt_tensor *pattern(const pt_tensor *shape_rec, pt_dtype dt)
+{
+    int nd = (int)pt_numel(shape_rec);
+    int64_t shape[PT_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        shape[d] = cfg_i(shape_rec, d);
+    return pattern_of(nd, shape, dt);
 }
 
 static void check_close(const pt_tensor *got, const pt_tensor *want)
@@ -102,6 +108,59 @@ static void test_conv2d_matches_torch(void **state)
                               .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)}, .groups = cfg_i(cfg, 6)};
             check_close(pt_conv2d_ex(x, w, b, &o), want);
         }
+        pt_scope_end();
+    }
+    assert_true(n >= 20);
+}
+
+/* Options of case cfg as pt_conv_opts (explicit, same or valid padding). */
+static pt_conv_opts case_opts(const pt_tensor *cfg)
+{
+    int mode = (int)cfg_i(cfg, 8);
+    return (pt_conv_opts){.stride = {cfg_i(cfg, 0), cfg_i(cfg, 1)},
+                          .padding = {mode ? 0 : cfg_i(cfg, 2), mode ? 0 : cfg_i(cfg, 3)},
+                          .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)}, .groups = cfg_i(cfg, 6),
+                          .padding_mode = (pt_conv_padding_mode)mode};
+}
+
+static void test_conv2d_grads_match_torch(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (int i = 0; fx_has(fx, key("c2d", i, "cfg")); i++, n++) {
+        pt_scope_begin();
+        pt_tensor *cfg = fx_get(fx, key("c2d", i, "cfg"));
+        bool f64 = cfg_i(cfg, 9), gen_x = cfg_i(cfg, 10);
+        pt_dtype dt = f64 ? PT_FLOAT64 : PT_FLOAT32;
+        pt_tensor *x = gen_x ? pattern(fx_get(fx, key("c2d", i, "xshape")), dt)
+                             : fx_get(fx, key("c2d", i, "x"));
+        pt_tensor *w = fx_get(fx, key("c2d", i, "w"));
+        pt_tensor *out = fx_get(fx, key("c2d", i, "out"));
+        pt_tensor *gout = gen_x ? pattern_of(pt_ndim(out), pt_shape(out), dt)
+                                : fx_get(fx, key("c2d", i, "gout"));
+        pt_conv_opts o = case_opts(cfg);
+        if (!gen_x) {
+            pt_tensor *gx = pt_conv2d_input_grad(pt_ndim(x), pt_shape(x), w, gout, &o);
+            if (!gx)
+                fail_msg("c2d grad case %d: %s", i, pt_last_error());
+            check_close(gx, fx_get(fx, key("c2d", i, "gx")));
+            check_close(pt_conv2d_input_grad(pt_ndim(x), pt_shape(x), pt_test_noncontig(w),
+                                             pt_test_noncontig(gout), &o),
+                        fx_get(fx, key("c2d", i, "gx")));
+        }
+        pt_tensor *gb = NULL;
+        pt_tensor *gw = pt_conv2d_weight_grad(x, pt_ndim(w), pt_shape(w), gout, &o,
+                                              cfg_i(cfg, 7) ? &gb : NULL);
+        if (!gw)
+            fail_msg("c2d grad case %d: %s", i, pt_last_error());
+        /* the weight gradient sums N*oH*oW products per entry (up to 13824 here), in another
+         * order than PyTorch: float32 gets rtol 1e-4 */
+        if (f64)
+            assert_tensor_close(gw, fx_get(fx, key("c2d", i, "gw")), 1e-10, 1e-10);
+        else
+            assert_tensor_close(gw, fx_get(fx, key("c2d", i, "gw")), 1e-4, 1e-5);
+        if (cfg_i(cfg, 7))
+            assert_tensor_close(gb, fx_get(fx, key("c2d", i, "gb")), 1e-5, 1e-4);
         pt_scope_end();
     }
     assert_true(n >= 20);
@@ -441,6 +500,8 @@ int main(void)
     fx = fx_open("conv");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_conv2d_matches_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_conv2d_grads_match_torch, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv2d_single_thread_and_defaults, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv1d_matches_torch, pt_test_setup, pt_test_teardown),

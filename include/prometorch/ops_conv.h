@@ -69,6 +69,23 @@ PT_API pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w,
                                       const int64_t padding[2], const int64_t output_padding[2],
                                       int64_t groups, const int64_t dilation[2]);
 
+/* ---- convolution gradients (torch.nn.grad) ------------------------------------------------------ */
+
+/* The gradient of pt_conv2d_ex with respect to its input, torch.nn.grad.conv2d_input(input_size,
+ * weight, grad_output, stride, padding, dilation, groups). input_shape (3 or 4 dims) is the
+ * forward input's shape, w the forward weight, grad_out the gradient of the forward output
+ * (its shape). opts as pt_conv2d_ex (NULL = defaults; same/valid padding work). Computed as a
+ * transposed convolution. Returns a new tensor of input_shape. */
+PT_API pt_tensor *pt_conv2d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
+                                       const pt_tensor *grad_out, const pt_conv_opts *opts);
+/* The gradient of pt_conv2d_ex with respect to its weight, torch.nn.grad.conv2d_weight(input,
+ * weight_size, grad_output, ...): a tensor of weight_shape (4 dims). When bias_grad is non-NULL
+ * it receives (new reference) the bias gradient, grad_out summed over batch and space ([C_out]);
+ * on failure it is set to NULL. */
+PT_API pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
+                                        const pt_tensor *grad_out, const pt_conv_opts *opts,
+                                        pt_tensor **bias_grad);
+
 /* ---- pooling ----------------------------------------------------------------------------------- */
 
 /* Options of pt_max_pool2d_ex; the zero value is PyTorch's default (stride 0 = kernel size,

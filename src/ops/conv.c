@@ -169,6 +169,89 @@ static pt_tensor *run_kernel(const conv_args *a, pti_op op, pt_tensor *x4, pt_te
     return pti_conv_finish(out, nd, shape, dt);
 }
 
+/* Resolves a convolution's geometry from the input shape (x_ndim, xs; batched or not) and the
+ * weight shape ws (nsp + 2 dims): checks channels/groups/bias, resolves same/valid padding into
+ * p and computes the 4-D output shape out4 ([N, C_out, oH, oW], oH = 1 for 1-D). */
+static bool resolve_conv(const conv_args *a, int x_ndim, const int64_t *xs, const int64_t *ws,
+                         const pt_tensor *w, const pt_tensor *bias, pti_conv_params *p,
+                         int64_t out4[4])
+{
+    int nsp = a->nsp, wnd = nsp + 2;
+    bool batched = x_ndim == nsp + 2;
+    int cdim = batched ? 1 : 0;
+    int64_t c_in = xs[cdim], c_out = ws[0], g = a->groups;
+    if (c_out % g != 0)
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: given groups=%lld, expected weight to be divisible by %lld at "
+                         "dimension 0, but got weight of size %s instead",
+                         a->op, (long long)g, (long long)g, pti_shape_str(wnd, ws)) == PT_OK;
+    if (ws[1] * g != c_in)
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: given groups=%lld, weight of size %s, expected input%s to have "
+                         "%lld channels, but got %lld channels instead",
+                         a->op, (long long)g, pti_shape_str(wnd, ws), pti_shape_str(x_ndim, xs),
+                         (long long)(ws[1] * g), (long long)c_in) == PT_OK;
+    if (w && !check_bias(a->op, w, bias, c_out))
+        return false;
+    /* per spatial dim; index 0 = H, 1 = W (H is a dummy 1 for 1-D) */
+    int64_t in_sz[2] = {1, 1}, k[2] = {1, 1}, pad_after[2] = {0, 0};
+    for (int i = 2 - nsp; i < 2; i++) {
+        int j = i - (2 - nsp); /* index into x/w spatial dims */
+        in_sz[i] = xs[cdim + 1 + j];
+        k[i] = ws[2 + j];
+    }
+    if (a->mode == PT_CONV_PADDING_SAME) {
+        for (int i = 2 - nsp; i < 2; i++)
+            if (a->stride[i] != 1)
+                return pti_error(PT_ERR_INVALID_ARG,
+                                 "%s: padding='same' is not supported for strided convolutions",
+                                 a->op) == PT_OK;
+    } else if (a->mode != PT_CONV_PADDING_EXPLICIT && a->mode != PT_CONV_PADDING_VALID) {
+        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding mode %d", a->op,
+                         (int)a->mode) == PT_OK;
+    }
+    *p = (pti_conv_params){.groups = g};
+    for (int i = 0; i < 2; i++) {
+        bool sp = i >= 2 - nsp;
+        p->stride[i] = sp ? a->stride[i] : 1;
+        p->dilation[i] = sp ? a->dilation[i] : 1;
+        int64_t span = p->dilation[i] * (k[i] - 1);
+        if (!sp || a->mode == PT_CONV_PADDING_VALID) {
+            p->pad[i] = pad_after[i] = 0;
+        } else if (a->mode == PT_CONV_PADDING_SAME) {
+            p->pad[i] = span / 2; /* PyTorch puts the odd extra cell after */
+            pad_after[i] = span - p->pad[i];
+        } else {
+            p->pad[i] = pad_after[i] = a->pad[i];
+        }
+    }
+    int64_t padded[2], out_sz[2];
+    for (int i = 0; i < 2; i++) {
+        padded[i] = in_sz[i] + p->pad[i] + pad_after[i];
+        int64_t span = p->dilation[i] * (k[i] - 1) + 1;
+        out_sz[i] = padded[i] < span ? -1 : (padded[i] - span) / p->stride[i] + 1;
+    }
+    if (out_sz[0] < 1 || out_sz[1] < 1) {
+        if (nsp == 1)
+            return pti_error(PT_ERR_SHAPE,
+                             "%s: calculated padded input size per channel: (%lld). Kernel size: "
+                             "(%lld). Kernel size can't be greater than actual input size",
+                             a->op, (long long)padded[1],
+                             (long long)(p->dilation[1] * (k[1] - 1) + 1)) == PT_OK;
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: calculated padded input size per channel: (%lld x %lld). Kernel "
+                         "size: (%lld x %lld). Kernel size can't be greater than actual input size",
+                         a->op, (long long)padded[0], (long long)padded[1],
+                         (long long)(p->dilation[0] * (k[0] - 1) + 1),
+                         (long long)(p->dilation[1] * (k[1] - 1) + 1)) == PT_OK;
+    }
+    out4[0] = batched ? xs[0] : 1;
+    out4[1] = c_out;
+    out4[2] = out_sz[0];
+    out4[3] = out_sz[1];
+    return true;
+}
+
 static pt_tensor *conv_forward(const conv_args *a, const pt_tensor *x, const pt_tensor *w,
                                const pt_tensor *bias)
 {
@@ -176,84 +259,13 @@ static pt_tensor *conv_forward(const conv_args *a, const pt_tensor *x, const pt_
     if (!PTI_CHECK_ARG(x, a->op, "input") || !PTI_CHECK_ARG(w, a->op, "weight") ||
         !check_conv_tensors(a, x, w, bias, &batched))
         return NULL;
-    int nsp = a->nsp, cdim = batched ? 1 : 0;
-    int64_t c_in = x->shape[cdim], c_out = w->shape[0], g = a->groups;
-    if (c_out % g != 0)
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: given groups=%lld, expected weight to be divisible by %lld at "
-                              "dimension 0, but got weight of size %s instead",
-                              a->op, (long long)g, (long long)g, pti_shape_str(w->ndim, w->shape));
-    if (w->shape[1] * g != c_in)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: given groups=%lld, weight of size %s, expected input%s to have "
-                              "%lld channels, but got %lld channels instead",
-                              a->op, (long long)g, pti_shape_str(w->ndim, w->shape),
-                              pti_shape_str(x->ndim, x->shape), (long long)(w->shape[1] * g),
-                              (long long)c_in);
-    if (!check_bias(a->op, w, bias, c_out))
+    pti_conv_params p;
+    int64_t out4[4];
+    if (!resolve_conv(a, x->ndim, x->shape, w->shape, w, bias, &p, out4))
         return NULL;
-    /* resolve padding (before/after) per spatial dim; index 0 = H, 1 = W */
-    pti_conv_params p = {.groups = g};
-    int64_t in_sz[2] = {1, 1}, k[2] = {1, 1}, pad_after[2] = {0, 0}, out4[4];
-    for (int i = 2 - nsp; i < 2; i++) {
-        int j = i - (2 - nsp); /* index into x/w spatial dims */
-        in_sz[i] = x->shape[cdim + 1 + j];
-        k[i] = w->shape[2 + j];
-    }
-    if (a->mode == PT_CONV_PADDING_SAME) {
-        for (int i = 2 - nsp; i < 2; i++)
-            if (a->stride[i] != 1)
-                return pti_error_null(PT_ERR_INVALID_ARG,
-                                      "%s: padding='same' is not supported for strided "
-                                      "convolutions",
-                                      a->op);
-    } else if (a->mode != PT_CONV_PADDING_EXPLICIT && a->mode != PT_CONV_PADDING_VALID) {
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: unknown padding mode %d", a->op,
-                              (int)a->mode);
-    }
-    for (int i = 0; i < 2; i++) {
-        bool sp = i >= 2 - nsp;
-        p.stride[i] = sp ? a->stride[i] : 1;
-        p.dilation[i] = sp ? a->dilation[i] : 1;
-        int64_t span = p.dilation[i] * (k[i] - 1);
-        if (!sp || a->mode == PT_CONV_PADDING_VALID) {
-            p.pad[i] = pad_after[i] = 0;
-        } else if (a->mode == PT_CONV_PADDING_SAME) {
-            p.pad[i] = span / 2; /* PyTorch puts the odd extra cell after */
-            pad_after[i] = span - p.pad[i];
-        } else {
-            p.pad[i] = pad_after[i] = a->pad[i];
-        }
-    }
-    int64_t padded[2], out_sz[2];
-    for (int i = 0; i < 2; i++) {
-        padded[i] = in_sz[i] + p.pad[i] + pad_after[i];
-        out_sz[i] = padded[i] < p.dilation[i] * (k[i] - 1) + 1
-                        ? -1
-                        : (padded[i] - p.dilation[i] * (k[i] - 1) - 1) / p.stride[i] + 1;
-    }
-    if (out_sz[0] < 1 || out_sz[1] < 1) {
-        if (nsp == 1)
-            return pti_error_null(PT_ERR_SHAPE,
-                                  "%s: calculated padded input size per channel: (%lld). Kernel "
-                                  "size: (%lld). Kernel size can't be greater than actual input size",
-                                  a->op, (long long)padded[1],
-                                  (long long)(p.dilation[1] * (k[1] - 1) + 1));
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: calculated padded input size per channel: (%lld x %lld). Kernel "
-                              "size: (%lld x %lld). Kernel size can't be greater than actual input "
-                              "size",
-                              a->op, (long long)padded[0], (long long)padded[1],
-                              (long long)(p.dilation[0] * (k[0] - 1) + 1),
-                              (long long)(p.dilation[1] * (k[1] - 1) + 1));
-    }
     pt_tensor *x4, *w4, *b1;
     if (!prepare_4d(a, x, w, bias, batched, &x4, &w4, &b1))
         return NULL;
-    out4[0] = x4->shape[0];
-    out4[1] = c_out;
-    out4[2] = out_sz[0];
-    out4[3] = out_sz[1];
     return run_kernel(a, PTI_OP_conv2d, x4, w4, b1, out4, &p, batched, x->dtype);
 }
 
@@ -373,4 +385,170 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
     if (!prepare_4d(&a, x, w, bias, batched, &x4, &w4, &b1))
         return NULL;
     return run_kernel(&a, PTI_OP_conv_transpose2d, x4, w4, b1, out4, &p, batched, x->dtype);
+}
+
+/* ---- convolution gradients ------------------------------------------------------------------ */
+
+static conv_args grad_args(const char *op, const pt_conv_opts *opts)
+{
+    pt_conv_opts o = opts ? *opts : (pt_conv_opts){0};
+    conv_args a = {.op = op, .nsp = 2, .groups = o.groups ? o.groups : 1,
+                   .mode = o.padding_mode};
+    opt_pair(o.stride, 1, a.stride);
+    memcpy(a.pad, o.padding, sizeof a.pad);
+    opt_pair(o.dilation, 1, a.dilation);
+    return a;
+}
+
+/* Common checks of the two gradient ops: t (weight or input) and grad_out, the given shape. */
+static bool check_grad_args(const conv_args *a, const pt_tensor *t, const char *tname,
+                            const pt_tensor *grad_out, int ndim, const int64_t *shape,
+                            const char *shape_name)
+{
+    if (!PTI_CHECK_ARG(t, a->op, tname) || !PTI_CHECK_ARG(grad_out, a->op, "grad_output"))
+        return false;
+    const pt_tensor *ts[2] = {t, grad_out};
+    if (!pti_check_same_device(a->op, 2, ts) || !pti_check_floating(a->op, tname, t))
+        return false;
+    if (grad_out->dtype != t->dtype)
+        return pti_error(PT_ERR_DTYPE, "%s: %s (%s) and grad_output (%s) must have the same dtype",
+                         a->op, tname, pt_dtype_name(t->dtype),
+                         pt_dtype_name(grad_out->dtype)) == PT_OK;
+    if (!shape)
+        return pti_error(PT_ERR_NULL, "%s: %s is NULL", a->op, shape_name) == PT_OK;
+    if (!pti_check_shape(a->op, ndim, shape))
+        return false;
+    int64_t zero[2] = {0, 0};
+    return check_pair(a->op, "stride", a->stride, 2, 1) &&
+           check_pair(a->op, "padding", a->pad, 2, 0) &&
+           check_pair(a->op, "dilation", a->dilation, 2, 1) &&
+           check_pair(a->op, "output_padding", zero, 2, 0) &&
+           (a->groups > 0 || pti_error(PT_ERR_INVALID_ARG, "%s: non-positive groups", a->op) == PT_OK);
+}
+
+/* grad_out must have the forward output's shape. */
+static bool check_grad_shape(const conv_args *a, const pt_tensor *grad_out, bool batched,
+                             const int64_t out4[4])
+{
+    int64_t shape[4];
+    int nd = result_shape(a, batched, out4, shape);
+    bool ok = grad_out->ndim == nd;
+    for (int i = 0; ok && i < nd; i++)
+        ok = grad_out->shape[i] == shape[i];
+    if (!ok)
+        return pti_error(PT_ERR_SHAPE, "%s: grad_output of size %s, expected %s", a->op,
+                         pti_shape_str(grad_out->ndim, grad_out->shape),
+                         pti_shape_str(nd, shape)) == PT_OK;
+    return true;
+}
+
+/* t (contiguous, compute dtype) viewed with the 4-D shape s. */
+static pt_tensor *prepared_as(const pt_tensor *t, const int64_t s[4])
+{
+    pt_tensor *c = pti_conv_prepare(t, pti_conv_compute_dtype(t->dtype));
+    pt_tensor *v = c ? pti_conv_reshape(c, 4, s) : NULL;
+    pt_release(c);
+    return v;
+}
+
+pt_tensor *pt_conv2d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
+                                const pt_tensor *grad_out, const pt_conv_opts *opts)
+{
+    conv_args a = grad_args("pt_conv2d_input_grad", opts);
+    if (!check_grad_args(&a, w, "weight", grad_out, ndim, input_shape, "input_shape"))
+        return NULL;
+    if ((ndim != 3 && ndim != 4) || w->ndim != 4)
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: expected a 3-D or 4-D input shape and a 4-D weight, got %s and "
+                              "%s",
+                              a.op, pti_shape_str(ndim, input_shape),
+                              pti_shape_str(w->ndim, w->shape));
+    bool batched = ndim == 4;
+    pti_conv_params p;
+    int64_t out4[4];
+    if (!resolve_conv(&a, ndim, input_shape, w->shape, NULL, NULL, &p, out4) ||
+        !check_grad_shape(&a, grad_out, batched, out4))
+        return NULL;
+    int64_t in4[4] = {batched ? input_shape[0] : 1, input_shape[ndim - 3], input_shape[ndim - 2],
+                      input_shape[ndim - 1]};
+    pt_tensor *g4 = prepared_as(grad_out, out4);
+    pt_tensor *w4 = pti_conv_prepare(w, pti_conv_compute_dtype(w->dtype));
+    if (!g4 || !w4) {
+        pt_release(g4);
+        pt_release(w4);
+        return NULL;
+    }
+    pt_tensor *out = pti_tensor_new(4, in4, g4->dtype, g4->storage->device);
+    if (out && out->numel > 0) {
+        pti_call c = {.n_in = 3, .n_out = 1, .in = {g4, w4, NULL}, .out = {out}, .params = &p};
+        if (pti_dispatch(PTI_OP_conv_transpose2d, &c) != PT_OK) {
+            pt_release(out);
+            out = NULL;
+        }
+    }
+    pt_release(g4);
+    pt_release(w4);
+    return out ? pti_conv_finish(out, ndim, input_shape, w->dtype) : NULL;
+}
+
+pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
+                                 const pt_tensor *grad_out, const pt_conv_opts *opts,
+                                 pt_tensor **bias_grad)
+{
+    conv_args a = grad_args("pt_conv2d_weight_grad", opts);
+    if (bias_grad)
+        *bias_grad = NULL;
+    if (!check_grad_args(&a, x, "input", grad_out, ndim, weight_shape, "weight_shape"))
+        return NULL;
+    if ((x->ndim != 3 && x->ndim != 4) || ndim != 4)
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: expected a 3-D or 4-D input and a 4-D weight shape, got %s and "
+                              "%s",
+                              a.op, pti_shape_str(x->ndim, x->shape),
+                              pti_shape_str(ndim, weight_shape));
+    bool batched = x->ndim == 4;
+    pti_conv_params p;
+    int64_t out4[4];
+    if (!resolve_conv(&a, x->ndim, x->shape, weight_shape, NULL, NULL, &p, out4) ||
+        !check_grad_shape(&a, grad_out, batched, out4))
+        return NULL;
+    int64_t in4[4] = {out4[0], x->shape[x->ndim - 3], x->shape[x->ndim - 2],
+                      x->shape[x->ndim - 1]};
+    pt_tensor *x4 = prepared_as(x, in4), *g4 = prepared_as(grad_out, out4);
+    pt_dtype cdt = pti_conv_compute_dtype(x->dtype);
+    pt_tensor *gw = x4 && g4 ? pti_tensor_new(4, weight_shape, cdt, x->storage->device) : NULL;
+    pt_tensor *gb = gw && bias_grad ? pti_tensor_new(1, weight_shape, cdt, x->storage->device)
+                                    : NULL;
+    if (gw && gb && gw->numel == 0 && pt_zero_(gb) != PT_OK) {
+        pt_release(gw);
+        gw = NULL;
+    }
+    if (gw && (!bias_grad || gb) && gw->numel > 0) {
+        pti_call c = {.n_in = 2, .n_out = gb ? 2 : 1, .in = {x4, g4}, .out = {gw, gb},
+                      .params = &p};
+        if (pti_dispatch(PTI_OP_conv2d_weight_grad, &c) != PT_OK) {
+            pt_release(gw);
+            gw = NULL;
+        }
+    }
+    pt_release(x4);
+    pt_release(g4);
+    if (!gw || (bias_grad && !gb)) {
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (gb) {
+        *bias_grad = pti_conv_finish(gb, 1, weight_shape, x->dtype);
+        if (!*bias_grad) {
+            pt_release(gw);
+            return NULL;
+        }
+    }
+    pt_tensor *r = pti_conv_finish(gw, 4, weight_shape, x->dtype);
+    if (!r && bias_grad) {
+        pt_release(*bias_grad);
+        *bias_grad = NULL;
+    }
+    return r;
 }

@@ -8,6 +8,8 @@
 
 /* conv2d: in = {x [N,C,H,W], w [Co,C/g,kH,kW], bias [Co] or NULL}, out = {y [N,Co,oH,oW]}.
  * conv_transpose2d: in = {x [N,C,H,W], w [C,Co/g,kH,kW], bias}, out = {y [N,Co,oH,oW]}.
+ * conv2d_weight_grad: in = {x [N,C,H,W], grad [N,Co,oH,oW]}, out = {gw [Co,C/g,kH,kW], gb [Co]
+ * (optional, n_out 2)}; the input gradient runs as conv_transpose2d with out = [N,C,H,W].
  * pad[] is the padding before (top, left); the bottom/right padding is implied by the output
  * size (it may differ from the top/left one for padding="same"). */
 typedef struct pti_conv_params {
