@@ -277,6 +277,11 @@ static void test_max_pool2d_matches_torch(void **state)
         assert_tensor_equal(pt_max_pool2d_ex(pt_test_noncontig(x), k, &o, &idx2),
                             fx_get(fx, key("mp", i, "out")));
         assert_tensor_equal(idx2, fx_get(fx, key("mp", i, "idx")));
+        /* backward: each grad goes to its max; sums of at most a few terms */
+        pt_tensor *gout = fx_get(fx, key("mp", i, "gout"));
+        check_close(pt_max_pool2d_backward(gout, x, idx), fx_get(fx, key("mp", i, "gx")));
+        check_close(pt_max_pool2d_backward(pt_test_noncontig(gout), x, pt_test_noncontig(idx)),
+                    fx_get(fx, key("mp", i, "gx")));
         if (!o.ceil_mode && o.dilation[0] == 1 && o.dilation[1] == 1)
             assert_tensor_equal(pt_max_pool2d(x, k, o.stride, o.padding),
                                 fx_get(fx, key("mp", i, "out")));
@@ -305,6 +310,10 @@ static void test_avg_pool2d_matches_torch(void **state)
             fail_msg("ap case %d: %s", i, pt_last_error());
         check_close(got, want);
         check_close(pt_avg_pool2d_ex(pt_test_noncontig(x), k, &o), want);
+        pt_tensor *gout = fx_get(fx, key("ap", i, "gout"));
+        check_close(pt_avg_pool2d_backward(gout, x, k, &o), fx_get(fx, key("ap", i, "gx")));
+        check_close(pt_avg_pool2d_backward(pt_test_noncontig(gout), x, k, &o),
+                    fx_get(fx, key("ap", i, "gx")));
         if (!o.ceil_mode && !o.exclude_pad && !o.divisor_override)
             check_close(pt_avg_pool2d(x, k, o.stride, o.padding), want);
         pt_scope_end();
@@ -324,6 +333,8 @@ static void test_adaptive_avg_pool2d_matches_torch(void **state)
         pt_tensor *want = fx_get(fx, key("aap", i, "out"));
         check_close(pt_adaptive_avg_pool2d(x, os), want);
         check_close(pt_adaptive_avg_pool2d(pt_test_noncontig(x), os), want);
+        pt_tensor *gout = fx_get(fx, key("aap", i, "gout"));
+        check_close(pt_adaptive_avg_pool2d_backward(gout, x), fx_get(fx, key("aap", i, "gx")));
         pt_scope_end();
     }
     assert_true(n >= 6);
@@ -464,6 +475,16 @@ static void test_pool_pad_interp_errors(void **state)
                     PT_ERR_SHAPE, "[8, 8]");
     assert_pt_error(pt_adaptive_avg_pool2d(x, (const int64_t[]){-1, 2}), PT_ERR_INVALID_ARG,
                     "output_size");
+    /* pooling gradients */
+    pt_tensor *out = pt_max_pool2d_ex(x, (const int64_t[]){2, 2}, NULL, &idx);
+    assert_non_null(out);
+    pt_tensor *bad_idx = pt_full(4, pt_shape(idx), 64, PT_INT64, pt_cpu());
+    assert_pt_error(pt_max_pool2d_backward(out, x, bad_idx), PT_ERR_INDEX, "outside");
+    assert_pt_error(pt_max_pool2d_backward(x, x, idx), PT_ERR_SHAPE, "indices of size");
+    assert_pt_error(pt_max_pool2d_backward(out, x, pt_to_dtype(idx, PT_INT32)), PT_ERR_DTYPE,
+                    "int64");
+    assert_pt_error(pt_avg_pool2d_backward(x, x, (const int64_t[]){2, 2}, NULL), PT_ERR_SHAPE,
+                    "does not match");
     /* pad */
     assert_pt_error(pt_pad(x, 3, (const int64_t[]){1, 1, 1}, PT_PAD_CONSTANT, 0),
                     PT_ERR_INVALID_ARG, "divisible by 2");

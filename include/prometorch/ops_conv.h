@@ -125,6 +125,18 @@ PT_API pt_tensor *pt_avg_pool2d_ex(const pt_tensor *x, const int64_t kernel[2],
 /* F.adaptive_avg_pool2d(x, output_size): window i spans [floor(i*H/oH), ceil((i+1)*H/oH)). */
 PT_API pt_tensor *pt_adaptive_avg_pool2d(const pt_tensor *x, const int64_t output_size[2]);
 
+/* Pooling gradients (the backward of the ops above): each returns the gradient with respect
+ * to x, a new tensor of x's shape and dtype. grad_out has the forward output's shape. */
+/* Adds each grad_out element at its max position: indices as returned by pt_max_pool2d_ex
+ * (flat h * W + w per plane; an index outside the plane is PT_ERR_INDEX). */
+PT_API pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *indices);
+/* Spreads each grad_out element over its window divided as in the forward (same kernel and
+ * options as the forward call). */
+PT_API pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const int64_t kernel[2], const pt_avg_pool2d_opts *opts);
+PT_API pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x);
+
 /* ---- padding ----------------------------------------------------------------------------------- */
 
 typedef enum pt_pad_mode {

@@ -18,7 +18,8 @@ typedef struct pti_conv_params {
 } pti_conv_params;
 
 /* max_pool2d: in = {x [N,C,H,W]}, out = {y [N,C,oH,oW], indices int64 or absent (n_out 1)}.
- * avg_pool2d: in = {x}, out = {y}. adaptive_avg_pool2d: in = {x}, out = {y} (no params). */
+ * avg_pool2d: in = {x}, out = {y}. adaptive_avg_pool2d: in = {x}, out = {y} (no params).
+ * Backward ops: in = {grad_out [N,C,oH,oW], indices (max only)}, out = {grad_in [N,C,H,W]}. */
 typedef struct pti_pool_params {
     int64_t kernel[2], stride[2], pad[2], dilation[2];
     bool count_include_pad;

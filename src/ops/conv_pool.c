@@ -226,6 +226,118 @@ pt_tensor *pt_adaptive_avg_pool2d(const pt_tensor *x, const int64_t output_size[
                         NULL);
 }
 
+/* ---- pooling gradients ------------------------------------------------------------------------ */
+
+/* Checks grad_out against the forward output shape (oh, ow) of x and dispatches op writing a
+ * new grad_in of x's shape; `extra` (indices) is passed as a second input when non-NULL. */
+static pt_tensor *run_pool_backward(const char *op, pti_op kop, const pt_tensor *grad_out,
+                                    const pt_tensor *x, const pt_tensor *extra, int64_t oh,
+                                    int64_t ow, const void *params)
+{
+    const pt_tensor *ts[3] = {grad_out, x, extra};
+    if (!pti_check_same_device(op, 3, ts) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    int nd = x->ndim;
+    bool ok = grad_out->ndim == nd && grad_out->shape[nd - 1] == ow &&
+              grad_out->shape[nd - 2] == oh;
+    for (int d = 0; ok && d < nd - 2; d++)
+        ok = grad_out->shape[d] == x->shape[d];
+    if (!ok)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match the output "
+                              "(%lld x %lld per plane) of input %s",
+                              op, pti_shape_str(grad_out->ndim, grad_out->shape), (long long)oh,
+                              (long long)ow, pti_shape_str(x->ndim, x->shape));
+    if (extra) {
+        if (extra->dtype != PT_INT64)
+            return pti_error_null(PT_ERR_DTYPE, "%s: indices must be int64, got %s", op,
+                                  pt_dtype_name(extra->dtype));
+        bool same = extra->ndim == nd;
+        for (int d = 0; same && d < nd; d++)
+            same = extra->shape[d] == grad_out->shape[d];
+        if (!same)
+            return pti_error_null(PT_ERR_SHAPE, "%s: indices of size %s, expected %s", op,
+                                  pti_shape_str(extra->ndim, extra->shape),
+                                  pti_shape_str(grad_out->ndim, grad_out->shape));
+    }
+    int64_t in4[4] = {nd == 4 ? x->shape[0] : 1, x->shape[nd - 3], x->shape[nd - 2],
+                      x->shape[nd - 1]};
+    int64_t out4[4] = {in4[0], in4[1], oh, ow};
+    pt_dtype cdt = pti_conv_compute_dtype(x->dtype);
+    pt_tensor *g = pti_conv_prepare(grad_out, cdt);
+    pt_tensor *g4 = g ? pti_conv_reshape(g, 4, out4) : NULL;
+    pt_release(g);
+    pt_tensor *i4 = NULL;
+    if (extra) {
+        pt_tensor *ic = pt_contiguous(extra);
+        i4 = ic ? pti_conv_reshape(ic, 4, out4) : NULL;
+        pt_release(ic);
+    }
+    pt_tensor *out = g4 && (!extra || i4) ? pti_tensor_new(4, in4, cdt, x->storage->device) : NULL;
+    if (out && out->numel > 0) {
+        pti_call c = {.n_in = extra ? 2 : 1, .n_out = 1, .in = {g4, i4}, .out = {out},
+                      .params = params};
+        if (pti_dispatch(kop, &c) != PT_OK) {
+            pt_release(out);
+            out = NULL;
+        }
+    }
+    pt_release(g4);
+    pt_release(i4);
+    return out ? pti_conv_finish(out, nd, x->shape, x->dtype) : NULL;
+}
+
+pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  const pt_tensor *indices)
+{
+    const char *op = "pt_max_pool2d_backward";
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(indices, op, "indices") ||
+        !check_image(op, x, true))
+        return NULL;
+    int64_t oh = grad_out->ndim >= 2 ? grad_out->shape[grad_out->ndim - 2] : -1;
+    int64_t ow = grad_out->ndim >= 2 ? grad_out->shape[grad_out->ndim - 1] : -1;
+    return run_pool_backward(op, PTI_OP_max_pool2d_backward, grad_out, x, indices, oh, ow, NULL);
+}
+
+pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
+{
+    const char *op = "pt_avg_pool2d_backward";
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true) ||
+        !check_kernel_arg(op, kernel))
+        return NULL;
+    pt_avg_pool2d_opts o = opts ? *opts : (pt_avg_pool2d_opts){0};
+    pti_pool_params p = {.count_include_pad = !o.exclude_pad,
+                         .divisor_override = o.divisor_override};
+    for (int i = 0; i < 2; i++) {
+        p.kernel[i] = kernel[i];
+        p.stride[i] = (o.stride[0] == 0 && o.stride[1] == 0) ? kernel[i] : o.stride[i];
+        p.pad[i] = o.padding[i];
+        p.dilation[i] = 1;
+    }
+    int64_t out[2];
+    if (o.divisor_override < 0)
+        return pti_error_null(PT_ERR_INVALID_ARG, "%s: divisor must be not zero (got %lld)", op,
+                              (long long)o.divisor_override);
+    if (!pool_setup(op, x, &p, o.ceil_mode, out))
+        return NULL;
+    return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1],
+                             &p);
+}
+
+pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x)
+{
+    const char *op = "pt_adaptive_avg_pool2d_backward";
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true))
+        return NULL;
+    if (grad_out->ndim != x->ndim)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s for input %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    int64_t oh = grad_out->shape[grad_out->ndim - 2], ow = grad_out->shape[grad_out->ndim - 1];
+    return run_pool_backward(op, PTI_OP_adaptive_avg_pool2d_backward, grad_out, x, NULL, oh, ow,
+                             NULL);
+}
+
 /* ---- padding ---------------------------------------------------------------------------------- */
 
 static bool check_pad_args(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode)

@@ -185,6 +185,120 @@ static pt_status cpu_pool(const pti_call *c)
     return PT_OK;
 }
 
+/* ---- pooling gradients ------------------------------------------------------------------------ */
+
+/* grad_out [N,C,OH,OW] (in[0]) -> grad_in [N,C,H,W] (out[0]). */
+static plane_task make_backward_task(const pti_call *c)
+{
+    const pt_tensor *go = c->in[0], *gi = c->out[0];
+    return (plane_task){.c = c, .H = gi->shape[2], .W = gi->shape[3], .OH = go->shape[2],
+                        .OW = go->shape[3]};
+}
+
+#define POOL_BACKWARD_LOOPS(T, SFX)                                                                \
+    static void max_back_plane_##SFX(const plane_task *t, const T *go, const int64_t *ind, T *gi)  \
+    {                                                                                              \
+        for (int64_t i = 0; i < t->H * t->W; i++)                                                  \
+            gi[i] = 0;                                                                             \
+        for (int64_t o = 0; o < t->OH * t->OW; o++)                                                \
+            gi[ind[o]] += go[o];                                                                   \
+    }                                                                                              \
+    static void avg_back_plane_##SFX(const plane_task *t, const pti_pool_params *p, const T *go,   \
+                                     T *gi)                                                        \
+    {                                                                                              \
+        for (int64_t i = 0; i < t->H * t->W; i++)                                                  \
+            gi[i] = 0;                                                                             \
+        for (int64_t oh = 0; oh < t->OH; oh++) {                                                   \
+            int64_t ih0 = oh * p->stride[0] - p->pad[0], ih1 = ih0 + p->kernel[0];                 \
+            ih1 = ih1 < t->H + p->pad[0] ? ih1 : t->H + p->pad[0];                                 \
+            for (int64_t ow = 0; ow < t->OW; ow++) {                                               \
+                int64_t iw0 = ow * p->stride[1] - p->pad[1], iw1 = iw0 + p->kernel[1];             \
+                iw1 = iw1 < t->W + p->pad[1] ? iw1 : t->W + p->pad[1];                             \
+                int64_t pool_size = (ih1 - ih0) * (iw1 - iw0);                                     \
+                int64_t h0 = ih0 > 0 ? ih0 : 0, w0 = iw0 > 0 ? iw0 : 0;                            \
+                int64_t h1 = ih1 < t->H ? ih1 : t->H, w1 = iw1 < t->W ? iw1 : t->W;                \
+                if (h0 >= h1 || w0 >= w1)                                                          \
+                    continue;                                                                      \
+                int64_t div = p->divisor_override       ? p->divisor_override                      \
+                              : p->count_include_pad ? pool_size                                   \
+                                                     : (h1 - h0) * (w1 - w0);                      \
+                T g = go[oh * t->OW + ow] / (T)div;                                                \
+                for (int64_t ih = h0; ih < h1; ih++)                                               \
+                    for (int64_t iw = w0; iw < w1; iw++)                                           \
+                        gi[ih * t->W + iw] += g;                                                   \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void adaptive_back_plane_##SFX(const plane_task *t, const T *go, T *gi)                 \
+    {                                                                                              \
+        for (int64_t i = 0; i < t->H * t->W; i++)                                                  \
+            gi[i] = 0;                                                                             \
+        for (int64_t oh = 0; oh < t->OH; oh++) {                                                   \
+            int64_t h0 = oh * t->H / t->OH, h1 = ((oh + 1) * t->H + t->OH - 1) / t->OH;            \
+            for (int64_t ow = 0; ow < t->OW; ow++) {                                               \
+                int64_t w0 = ow * t->W / t->OW, w1 = ((ow + 1) * t->W + t->OW - 1) / t->OW;        \
+                T g = go[oh * t->OW + ow] / (T)(h1 - h0) / (T)(w1 - w0);                           \
+                for (int64_t ih = h0; ih < h1; ih++)                                               \
+                    for (int64_t iw = w0; iw < w1; iw++)                                           \
+                        gi[ih * t->W + iw] += g;                                                   \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+POOL_BACKWARD_LOOPS(float, f32)
+POOL_BACKWARD_LOOPS(double, f64)
+#undef POOL_BACKWARD_LOOPS
+
+static void run_backward_planes(void *arg, int64_t q0, int64_t q1)
+{
+    const plane_task *t = arg;
+    const pti_call *c = t->c;
+    bool f64 = c->in[0]->dtype == PT_FLOAT64;
+    int64_t in_n = t->H * t->W, out_n = t->OH * t->OW;
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t *ind = c->n_in > 1 ? (const int64_t *)pti_data(c->in[1]) + q * out_n : NULL;
+        if (f64) {
+            const double *go = (const double *)pti_data(c->in[0]) + q * out_n;
+            double *gi = (double *)pti_data(c->out[0]) + q * in_n;
+            if (c->op == PTI_OP_max_pool2d_backward)
+                max_back_plane_f64(t, go, ind, gi);
+            else if (c->op == PTI_OP_avg_pool2d_backward)
+                avg_back_plane_f64(t, c->params, go, gi);
+            else
+                adaptive_back_plane_f64(t, go, gi);
+        } else {
+            const float *go = (const float *)pti_data(c->in[0]) + q * out_n;
+            float *gi = (float *)pti_data(c->out[0]) + q * in_n;
+            if (c->op == PTI_OP_max_pool2d_backward)
+                max_back_plane_f32(t, go, ind, gi);
+            else if (c->op == PTI_OP_avg_pool2d_backward)
+                avg_back_plane_f32(t, c->params, go, gi);
+            else
+                adaptive_back_plane_f32(t, go, gi);
+        }
+    }
+}
+
+static pt_status cpu_pool_backward(const pti_call *c)
+{
+    plane_task t = make_backward_task(c);
+    int64_t planes = c->out[0]->shape[0] * c->out[0]->shape[1];
+    if (c->op == PTI_OP_max_pool2d_backward) {
+        /* indices come from the caller: every one must lie inside its plane */
+        const int64_t *ind = pti_data(c->in[1]);
+        int64_t n = c->in[1]->numel, lim = t.H * t.W;
+        for (int64_t i = 0; i < n; i++)
+            if (ind[i] < 0 || ind[i] >= lim)
+                return pti_error(PT_ERR_INDEX,
+                                 "pt_max_pool2d_backward: index %lld at position %lld is outside "
+                                 "the %lldx%lld input plane",
+                                 (long long)ind[i], (long long)i, (long long)t.H, (long long)t.W);
+    }
+    int64_t work = t.H * t.W + t.OH * t.OW * 4;
+    pti_parallel_for(planes, plane_grain(work), run_backward_planes, &t);
+    return PT_OK;
+}
+
 /* ---- interpolation ----------------------------------------------------------------------------- */
 
 /* PyTorch's compute_scales_value / area_pixel_compute_scale, in the compute type. */
@@ -367,6 +481,9 @@ void pti_cpu_register_conv_pool(pti_kernel *table)
     table[PTI_OP_max_pool2d] = cpu_pool;
     table[PTI_OP_avg_pool2d] = cpu_pool;
     table[PTI_OP_adaptive_avg_pool2d] = cpu_pool;
+    table[PTI_OP_max_pool2d_backward] = cpu_pool_backward;
+    table[PTI_OP_avg_pool2d_backward] = cpu_pool_backward;
+    table[PTI_OP_adaptive_avg_pool2d_backward] = cpu_pool_backward;
     table[PTI_OP_interpolate] = cpu_interpolate;
     table[PTI_OP_pad] = cpu_pad;
 }
