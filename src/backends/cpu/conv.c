@@ -6,8 +6,9 @@
  *   convolutions with stride 1 and no padding skip im2col (the input already is the column
  *   matrix); grouped convolutions with few output channels per group (depthwise) run a direct
  *   loop over output planes instead of many tiny GEMMs.
- * - conv_transpose2d: per image, col = W^T x (one GEMM per group), then col2im adds the
- *   columns into the output planes.
+ * - conv_transpose2d (also the input gradient of conv2d): per chunk of images, col = W^T x (one
+ *   GEMM per group over the chunk's gathered inputs), then col2im adds the columns into the
+ *   output planes.
  * im2col/col2im/bias loops run on the thread pool; GEMMs use OpenBLAS's threads (never both
  * at once). float32 and float64; the front-end has converted everything else. Pooling, padding
  * and interpolation kernels are in conv_pool.c. */
@@ -94,7 +95,8 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
 /* add_bias: planes [p0, p1) of length n get bias[plane % n_ch] added.
  * scatter: tmp [Co, nb*P] -> y [nb, Co, P] plus bias; plane index = b*Co + co.
  * direct_plane: one output plane of a grouped convolution by direct accumulation.
- * col2im_plane: adds channel co's rows of col [Co*kh*kw, H*W] into output plane y. */
+ * col2im_plane: channel co's rows of col [Co*kh*kw, ld] (columns from col on) summed into the
+ * output plane yp, on top of the bias. */
 #define CONV_TYPED_LOOPS(T, SFX)                                                                   \
     static void add_bias_##SFX(T *y, const T *bias, int64_t n_ch, int64_t n, int64_t p0,           \
                                int64_t p1)                                                         \
@@ -150,16 +152,15 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void col2im_plane_##SFX(const conv_geom *g, const T *col, const T *bias, T *y,          \
-                                   int64_t co)                                                     \
+    static void col2im_plane_##SFX(const conv_geom *g, const T *col, int64_t ld, const T *bias,    \
+                                   T *yp, int64_t co)                                              \
     {                                                                                              \
-        T *yp = y + co * g->P;                                                                     \
         T b0 = bias ? bias[co] : (T)0;                                                             \
         for (int64_t i = 0; i < g->P; i++)                                                         \
             yp[i] = b0;                                                                            \
         for (int64_t i = 0; i < g->kh; i++) {                                                      \
             for (int64_t j = 0; j < g->kw; j++) {                                                  \
-                const T *cr = col + ((co * g->kh + i) * g->kw + j) * g->HW;                        \
+                const T *cr = col + ((co * g->kh + i) * g->kw + j) * ld;                           \
                 int64_t off = j * g->dw - g->pw, lo, hi;                                           \
                 valid_range(g->W, g->OW, g->sw, off, &lo, &hi);                                    \
                 for (int64_t iy = 0; iy < g->H; iy++) {                                            \
@@ -190,6 +191,7 @@ typedef struct conv_task {
     char *col;
     const char *tmp;
     int64_t nb, ld; /* images in the chunk, row length of col/tmp */
+    int64_t ch, plane; /* gather: channels and plane size of the source */
 } conv_task;
 
 /* im2col rows [r0, r1): row r = (c, i, j) holds x[b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
@@ -263,15 +265,31 @@ static void direct_task(void *arg, int64_t q0, int64_t q1)
     }
 }
 
-static void col2im_task(void *arg, int64_t c0, int64_t c1)
+/* col2im over planes q = b*Co + co of a chunk: image b's columns start at b*HW. */
+static void col2im_task(void *arg, int64_t q0, int64_t q1)
 {
     const conv_task *t = arg;
     const conv_geom *g = t->g;
-    for (int64_t co = c0; co < c1; co++) {
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t b = q / g->Co, co = q % g->Co;
         if (g->f64)
-            col2im_plane_f64(g, (const double *)t->col, t->bias, (double *)t->y, co);
+            col2im_plane_f64(g, (const double *)t->col + b * g->HW, t->ld, t->bias,
+                             (double *)t->y + q * g->P, co);
         else
-            col2im_plane_f32(g, (const float *)t->col, t->bias, (float *)t->y, co);
+            col2im_plane_f32(g, (const float *)t->col + b * g->HW, t->ld, t->bias,
+                             (float *)t->y + q * g->P, co);
+    }
+}
+
+/* gather: src [nb, ch, plane] -> dst [ch, nb*plane] (the column layout of a chunk). */
+static void gather_task(void *arg, int64_t q0, int64_t q1)
+{
+    const conv_task *t = arg;
+    size_t es = t->g->es;
+    for (int64_t q = q0; q < q1; q++) {
+        int64_t b = q / t->ch, ch = q % t->ch;
+        memcpy(t->col + (size_t)(ch * t->ld + b * t->plane) * es,
+               t->x + (size_t)(q * t->plane) * es, (size_t)t->plane * es);
     }
 }
 
@@ -366,42 +384,45 @@ static pt_status cpu_conv_transpose2d(const pti_call *c)
     const char *x = pti_data(c->in[0]), *w = pti_data(c->in[1]);
     const void *bias = c->in[2] ? pti_data(c->in[2]) : NULL;
     char *y = pti_data(c->out[0]);
-    int64_t Kc = g.Cog * g.kh * g.kw; /* rows of col per group */
-    size_t col_bytes = (size_t)(g.g * Kc * g.HW) * es;
-    char *col = pti_cpu_alloc(col_bytes ? col_bytes : 1);
-    if (!col)
-        return pti_error(PT_ERR_OOM, "conv_transpose2d: out of memory for a %zu-byte buffer",
-                         col_bytes);
-    for (int64_t n = 0; n < g.N; n++) {
-        const char *xn = x + (size_t)(n * g.C * g.HW) * es;
-        char *yn = y + (size_t)(n * g.Co * g.P) * es;
+    int64_t Kc = g.Cog * g.kh * g.kw, rows = g.g * Kc; /* rows of col: per group, all */
+    int64_t per_image = (rows + g.C) * g.HW * (int64_t)es;
+    int64_t nb = per_image > 0 ? COL_BUDGET / per_image : g.N;
+    nb = nb < 1 ? 1 : (nb > g.N ? g.N : nb);
+    size_t col_bytes = (size_t)(rows * nb * g.HW) * es + 1;
+    size_t tmp_bytes = nb > 1 ? (size_t)(g.C * nb * g.HW) * es : 0;
+    char *col = pti_cpu_alloc(col_bytes);
+    char *tmp = tmp_bytes ? pti_cpu_alloc(tmp_bytes) : NULL;
+    if (!col || (tmp_bytes && !tmp)) {
+        pti_cpu_free(col, col_bytes);
+        pti_cpu_free(tmp, tmp_bytes);
+        return pti_error(PT_ERR_OOM, "conv_transpose2d: out of memory for %zu bytes",
+                         col_bytes + tmp_bytes);
+    }
+    for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
+        int64_t cur = g.N - n0 < nb ? g.N - n0 : nb, ld = cur * g.HW;
+        const char *xn = x + (size_t)(n0 * g.C * g.HW) * es;
+        if (cur > 1) { /* x chunk [cur, C, HW] -> [C, cur*HW] */
+            conv_task gt = {.g = &g, .x = xn, .col = tmp, .ld = ld, .ch = g.C, .plane = g.HW};
+            pti_parallel_for(cur * g.C, plane_grain(g.HW), gather_task, &gt);
+            xn = tmp;
+        }
         if (g.Cg == 0)
             memset(col, 0, col_bytes);
         else
-            for (int64_t gi = 0; gi < g.g; gi++) /* col_g [Kc, HW] = W_g^T [Kc, Cg] x_g [Cg, HW] */
-                gemm(g.f64, true, Kc, g.HW, g.Cg, w + (size_t)(gi * g.Cg * Kc) * es, Kc,
-                     xn + (size_t)(gi * g.Cg * g.HW) * es, g.HW, col + (size_t)(gi * Kc * g.HW) * es,
-                     g.HW);
-        conv_task t = {.g = &g, .col = col, .y = yn, .bias = bias};
-        pti_parallel_for(g.Co, plane_grain(g.P + g.kh * g.kw * g.HW), col2im_task, &t);
+            for (int64_t gi = 0; gi < g.g; gi++) /* col_g [Kc, ld] = W_g^T [Kc, Cg] x_g [Cg, ld] */
+                gemm(g.f64, true, Kc, ld, g.Cg, w + (size_t)(gi * g.Cg * Kc) * es, Kc,
+                     xn + (size_t)(gi * g.Cg * ld) * es, ld, col + (size_t)(gi * Kc * ld) * es,
+                     ld);
+        conv_task t = {.g = &g, .col = col, .ld = ld, .bias = bias,
+                       .y = y + (size_t)(n0 * g.Co * g.P) * es};
+        pti_parallel_for(cur * g.Co, plane_grain(g.P + g.kh * g.kw * g.HW), col2im_task, &t);
     }
-    pti_cpu_free(col, col_bytes ? col_bytes : 1);
+    pti_cpu_free(col, col_bytes);
+    pti_cpu_free(tmp, tmp_bytes);
     return PT_OK;
 }
 
 /* ---- conv2d weight gradient ----------------------------------------------------------------- */
-
-/* gather: grad [nb, Co, P] -> tmp [Co, nb*P] (the column layout of a chunk). */
-static void gather_task(void *arg, int64_t q0, int64_t q1)
-{
-    const conv_task *t = arg;
-    const conv_geom *g = t->g;
-    for (int64_t q = q0; q < q1; q++) {
-        int64_t b = q / g->Co, co = q % g->Co;
-        memcpy(t->col + (size_t)(co * t->ld + b * g->P) * g->es,
-               t->x + (size_t)(q * g->P) * g->es, (size_t)g->P * g->es);
-    }
-}
 
 /* gb[co] = sum over n, p of grad[n, co, p], accumulated in double. */
 static void bias_grad_task(void *arg, int64_t c0, int64_t c1)
@@ -465,7 +486,7 @@ static pt_status cpu_conv2d_weight_grad(const pti_call *c)
         int64_t row_grain = 32768 / (ld > 0 ? ld : 1);
         pti_parallel_for(rows, row_grain > 0 ? row_grain : 1, im2col_rows, &t);
         if (cur > 1) {
-            conv_task gt = {.g = &g, .x = gn, .col = tmp, .ld = ld};
+            conv_task gt = {.g = &g, .x = gn, .col = tmp, .ld = ld, .ch = g.Co, .plane = g.P};
             pti_parallel_for(cur * g.Co, plane_grain(g.P), gather_task, &gt);
             gn = tmp;
         }
