@@ -138,14 +138,14 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
                         int64_t ih = oh * g->sh - g->ph + i * g->dh;                               \
                         if (ih < 0 || ih >= g->H)                                                  \
                             continue;                                                              \
-                        const T *xr = xp + ih * g->W + off;                                        \
+                        const T *xr = xp + ih * g->W;                                              \
                         T *yr = yp + oh * g->OW;                                                   \
                         if (g->sw == 1) {                                                          \
                             for (int64_t ow = lo; ow < hi; ow++)                                   \
-                                yr[ow] += wv * xr[ow];                                             \
+                                yr[ow] += wv * xr[ow + off];                                       \
                         } else {                                                                   \
                             for (int64_t ow = lo; ow < hi; ow++)                                   \
-                                yr[ow] += wv * xr[ow * g->sw];                                     \
+                                yr[ow] += wv * xr[ow * g->sw + off];                               \
                         }                                                                          \
                     }                                                                              \
                 }                                                                                  \
@@ -167,10 +167,10 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
                     int64_t oy = iy * g->sh - g->ph + i * g->dh;                                   \
                     if (oy < 0 || oy >= g->OH)                                                     \
                         continue;                                                                  \
-                    T *yr = yp + oy * g->OW + off;                                                 \
+                    T *yr = yp + oy * g->OW;                                                       \
                     const T *src = cr + iy * g->W;                                                 \
                     for (int64_t ix = lo; ix < hi; ix++)                                           \
-                        yr[ix * g->sw] += src[ix];                                                 \
+                        yr[ix * g->sw + off] += src[ix];                                           \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
@@ -194,13 +194,32 @@ typedef struct conv_task {
     int64_t ch, plane; /* gather: channels and plane size of the source */
 } conv_task;
 
+/* One im2col row segment: dst[ow] = src[ow*s] for ow in [lo, hi), zero elsewhere in [0, n). */
+#define IM2COL_SEGMENT(T)                                                                          \
+    do {                                                                                           \
+        T *d_ = (T *)dst;                                                                          \
+        const T *s_ = (const T *)src;                                                              \
+        for (int64_t o = 0; o < lo; o++)                                                           \
+            d_[o] = 0;                                                                             \
+        if (sw == 1)                                                                               \
+            for (int64_t o = lo; o < hi; o++)                                                      \
+                d_[o] = s_[o + off];                                                               \
+        else                                                                                       \
+            for (int64_t o = lo; o < hi; o++)                                                      \
+                d_[o] = s_[o * sw + off];                                                          \
+        for (int64_t o = hi; o < OW; o++)                                                          \
+            d_[o] = 0;                                                                             \
+    } while (0)
+
 /* im2col rows [r0, r1): row r = (c, i, j) holds x[b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
- * at column b*P + oh*OW + ow (zero outside the input). */
+ * at column b*P + oh*OW + ow (zero outside the input). Rows are short (OW elements), so the
+ * copies are plain loops rather than memcpy/memset calls. */
 static void im2col_rows(void *arg, int64_t r0, int64_t r1)
 {
     const conv_task *t = arg;
     const conv_geom *g = t->g;
     size_t es = g->es;
+    int64_t OW = g->OW, sw = g->sw;
     for (int64_t r = r0; r < r1; r++) {
         int64_t c = r / (g->kh * g->kw), i = (r / g->kw) % g->kh, j = r % g->kw;
         int64_t off = j * g->dw - g->pw, lo, hi;
@@ -208,28 +227,22 @@ static void im2col_rows(void *arg, int64_t r0, int64_t r1)
         for (int64_t b = 0; b < t->nb; b++) {
             const char *plane = t->x + (size_t)((b * g->C + c) * g->HW) * es;
             char *dst = t->col + (size_t)(r * t->ld + b * g->P) * es;
-            for (int64_t oh = 0; oh < g->OH; oh++, dst += g->OW * es) {
+            for (int64_t oh = 0; oh < g->OH; oh++, dst += OW * es) {
                 int64_t ih = oh * g->sh - g->ph + i * g->dh;
                 if (ih < 0 || ih >= g->H) {
-                    memset(dst, 0, (size_t)g->OW * es);
+                    memset(dst, 0, (size_t)OW * es);
                     continue;
                 }
-                const char *src = plane + (size_t)(ih * g->W + off) * es;
-                memset(dst, 0, (size_t)lo * es);
-                if (g->sw == 1) {
-                    memcpy(dst + lo * es, src + lo * es, (size_t)(hi - lo) * es);
-                } else if (es == 4) {
-                    for (int64_t ow = lo; ow < hi; ow++)
-                        ((float *)dst)[ow] = ((const float *)src)[ow * g->sw];
-                } else {
-                    for (int64_t ow = lo; ow < hi; ow++)
-                        ((double *)dst)[ow] = ((const double *)src)[ow * g->sw];
-                }
-                memset(dst + hi * es, 0, (size_t)(g->OW - hi) * es);
+                const char *src = plane + (size_t)(ih * g->W) * es; /* row start; + off inside */
+                if (es == 4)
+                    IM2COL_SEGMENT(float);
+                else
+                    IM2COL_SEGMENT(double);
             }
         }
     }
 }
+#undef IM2COL_SEGMENT
 
 static void scatter_task(void *arg, int64_t q0, int64_t q1)
 {
@@ -355,24 +368,29 @@ static pt_status conv_im2col(const conv_geom *g, const char *x, const char *w, c
     return PT_OK;
 }
 
+/* Picks the conv2d strategy for geometry g (also used by stride-1 transposed convolutions). */
+static pt_status conv2d_run(const conv_geom *g, const char *x, const char *w, const void *bias,
+                            char *y)
+{
+    conv_task t = {.g = g, .x = x, .w = w, .y = y, .bias = bias};
+    if (g->Cg * g->kh * g->kw == 0 || (g->g > 1 && g->Cog <= 4)) {
+        /* no input channels (bias only), or depthwise-like: direct loops */
+        pti_parallel_for(g->N * g->Co, plane_grain(g->P * g->Cg * g->kh * g->kw), direct_task, &t);
+        return PT_OK;
+    }
+    if (g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+        (g->N == 1 || g->P >= 1024)) {
+        conv_1x1(g, x, w, bias, y);
+        return PT_OK;
+    }
+    return conv_im2col(g, x, w, bias, y);
+}
+
 static pt_status cpu_conv2d(const pti_call *c)
 {
     conv_geom g = make_geom(c);
-    const char *x = pti_data(c->in[0]), *w = pti_data(c->in[1]);
-    const void *bias = c->in[2] ? pti_data(c->in[2]) : NULL;
-    char *y = pti_data(c->out[0]);
-    conv_task t = {.g = &g, .x = x, .w = w, .y = y, .bias = bias};
-    if (g.Cg * g.kh * g.kw == 0 || (g.g > 1 && g.Cog <= 4)) {
-        /* no input channels (bias only), or depthwise-like: direct loops */
-        pti_parallel_for(g.N * g.Co, plane_grain(g.P * g.Cg * g.kh * g.kw), direct_task, &t);
-        return PT_OK;
-    }
-    if (g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
-        (g.N == 1 || g.P >= 1024)) {
-        conv_1x1(&g, x, w, bias, y);
-        return PT_OK;
-    }
-    return conv_im2col(&g, x, w, bias, y);
+    return conv2d_run(&g, pti_data(c->in[0]), pti_data(c->in[1]),
+                      c->in[2] ? pti_data(c->in[2]) : NULL, pti_data(c->out[0]));
 }
 
 /* ---- conv_transpose2d ----------------------------------------------------------------------- */
