@@ -362,6 +362,17 @@ static void test_pad_matches_torch(void **state)
             fail_msg("pad case %d: %s", i, pt_last_error());
         assert_tensor_equal(got, want);
         assert_tensor_equal(pt_pad(pt_test_noncontig(x), n_pad, pad, mode, value), want);
+        if (fx_has(fx, key("pad", i, "gx"))) {
+            /* backward: reflect/replicate add a few gradients into one cell */
+            pt_tensor *gout = fx_get(fx, key("pad", i, "gout"));
+            pt_tensor *gx = pt_pad_backward(gout, pt_ndim(x), pt_shape(x), n_pad, pad, mode);
+            if (!gx)
+                fail_msg("pad backward case %d: %s", i, pt_last_error());
+            check_close(gx, fx_get(fx, key("pad", i, "gx")));
+            check_close(pt_pad_backward(pt_test_noncontig(gout), pt_ndim(x), pt_shape(x), n_pad,
+                                        pad, mode),
+                        fx_get(fx, key("pad", i, "gx")));
+        }
         pt_scope_end();
     }
     assert_true(n >= 14);
@@ -395,6 +406,11 @@ static void test_interpolate_matches_torch(void **state)
         else
             check_close(got, want);
         check_close(pt_interpolate(pt_test_noncontig(x), &o), want);
+        pt_tensor *gout = fx_get(fx, key("interp", i, "gout"));
+        pt_tensor *gx = pt_interpolate_backward(gout, pt_ndim(x), pt_shape(x), &o);
+        if (!gx)
+            fail_msg("interp backward case %d: %s", i, pt_last_error());
+        check_close(gx, fx_get(fx, key("interp", i, "gx")));
         pt_scope_end();
     }
     assert_true(n >= 13);
@@ -500,7 +516,15 @@ static void test_pool_pad_interp_errors(void **state)
                     PT_ERR_SHAPE, "needs a 2-D or 3-D input");
     assert_pt_error(pt_pad(NULL, 2, (const int64_t[]){1, 1}, PT_PAD_CONSTANT, 0), PT_ERR_NULL,
                     "pt_pad");
+    assert_pt_error(pt_pad_backward(x, 4, pt_shape(x), 2, (const int64_t[]){1, 1},
+                                    PT_PAD_CONSTANT),
+                    PT_ERR_SHAPE, "grad_output of size [2, 3, 8, 8], expected [2, 3, 8, 10]");
+    assert_pt_error(pt_pad_backward(x, 4, NULL, 2, (const int64_t[]){1, 1}, PT_PAD_CONSTANT),
+                    PT_ERR_NULL, "input_shape");
     /* interpolate */
+    assert_pt_error(pt_interpolate_backward(x, 4, pt_shape(x), &(pt_interpolate_opts){
+                                                                   .size = {4, 4}}),
+                    PT_ERR_SHAPE, "expected [2, 3, 4, 4]");
     assert_pt_error(pt_interpolate(x, &(pt_interpolate_opts){.size = {4, 4},
                                                              .scale_factor = {2, 2}}),
                     PT_ERR_INVALID_ARG, "only one of size or scale_factor");

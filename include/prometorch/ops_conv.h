@@ -152,6 +152,12 @@ typedef enum pt_pad_mode {
 PT_API pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode,
                          double value);
 
+/* The gradient of pt_pad with respect to its input: grad_out has the padded shape; cells that
+ * came from the input (several, for reflect/replicate) add into it, constant cells are dropped.
+ * Returns a new float tensor of input_shape. */
+PT_API pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                  int n_pad, const int64_t *pad, pt_pad_mode mode);
+
 /* ---- interpolation ----------------------------------------------------------------------------- */
 
 typedef enum pt_interp_mode {
@@ -170,6 +176,11 @@ typedef struct pt_interpolate_opts {
 /* F.interpolate for 4-D input [N, C, H, W] in modes "nearest" and "bilinear", with PyTorch's
  * source-index formulas (recompute_scale_factor=None). */
 PT_API pt_tensor *pt_interpolate(const pt_tensor *x, const pt_interpolate_opts *opts);
+/* The gradient of pt_interpolate with respect to its input (shape input_shape, 4-D): each
+ * grad_out element is added to the source cells it was read from, times their weights. */
+PT_API pt_tensor *pt_interpolate_backward(const pt_tensor *grad_out, int ndim,
+                                          const int64_t *input_shape,
+                                          const pt_interpolate_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -27,14 +27,16 @@ typedef struct pti_pool_params {
 } pti_pool_params;
 
 /* pad: in = {x (any dtype, contiguous)}, out = {y}; before[d] is the padding added before dim
- * d (negative = crop); scalar[0] is the constant value. */
+ * d (negative = crop); scalar[0] is the constant value. pad_backward: in = {grad [padded]},
+ * out = {grad_in [input shape]}, float32/float64. */
 typedef struct pti_pad_params {
     int mode; /* pt_pad_mode */
     int64_t before[PT_MAX_DIMS];
 } pti_pad_params;
 
 /* interpolate: in = {x [N,C,H,W]}, out = {y [N,C,oH,oW]}. scale[d] is the user's scale factor
- * (0 = none: the kernel uses in/out), as PyTorch passes it to its kernels. */
+ * (0 = none: the kernel uses in/out), as PyTorch passes it to its kernels.
+ * interpolate_backward: in = {grad [N,C,oH,oW]}, out = {grad_in [N,C,H,W]}. */
 typedef struct pti_interp_params {
     int mode; /* pt_interp_mode */
     bool align_corners;

@@ -340,41 +340,41 @@ pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_t
 
 /* ---- padding ---------------------------------------------------------------------------------- */
 
-static bool check_pad_args(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode)
+static bool check_pad_args(const char *op, int ndim, const int64_t *shape, int n_pad,
+                           const int64_t *pad, pt_pad_mode mode)
 {
-    const char *op = "pt_pad";
     if (n_pad < 0 || n_pad % 2 != 0)
         return pti_error(PT_ERR_INVALID_ARG, "%s: padding length must be divisible by 2 (got %d)",
                          op, n_pad) == PT_OK;
     if (n_pad > 0 && !pad)
         return pti_error(PT_ERR_NULL, "%s: pad is NULL", op) == PT_OK;
-    if (n_pad / 2 > x->ndim)
+    if (n_pad / 2 > ndim)
         return pti_error(PT_ERR_INVALID_ARG,
                          "%s: padding length too large: %d values for a %d-D input", op, n_pad,
-                         x->ndim) == PT_OK;
+                         ndim) == PT_OK;
     if (mode == PT_PAD_CONSTANT)
         return true;
     if (mode != PT_PAD_REFLECT && mode != PT_PAD_REPLICATE)
         return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding mode %d", op, (int)mode) == PT_OK;
     const char *name = mode == PT_PAD_REFLECT ? "reflect" : "replicate";
     int k = n_pad / 2;
-    if (k < 1 || k > 3 || (x->ndim != k + 1 && x->ndim != k + 2))
+    if (k < 1 || k > 3 || (ndim != k + 1 && ndim != k + 2))
         return pti_error(PT_ERR_SHAPE,
                          "%s: %s padding of %d values needs a %d-D or %d-D input, got %s", op, name,
-                         n_pad, k + 1, k + 2, pti_shape_str(x->ndim, x->shape)) == PT_OK;
+                         n_pad, k + 1, k + 2, pti_shape_str(ndim, shape)) == PT_OK;
     for (int i = 0; i < k; i++) {
-        int d = x->ndim - 1 - i;
-        int64_t n = x->shape[d], l = pad[2 * i], r = pad[2 * i + 1];
+        int d = ndim - 1 - i;
+        int64_t n = shape[d], l = pad[2 * i], r = pad[2 * i + 1];
         if (mode == PT_PAD_REFLECT && (l >= n || r >= n))
             return pti_error(PT_ERR_INVALID_ARG,
                              "%s: reflect padding size should be less than the corresponding "
                              "input dimension, but got padding (%lld, %lld) at dimension %d of "
                              "input %s",
                              op, (long long)l, (long long)r, d,
-                             pti_shape_str(x->ndim, x->shape)) == PT_OK;
+                             pti_shape_str(ndim, shape)) == PT_OK;
         if (n == 0)
             return pti_error(PT_ERR_SHAPE, "%s: %s padding of an empty dimension %d of input %s",
-                             op, name, d, pti_shape_str(x->ndim, x->shape)) == PT_OK;
+                             op, name, d, pti_shape_str(ndim, shape)) == PT_OK;
         if (n + l + r < 1)
             return pti_error(PT_ERR_SHAPE,
                              "%s: input size %lld at dimension %d with padding (%lld, %lld) gives "
@@ -384,28 +384,37 @@ static bool check_pad_args(const pt_tensor *x, int n_pad, const int64_t *pad, pt
     return true;
 }
 
+/* The padded shape of (ndim, in) and the kernel parameters. */
+static bool pad_shape(const char *op, int ndim, const int64_t *in, int n_pad, const int64_t *pad,
+                      pt_pad_mode mode, pti_pad_params *p, int64_t *shape)
+{
+    *p = (pti_pad_params){.mode = (int)mode};
+    memcpy(shape, in, sizeof(int64_t) * (size_t)ndim);
+    for (int i = 0; i < n_pad / 2; i++) {
+        int d = ndim - 1 - i;
+        int64_t l = pad[2 * i], r = pad[2 * i + 1];
+        shape[d] = in[d] + l + r;
+        p->before[d] = l;
+        if (shape[d] < 0)
+            return pti_error(PT_ERR_SHAPE,
+                             "%s: the input size %lld, plus negative padding %lld and %lld "
+                             "resulted in a negative output size, which is invalid. Check "
+                             "dimension %d of your input",
+                             op, (long long)in[d], (long long)l, (long long)r, d) == PT_OK;
+    }
+    return true;
+}
+
 pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode,
                   double value)
 {
     const char *op = "pt_pad";
-    if (!PTI_CHECK_ARG(x, op, "input") || !pti_check_plain_dtype(op, x) ||
-        !check_pad_args(x, n_pad, pad, mode))
-        return NULL;
-    pti_pad_params p = {.mode = (int)mode};
+    pti_pad_params p;
     int64_t shape[PT_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-    for (int i = 0; i < n_pad / 2; i++) {
-        int d = x->ndim - 1 - i;
-        int64_t l = pad[2 * i], r = pad[2 * i + 1];
-        shape[d] = x->shape[d] + l + r;
-        p.before[d] = l;
-        if (shape[d] < 0)
-            return pti_error_null(PT_ERR_SHAPE,
-                                  "%s: the input size %lld, plus negative padding %lld and %lld "
-                                  "resulted in a negative output size, which is invalid. Check "
-                                  "dimension %d of your input",
-                                  op, (long long)x->shape[d], (long long)l, (long long)r, d);
-    }
+    if (!PTI_CHECK_ARG(x, op, "input") || !pti_check_plain_dtype(op, x) ||
+        !check_pad_args(op, x->ndim, x->shape, n_pad, pad, mode) ||
+        !pad_shape(op, x->ndim, x->shape, n_pad, pad, mode, &p, shape))
+        return NULL;
     pt_tensor *xc = pt_contiguous(x);
     pt_tensor *out = xc ? pti_tensor_new(x->ndim, shape, x->dtype, x->storage->device) : NULL;
     if (out && out->numel > 0) {
@@ -420,53 +429,136 @@ pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode
     return out;
 }
 
+/* Runs a float backward kernel: grad (converted to the compute dtype, contiguous) -> a new
+ * gradient of (ndim, in_shape) in grad's dtype. */
+static pt_tensor *run_shape_backward(pti_op kop, const pt_tensor *grad, int ndim,
+                                     const int64_t *in_shape, const void *params)
+{
+    pt_tensor *g = pti_conv_prepare(grad, pti_conv_compute_dtype(grad->dtype));
+    pt_tensor *out = g ? pti_tensor_new(ndim, in_shape, g->dtype, g->storage->device) : NULL;
+    if (out && out->numel > 0) {
+        pti_call c = {.n_in = 1, .n_out = 1, .in = {g}, .out = {out}, .params = params};
+        if (pti_dispatch(kop, &c) != PT_OK) {
+            pt_release(out);
+            out = NULL;
+        }
+    }
+    pt_release(g);
+    return out ? pti_conv_finish(out, ndim, in_shape, grad->dtype) : NULL;
+}
+
+/* grad_out must have exactly the shape (ndim, shape). */
+static bool check_grad_exact(const char *op, const pt_tensor *grad_out, int ndim,
+                             const int64_t *shape)
+{
+    bool ok = grad_out->ndim == ndim;
+    for (int d = 0; ok && d < ndim; d++)
+        ok = grad_out->shape[d] == shape[d];
+    if (!ok)
+        return pti_error(PT_ERR_SHAPE, "%s: grad_output of size %s, expected %s", op,
+                         pti_shape_str(grad_out->ndim, grad_out->shape),
+                         pti_shape_str(ndim, shape)) == PT_OK;
+    return true;
+}
+
+pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                           int n_pad, const int64_t *pad, pt_pad_mode mode)
+{
+    const char *op = "pt_pad_backward";
+    pti_pad_params p;
+    int64_t shape[PT_MAX_DIMS];
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") ||
+        !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    if (!input_shape)
+        return pti_error_null(PT_ERR_NULL, "%s: input_shape is NULL", op);
+    if (!pti_check_shape(op, ndim, input_shape) ||
+        !check_pad_args(op, ndim, input_shape, n_pad, pad, mode) ||
+        !pad_shape(op, ndim, input_shape, n_pad, pad, mode, &p, shape) ||
+        !check_grad_exact(op, grad_out, ndim, shape))
+        return NULL;
+    return run_shape_backward(PTI_OP_pad_backward, grad_out, ndim, input_shape, &p);
+}
+
 /* ---- interpolation ---------------------------------------------------------------------------- */
 
-pt_tensor *pt_interpolate(const pt_tensor *x, const pt_interpolate_opts *opts)
+/* Checks opts and computes the output size out[2] of input spatial size in[2] (H, W). */
+static bool interp_resolve(const char *op, const int64_t in_hw[2], const pt_interpolate_opts *opts,
+                           pti_interp_params *pp, int64_t out[2])
 {
-    const char *op = "pt_interpolate";
-    if (!check_image(op, x, false))
-        return NULL;
     if (!opts)
-        return pti_error_null(PT_ERR_NULL, "%s: opts is NULL (give a size or a scale_factor)", op);
+        return pti_error(PT_ERR_NULL, "%s: opts is NULL (give a size or a scale_factor)", op) ==
+               PT_OK;
     if (opts->mode != PT_INTERP_NEAREST && opts->mode != PT_INTERP_BILINEAR)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: unknown mode %d", op, (int)opts->mode);
+        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown mode %d", op, (int)opts->mode) == PT_OK;
     if (opts->align_corners && opts->mode == PT_INTERP_NEAREST)
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: align_corners option can only be set with the interpolating "
-                              "modes: linear | bilinear | bicubic | trilinear",
-                              op);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear",
+                         op) == PT_OK;
     bool by_size = opts->size[0] != 0 || opts->size[1] != 0;
     bool by_scale = opts->scale_factor[0] != 0 || opts->scale_factor[1] != 0;
     if (by_size == by_scale)
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: %s", op,
-                              by_size ? "only one of size or scale_factor should be defined"
-                                      : "either size or scale_factor should be defined");
+        return pti_error(PT_ERR_INVALID_ARG, "%s: %s", op,
+                         by_size ? "only one of size or scale_factor should be defined"
+                                 : "either size or scale_factor should be defined") == PT_OK;
     pti_interp_params p = {.mode = (int)opts->mode, .align_corners = opts->align_corners};
-    int64_t out[2];
     for (int i = 0; i < 2; i++) {
-        int64_t in = x->shape[2 + i];
+        int64_t in = in_hw[i];
         if (by_size) {
             out[i] = opts->size[i];
         } else {
             double s = opts->scale_factor[i];
             if (!(s > 0) || !isfinite(s))
-                return pti_error_null(PT_ERR_INVALID_ARG,
-                                      "%s: scale_factor must be positive and finite, got (%g, %g)",
-                                      op, opts->scale_factor[0], opts->scale_factor[1]);
+                return pti_error(PT_ERR_INVALID_ARG,
+                                 "%s: scale_factor must be positive and finite, got (%g, %g)", op,
+                                 opts->scale_factor[0], opts->scale_factor[1]) == PT_OK;
             out[i] = (int64_t)floor((double)in * s);
             p.scale[i] = s;
         }
     }
-    if (out[0] <= 0 || out[1] <= 0 || x->shape[2] <= 0 || x->shape[3] <= 0)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: input and output sizes should be greater than 0, but got input "
-                              "(H: %lld, W: %lld) output (H: %lld, W: %lld)",
-                              op, (long long)x->shape[2], (long long)x->shape[3],
-                              (long long)out[0], (long long)out[1]);
+    if (out[0] <= 0 || out[1] <= 0 || in_hw[0] <= 0 || in_hw[1] <= 0)
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: input and output sizes should be greater than 0, but got input (H: "
+                         "%lld, W: %lld) output (H: %lld, W: %lld)",
+                         op, (long long)in_hw[0], (long long)in_hw[1], (long long)out[0],
+                         (long long)out[1]) == PT_OK;
+    *pp = p;
+    return true;
+}
+
+pt_tensor *pt_interpolate(const pt_tensor *x, const pt_interpolate_opts *opts)
+{
+    const char *op = "pt_interpolate";
+    pti_interp_params p;
+    int64_t out[2];
+    if (!check_image(op, x, false) || !interp_resolve(op, x->shape + 2, opts, &p, out))
+        return NULL;
     pt_tensor *x4 = image_4d(x);
     if (!x4)
         return NULL;
     return run_image_op(PTI_OP_interpolate, x, x4, out[0], out[1], &p, NULL);
+}
+
+pt_tensor *pt_interpolate_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                   const pt_interpolate_opts *opts)
+{
+    const char *op = "pt_interpolate_backward";
+    pti_interp_params p;
+    int64_t out[2];
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") ||
+        !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    if (!input_shape)
+        return pti_error_null(PT_ERR_NULL, "%s: input_shape is NULL", op);
+    if (ndim != 4)
+        return pti_error_null(PT_ERR_SHAPE, "%s: expected a 4-D input shape [N, C, H, W], got %s",
+                              op, pti_shape_str(ndim, input_shape));
+    if (!pti_check_shape(op, ndim, input_shape) ||
+        !interp_resolve(op, input_shape + 2, opts, &p, out))
+        return NULL;
+    int64_t oshape[4] = {input_shape[0], input_shape[1], out[0], out[1]};
+    if (!check_grad_exact(op, grad_out, 4, oshape))
+        return NULL;
+    return run_shape_backward(PTI_OP_interpolate_backward, grad_out, 4, input_shape, &p);
 }

@@ -474,6 +474,153 @@ static pt_status cpu_pad(const pti_call *c)
     return PT_OK;
 }
 
+/* ---- interpolation and pad gradients ------------------------------------------------------------ */
+
+/* grad_in plane gi [H, W] from grad_out plane go [OH, OW] through the forward's tables. */
+#define INTERP_BACKWARD_LOOP(T, SFX)                                                               \
+    static void interp_back_plane_##SFX(const plane_task *t, bool bilinear, const T *go, T *gi)    \
+    {                                                                                              \
+        const interp_axis *ax = t->aux;                                                            \
+        for (int64_t i = 0; i < t->H * t->W; i++)                                                  \
+            gi[i] = 0;                                                                             \
+        for (int64_t oh = 0; oh < t->OH; oh++) {                                                   \
+            T *r0 = gi + ax[0].i0[oh] * t->W, *r1 = gi + ax[0].i1[oh] * t->W;                      \
+            const T *src = go + oh * t->OW;                                                        \
+            if (!bilinear) {                                                                       \
+                for (int64_t ow = 0; ow < t->OW; ow++)                                             \
+                    r0[ax[1].i0[ow]] += src[ow];                                                   \
+                continue;                                                                          \
+            }                                                                                      \
+            T h0 = (T)ax[0].l0[oh], h1 = (T)ax[0].l1[oh];                                          \
+            for (int64_t ow = 0; ow < t->OW; ow++) {                                               \
+                int64_t a = ax[1].i0[ow], b = ax[1].i1[ow];                                        \
+                T w0 = (T)ax[1].l0[ow], w1 = (T)ax[1].l1[ow], g = src[ow];                         \
+                r0[a] += h0 * w0 * g;                                                              \
+                r0[b] += h0 * w1 * g;                                                              \
+                r1[a] += h1 * w0 * g;                                                              \
+                r1[b] += h1 * w1 * g;                                                              \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+INTERP_BACKWARD_LOOP(float, f32)
+INTERP_BACKWARD_LOOP(double, f64)
+#undef INTERP_BACKWARD_LOOP
+
+static void run_interp_backward(void *arg, int64_t q0, int64_t q1)
+{
+    const plane_task *t = arg;
+    const pti_call *c = t->c;
+    bool bil = ((const pti_interp_params *)c->params)->mode == PT_INTERP_BILINEAR;
+    int64_t in_n = t->H * t->W, out_n = t->OH * t->OW;
+    for (int64_t q = q0; q < q1; q++) {
+        if (c->in[0]->dtype == PT_FLOAT64)
+            interp_back_plane_f64(t, bil, (const double *)pti_data(c->in[0]) + q * out_n,
+                                  (double *)pti_data(c->out[0]) + q * in_n);
+        else
+            interp_back_plane_f32(t, bil, (const float *)pti_data(c->in[0]) + q * out_n,
+                                  (float *)pti_data(c->out[0]) + q * in_n);
+    }
+}
+
+static pt_status cpu_interpolate_backward(const pti_call *c)
+{
+    plane_task t = make_backward_task(c);
+    const pti_interp_params *p = c->params;
+    bool f64 = c->in[0]->dtype == PT_FLOAT64;
+    int64_t n = t.OH + t.OW;
+    size_t bytes = (size_t)n * (2 * sizeof(int64_t) + 2 * sizeof(double));
+    char *buf = pti_cpu_alloc(bytes);
+    if (!buf)
+        return pti_error(PT_ERR_OOM, "interpolate_backward: out of memory for %zu bytes", bytes);
+    interp_axis ax[2];
+    int64_t *ib = (int64_t *)buf;
+    double *lb = (double *)(buf + (size_t)n * 2 * sizeof(int64_t));
+    ax[0] = (interp_axis){ib, ib + t.OH, lb, lb + t.OH};
+    ax[1] = (interp_axis){ib + 2 * t.OH, ib + 2 * t.OH + t.OW, lb + 2 * t.OH, lb + 2 * t.OH + t.OW};
+    interp_fill_axis(&ax[0], p, 0, f64, t.H, t.OH);
+    interp_fill_axis(&ax[1], p, 1, f64, t.W, t.OW);
+    t.aux = ax;
+    int64_t planes = c->out[0]->shape[0] * c->out[0]->shape[1];
+    pti_parallel_for(planes, plane_grain(t.H * t.W + t.OH * t.OW * 4), run_interp_backward, &t);
+    pti_cpu_free(buf, bytes);
+    return PT_OK;
+}
+
+/* pad backward: grad_in[src(o)] += grad[o] for every padded position o whose source is real.
+ * Work is split over the leading dims that padding leaves alone (a slab of grad_in gets its
+ * values only from the same slab of grad), or, in constant mode where sources never repeat,
+ * over grad's rows. */
+typedef struct pad_back_task {
+    const pti_call *c;
+    const int64_t *map[PT_MAX_DIMS];
+    int lead;           /* parallel dims [0, lead) */
+} pad_back_task;
+
+static void pad_back_range(void *arg, int64_t s0, int64_t s1)
+{
+    const pad_back_task *t = arg;
+    const pt_tensor *go = t->c->in[0], *gi = t->c->out[0];
+    int nd = go->ndim;
+    int64_t inner = 1; /* grad elements per parallel unit */
+    for (int d = t->lead; d < nd; d++)
+        inner *= go->shape[d];
+    bool f64 = go->dtype == PT_FLOAT64;
+    for (int64_t e = s0 * inner; e < s1 * inner; e++) {
+        int64_t rem = e, src = 0;
+        bool real = true;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t o = rem % go->shape[d];
+            rem /= go->shape[d];
+            int64_t s = t->map[d][o];
+            real = real && s >= 0;
+            src += s * gi->stride[d];
+        }
+        if (!real)
+            continue;
+        if (f64)
+            ((double *)pti_data(gi))[src] += ((const double *)pti_data(go))[e];
+        else
+            ((float *)pti_data(gi))[src] += ((const float *)pti_data(go))[e];
+    }
+}
+
+static pt_status cpu_pad_backward(const pti_call *c)
+{
+    const pti_pad_params *p = c->params;
+    const pt_tensor *go = c->in[0], *gi = c->out[0];
+    pad_back_task t = {.c = c};
+    memset(pti_data(gi), 0, (size_t)gi->numel * pti_dtypes[gi->dtype].size);
+    if (go->numel == 0)
+        return PT_OK;
+    int64_t total = 0;
+    for (int d = 0; d < go->ndim; d++)
+        total += go->shape[d];
+    size_t bytes = (size_t)total * sizeof(int64_t);
+    int64_t *maps = pti_cpu_alloc(bytes);
+    if (!maps)
+        return pti_error(PT_ERR_OOM, "pad_backward: out of memory for %zu bytes", bytes);
+    int64_t *m = maps;
+    for (int d = 0; d < go->ndim; d++) {
+        for (int64_t o = 0; o < go->shape[d]; o++)
+            m[o] = pad_source(p->mode, o, gi->shape[d], p->before[d]);
+        t.map[d] = m;
+        m += go->shape[d];
+    }
+    if (p->mode == PT_PAD_CONSTANT) {
+        t.lead = go->ndim - 1;
+    } else {
+        while (t.lead < go->ndim && p->before[t.lead] == 0 && go->shape[t.lead] == gi->shape[t.lead])
+            t.lead++;
+    }
+    int64_t units = 1, inner = 1;
+    for (int d = 0; d < go->ndim; d++)
+        *(d < t.lead ? &units : &inner) *= go->shape[d];
+    pti_parallel_for(units, plane_grain(inner), pad_back_range, &t);
+    pti_cpu_free(maps, bytes);
+    return PT_OK;
+}
+
 void pti_cpu_register_conv_pool(pti_kernel *table);
 
 void pti_cpu_register_conv_pool(pti_kernel *table)
@@ -486,4 +633,6 @@ void pti_cpu_register_conv_pool(pti_kernel *table)
     table[PTI_OP_adaptive_avg_pool2d_backward] = cpu_pool_backward;
     table[PTI_OP_interpolate] = cpu_interpolate;
     table[PTI_OP_pad] = cpu_pad;
+    table[PTI_OP_pad_backward] = cpu_pad_backward;
+    table[PTI_OP_interpolate_backward] = cpu_interpolate_backward;
 }
