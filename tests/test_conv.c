@@ -252,6 +252,21 @@ static void test_conv_transpose2d_matches_torch(void **state)
     assert_true(n >= 6);
 }
 
+/* Small column budgets force the row-block paths (one image's output rows a few at a time, as
+ * for large images) and single-image steps; results must still match PyTorch. */
+static void test_conv_row_blocks_match_torch(void **state)
+{
+    static const char *budgets[] = {"4096", "60000", "300000"};
+    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
+        setenv("PT_CONV_COL_BUDGET", budgets[b], 1);
+        test_conv2d_matches_torch(state);
+        test_conv2d_grads_match_torch(state);
+        test_conv1d_matches_torch(state);
+        test_conv_transpose2d_matches_torch(state);
+    }
+    unsetenv("PT_CONV_COL_BUDGET");
+}
+
 /* ---- pooling ----------------------------------------------------------------------------------- */
 
 static void test_max_pool2d_matches_torch(void **state)
@@ -551,6 +566,8 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv1d_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv_transpose2d_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_conv_row_blocks_match_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_max_pool2d_matches_torch, pt_test_setup,
                                         pt_test_teardown),

@@ -18,7 +18,32 @@
 #include "../../ops/conv.h"
 #include "cpu.h"
 
-#define COL_BUDGET ((int64_t)8 << 20) /* bytes of im2col buffer per chunk of images */
+#include <stdlib.h>
+
+/* Bytes of column buffer per step: several images side by side when they fit, else one image's
+ * output rows in blocks (so a large image never needs a huge buffer). PT_CONV_COL_BUDGET (bytes)
+ * overrides it; the tests set it tiny to run the row-block paths against PyTorch. */
+static int64_t col_budget(void)
+{
+    const char *e = getenv("PT_CONV_COL_BUDGET");
+    long long v = e ? atoll(e) : 0;
+    return v > 0 ? (int64_t)v : ((int64_t)8 << 20);
+}
+
+/* Images per step (nb) and, when nb == 1, output rows per step (*blk, else rows_total). */
+static int64_t chunk_plan(int64_t N, int64_t per_image, int64_t rows_total, int64_t per_row,
+                          int64_t *blk)
+{
+    int64_t budget = col_budget();
+    int64_t nb = per_image > 0 ? budget / per_image : N;
+    nb = nb < 1 ? 1 : (nb > N ? N : nb);
+    *blk = rows_total;
+    if (nb == 1 && per_image > budget && per_row > 0) {
+        int64_t b = budget / per_row;
+        *blk = b < 1 ? 1 : (b > rows_total ? rows_total : b);
+    }
+    return nb;
+}
 
 /* Geometry of one conv2d / conv_transpose2d call (x [N,C,H,W] -> y [N,Co,OH,OW]). */
 typedef struct conv_geom {
@@ -95,8 +120,9 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
 /* add_bias: planes [p0, p1) of length n get bias[plane % n_ch] added.
  * scatter: tmp [Co, nb*P] -> y [nb, Co, P] plus bias; plane index = b*Co + co.
  * direct_plane: one output plane of a grouped convolution by direct accumulation.
- * col2im_plane: channel co's rows of col [Co*kh*kw, ld] (columns from col on) summed into the
- * output plane yp, on top of the bias. */
+ * col2im_plane: channel co's rows of col [Co*kh*kw, ld] (columns from col on, holding input
+ * rows [iy0, iy1)) summed into the output plane yp; the first block (iy0 == 0) starts the plane
+ * from the bias. */
 #define CONV_TYPED_LOOPS(T, SFX)                                                                   \
     static void add_bias_##SFX(T *y, const T *bias, int64_t n_ch, int64_t n, int64_t p0,           \
                                int64_t p1)                                                         \
@@ -153,22 +179,22 @@ static void gemm(bool f64, bool trans_a, int64_t M, int64_t N, int64_t K, const 
         }                                                                                          \
     }                                                                                              \
     static void col2im_plane_##SFX(const conv_geom *g, const T *col, int64_t ld, const T *bias,    \
-                                   T *yp, int64_t co)                                              \
+                                   T *yp, int64_t co, int64_t iy0, int64_t iy1)                    \
     {                                                                                              \
         T b0 = bias ? bias[co] : (T)0;                                                             \
-        for (int64_t i = 0; i < g->P; i++)                                                         \
+        for (int64_t i = 0; iy0 == 0 && i < g->P; i++)                                             \
             yp[i] = b0;                                                                            \
         for (int64_t i = 0; i < g->kh; i++) {                                                      \
             for (int64_t j = 0; j < g->kw; j++) {                                                  \
                 const T *cr = col + ((co * g->kh + i) * g->kw + j) * ld;                           \
                 int64_t off = j * g->dw - g->pw, lo, hi;                                           \
                 valid_range(g->W, g->OW, g->sw, off, &lo, &hi);                                    \
-                for (int64_t iy = 0; iy < g->H; iy++) {                                            \
+                for (int64_t iy = iy0; iy < iy1; iy++) {                                           \
                     int64_t oy = iy * g->sh - g->ph + i * g->dh;                                   \
                     if (oy < 0 || oy >= g->OH)                                                     \
                         continue;                                                                  \
                     T *yr = yp + oy * g->OW;                                                       \
-                    const T *src = cr + iy * g->W;                                                 \
+                    const T *src = cr + (iy - iy0) * g->W;                                         \
                     for (int64_t ix = lo; ix < hi; ix++)                                           \
                         yr[ix * g->sw + off] += src[ix];                                           \
                 }                                                                                  \
@@ -192,6 +218,7 @@ typedef struct conv_task {
     const char *tmp;
     int64_t nb, ld; /* images in the chunk, row length of col/tmp */
     int64_t ch, plane; /* gather: channels and plane size of the source */
+    int64_t r0, r1;    /* im2col: output rows [r0, r1); col2im: input rows */
 } conv_task;
 
 /* One im2col row segment: dst[ow] = src[ow*s] for ow in [lo, hi), zero elsewhere in [0, n). */
@@ -212,7 +239,8 @@ typedef struct conv_task {
     } while (0)
 
 /* im2col rows [r0, r1): row r = (c, i, j) holds x[b, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]
- * at column b*P + oh*OW + ow (zero outside the input). Rows are short (OW elements), so the
+ * at column (b*(t->r1 - t->r0) + oh - t->r0)*OW + ow for output rows oh in [t->r0, t->r1)
+ * (zero outside the input). Rows are short (OW elements), so the
  * copies are plain loops rather than memcpy/memset calls. */
 static void im2col_rows(void *arg, int64_t r0, int64_t r1)
 {
@@ -226,8 +254,8 @@ static void im2col_rows(void *arg, int64_t r0, int64_t r1)
         valid_range(g->OW, g->W, g->sw, off, &lo, &hi);
         for (int64_t b = 0; b < t->nb; b++) {
             const char *plane = t->x + (size_t)((b * g->C + c) * g->HW) * es;
-            char *dst = t->col + (size_t)(r * t->ld + b * g->P) * es;
-            for (int64_t oh = 0; oh < g->OH; oh++, dst += OW * es) {
+            char *dst = t->col + (size_t)(r * t->ld + b * (t->r1 - t->r0) * OW) * es;
+            for (int64_t oh = t->r0; oh < t->r1; oh++, dst += OW * es) {
                 int64_t ih = oh * g->sh - g->ph + i * g->dh;
                 if (ih < 0 || ih >= g->H) {
                     memset(dst, 0, (size_t)OW * es);
@@ -278,7 +306,7 @@ static void direct_task(void *arg, int64_t q0, int64_t q1)
     }
 }
 
-/* col2im over planes q = b*Co + co of a chunk: image b's columns start at b*HW. */
+/* col2im over planes q = b*Co + co of a chunk: image b's columns start at b*(rows)*W. */
 static void col2im_task(void *arg, int64_t q0, int64_t q1)
 {
     const conv_task *t = arg;
@@ -286,11 +314,11 @@ static void col2im_task(void *arg, int64_t q0, int64_t q1)
     for (int64_t q = q0; q < q1; q++) {
         int64_t b = q / g->Co, co = q % g->Co;
         if (g->f64)
-            col2im_plane_f64(g, (const double *)t->col + b * g->HW, t->ld, t->bias,
-                             (double *)t->y + q * g->P, co);
+            col2im_plane_f64(g, (const double *)t->col + b * (t->r1 - t->r0) * g->W, t->ld,
+                             t->bias, (double *)t->y + q * g->P, co, t->r0, t->r1);
         else
-            col2im_plane_f32(g, (const float *)t->col + b * g->HW, t->ld, t->bias,
-                             (float *)t->y + q * g->P, co);
+            col2im_plane_f32(g, (const float *)t->col + b * (t->r1 - t->r0) * g->W, t->ld,
+                             t->bias, (float *)t->y + q * g->P, co, t->r0, t->r1);
     }
 }
 
@@ -333,11 +361,10 @@ static pt_status conv_im2col(const conv_geom *g, const char *x, const char *w, c
                              char *y)
 {
     size_t es = g->es;
-    int64_t K = g->Cg * g->kh * g->kw, rows = g->C * g->kh * g->kw;
-    int64_t per_image = rows * g->P * (int64_t)es;
-    int64_t nb = per_image > 0 ? COL_BUDGET / per_image : g->N;
-    nb = nb < 1 ? 1 : (nb > g->N ? g->N : nb);
-    size_t col_bytes = (size_t)(rows * nb * g->P) * es;
+    int64_t K = g->Cg * g->kh * g->kw, rows = g->C * g->kh * g->kw, blk;
+    int64_t nb = chunk_plan(g->N, rows * g->P * (int64_t)es, g->OH, rows * g->OW * (int64_t)es,
+                           &blk);
+    size_t col_bytes = (size_t)(rows * nb * blk * g->OW) * es;
     size_t tmp_bytes = nb > 1 ? (size_t)(g->Co * nb * g->P) * es : 0;
     char *col = pti_cpu_alloc(col_bytes);
     char *tmp = tmp_bytes ? pti_cpu_alloc(tmp_bytes) : NULL;
@@ -348,16 +375,26 @@ static pt_status conv_im2col(const conv_geom *g, const char *x, const char *w, c
                          col_bytes + tmp_bytes);
     }
     for (int64_t n0 = 0; n0 < g->N; n0 += nb) {
-        int64_t cur = g->N - n0 < nb ? g->N - n0 : nb, ld = cur * g->P;
+        int64_t cur = g->N - n0 < nb ? g->N - n0 : nb;
         char *yn = y + (size_t)(n0 * g->Co * g->P) * es;
         conv_task t = {.g = g, .x = x + (size_t)(n0 * g->C * g->HW) * es, .y = yn, .col = col,
-                       .tmp = tmp, .nb = cur, .ld = ld, .bias = bias};
-        int64_t row_grain = 32768 / (ld > 0 ? ld : 1);
-        pti_parallel_for(rows, row_grain > 0 ? row_grain : 1, im2col_rows, &t);
-        char *dst = cur > 1 ? tmp : yn;
-        for (int64_t gi = 0; gi < g->g; gi++)
-            gemm(g->f64, false, g->Cog, ld, K, w + (size_t)(gi * g->Cog * K) * es, K,
-                 col + (size_t)(gi * K * ld) * es, ld, dst + (size_t)(gi * g->Cog * ld) * es, ld);
+                       .tmp = tmp, .nb = cur, .bias = bias};
+        /* one step per block of output rows (a single block unless the image is large) */
+        for (int64_t oh0 = 0; oh0 < g->OH; oh0 += blk) {
+            int64_t nrow = g->OH - oh0 < blk ? g->OH - oh0 : blk, ld = cur * nrow * g->OW;
+            t.r0 = oh0;
+            t.r1 = oh0 + nrow;
+            t.ld = ld;
+            int64_t row_grain = 32768 / (ld > 0 ? ld : 1);
+            pti_parallel_for(rows, row_grain > 0 ? row_grain : 1, im2col_rows, &t);
+            /* several images: into tmp [Co, ld], scattered below; one: straight into y */
+            char *dst = cur > 1 ? tmp : yn + (size_t)(oh0 * g->OW) * es;
+            int64_t ldc = cur > 1 ? ld : g->P;
+            for (int64_t gi = 0; gi < g->g; gi++)
+                gemm_ex(g->f64, false, false, g->Cog, ld, K, w + (size_t)(gi * g->Cog * K) * es, K,
+                        col + (size_t)(gi * K * ld) * es, ld, 0.0,
+                        dst + (size_t)(gi * g->Cog * ldc) * es, ldc);
+        }
         if (cur > 1)
             pti_parallel_for(cur * g->Co, plane_grain(g->P), scatter_task, &t);
         else if (bias)
@@ -403,10 +440,10 @@ static pt_status cpu_conv_transpose2d(const pti_call *c)
     const void *bias = c->in[2] ? pti_data(c->in[2]) : NULL;
     char *y = pti_data(c->out[0]);
     int64_t Kc = g.Cog * g.kh * g.kw, rows = g.g * Kc; /* rows of col: per group, all */
-    int64_t per_image = (rows + g.C) * g.HW * (int64_t)es;
-    int64_t nb = per_image > 0 ? COL_BUDGET / per_image : g.N;
-    nb = nb < 1 ? 1 : (nb > g.N ? g.N : nb);
-    size_t col_bytes = (size_t)(rows * nb * g.HW) * es + 1;
+    int64_t blk; /* input rows per step when one image does not fit */
+    int64_t nb = chunk_plan(g.N, (rows + g.C) * g.HW * (int64_t)es, g.H, rows * g.W * (int64_t)es,
+                            &blk);
+    size_t col_bytes = (size_t)(rows * nb * blk * g.W) * es + 1;
     size_t tmp_bytes = nb > 1 ? (size_t)(g.C * nb * g.HW) * es : 0;
     char *col = pti_cpu_alloc(col_bytes);
     char *tmp = tmp_bytes ? pti_cpu_alloc(tmp_bytes) : NULL;
@@ -417,23 +454,28 @@ static pt_status cpu_conv_transpose2d(const pti_call *c)
                          col_bytes + tmp_bytes);
     }
     for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-        int64_t cur = g.N - n0 < nb ? g.N - n0 : nb, ld = cur * g.HW;
+        int64_t cur = g.N - n0 < nb ? g.N - n0 : nb;
         const char *xn = x + (size_t)(n0 * g.C * g.HW) * es;
+        int64_t ldx = g.HW;
         if (cur > 1) { /* x chunk [cur, C, HW] -> [C, cur*HW] */
-            conv_task gt = {.g = &g, .x = xn, .col = tmp, .ld = ld, .ch = g.C, .plane = g.HW};
+            ldx = cur * g.HW;
+            conv_task gt = {.g = &g, .x = xn, .col = tmp, .ld = ldx, .ch = g.C, .plane = g.HW};
             pti_parallel_for(cur * g.C, plane_grain(g.HW), gather_task, &gt);
             xn = tmp;
         }
-        if (g.Cg == 0)
-            memset(col, 0, col_bytes);
-        else
-            for (int64_t gi = 0; gi < g.g; gi++) /* col_g [Kc, ld] = W_g^T [Kc, Cg] x_g [Cg, ld] */
-                gemm(g.f64, true, Kc, ld, g.Cg, w + (size_t)(gi * g.Cg * Kc) * es, Kc,
-                     xn + (size_t)(gi * g.Cg * ld) * es, ld, col + (size_t)(gi * Kc * ld) * es,
-                     ld);
-        conv_task t = {.g = &g, .col = col, .ld = ld, .bias = bias,
-                       .y = y + (size_t)(n0 * g.Co * g.P) * es};
-        pti_parallel_for(cur * g.Co, plane_grain(g.P + g.kh * g.kw * g.HW), col2im_task, &t);
+        for (int64_t iy0 = 0; iy0 < g.H; iy0 += blk) {
+            int64_t nrow = g.H - iy0 < blk ? g.H - iy0 : blk, ld = cur * nrow * g.W;
+            if (g.Cg == 0)
+                memset(col, 0, col_bytes);
+            else /* col_g [Kc, ld] = W_g^T [Kc, Cg] x_g [Cg, ld] (input rows iy0..) */
+                for (int64_t gi = 0; gi < g.g; gi++)
+                    gemm(g.f64, true, Kc, ld, g.Cg, w + (size_t)(gi * g.Cg * Kc) * es, Kc,
+                         xn + (size_t)(gi * g.Cg * ldx + iy0 * g.W) * es, ldx,
+                         col + (size_t)(gi * Kc * ld) * es, ld);
+            conv_task t = {.g = &g, .col = col, .ld = ld, .bias = bias, .r0 = iy0,
+                           .r1 = iy0 + nrow, .y = y + (size_t)(n0 * g.Co * g.P) * es};
+            pti_parallel_for(cur * g.Co, plane_grain(g.P + g.kh * g.kw * g.HW), col2im_task, &t);
+        }
     }
     pti_cpu_free(col, col_bytes);
     pti_cpu_free(tmp, tmp_bytes);
@@ -483,10 +525,9 @@ static pt_status cpu_conv2d_weight_grad(const pti_call *c)
         memset(gw, 0, (size_t)(g.Co * K) * es);
         return PT_OK;
     }
-    int64_t per_image = rows * g.P * (int64_t)es;
-    int64_t nb = per_image > 0 ? COL_BUDGET / per_image : g.N;
-    nb = nb < 1 ? 1 : (nb > g.N ? g.N : nb);
-    size_t col_bytes = (size_t)(rows * nb * g.P) * es;
+    int64_t blk;
+    int64_t nb = chunk_plan(g.N, rows * g.P * (int64_t)es, g.OH, rows * g.OW * (int64_t)es, &blk);
+    size_t col_bytes = (size_t)(rows * nb * blk * g.OW) * es;
     size_t tmp_bytes = nb > 1 ? (size_t)(g.Co * nb * g.P) * es : 0;
     char *col = pti_cpu_alloc(col_bytes);
     char *tmp = tmp_bytes ? pti_cpu_alloc(tmp_bytes) : NULL;
@@ -497,21 +538,32 @@ static pt_status cpu_conv2d_weight_grad(const pti_call *c)
                          col_bytes + tmp_bytes);
     }
     for (int64_t n0 = 0; n0 < g.N; n0 += nb) {
-        int64_t cur = g.N - n0 < nb ? g.N - n0 : nb, ld = cur * g.P;
+        int64_t cur = g.N - n0 < nb ? g.N - n0 : nb;
         const char *gn = go + (size_t)(n0 * g.Co * g.P) * es;
-        conv_task t = {.g = &g, .x = x + (size_t)(n0 * g.C * g.HW) * es, .col = col, .nb = cur,
-                       .ld = ld};
-        int64_t row_grain = 32768 / (ld > 0 ? ld : 1);
-        pti_parallel_for(rows, row_grain > 0 ? row_grain : 1, im2col_rows, &t);
-        if (cur > 1) {
-            conv_task gt = {.g = &g, .x = gn, .col = tmp, .ld = ld, .ch = g.Co, .plane = g.P};
-            pti_parallel_for(cur * g.Co, plane_grain(g.P), gather_task, &gt);
-            gn = tmp;
+        conv_task t = {.g = &g, .x = x + (size_t)(n0 * g.C * g.HW) * es, .col = col, .nb = cur};
+        for (int64_t oh0 = 0; oh0 < g.OH; oh0 += blk) {
+            int64_t nrow = g.OH - oh0 < blk ? g.OH - oh0 : blk, ld = cur * nrow * g.OW;
+            t.r0 = oh0;
+            t.r1 = oh0 + nrow;
+            t.ld = ld;
+            int64_t row_grain = 32768 / (ld > 0 ? ld : 1);
+            pti_parallel_for(rows, row_grain > 0 ? row_grain : 1, im2col_rows, &t);
+            /* grad columns matching col: several images gathered into tmp [Co, ld]; one image
+             * read in place (row block oh0.., leading dimension P) */
+            const char *ga = gn + (size_t)(oh0 * g.OW) * es;
+            int64_t lda = g.P;
+            if (cur > 1) {
+                conv_task gt = {.g = &g, .x = gn, .col = tmp, .ld = ld, .ch = g.Co, .plane = g.P};
+                pti_parallel_for(cur * g.Co, plane_grain(g.P), gather_task, &gt);
+                ga = tmp;
+                lda = ld;
+            }
+            bool first = n0 == 0 && oh0 == 0;
+            for (int64_t gi = 0; gi < g.g; gi++)
+                gemm_ex(g.f64, false, true, g.Cog, K, ld, ga + (size_t)(gi * g.Cog * lda) * es,
+                        lda, col + (size_t)(gi * K * ld) * es, ld, first ? 0.0 : 1.0,
+                        gw + (size_t)(gi * g.Cog * K) * es, K);
         }
-        for (int64_t gi = 0; gi < g.g; gi++)
-            gemm_ex(g.f64, false, true, g.Cog, K, ld, gn + (size_t)(gi * g.Cog * ld) * es, ld,
-                    col + (size_t)(gi * K * ld) * es, ld, n0 == 0 ? 0.0 : 1.0,
-                    gw + (size_t)(gi * g.Cog * K) * es, K);
     }
     pti_cpu_free(col, col_bytes);
     pti_cpu_free(tmp, tmp_bytes);
