@@ -481,6 +481,8 @@ static void test_conv_errors(void **state)
                     PT_ERR_INVALID_ARG, "output padding must be smaller than either stride");
     assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 2, NULL),
                     PT_ERR_INVALID_ARG, "divisible by 2");
+    assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 0, NULL),
+                    PT_ERR_INVALID_ARG, "groups");
 }
 
 static void test_pool_pad_interp_errors(void **state)

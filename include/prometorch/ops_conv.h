@@ -62,7 +62,7 @@ PT_API pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_
 /* Transposed 2-D convolution, F.conv_transpose2d(x, w, bias, stride, padding, output_padding,
  * groups, dilation). x: [N, C_in, H, W] or [C_in, H, W]; w: [C_in, C_out/groups, kH, kW];
  * bias [C_out] or NULL. Output size (H-1)sH - 2pH + dH(kH-1) + opH + 1. Any of the pair
- * arguments may be NULL (stride/dilation 1, padding/output_padding 0); groups 0 = 1.
+ * arguments may be NULL (stride/dilation 1, padding/output_padding 0); groups must be > 0.
  * output_padding must be smaller than stride or dilation. */
 PT_API pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w,
                                       const pt_tensor *bias, const int64_t stride[2],

@@ -330,8 +330,7 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
                                const int64_t output_padding[2], int64_t groups,
                                const int64_t dilation[2])
 {
-    conv_args a = {.op = "pt_conv_transpose2d", .nsp = 2, .transposed = true,
-                   .groups = groups ? groups : 1};
+    conv_args a = {.op = "pt_conv_transpose2d", .nsp = 2, .transposed = true, .groups = groups};
     pair_or(stride, 1, a.stride);
     pair_or(padding, 0, a.pad);
     pair_or(output_padding, 0, a.out_pad);
