@@ -29,7 +29,10 @@ static const char *key(const char *op, int i, const char *field)
     return b;
 }
 
-static int64_t cfg_i(const pt_tensor *cfg, int k) { return (int64_t)pt_test_get(cfg, k); }
+static int64_t cfg_i(const pt_tensor *cfg, int k)
+{
+    return (int64_t)pt_test_get(cfg, k);
+}
 
 /* The fixture generator's pattern input: x[i] = ((7i + 3) % 23 - 11) / 8. */
 static pt_tensor *pattern_of(int nd, const int64_t *shape, pt_dtype dt)
@@ -65,7 +68,8 @@ static void check_close(const pt_tensor *got, const pt_tensor *want)
         assert_tensor_close(got, want, CONV_RTOL, CONV_ATOL);
 }
 
-/* ---- convolutions ------------------------------------------------------------------------------ */
+/* ---- convolutions ------------------------------------------------------------------------------
+ */
 
 static pt_tensor *run_conv2d(const pt_tensor *cfg, const pt_tensor *x, const pt_tensor *w,
                              const pt_tensor *b)
@@ -75,7 +79,9 @@ static pt_tensor *run_conv2d(const pt_tensor *cfg, const pt_tensor *x, const pt_
     int mode = (int)cfg_i(cfg, 8);
     if (mode == 0)
         return pt_conv2d(x, w, b, s, p, d, g);
-    pt_conv_opts o = {.stride = {s[0], s[1]}, .dilation = {d[0], d[1]}, .groups = g,
+    pt_conv_opts o = {.stride = {s[0], s[1]},
+                      .dilation = {d[0], d[1]},
+                      .groups = g,
                       .padding_mode = mode == 1 ? PT_CONV_PADDING_SAME : PT_CONV_PADDING_VALID};
     return pt_conv2d_ex(x, w, b, &o);
 }
@@ -88,9 +94,9 @@ static void test_conv2d_matches_torch(void **state)
         pt_scope_begin();
         pt_tensor *cfg = fx_get(fx, key("c2d", i, "cfg"));
         bool f64 = cfg_i(cfg, 9), gen_x = cfg_i(cfg, 10);
-        pt_tensor *x = gen_x ? pattern(fx_get(fx, key("c2d", i, "xshape")),
-                                       f64 ? PT_FLOAT64 : PT_FLOAT32)
-                             : fx_get(fx, key("c2d", i, "x"));
+        pt_tensor *x =
+            gen_x ? pattern(fx_get(fx, key("c2d", i, "xshape")), f64 ? PT_FLOAT64 : PT_FLOAT32)
+                  : fx_get(fx, key("c2d", i, "x"));
         pt_tensor *w = fx_get(fx, key("c2d", i, "w"));
         pt_tensor *b = cfg_i(cfg, 7) ? fx_get(fx, key("c2d", i, "b")) : NULL;
         pt_tensor *want = fx_get(fx, key("c2d", i, "out"));
@@ -105,7 +111,8 @@ static void test_conv2d_matches_torch(void **state)
         if (cfg_i(cfg, 8) == 0) {
             pt_conv_opts o = {.stride = {cfg_i(cfg, 0), cfg_i(cfg, 1)},
                               .padding = {cfg_i(cfg, 2), cfg_i(cfg, 3)},
-                              .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)}, .groups = cfg_i(cfg, 6)};
+                              .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)},
+                              .groups = cfg_i(cfg, 6)};
             check_close(pt_conv2d_ex(x, w, b, &o), want);
         }
         pt_scope_end();
@@ -119,7 +126,8 @@ static pt_conv_opts case_opts(const pt_tensor *cfg)
     int mode = (int)cfg_i(cfg, 8);
     return (pt_conv_opts){.stride = {cfg_i(cfg, 0), cfg_i(cfg, 1)},
                           .padding = {mode ? 0 : cfg_i(cfg, 2), mode ? 0 : cfg_i(cfg, 3)},
-                          .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)}, .groups = cfg_i(cfg, 6),
+                          .dilation = {cfg_i(cfg, 4), cfg_i(cfg, 5)},
+                          .groups = cfg_i(cfg, 6),
                           .padding_mode = (pt_conv_padding_mode)mode};
 }
 
@@ -136,8 +144,8 @@ static void test_conv2d_grads_match_torch(void **state)
                              : fx_get(fx, key("c2d", i, "x"));
         pt_tensor *w = fx_get(fx, key("c2d", i, "w"));
         pt_tensor *out = fx_get(fx, key("c2d", i, "out"));
-        pt_tensor *gout = gen_x ? pattern_of(pt_ndim(out), pt_shape(out), dt)
-                                : fx_get(fx, key("c2d", i, "gout"));
+        pt_tensor *gout =
+            gen_x ? pattern_of(pt_ndim(out), pt_shape(out), dt) : fx_get(fx, key("c2d", i, "gout"));
         pt_conv_opts o = case_opts(cfg);
         if (fx_has(fx, key("c2d", i, "gx"))) {
             pt_tensor *gx = pt_conv2d_input_grad(pt_ndim(x), pt_shape(x), w, gout, &o);
@@ -149,8 +157,8 @@ static void test_conv2d_grads_match_torch(void **state)
                         fx_get(fx, key("c2d", i, "gx")));
         }
         pt_tensor *gb = NULL;
-        pt_tensor *gw = pt_conv2d_weight_grad(x, pt_ndim(w), pt_shape(w), gout, &o,
-                                              cfg_i(cfg, 7) ? &gb : NULL);
+        pt_tensor *gw =
+            pt_conv2d_weight_grad(x, pt_ndim(w), pt_shape(w), gout, &o, cfg_i(cfg, 7) ? &gb : NULL);
         if (!gw)
             fail_msg("c2d grad case %d: %s", i, pt_last_error());
         /* the weight gradient sums N*oH*oW products per entry (up to 13824 here), in another
@@ -175,7 +183,7 @@ static void test_conv2d_single_thread_and_defaults(void **state)
     for (int i = 17; i <= 19; i++) {
         pt_tensor *cfg = fx_get(fx, key("c2d", i, "cfg"));
         pt_tensor *x = cfg_i(cfg, 10) ? pattern(fx_get(fx, key("c2d", i, "xshape")),
-                                                 cfg_i(cfg, 9) ? PT_FLOAT64 : PT_FLOAT32)
+                                                cfg_i(cfg, 9) ? PT_FLOAT64 : PT_FLOAT32)
                                       : fx_get(fx, key("c2d", i, "x"));
         pt_tensor *b = cfg_i(cfg, 7) ? fx_get(fx, key("c2d", i, "b")) : NULL;
         check_close(run_conv2d(cfg, x, fx_get(fx, key("c2d", i, "w")), b),
@@ -214,13 +222,15 @@ static void test_conv1d_matches_torch(void **state)
         pt_tensor *b = cfg_i(cfg, 4) ? fx_get(fx, key("c1d", i, "b")) : NULL;
         pt_tensor *want = fx_get(fx, key("c1d", i, "out"));
         int mode = (int)cfg_i(cfg, 5);
-        pt_conv_opts o = {.stride = {cfg_i(cfg, 0)}, .padding = {cfg_i(cfg, 1)},
-                          .dilation = {cfg_i(cfg, 2)}, .groups = cfg_i(cfg, 3),
+        pt_conv_opts o = {.stride = {cfg_i(cfg, 0)},
+                          .padding = {cfg_i(cfg, 1)},
+                          .dilation = {cfg_i(cfg, 2)},
+                          .groups = cfg_i(cfg, 3),
                           .padding_mode = (pt_conv_padding_mode)mode};
         if (mode == 0)
-            check_close(pt_conv1d(x, w, b, cfg_i(cfg, 0), cfg_i(cfg, 1), cfg_i(cfg, 2),
-                                  cfg_i(cfg, 3)),
-                        want);
+            check_close(
+                pt_conv1d(x, w, b, cfg_i(cfg, 0), cfg_i(cfg, 1), cfg_i(cfg, 2), cfg_i(cfg, 3)),
+                want);
         check_close(pt_conv1d_ex(x, w, b, &o), want);
         check_close(pt_conv1d_ex(pt_test_noncontig(x), pt_test_noncontig(w), b, &o), want);
         pt_scope_end();
@@ -267,7 +277,8 @@ static void test_conv_row_blocks_match_torch(void **state)
     unsetenv("PT_CONV_COL_BUDGET");
 }
 
-/* ---- pooling ----------------------------------------------------------------------------------- */
+/* ---- pooling -----------------------------------------------------------------------------------
+ */
 
 static void test_max_pool2d_matches_torch(void **state)
 {
@@ -355,7 +366,8 @@ static void test_adaptive_avg_pool2d_matches_torch(void **state)
     assert_true(n >= 6);
 }
 
-/* ---- pad and interpolate ----------------------------------------------------------------------- */
+/* ---- pad and interpolate -----------------------------------------------------------------------
+ */
 
 static void test_pad_matches_torch(void **state)
 {
@@ -384,9 +396,9 @@ static void test_pad_matches_torch(void **state)
             if (!gx)
                 fail_msg("pad backward case %d: %s", i, pt_last_error());
             check_close(gx, fx_get(fx, key("pad", i, "gx")));
-            check_close(pt_pad_backward(pt_test_noncontig(gout), pt_ndim(x), pt_shape(x), n_pad,
-                                        pad, mode),
-                        fx_get(fx, key("pad", i, "gx")));
+            check_close(
+                pt_pad_backward(pt_test_noncontig(gout), pt_ndim(x), pt_shape(x), n_pad, pad, mode),
+                fx_get(fx, key("pad", i, "gx")));
         }
         pt_scope_end();
     }
@@ -431,7 +443,8 @@ static void test_interpolate_matches_torch(void **state)
     assert_true(n >= 13);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------ */
+/* ---- errors ------------------------------------------------------------------------------------
+ */
 
 static void test_conv_errors(void **state)
 {
@@ -457,17 +470,17 @@ static void test_conv_errors(void **state)
                     PT_ERR_INVALID_ARG, "stride");
     assert_pt_error(pt_conv2d(x, w, NULL, NULL, (const int64_t[]){-1, 0}, NULL, 1),
                     PT_ERR_INVALID_ARG, "padding");
-    assert_pt_error(pt_conv2d(x, w, pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu()), NULL, NULL, NULL,
-                              1),
-                    PT_ERR_SHAPE, "expected bias to be 1-dimensional with 4 elements");
+    assert_pt_error(
+        pt_conv2d(x, w, pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu()), NULL, NULL, NULL, 1),
+        PT_ERR_SHAPE, "expected bias to be 1-dimensional with 4 elements");
     assert_pt_error(pt_conv2d(x, pt_to_dtype(w, PT_FLOAT64), b, NULL, NULL, NULL, 1), PT_ERR_DTYPE,
                     "same dtype");
-    assert_pt_error(pt_conv2d(pt_to_dtype(x, PT_INT64), pt_to_dtype(w, PT_INT64), NULL, NULL, NULL,
-                              NULL, 1),
-                    PT_ERR_DTYPE, "floating");
-    assert_pt_error(pt_conv2d(pt_zeros(PT_SHAPE(8, 8), PT_FLOAT32, pt_cpu()), w, NULL, NULL, NULL,
-                              NULL, 1),
-                    PT_ERR_SHAPE, "expected 3-D (unbatched) or 4-D (batched) input");
+    assert_pt_error(
+        pt_conv2d(pt_to_dtype(x, PT_INT64), pt_to_dtype(w, PT_INT64), NULL, NULL, NULL, NULL, 1),
+        PT_ERR_DTYPE, "floating");
+    assert_pt_error(
+        pt_conv2d(pt_zeros(PT_SHAPE(8, 8), PT_FLOAT32, pt_cpu()), w, NULL, NULL, NULL, NULL, 1),
+        PT_ERR_SHAPE, "expected 3-D (unbatched) or 4-D (batched) input");
     pt_conv_opts same_strided = {.stride = {2, 2}, .padding_mode = PT_CONV_PADDING_SAME};
     assert_pt_error(pt_conv2d_ex(x, w, NULL, &same_strided), PT_ERR_INVALID_ARG,
                     "padding='same' is not supported for strided");
@@ -479,10 +492,10 @@ static void test_conv_errors(void **state)
     assert_pt_error(pt_conv_transpose2d(x, wt, NULL, (const int64_t[]){2, 2}, NULL,
                                         (const int64_t[]){2, 0}, 1, NULL),
                     PT_ERR_INVALID_ARG, "output padding must be smaller than either stride");
-    assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 2, NULL),
-                    PT_ERR_INVALID_ARG, "divisible by 2");
-    assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 0, NULL),
-                    PT_ERR_INVALID_ARG, "groups");
+    assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 2, NULL), PT_ERR_INVALID_ARG,
+                    "divisible by 2");
+    assert_pt_error(pt_conv_transpose2d(x, wt, NULL, NULL, NULL, NULL, 0, NULL), PT_ERR_INVALID_ARG,
+                    "groups");
 }
 
 static void test_pool_pad_interp_errors(void **state)
@@ -521,35 +534,34 @@ static void test_pool_pad_interp_errors(void **state)
     /* pad */
     assert_pt_error(pt_pad(x, 3, (const int64_t[]){1, 1, 1}, PT_PAD_CONSTANT, 0),
                     PT_ERR_INVALID_ARG, "divisible by 2");
-    assert_pt_error(pt_pad(x, 10, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
-                           PT_PAD_CONSTANT, 0),
-                    PT_ERR_INVALID_ARG, "too large");
-    assert_pt_error(pt_pad(x, 4, (const int64_t[]){8, 0, 0, 0}, PT_PAD_REFLECT, 0), PT_ERR_INVALID_ARG,
-                    "should be less than the corresponding input dimension");
+    assert_pt_error(
+        pt_pad(x, 10, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, PT_PAD_CONSTANT, 0),
+        PT_ERR_INVALID_ARG, "too large");
+    assert_pt_error(pt_pad(x, 4, (const int64_t[]){8, 0, 0, 0}, PT_PAD_REFLECT, 0),
+                    PT_ERR_INVALID_ARG, "should be less than the corresponding input dimension");
     assert_pt_error(pt_pad(x, 2, (const int64_t[]){-5, -4}, PT_PAD_CONSTANT, 0), PT_ERR_SHAPE,
                     "negative output size");
-    assert_pt_error(pt_pad(pt_zeros(PT_SHAPE(8), PT_FLOAT32, pt_cpu()), 2,
-                           (const int64_t[]){1, 1}, PT_PAD_REPLICATE, 0),
+    assert_pt_error(pt_pad(pt_zeros(PT_SHAPE(8), PT_FLOAT32, pt_cpu()), 2, (const int64_t[]){1, 1},
+                           PT_PAD_REPLICATE, 0),
                     PT_ERR_SHAPE, "needs a 2-D or 3-D input");
     assert_pt_error(pt_pad(NULL, 2, (const int64_t[]){1, 1}, PT_PAD_CONSTANT, 0), PT_ERR_NULL,
                     "pt_pad");
-    assert_pt_error(pt_pad_backward(x, 4, pt_shape(x), 2, (const int64_t[]){1, 1},
-                                    PT_PAD_CONSTANT),
+    assert_pt_error(pt_pad_backward(x, 4, pt_shape(x), 2, (const int64_t[]){1, 1}, PT_PAD_CONSTANT),
                     PT_ERR_SHAPE, "grad_output of size [2, 3, 8, 8], expected [2, 3, 8, 10]");
     assert_pt_error(pt_pad_backward(x, 4, NULL, 2, (const int64_t[]){1, 1}, PT_PAD_CONSTANT),
                     PT_ERR_NULL, "input_shape");
     /* interpolate */
-    assert_pt_error(pt_interpolate_backward(x, 4, pt_shape(x), &(pt_interpolate_opts){
-                                                                   .size = {4, 4}}),
-                    PT_ERR_SHAPE, "expected [2, 3, 4, 4]");
-    assert_pt_error(pt_interpolate(x, &(pt_interpolate_opts){.size = {4, 4},
-                                                             .scale_factor = {2, 2}}),
-                    PT_ERR_INVALID_ARG, "only one of size or scale_factor");
+    assert_pt_error(
+        pt_interpolate_backward(x, 4, pt_shape(x), &(pt_interpolate_opts){.size = {4, 4}}),
+        PT_ERR_SHAPE, "expected [2, 3, 4, 4]");
+    assert_pt_error(
+        pt_interpolate(x, &(pt_interpolate_opts){.size = {4, 4}, .scale_factor = {2, 2}}),
+        PT_ERR_INVALID_ARG, "only one of size or scale_factor");
     assert_pt_error(pt_interpolate(x, &(pt_interpolate_opts){0}), PT_ERR_INVALID_ARG,
                     "either size or scale_factor");
-    assert_pt_error(pt_interpolate(x, &(pt_interpolate_opts){.size = {4, 4},
-                                                             .align_corners = true}),
-                    PT_ERR_INVALID_ARG, "align_corners");
+    assert_pt_error(
+        pt_interpolate(x, &(pt_interpolate_opts){.size = {4, 4}, .align_corners = true}),
+        PT_ERR_INVALID_ARG, "align_corners");
     assert_pt_error(pt_interpolate(x, &(pt_interpolate_opts){.scale_factor = {-1, 2}}),
                     PT_ERR_INVALID_ARG, "scale_factor");
     assert_pt_error(pt_interpolate(pt_zeros(PT_SHAPE(3, 8, 8), PT_FLOAT32, pt_cpu()),

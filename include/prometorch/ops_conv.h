@@ -64,12 +64,13 @@ PT_API pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_
  * bias [C_out] or NULL. Output size (H-1)sH - 2pH + dH(kH-1) + opH + 1. Any of the pair
  * arguments may be NULL (stride/dilation 1, padding/output_padding 0); groups must be > 0.
  * output_padding must be smaller than stride or dilation. */
-PT_API pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w,
-                                      const pt_tensor *bias, const int64_t stride[2],
-                                      const int64_t padding[2], const int64_t output_padding[2],
-                                      int64_t groups, const int64_t dilation[2]);
+PT_API pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
+                                      const int64_t stride[2], const int64_t padding[2],
+                                      const int64_t output_padding[2], int64_t groups,
+                                      const int64_t dilation[2]);
 
-/* ---- convolution gradients (torch.nn.grad) ------------------------------------------------------ */
+/* ---- convolution gradients (torch.nn.grad) ------------------------------------------------------
+ */
 
 /* The gradient of pt_conv2d_ex with respect to its input, torch.nn.grad.conv2d_input(input_size,
  * weight, grad_output, stride, padding, dilation, groups). input_shape (3 or 4 dims) is the
@@ -86,7 +87,8 @@ PT_API pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int6
                                         const pt_tensor *grad_out, const pt_conv_opts *opts,
                                         pt_tensor **bias_grad);
 
-/* ---- pooling ----------------------------------------------------------------------------------- */
+/* ---- pooling -----------------------------------------------------------------------------------
+ */
 
 /* Options of pt_max_pool2d_ex; the zero value is PyTorch's default (stride 0 = kernel size,
  * padding 0, dilation 0 = 1, ceil_mode false). */
@@ -137,7 +139,8 @@ PT_API pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_ten
                                          const int64_t kernel[2], const pt_avg_pool2d_opts *opts);
 PT_API pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x);
 
-/* ---- padding ----------------------------------------------------------------------------------- */
+/* ---- padding -----------------------------------------------------------------------------------
+ */
 
 typedef enum pt_pad_mode {
     PT_PAD_CONSTANT = 0,
@@ -158,7 +161,8 @@ PT_API pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_p
 PT_API pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                                   int n_pad, const int64_t *pad, pt_pad_mode mode);
 
-/* ---- interpolation ----------------------------------------------------------------------------- */
+/* ---- interpolation -----------------------------------------------------------------------------
+ */
 
 typedef enum pt_interp_mode {
     PT_INTERP_NEAREST = 0,

@@ -48,8 +48,7 @@ typedef struct conv_args {
     pt_conv_padding_mode mode;
 } conv_args;
 
-static bool check_pair(const char *op, const char *name, const int64_t v[2], int nsp,
-                       int64_t min)
+static bool check_pair(const char *op, const char *name, const int64_t v[2], int nsp, int64_t min)
 {
     for (int i = 2 - nsp; i < 2; i++)
         if (v[i] < min)
@@ -67,8 +66,8 @@ static bool check_conv_tensors(const conv_args *a, const pt_tensor *x, const pt_
         return false;
     if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype))
         return pti_error(PT_ERR_DTYPE,
-                         "%s: input (%s), weight (%s) and bias (%s) must have the same dtype", a->op,
-                         pt_dtype_name(x->dtype), pt_dtype_name(w->dtype),
+                         "%s: input (%s), weight (%s) and bias (%s) must have the same dtype",
+                         a->op, pt_dtype_name(x->dtype), pt_dtype_name(w->dtype),
                          bias ? pt_dtype_name(bias->dtype) : "none") == PT_OK;
     int nsp = a->nsp;
     if (x->ndim != nsp + 1 && x->ndim != nsp + 2)
@@ -207,8 +206,8 @@ static bool resolve_conv(const conv_args *a, int x_ndim, const int64_t *xs, cons
                                  "%s: padding='same' is not supported for strided convolutions",
                                  a->op) == PT_OK;
     } else if (a->mode != PT_CONV_PADDING_EXPLICIT && a->mode != PT_CONV_PADDING_VALID) {
-        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding mode %d", a->op,
-                         (int)a->mode) == PT_OK;
+        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding mode %d", a->op, (int)a->mode) ==
+               PT_OK;
     }
     *p = (pti_conv_params){.groups = g};
     for (int i = 0; i < 2; i++) {
@@ -297,8 +296,8 @@ pt_tensor *pt_conv2d_ex(const pt_tensor *x, const pt_tensor *w, const pt_tensor 
                         const pt_conv_opts *opts)
 {
     pt_conv_opts o = opts ? *opts : (pt_conv_opts){0};
-    conv_args a = {.op = "pt_conv2d", .nsp = 2, .groups = o.groups ? o.groups : 1,
-                   .mode = o.padding_mode};
+    conv_args a = {
+        .op = "pt_conv2d", .nsp = 2, .groups = o.groups ? o.groups : 1, .mode = o.padding_mode};
     opt_pair(o.stride, 1, a.stride);
     memcpy(a.pad, o.padding, sizeof a.pad);
     opt_pair(o.dilation, 1, a.dilation);
@@ -308,8 +307,12 @@ pt_tensor *pt_conv2d_ex(const pt_tensor *x, const pt_tensor *w, const pt_tensor 
 pt_tensor *pt_conv1d(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias, int64_t stride,
                      int64_t padding, int64_t dilation, int64_t groups)
 {
-    conv_args a = {.op = "pt_conv1d", .nsp = 1, .groups = groups, .stride = {1, stride},
-                   .pad = {0, padding}, .dilation = {1, dilation}};
+    conv_args a = {.op = "pt_conv1d",
+                   .nsp = 1,
+                   .groups = groups,
+                   .stride = {1, stride},
+                   .pad = {0, padding},
+                   .dilation = {1, dilation}};
     return conv_forward(&a, x, w, bias);
 }
 
@@ -317,9 +320,13 @@ pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_tensor 
                         const pt_conv_opts *opts)
 {
     pt_conv_opts o = opts ? *opts : (pt_conv_opts){0};
-    conv_args a = {.op = "pt_conv1d", .nsp = 1, .groups = o.groups ? o.groups : 1,
-                   .mode = o.padding_mode, .stride = {1, o.stride[0] ? o.stride[0] : 1},
-                   .pad = {0, o.padding[0]}, .dilation = {1, o.dilation[0] ? o.dilation[0] : 1}};
+    conv_args a = {.op = "pt_conv1d",
+                   .nsp = 1,
+                   .groups = o.groups ? o.groups : 1,
+                   .mode = o.padding_mode,
+                   .stride = {1, o.stride[0] ? o.stride[0] : 1},
+                   .pad = {0, o.padding[0]},
+                   .dilation = {1, o.dilation[0] ? o.dilation[0] : 1}};
     return conv_forward(&a, x, w, bias);
 }
 
@@ -371,8 +378,8 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
         p.pad[i] = a.pad[i];
         p.dilation[i] = a.dilation[i];
         int64_t in = x->shape[cdim + 1 + i], k = w->shape[2 + i];
-        out4[2 + i] = (in - 1) * a.stride[i] - 2 * a.pad[i] + a.dilation[i] * (k - 1) +
-                      a.out_pad[i] + 1;
+        out4[2 + i] =
+            (in - 1) * a.stride[i] - 2 * a.pad[i] + a.dilation[i] * (k - 1) + a.out_pad[i] + 1;
     }
     if (out4[2] < 1 || out4[3] < 1)
         return pti_error_null(PT_ERR_SHAPE,
@@ -391,8 +398,7 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
 static conv_args grad_args(const char *op, const pt_conv_opts *opts)
 {
     pt_conv_opts o = opts ? *opts : (pt_conv_opts){0};
-    conv_args a = {.op = op, .nsp = 2, .groups = o.groups ? o.groups : 1,
-                   .mode = o.padding_mode};
+    conv_args a = {.op = op, .nsp = 2, .groups = o.groups ? o.groups : 1, .mode = o.padding_mode};
     opt_pair(o.stride, 1, a.stride);
     memcpy(a.pad, o.padding, sizeof a.pad);
     opt_pair(o.dilation, 1, a.dilation);
@@ -422,7 +428,8 @@ static bool check_grad_args(const conv_args *a, const pt_tensor *t, const char *
            check_pair(a->op, "padding", a->pad, 2, 0) &&
            check_pair(a->op, "dilation", a->dilation, 2, 1) &&
            check_pair(a->op, "output_padding", zero, 2, 0) &&
-           (a->groups > 0 || pti_error(PT_ERR_INVALID_ARG, "%s: non-positive groups", a->op) == PT_OK);
+           (a->groups > 0 ||
+            pti_error(PT_ERR_INVALID_ARG, "%s: non-positive groups", a->op) == PT_OK);
 }
 
 /* grad_out must have the forward output's shape. */
@@ -511,20 +518,19 @@ pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *we
     if (!resolve_conv(&a, x->ndim, x->shape, weight_shape, NULL, NULL, &p, out4) ||
         !check_grad_shape(&a, grad_out, batched, out4))
         return NULL;
-    int64_t in4[4] = {out4[0], x->shape[x->ndim - 3], x->shape[x->ndim - 2],
-                      x->shape[x->ndim - 1]};
+    int64_t in4[4] = {out4[0], x->shape[x->ndim - 3], x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
     pt_tensor *x4 = prepared_as(x, in4), *g4 = prepared_as(grad_out, out4);
     pt_dtype cdt = pti_conv_compute_dtype(x->dtype);
     pt_tensor *gw = x4 && g4 ? pti_tensor_new(4, weight_shape, cdt, x->storage->device) : NULL;
-    pt_tensor *gb = gw && bias_grad ? pti_tensor_new(1, weight_shape, cdt, x->storage->device)
-                                    : NULL;
+    pt_tensor *gb =
+        gw && bias_grad ? pti_tensor_new(1, weight_shape, cdt, x->storage->device) : NULL;
     if (gw && gb && gw->numel == 0 && pt_zero_(gb) != PT_OK) {
         pt_release(gw);
         gw = NULL;
     }
     if (gw && (!bias_grad || gb) && gw->numel > 0) {
-        pti_call c = {.n_in = 2, .n_out = gb ? 2 : 1, .in = {x4, g4}, .out = {gw, gb},
-                      .params = &p};
+        pti_call c = {
+            .n_in = 2, .n_out = gb ? 2 : 1, .in = {x4, g4}, .out = {gw, gb}, .params = &p};
         if (pti_dispatch(PTI_OP_conv2d_weight_grad, &c) != PT_OK) {
             pt_release(gw);
             gw = NULL;

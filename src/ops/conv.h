@@ -43,7 +43,8 @@ typedef struct pti_interp_params {
     double scale[2];
 } pti_interp_params;
 
-/* ---- helpers shared by the front-ends (src/ops/conv*.c) ---------------------------------------- */
+/* ---- helpers shared by the front-ends (src/ops/conv*.c) ----------------------------------------
+ */
 
 /* The dtype kernels compute in: float64 stays, every other float dtype runs in float32. */
 static inline pt_dtype pti_conv_compute_dtype(pt_dtype dt)

@@ -6,7 +6,8 @@
 
 #include "conv.h"
 
-/* ---- shared input handling --------------------------------------------------------------------- */
+/* ---- shared input handling ---------------------------------------------------------------------
+ */
 
 /* Checks a pooling/interpolation input: float, [N, C, H, W] (or [C, H, W] when allow_3d). */
 static bool check_image(const char *op, const pt_tensor *x, bool allow_3d)
@@ -34,15 +35,15 @@ static pt_tensor *image_4d(const pt_tensor *x)
 
 /* Dispatches op on x4 into a new [N, C, oh, ow] output (and int64 indices when idx != NULL);
  * returns the result in x's rank and dtype. Consumes x4. */
-static pt_tensor *run_image_op(pti_op op, const pt_tensor *x, pt_tensor *x4, int64_t oh,
-                               int64_t ow, const void *params, pt_tensor **idx)
+static pt_tensor *run_image_op(pti_op op, const pt_tensor *x, pt_tensor *x4, int64_t oh, int64_t ow,
+                               const void *params, pt_tensor **idx)
 {
     int64_t shape[4] = {x4->shape[0], x4->shape[1], oh, ow};
     pt_tensor *out = pti_tensor_new(4, shape, x4->dtype, x4->storage->device);
     pt_tensor *ind = idx && out ? pti_tensor_new(4, shape, PT_INT64, x4->storage->device) : NULL;
     if (out && (!idx || ind) && out->numel > 0) {
-        pti_call c = {.n_in = 1, .n_out = ind ? 2 : 1, .in = {x4}, .out = {out, ind},
-                      .params = params};
+        pti_call c = {
+            .n_in = 1, .n_out = ind ? 2 : 1, .in = {x4}, .out = {out, ind}, .params = params};
         if (pti_dispatch(op, &c) != PT_OK) {
             pt_release(out);
             out = NULL;
@@ -71,7 +72,8 @@ static pt_tensor *run_image_op(pti_op op, const pt_tensor *x, pt_tensor *x4, int
     return r;
 }
 
-/* ---- pooling ------------------------------------------------------------------------------------ */
+/* ---- pooling ------------------------------------------------------------------------------------
+ */
 
 static int64_t div_floor(int64_t a, int64_t b)
 {
@@ -226,7 +228,8 @@ pt_tensor *pt_adaptive_avg_pool2d(const pt_tensor *x, const int64_t output_size[
                         NULL);
 }
 
-/* ---- pooling gradients ------------------------------------------------------------------------ */
+/* ---- pooling gradients ------------------------------------------------------------------------
+ */
 
 /* Checks grad_out against the forward output shape (oh, ow) of x and dispatches op writing a
  * new grad_in of x's shape; `extra` (indices) is passed as a second input when non-NULL. */
@@ -238,12 +241,13 @@ static pt_tensor *run_pool_backward(const char *op, pti_op kop, const pt_tensor 
     if (!pti_check_same_device(op, 3, ts) || !pti_check_floating(op, "grad_output", grad_out))
         return NULL;
     int nd = x->ndim;
-    bool ok = grad_out->ndim == nd && grad_out->shape[nd - 1] == ow &&
-              grad_out->shape[nd - 2] == oh;
+    bool ok =
+        grad_out->ndim == nd && grad_out->shape[nd - 1] == ow && grad_out->shape[nd - 2] == oh;
     for (int d = 0; ok && d < nd - 2; d++)
         ok = grad_out->shape[d] == x->shape[d];
     if (!ok)
-        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match the output "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: grad_output of size %s does not match the output "
                               "(%lld x %lld per plane) of input %s",
                               op, pti_shape_str(grad_out->ndim, grad_out->shape), (long long)oh,
                               (long long)ow, pti_shape_str(x->ndim, x->shape));
@@ -274,8 +278,8 @@ static pt_tensor *run_pool_backward(const char *op, pti_op kop, const pt_tensor 
     }
     pt_tensor *out = g4 && (!extra || i4) ? pti_tensor_new(4, in4, cdt, x->storage->device) : NULL;
     if (out && out->numel > 0) {
-        pti_call c = {.n_in = extra ? 2 : 1, .n_out = 1, .in = {g4, i4}, .out = {out},
-                      .params = params};
+        pti_call c = {
+            .n_in = extra ? 2 : 1, .n_out = 1, .in = {g4, i4}, .out = {out}, .params = params};
         if (pti_dispatch(kop, &c) != PT_OK) {
             pt_release(out);
             out = NULL;
@@ -320,8 +324,7 @@ pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
                               (long long)o.divisor_override);
     if (!pool_setup(op, x, &p, o.ceil_mode, out))
         return NULL;
-    return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1],
-                             &p);
+    return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1], &p);
 }
 
 pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x)
@@ -338,7 +341,8 @@ pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_t
                              NULL);
 }
 
-/* ---- padding ---------------------------------------------------------------------------------- */
+/* ---- padding ----------------------------------------------------------------------------------
+ */
 
 static bool check_pad_args(const char *op, int ndim, const int64_t *shape, int n_pad,
                            const int64_t *pad, pt_pad_mode mode)
@@ -405,8 +409,7 @@ static bool pad_shape(const char *op, int ndim, const int64_t *in, int n_pad, co
     return true;
 }
 
-pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode,
-                  double value)
+pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode, double value)
 {
     const char *op = "pt_pad";
     pti_pad_params p;
@@ -418,8 +421,8 @@ pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode
     pt_tensor *xc = pt_contiguous(x);
     pt_tensor *out = xc ? pti_tensor_new(x->ndim, shape, x->dtype, x->storage->device) : NULL;
     if (out && out->numel > 0) {
-        pti_call c = {.n_in = 1, .n_out = 1, .in = {xc}, .out = {out}, .params = &p,
-                      .scalar = {value}};
+        pti_call c = {
+            .n_in = 1, .n_out = 1, .in = {xc}, .out = {out}, .params = &p, .scalar = {value}};
         if (pti_dispatch(PTI_OP_pad, &c) != PT_OK) {
             pt_release(out);
             out = NULL;
@@ -480,7 +483,8 @@ pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *i
     return run_shape_backward(PTI_OP_pad_backward, grad_out, ndim, input_shape, &p);
 }
 
-/* ---- interpolation ---------------------------------------------------------------------------- */
+/* ---- interpolation ----------------------------------------------------------------------------
+ */
 
 /* Checks opts and computes the output size out[2] of input spatial size in[2] (H, W). */
 static bool interp_resolve(const char *op, const int64_t in_hw[2], const pt_interpolate_opts *opts,
