@@ -408,6 +408,10 @@ static void test_pad_matches_torch(void **state)
     pt_tensor *same = pt_pad(x, 0, NULL, PT_PAD_CONSTANT, 0);
     assert_tensor_equal(same, x);
     assert_false(pt_shares_storage(same, x));
+    /* 0-dim input with no padding, forward and backward */
+    pt_tensor *s0 = pt_scalar_tensor(2.5, PT_FLOAT32, pt_cpu());
+    assert_tensor_equal(pt_pad(s0, 0, NULL, PT_PAD_CONSTANT, 0), s0);
+    assert_tensor_equal(pt_pad_backward(s0, 0, NULL, 0, NULL, PT_PAD_CONSTANT), s0);
 }
 
 static void test_interpolate_matches_torch(void **state)

@@ -393,7 +393,8 @@ static bool pad_shape(const char *op, int ndim, const int64_t *in, int n_pad, co
                       pt_pad_mode mode, pti_pad_params *p, int64_t *shape)
 {
     *p = (pti_pad_params){.mode = (int)mode};
-    memcpy(shape, in, sizeof(int64_t) * (size_t)ndim);
+    if (ndim > 0)
+        memcpy(shape, in, sizeof(int64_t) * (size_t)ndim);
     for (int i = 0; i < n_pad / 2; i++) {
         int d = ndim - 1 - i;
         int64_t l = pad[2 * i], r = pad[2 * i + 1];
@@ -473,7 +474,7 @@ pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *i
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") ||
         !pti_check_floating(op, "grad_output", grad_out))
         return NULL;
-    if (!input_shape)
+    if (!input_shape && ndim > 0)
         return pti_error_null(PT_ERR_NULL, "%s: input_shape is NULL", op);
     if (!pti_check_shape(op, ndim, input_shape) ||
         !check_pad_args(op, ndim, input_shape, n_pad, pad, mode) ||

@@ -473,8 +473,12 @@ static pt_status cpu_pad(const pti_call *c)
     const pti_pad_params *p = c->params;
     const pt_tensor *x = c->in[0], *y = c->out[0];
     pad_task t = {.c = c, .es = pti_dtypes[y->dtype].size};
-    if (y->ndim == 0 || t.es > 8)
-        return pti_error(PT_ERR_UNSUPPORTED, "pad: unsupported tensor");
+    if (y->ndim == 0) { /* nothing to pad: a copy of the one element */
+        memcpy(pti_data(y), pti_data(x), t.es);
+        return PT_OK;
+    }
+    if (t.es > 8)
+        return pti_error(PT_ERR_UNSUPPORTED, "pad: unsupported element size %zu", t.es);
     pti_store_f64(t.value, y->dtype, c->scalar[0]);
     int64_t total = 0;
     for (int d = 0; d < y->ndim; d++)
@@ -631,7 +635,7 @@ static pt_status cpu_pad_backward(const pti_call *c)
         m += go->shape[d];
     }
     if (p->mode == PT_PAD_CONSTANT) {
-        t.lead = go->ndim - 1;
+        t.lead = go->ndim > 0 ? go->ndim - 1 : 0;
     } else {
         while (t.lead < go->ndim && p->before[t.lead] == 0 &&
                go->shape[t.lead] == gi->shape[t.lead])
