@@ -257,6 +257,27 @@ static void test_conv_transpose2d_matches_torch(void **state)
         check_close(pt_conv_transpose2d(pt_test_noncontig(x), pt_test_noncontig(w), b, s, p, op,
                                         cfg_i(cfg, 6), d),
                     want);
+        /* its gradients, composed as the header documents: d/dx is the forward convolution of
+         * grad_out with w (cropped to x's size), d/dw the weight gradient of that convolution
+         * with x (zero-extended to the convolution's output size) as its grad_output */
+        pt_tensor *gout = fx_get(fx, key("ct", i, "gout"));
+        pt_conv_opts co = {.stride = {s[0], s[1]},
+                           .padding = {p[0], p[1]},
+                           .dilation = {d[0], d[1]},
+                           .groups = cfg_i(cfg, 6)};
+        pt_tensor *full = pt_conv2d_ex(gout, w, NULL, &co);
+        assert_non_null(full);
+        int nd = pt_ndim(x);
+        int64_t eh = pt_shape(full)[nd - 2] - pt_shape(x)[nd - 2];
+        int64_t ew = pt_shape(full)[nd - 1] - pt_shape(x)[nd - 1];
+        const int64_t crop[4] = {0, -ew, 0, -eh}, grow[4] = {0, ew, 0, eh};
+        pt_tensor *gx = pt_pad(full, 4, crop, PT_PAD_CONSTANT, 0);
+        check_close(gx, fx_get(fx, key("ct", i, "gx")));
+        pt_tensor *gw = pt_conv2d_weight_grad(gout, pt_ndim(w), pt_shape(w),
+                                              pt_pad(x, 4, grow, PT_PAD_CONSTANT, 0), &co, NULL);
+        if (!gw)
+            fail_msg("ct grad case %d: %s", i, pt_last_error());
+        check_close(gw, fx_get(fx, key("ct", i, "gw")));
         pt_scope_end();
     }
     assert_true(n >= 6);

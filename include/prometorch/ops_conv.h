@@ -63,7 +63,11 @@ PT_API pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_
  * groups, dilation). x: [N, C_in, H, W] or [C_in, H, W]; w: [C_in, C_out/groups, kH, kW];
  * bias [C_out] or NULL. Output size (H-1)sH - 2pH + dH(kH-1) + opH + 1. Any of the pair
  * arguments may be NULL (stride/dilation 1, padding/output_padding 0); groups must be > 0.
- * output_padding must be smaller than stride or dilation. */
+ * output_padding must be smaller than stride or dilation.
+ * Gradients: with o = {stride, padding, dilation, groups}, d/dx = pt_conv2d_ex(grad, w, NULL, &o)
+ * cropped to x's size, and d/dw = pt_conv2d_weight_grad(grad, 4, w's shape, x', &o, NULL) where
+ * x' is x zero-extended at the bottom/right to that convolution's output size (the sizes differ
+ * only when output_padding >= stride); the bias gradient is grad summed over N, H and W. */
 PT_API pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
                                       const int64_t stride[2], const int64_t padding[2],
                                       const int64_t output_padding[2], int64_t groups,
