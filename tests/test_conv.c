@@ -233,6 +233,17 @@ static void test_conv1d_matches_torch(void **state)
                 want);
         check_close(pt_conv1d_ex(x, w, b, &o), want);
         check_close(pt_conv1d_ex(pt_test_noncontig(x), pt_test_noncontig(w), b, &o), want);
+        pt_tensor *gout = fx_get(fx, key("c1d", i, "gout"));
+        check_close(pt_conv1d_input_grad(pt_ndim(x), pt_shape(x), w, gout, &o),
+                    fx_get(fx, key("c1d", i, "gx")));
+        pt_tensor *gb = NULL;
+        pt_tensor *gw =
+            pt_conv1d_weight_grad(x, pt_ndim(w), pt_shape(w), gout, &o, cfg_i(cfg, 4) ? &gb : NULL);
+        if (!gw)
+            fail_msg("c1d grad case %d: %s", i, pt_last_error());
+        check_close(gw, fx_get(fx, key("c1d", i, "gw")));
+        if (cfg_i(cfg, 4))
+            check_close(gb, fx_get(fx, key("c1d", i, "gb")));
         pt_scope_end();
     }
     assert_true(n >= 5);
@@ -510,6 +521,20 @@ static void test_conv_errors(void **state)
     assert_pt_error(pt_conv2d_ex(x, w, NULL, &same_strided), PT_ERR_INVALID_ARG,
                     "padding='same' is not supported for strided");
     assert_pt_error(pt_conv1d(x, w, NULL, 1, 0, 1, 1), PT_ERR_SHAPE, "pt_conv1d");
+    /* gradients */
+    pt_tensor *gy = fx_get(fx, "c2d.0.out"); /* [2, 4, 6, 6] */
+    assert_pt_error(pt_conv2d_input_grad(4, pt_shape(x), w, x, NULL), PT_ERR_SHAPE,
+                    "grad_output of size [2, 3, 8, 8], expected [2, 4, 6, 6]");
+    assert_pt_error(pt_conv2d_input_grad(4, NULL, w, gy, NULL), PT_ERR_NULL, "input_shape");
+    assert_pt_error(
+        pt_conv2d_weight_grad(x, 4, pt_shape(w), pt_to_dtype(gy, PT_FLOAT64), NULL, NULL),
+        PT_ERR_DTYPE, "same dtype");
+    pt_tensor *gb = (pt_tensor *)1;
+    assert_pt_error(pt_conv2d_weight_grad(x, 4, (const int64_t[]){4, 2, 3, 3}, gy, NULL, &gb),
+                    PT_ERR_SHAPE, "to have 2 channels");
+    assert_null(gb);
+    assert_pt_error(pt_conv1d_weight_grad(x, 4, pt_shape(w), gy, NULL, NULL), PT_ERR_SHAPE,
+                    "pt_conv1d_weight_grad");
     /* transposed */
     assert_pt_error(pt_conv_transpose2d(x, w4, NULL, NULL, NULL, NULL, 1, NULL), PT_ERR_SHAPE,
                     "expected input[2, 3, 8, 8] to have 4 channels");

@@ -91,6 +91,14 @@ PT_API pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int6
                                         const pt_tensor *grad_out, const pt_conv_opts *opts,
                                         pt_tensor **bias_grad);
 
+/* The same for pt_conv1d_ex (opts use element [0] of each pair): input_shape has 2 or 3 dims,
+ * weight_shape 3. */
+PT_API pt_tensor *pt_conv1d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
+                                       const pt_tensor *grad_out, const pt_conv_opts *opts);
+PT_API pt_tensor *pt_conv1d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
+                                        const pt_tensor *grad_out, const pt_conv_opts *opts,
+                                        pt_tensor **bias_grad);
+
 /* ---- pooling -----------------------------------------------------------------------------------
  */
 

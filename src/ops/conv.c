@@ -395,14 +395,31 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
 
 /* ---- convolution gradients ------------------------------------------------------------------ */
 
-static conv_args grad_args(const char *op, const pt_conv_opts *opts)
+/* The options as conv_args; 1-D ops read element [0] of each pair into the W slot. */
+static conv_args grad_args(const char *op, int nsp, const pt_conv_opts *opts)
 {
     pt_conv_opts o = opts ? *opts : (pt_conv_opts){0};
-    conv_args a = {.op = op, .nsp = 2, .groups = o.groups ? o.groups : 1, .mode = o.padding_mode};
+    conv_args a = {.op = op, .nsp = nsp, .groups = o.groups ? o.groups : 1, .mode = o.padding_mode};
+    if (nsp == 1) {
+        a.stride[0] = a.dilation[0] = 1;
+        a.stride[1] = o.stride[0] ? o.stride[0] : 1;
+        a.pad[1] = o.padding[0];
+        a.dilation[1] = o.dilation[0] ? o.dilation[0] : 1;
+        return a;
+    }
     opt_pair(o.stride, 1, a.stride);
     memcpy(a.pad, o.padding, sizeof a.pad);
     opt_pair(o.dilation, 1, a.dilation);
     return a;
+}
+
+/* (ndim, s) of a conv input or weight as 4-D: [N or 1, C, H or 1, W] / [Co, Cg, kH or 1, kW]. */
+static void shape_4d(int nsp, bool has_batch, int ndim, const int64_t *s, int64_t out[4])
+{
+    out[0] = has_batch ? s[0] : 1;
+    out[1] = s[ndim - nsp - 1];
+    out[2] = nsp == 2 ? s[ndim - 2] : 1;
+    out[3] = s[ndim - 1];
 }
 
 /* Common checks of the two gradient ops: t (weight or input) and grad_out, the given shape. */
@@ -423,11 +440,9 @@ static bool check_grad_args(const conv_args *a, const pt_tensor *t, const char *
         return pti_error(PT_ERR_NULL, "%s: %s is NULL", a->op, shape_name) == PT_OK;
     if (!pti_check_shape(a->op, ndim, shape))
         return false;
-    int64_t zero[2] = {0, 0};
-    return check_pair(a->op, "stride", a->stride, 2, 1) &&
-           check_pair(a->op, "padding", a->pad, 2, 0) &&
-           check_pair(a->op, "dilation", a->dilation, 2, 1) &&
-           check_pair(a->op, "output_padding", zero, 2, 0) &&
+    return check_pair(a->op, "stride", a->stride, a->nsp, 1) &&
+           check_pair(a->op, "padding", a->pad, a->nsp, 0) &&
+           check_pair(a->op, "dilation", a->dilation, a->nsp, 1) &&
            (a->groups > 0 ||
             pti_error(PT_ERR_INVALID_ARG, "%s: non-positive groups", a->op) == PT_OK);
 }
@@ -457,28 +472,29 @@ static pt_tensor *prepared_as(const pt_tensor *t, const int64_t s[4])
     return v;
 }
 
-pt_tensor *pt_conv2d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
-                                const pt_tensor *grad_out, const pt_conv_opts *opts)
+static pt_tensor *conv_input_grad(const conv_args *ca, int ndim, const int64_t *input_shape,
+                                  const pt_tensor *w, const pt_tensor *grad_out)
 {
-    conv_args a = grad_args("pt_conv2d_input_grad", opts);
+    const conv_args a = *ca;
+    int nsp = a.nsp;
     if (!check_grad_args(&a, w, "weight", grad_out, ndim, input_shape, "input_shape"))
         return NULL;
-    if ((ndim != 3 && ndim != 4) || w->ndim != 4)
+    if ((ndim != nsp + 1 && ndim != nsp + 2) || w->ndim != nsp + 2)
         return pti_error_null(PT_ERR_SHAPE,
-                              "%s: expected a 3-D or 4-D input shape and a 4-D weight, got %s and "
-                              "%s",
-                              a.op, pti_shape_str(ndim, input_shape),
+                              "%s: expected a %d-D or %d-D input shape and a %d-D weight, got %s "
+                              "and %s",
+                              a.op, nsp + 1, nsp + 2, nsp + 2, pti_shape_str(ndim, input_shape),
                               pti_shape_str(w->ndim, w->shape));
-    bool batched = ndim == 4;
+    bool batched = ndim == nsp + 2;
     pti_conv_params p;
-    int64_t out4[4];
+    int64_t out4[4], in4[4], w4s[4];
     if (!resolve_conv(&a, ndim, input_shape, w->shape, NULL, NULL, &p, out4) ||
         !check_grad_shape(&a, grad_out, batched, out4))
         return NULL;
-    int64_t in4[4] = {batched ? input_shape[0] : 1, input_shape[ndim - 3], input_shape[ndim - 2],
-                      input_shape[ndim - 1]};
-    pt_tensor *g4 = prepared_as(grad_out, out4);
-    pt_tensor *w4 = pti_conv_prepare(w, pti_conv_compute_dtype(w->dtype));
+    shape_4d(nsp, batched, ndim, input_shape, in4);
+    shape_4d(nsp, false, w->ndim, w->shape, w4s);
+    w4s[0] = w->shape[0];
+    pt_tensor *g4 = prepared_as(grad_out, out4), *w4 = prepared_as(w, w4s);
     if (!g4 || !w4) {
         pt_release(g4);
         pt_release(w4);
@@ -497,31 +513,49 @@ pt_tensor *pt_conv2d_input_grad(int ndim, const int64_t *input_shape, const pt_t
     return out ? pti_conv_finish(out, ndim, input_shape, w->dtype) : NULL;
 }
 
-pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
-                                 const pt_tensor *grad_out, const pt_conv_opts *opts,
-                                 pt_tensor **bias_grad)
+pt_tensor *pt_conv2d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
+                                const pt_tensor *grad_out, const pt_conv_opts *opts)
 {
-    conv_args a = grad_args("pt_conv2d_weight_grad", opts);
+    conv_args a = grad_args("pt_conv2d_input_grad", 2, opts);
+    return conv_input_grad(&a, ndim, input_shape, w, grad_out);
+}
+
+pt_tensor *pt_conv1d_input_grad(int ndim, const int64_t *input_shape, const pt_tensor *w,
+                                const pt_tensor *grad_out, const pt_conv_opts *opts)
+{
+    conv_args a = grad_args("pt_conv1d_input_grad", 1, opts);
+    return conv_input_grad(&a, ndim, input_shape, w, grad_out);
+}
+
+static pt_tensor *conv_weight_grad(const conv_args *ca, const pt_tensor *x, int ndim,
+                                   const int64_t *weight_shape, const pt_tensor *grad_out,
+                                   pt_tensor **bias_grad)
+{
+    const conv_args a = *ca;
+    int nsp = a.nsp;
     if (bias_grad)
         *bias_grad = NULL;
     if (!check_grad_args(&a, x, "input", grad_out, ndim, weight_shape, "weight_shape"))
         return NULL;
-    if ((x->ndim != 3 && x->ndim != 4) || ndim != 4)
+    if ((x->ndim != nsp + 1 && x->ndim != nsp + 2) || ndim != nsp + 2)
         return pti_error_null(PT_ERR_SHAPE,
-                              "%s: expected a 3-D or 4-D input and a 4-D weight shape, got %s and "
-                              "%s",
-                              a.op, pti_shape_str(x->ndim, x->shape),
+                              "%s: expected a %d-D or %d-D input and a %d-D weight shape, got %s "
+                              "and %s",
+                              a.op, nsp + 1, nsp + 2, nsp + 2, pti_shape_str(x->ndim, x->shape),
                               pti_shape_str(ndim, weight_shape));
-    bool batched = x->ndim == 4;
+    bool batched = x->ndim == nsp + 2;
     pti_conv_params p;
     int64_t out4[4];
     if (!resolve_conv(&a, x->ndim, x->shape, weight_shape, NULL, NULL, &p, out4) ||
         !check_grad_shape(&a, grad_out, batched, out4))
         return NULL;
-    int64_t in4[4] = {out4[0], x->shape[x->ndim - 3], x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
+    int64_t in4[4], ws4[4];
+    shape_4d(nsp, batched, x->ndim, x->shape, in4);
+    shape_4d(nsp, false, ndim, weight_shape, ws4);
+    ws4[0] = weight_shape[0];
     pt_tensor *x4 = prepared_as(x, in4), *g4 = prepared_as(grad_out, out4);
     pt_dtype cdt = pti_conv_compute_dtype(x->dtype);
-    pt_tensor *gw = x4 && g4 ? pti_tensor_new(4, weight_shape, cdt, x->storage->device) : NULL;
+    pt_tensor *gw = x4 && g4 ? pti_tensor_new(4, ws4, cdt, x->storage->device) : NULL;
     pt_tensor *gb =
         gw && bias_grad ? pti_tensor_new(1, weight_shape, cdt, x->storage->device) : NULL;
     if (gw && gb && gw->numel == 0 && pt_zero_(gb) != PT_OK) {
@@ -550,10 +584,26 @@ pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *we
             return NULL;
         }
     }
-    pt_tensor *r = pti_conv_finish(gw, 4, weight_shape, x->dtype);
+    pt_tensor *r = pti_conv_finish(gw, ndim, weight_shape, x->dtype);
     if (!r && bias_grad) {
         pt_release(*bias_grad);
         *bias_grad = NULL;
     }
     return r;
+}
+
+pt_tensor *pt_conv2d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
+                                 const pt_tensor *grad_out, const pt_conv_opts *opts,
+                                 pt_tensor **bias_grad)
+{
+    conv_args a = grad_args("pt_conv2d_weight_grad", 2, opts);
+    return conv_weight_grad(&a, x, ndim, weight_shape, grad_out, bias_grad);
+}
+
+pt_tensor *pt_conv1d_weight_grad(const pt_tensor *x, int ndim, const int64_t *weight_shape,
+                                 const pt_tensor *grad_out, const pt_conv_opts *opts,
+                                 pt_tensor **bias_grad)
+{
+    conv_args a = grad_args("pt_conv1d_weight_grad", 1, opts);
+    return conv_weight_grad(&a, x, ndim, weight_shape, grad_out, bias_grad);
 }
