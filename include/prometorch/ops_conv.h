@@ -6,6 +6,12 @@
  * bfloat16 are computed in float32 and rounded back), as PyTorch's CPU kernels; pt_pad takes
  * every plain dtype.
  *
+ * Gradients for autograd sit beside each op: pt_conv2d_input_grad / pt_conv2d_weight_grad
+ * (torch.nn.grad), the 1-D versions, pt_max_pool2d_backward, pt_avg_pool2d_backward,
+ * pt_adaptive_avg_pool2d_backward, pt_pad_backward and pt_interpolate_backward; the comment of
+ * pt_conv_transpose2d says how its gradients compose from these. All functions are safe to call
+ * from several threads on different tensors.
+ *
  * Ownership: every function returning pt_tensor * returns a new reference, or NULL with the
  * error set (see core.h); a NULL tensor argument propagates the earlier error. Errors:
  * PT_ERR_SHAPE for shapes that do not fit (the message names them), PT_ERR_INVALID_ARG for bad
