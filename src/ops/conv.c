@@ -1,5 +1,6 @@
-/* Convolution front-ends: pt_conv2d / pt_conv2d_ex, pt_conv1d / pt_conv1d_ex and
- * pt_conv_transpose2d, with F.conv*'s argument checks, output sizes and error messages.
+/* Convolution front-ends: pt_conv2d / pt_conv2d_ex, pt_conv1d / pt_conv1d_ex,
+ * pt_conv_transpose2d and the gradients pt_conv{1,2}d_input_grad / pt_conv{1,2}d_weight_grad,
+ * with F.conv*'s argument checks, output sizes and error messages.
  * 1-D convolutions and unbatched inputs run through the 2-D kernel on [N, C, 1, L] /
  * [1, C, H, W] views. Pooling, padding and interpolation are in conv_pool.c. Kernels:
  * src/backends/cpu/conv.c. */

@@ -1,6 +1,7 @@
 /* Pooling, padding and interpolation front-ends of the conv family: pt_max_pool2d(_ex),
- * pt_avg_pool2d(_ex), pt_adaptive_avg_pool2d, pt_pad and pt_interpolate, with PyTorch's
- * output-size formulas, checks and messages. Kernels: src/backends/cpu/conv_pool.c. */
+ * pt_avg_pool2d(_ex), pt_adaptive_avg_pool2d, pt_pad and pt_interpolate and their _backward
+ * gradients, with PyTorch's output-size formulas, checks and messages. Kernels:
+ * src/backends/cpu/conv_pool.c. */
 #include <math.h>
 #include <string.h>
 

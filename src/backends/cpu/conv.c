@@ -1,24 +1,26 @@
 /* CPU kernels of the conv family, convolutions part (front-ends in src/ops/conv.c):
  *
  * - conv2d: im2col + OpenBLAS GEMM. Images are processed in chunks whose column buffer stays
- *   under COL_BUDGET bytes; a chunk's columns sit side by side ([K, nb*P]) so one GEMM per
- *   group covers several images, then the result is scattered to NCHW with the bias. 1x1
+ *   under the column budget (8 MiB); a chunk's columns sit side by side ([K, nb*P]) so one GEMM
+ *   per group covers several images, then the result is scattered to NCHW with the bias. An
+ *   image too large for the budget is processed a block of output rows at a time. 1x1
  *   convolutions with stride 1 and no padding skip im2col (the input already is the column
  *   matrix); grouped convolutions with few output channels per group (depthwise) run a direct
  *   loop over output planes instead of many tiny GEMMs.
  * - conv_transpose2d (also the input gradient of conv2d): per chunk of images, col = W^T x (one
  *   GEMM per group over the chunk's gathered inputs), then col2im adds the columns into the
- *   output planes.
+ *   output planes (blocks of input rows for a large image).
+ * - conv2d_weight_grad: im2col per chunk as in conv2d, then gw += grad * col^T per group.
  * im2col/col2im/bias loops run on the thread pool; GEMMs use OpenBLAS's threads (never both
- * at once). float32 and float64; the front-end has converted everything else. Pooling, padding
- * and interpolation kernels are in conv_pool.c. */
+ * at once). float32 and float64 (float32 loops also built for AVX2+FMA, chosen at run time);
+ * the front-end has converted everything else. Pooling, padding and interpolation kernels are
+ * in conv_pool.c. */
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../ops/conv.h"
 #include "cpu.h"
-
-#include <stdlib.h>
 
 /* Bytes of column buffer per step: several images side by side when they fit, else one image's
  * output rows in blocks (so a large image never needs a huge buffer). PT_CONV_COL_BUDGET (bytes)

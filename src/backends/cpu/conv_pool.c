@@ -1,7 +1,8 @@
 /* CPU kernels of the conv family, second part: max/avg/adaptive-avg pooling, padding and
- * interpolation (front-ends in src/ops/conv_pool.c). Image kernels run one [H, W] plane at a
- * time, planes split across the thread pool; they follow PyTorch's CPU kernels index for index
- * (window clamping, NaN propagation in max pooling, source-index formulas of interpolation). */
+ * interpolation, and their gradients (front-ends in src/ops/conv_pool.c). Image kernels run one [H,
+ * W] plane at a time, planes split across the thread pool; they follow PyTorch's CPU kernels index
+ * for index (window clamping, NaN propagation in max pooling, source-index formulas of
+ * interpolation). */
 #include <math.h>
 #include <string.h>
 
