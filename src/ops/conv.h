@@ -1,0 +1,62 @@
+/* Kernel parameters of the conv family, shared by the front-ends (src/ops/conv*.c) and the
+ * kernels of every backend (src/backends/<device>/conv*.c). The front-end has validated every
+ * value and allocated the output; inputs reach kernels contiguous, in float32 or float64. */
+#ifndef PT_OPS_CONV_H
+#define PT_OPS_CONV_H
+
+#include "common.h"
+
+/* conv2d: in = {x [N,C,H,W], w [Co,C/g,kH,kW], bias [Co] or NULL}, out = {y [N,Co,oH,oW]}.
+ * conv_transpose2d: in = {x [N,C,H,W], w [C,Co/g,kH,kW], bias}, out = {y [N,Co,oH,oW]}.
+ * conv2d_weight_grad: in = {x [N,C,H,W], grad [N,Co,oH,oW]}, out = {gw [Co,C/g,kH,kW], gb [Co]
+ * (optional, n_out 2)}; the input gradient runs as conv_transpose2d with out = [N,C,H,W].
+ * pad[] is the padding before (top, left); the bottom/right padding is implied by the output
+ * size (it may differ from the top/left one for padding="same"). */
+typedef struct pti_conv_params {
+    int64_t stride[2], pad[2], dilation[2];
+    int64_t groups;
+} pti_conv_params;
+
+/* max_pool2d: in = {x [N,C,H,W]}, out = {y [N,C,oH,oW], indices int64 or absent (n_out 1)}.
+ * avg_pool2d: in = {x}, out = {y}. adaptive_avg_pool2d: in = {x}, out = {y} (no params).
+ * Backward ops: in = {grad_out [N,C,oH,oW], indices (max only)}, out = {grad_in [N,C,H,W]}. */
+typedef struct pti_pool_params {
+    int64_t kernel[2], stride[2], pad[2], dilation[2];
+    bool count_include_pad;
+    int64_t divisor_override; /* 0 = none */
+} pti_pool_params;
+
+/* pad: in = {x (any dtype, contiguous)}, out = {y}; before[d] is the padding added before dim
+ * d (negative = crop); scalar[0] is the constant value. pad_backward: in = {grad [padded]},
+ * out = {grad_in [input shape]}, float32/float64. */
+typedef struct pti_pad_params {
+    int mode; /* pt_pad_mode */
+    int64_t before[PT_MAX_DIMS];
+} pti_pad_params;
+
+/* interpolate: in = {x [N,C,H,W]}, out = {y [N,C,oH,oW]}. scale[d] is the user's scale factor
+ * (0 = none: the kernel uses in/out), as PyTorch passes it to its kernels.
+ * interpolate_backward: in = {grad [N,C,oH,oW]}, out = {grad_in [N,C,H,W]}. */
+typedef struct pti_interp_params {
+    int mode; /* pt_interp_mode */
+    bool align_corners;
+    double scale[2];
+} pti_interp_params;
+
+/* ---- helpers shared by the front-ends (src/ops/conv*.c) ----------------------------------------
+ */
+
+/* The dtype kernels compute in: float64 stays, every other float dtype runs in float32. */
+static inline pt_dtype pti_conv_compute_dtype(pt_dtype dt)
+{
+    return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32;
+}
+/* t converted to dt and made contiguous (a new reference; t itself when already so). */
+pt_tensor *pti_conv_prepare(const pt_tensor *t, pt_dtype dt);
+/* A contiguous view of contiguous t with another shape of the same numel. */
+pt_tensor *pti_conv_reshape(const pt_tensor *t, int ndim, const int64_t *shape);
+/* Consumes `out` (contiguous, compute dtype): returns it viewed as (ndim, shape) and converted
+ * to dt. NULL (out released) on failure. */
+pt_tensor *pti_conv_finish(pt_tensor *out, int ndim, const int64_t *shape, pt_dtype dt);
+
+#endif
