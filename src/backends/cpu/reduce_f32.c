@@ -1,0 +1,419 @@
+/* float32 fast paths of the reductions sum, mean, amax/amin, max/min along a dim and
+ * argmax/argmin (see the design note in reduce.c): contiguous rows, outer-dim columns with
+ * vector accumulation, and whole-tensor reductions split into fixed blocks across threads.
+ * Each has an AVX2 path and a portable scalar path (PT_DISABLE_AVX2=1). */
+#include <math.h>
+#include <string.h>
+
+#ifdef __x86_64__
+#include <immintrin.h>
+#endif
+
+#include "reduce_impl.h"
+
+#define COLW 64           /* outputs per column block */
+#define SPLIT_MIN 32768   /* smallest block of a split whole reduction */
+#define SPLIT_MAX 64      /* most blocks of a split whole reduction */
+
+/* ---- scalar rows --------------------------------------------------------------------------- */
+
+static double sum_row_scalar(const float *p, int64_t n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += p[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* max (sign 1) / min (sign -1) of a non-empty row; NaN if any element is NaN. */
+static float ext_row_scalar(const float *p, int64_t n, int sign)
+{
+    float m = p[0];
+    for (int64_t i = 0; i < n; i++) {
+        float v = p[i];
+        if (v != v)
+            return v;
+        if (sign > 0 ? v > m : v < m)
+            m = v;
+    }
+    return m;
+}
+
+#ifdef __x86_64__
+/* ---- AVX2 rows ----------------------------------------------------------------------------- */
+
+__attribute__((target("avx2,fma"))) static double hsum256_d(__m256 v)
+{
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    __m256d s = _mm256_add_pd(lo, hi);
+    __m128d t = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(t) + _mm_cvtsd_f64(_mm_unpackhi_pd(t, t));
+}
+
+/* Blocks of 256 floats summed in 4x8 float lanes (8 adds per lane), block sums in double. */
+__attribute__((target("avx2,fma"))) static double sum_row_avx2(const float *p, int64_t n)
+{
+    double total = 0.0;
+    int64_t i = 0;
+    for (; i + 256 <= n; i += 256) {
+        __m256 a0 = _mm256_loadu_ps(p + i), a1 = _mm256_loadu_ps(p + i + 8);
+        __m256 a2 = _mm256_loadu_ps(p + i + 16), a3 = _mm256_loadu_ps(p + i + 24);
+        for (int k = 32; k < 256; k += 32) {
+            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i + k));
+            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + k + 8));
+            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + k + 16));
+            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + k + 24));
+        }
+        total += hsum256_d(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    }
+    if (i + 8 <= n) {
+        __m256 a = _mm256_loadu_ps(p + i);
+        for (i += 8; i + 8 <= n; i += 8)
+            a = _mm256_add_ps(a, _mm256_loadu_ps(p + i));
+        total += hsum256_d(a);
+    }
+    for (; i < n; i++)
+        total += p[i];
+    return total;
+}
+
+__attribute__((target("avx2,fma"))) static float ext_row_avx2(const float *p, int64_t n, int sign)
+{
+    if (n < 16)
+        return ext_row_scalar(p, n, sign);
+    __m256 m0 = _mm256_loadu_ps(p), m1 = m0;
+    __m256 nan = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v0 = _mm256_loadu_ps(p + i), v1 = _mm256_loadu_ps(p + i + 8);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
+        if (sign > 0) {
+            m0 = _mm256_max_ps(m0, v0);
+            m1 = _mm256_max_ps(m1, v1);
+        } else {
+            m0 = _mm256_min_ps(m0, v0);
+            m1 = _mm256_min_ps(m1, v1);
+        }
+    }
+    if (!_mm256_testz_ps(nan, nan))
+        return NAN;
+    float lanes[8];
+    _mm256_storeu_ps(lanes, sign > 0 ? _mm256_max_ps(m0, m1) : _mm256_min_ps(m0, m1));
+    float m = ext_row_scalar(lanes, 8, sign);
+    if (i < n) {
+        float t = ext_row_scalar(p + i, n - i, sign);
+        if (t != t)
+            return t;
+        if (sign > 0 ? t > m : t < m)
+            m = t;
+    }
+    return m;
+}
+#endif
+
+static double sum_row(const float *p, int64_t n, bool avx2)
+{
+#ifdef __x86_64__
+    if (avx2)
+        return sum_row_avx2(p, n);
+#endif
+    (void)avx2;
+    return sum_row_scalar(p, n);
+}
+
+static float ext_row(const float *p, int64_t n, int sign, bool avx2)
+{
+#ifdef __x86_64__
+    if (avx2)
+        return ext_row_avx2(p, n, sign);
+#endif
+    (void)avx2;
+    return ext_row_scalar(p, n, sign);
+}
+
+/* Index of the first max/min (the first NaN when there is one), value through *v. */
+static int64_t arg_row(const float *p, int64_t n, int sign, bool avx2, float *v)
+{
+    float m = ext_row(p, n, sign, avx2);
+    *v = m;
+    if (m != m) {
+        for (int64_t i = 0; i < n; i++)
+            if (p[i] != p[i])
+                return i;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] == m)
+            return i;
+    return 0;
+}
+
+/* ---- the op kinds covered here ----------------------------------------------------------------- */
+
+typedef enum fkind { FK_SUM, FK_MEAN, FK_EXT, FK_EXT_IDX, FK_ARG } fkind;
+
+typedef struct fjob {
+    const pti_call *c;
+    const pti_rgeom *g;
+    fkind kind;
+    int sign;
+    bool avx2;
+    const float *in;
+    float *out;
+    int64_t *idx;
+    /* split whole reductions */
+    int64_t block, nblocks;
+    double psum[SPLIT_MAX];
+    float pval[SPLIT_MAX];
+    int64_t pidx[SPLIT_MAX];
+} fjob;
+
+static void store_result(const fjob *j, int64_t o, const float *row, int64_t n)
+{
+    switch (j->kind) {
+    case FK_SUM:
+        j->out[o] = (float)sum_row(row, n, j->avx2);
+        break;
+    case FK_MEAN:
+        j->out[o] = (float)(sum_row(row, n, j->avx2) / (double)n);
+        break;
+    case FK_EXT:
+        j->out[o] = ext_row(row, n, j->sign, j->avx2);
+        break;
+    case FK_EXT_IDX: {
+        float v;
+        int64_t i = arg_row(row, n, j->sign, j->avx2, &v);
+        j->out[o] = v;
+        if (j->idx)
+            j->idx[o] = i;
+        break;
+    }
+    case FK_ARG: {
+        float v;
+        j->idx[o] = arg_row(row, n, j->sign, j->avx2, &v);
+        break;
+    }
+    }
+}
+
+static void rows_range(void *arg, int64_t begin, int64_t end)
+{
+    const fjob *j = arg;
+    for (int64_t o = begin; o < end; o++)
+        store_result(j, o, j->in + pti_rgeom_out_offset(j->g, o), j->g->run);
+}
+
+/* Whole contiguous reductions: block b of the row into the partials. */
+static void split_range(void *arg, int64_t begin, int64_t end)
+{
+    fjob *j = arg;
+    for (int64_t b = begin; b < end; b++) {
+        int64_t start = b * j->block, n = j->g->run - start;
+        if (n > j->block)
+            n = j->block;
+        const float *row = j->in + pti_rgeom_out_offset(j->g, 0) + start;
+        if (j->kind == FK_SUM || j->kind == FK_MEAN) {
+            j->psum[b] = sum_row(row, n, j->avx2);
+        } else {
+            float v;
+            j->pidx[b] = start + arg_row(row, n, j->sign, j->avx2, &v);
+            j->pval[b] = v;
+        }
+    }
+}
+
+static void split_combine(fjob *j)
+{
+    int64_t n = j->g->run;
+    if (j->kind == FK_SUM || j->kind == FK_MEAN) {
+        double s = 0.0;
+        for (int64_t b = 0; b < j->nblocks; b++)
+            s += j->psum[b];
+        j->out[0] = (float)(j->kind == FK_MEAN ? s / (double)n : s);
+        return;
+    }
+    float best = j->pval[0];
+    int64_t bi = j->pidx[0];
+    for (int64_t b = 1; b < j->nblocks && best == best; b++) {
+        float v = j->pval[b];
+        if (v != v || (j->sign > 0 ? v > best : v < best)) {
+            best = v;
+            bi = j->pidx[b];
+        }
+    }
+    if (j->kind != FK_ARG)
+        j->out[0] = best;
+    if (j->idx)
+        j->idx[0] = bi;
+}
+
+/* ---- columns: reduce over an outer dim, the kept innermost dim contiguous ---------------------- */
+
+static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o)
+{
+    const pti_rgeom *g = j->g;
+    int64_t R = g->run, rs = g->run_stride;
+    if (j->kind == FK_SUM || j->kind == FK_MEAN) {
+        double acc[COLW] = {0};
+        for (int64_t r = 0; r < R; r++) {
+            const float *q = p + r * rs;
+            for (int64_t k = 0; k < w; k++)
+                acc[k] += q[k];
+        }
+        for (int64_t k = 0; k < w; k++)
+            j->out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
+        return;
+    }
+    float best[COLW];
+    int64_t bi[COLW];
+    for (int64_t k = 0; k < w; k++) {
+        best[k] = p[k];
+        bi[k] = 0;
+    }
+    for (int64_t r = 1; r < R; r++) {
+        const float *q = p + r * rs;
+        for (int64_t k = 0; k < w; k++) {
+            float v = q[k], b = best[k];
+            if (b == b && (v != v || (j->sign > 0 ? v > b : v < b))) {
+                best[k] = v;
+                bi[k] = r;
+            }
+        }
+    }
+    for (int64_t k = 0; k < w; k++) {
+        if (j->kind != FK_ARG)
+            j->out[o + k] = best[k];
+        if (j->idx)
+            j->idx[o + k] = bi[k];
+    }
+}
+
+#ifdef __x86_64__
+/* 64 columns held in 8 registers; float partial sums over at most 128 rows go to double. */
+__attribute__((target("avx2,fma"))) static void col_sum_avx2(const fjob *j, const float *p,
+                                                             int64_t o)
+{
+    int64_t R = j->g->run, rs = j->g->run_stride;
+    double acc[COLW] = {0};
+    for (int64_t r0 = 0; r0 < R; r0 += 128) {
+        int64_t r1 = r0 + 128 < R ? r0 + 128 : R;
+        __m256 a[8];
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_setzero_ps();
+        for (int64_t r = r0; r < r1; r++) {
+            const float *q = p + r * rs;
+            for (int k = 0; k < 8; k++)
+                a[k] = _mm256_add_ps(a[k], _mm256_loadu_ps(q + 8 * k));
+        }
+        for (int k = 0; k < 8; k++) {
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a[k]));
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a[k], 1));
+            _mm256_storeu_pd(acc + 8 * k, _mm256_add_pd(_mm256_loadu_pd(acc + 8 * k), lo));
+            _mm256_storeu_pd(acc + 8 * k + 4, _mm256_add_pd(_mm256_loadu_pd(acc + 8 * k + 4), hi));
+        }
+    }
+    for (int k = 0; k < COLW; k++)
+        j->out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
+}
+
+__attribute__((target("avx2,fma"))) static void col_ext_avx2(const fjob *j, const float *p,
+                                                             int64_t o)
+{
+    int64_t R = j->g->run, rs = j->g->run_stride;
+    __m256 m[8], nan[8];
+    for (int k = 0; k < 8; k++) {
+        m[k] = _mm256_loadu_ps(p + 8 * k);
+        nan[k] = _mm256_cmp_ps(m[k], m[k], _CMP_UNORD_Q);
+    }
+    for (int64_t r = 1; r < R; r++) {
+        const float *q = p + r * rs;
+        for (int k = 0; k < 8; k++) {
+            __m256 v = _mm256_loadu_ps(q + 8 * k);
+            nan[k] = _mm256_or_ps(nan[k], _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            m[k] = j->sign > 0 ? _mm256_max_ps(m[k], v) : _mm256_min_ps(m[k], v);
+        }
+    }
+    __m256 qnan = _mm256_set1_ps(NAN);
+    for (int k = 0; k < 8; k++)
+        _mm256_storeu_ps(j->out + o + 8 * k, _mm256_blendv_ps(m[k], qnan, nan[k]));
+}
+#endif
+
+static void cols_range(void *arg, int64_t begin, int64_t end)
+{
+    const fjob *j = arg;
+    const pti_rgeom *g = j->g;
+    int64_t K = g->ks[0], nb = (K + COLW - 1) / COLW;
+    for (int64_t u = begin; u < end; u++) {
+        int64_t outer = u / nb, b = u % nb;
+        int64_t o = outer * K + b * COLW, w = K - b * COLW < COLW ? K - b * COLW : COLW;
+        const float *p = j->in + pti_rgeom_out_offset(g, outer * K) + b * COLW;
+#ifdef __x86_64__
+        if (j->avx2 && w == COLW && (j->kind == FK_SUM || j->kind == FK_MEAN)) {
+            col_sum_avx2(j, p, o);
+            continue;
+        }
+        if (j->avx2 && w == COLW && j->kind == FK_EXT) {
+            col_ext_avx2(j, p, o);
+            continue;
+        }
+#endif
+        col_block_scalar(j, p, w, o);
+    }
+}
+
+bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
+{
+    fjob j = {.c = c, .g = g, .sign = 1};
+    switch (c->op) {
+    case PTI_OP_sum: j.kind = FK_SUM; break;
+    case PTI_OP_mean: j.kind = FK_MEAN; break;
+    case PTI_OP_amin: j.sign = -1; /* fall through */
+    case PTI_OP_amax: j.kind = FK_EXT; break;
+    case PTI_OP_min_dim: j.sign = -1; /* fall through */
+    case PTI_OP_max_dim: j.kind = FK_EXT_IDX; break;
+    case PTI_OP_argmin: j.sign = -1; /* fall through */
+    case PTI_OP_argmax: j.kind = FK_ARG; break;
+    default: return false;
+    }
+    if (g->nr != 1 || g->nred == 0)
+        return false;
+    j.avx2 = pti_cpu_has_avx2();
+    j.in = pti_data(c->in[0]);
+    if (j.kind == FK_ARG) {
+        j.idx = pti_data(c->out[0]);
+    } else {
+        j.out = pti_data(c->out[0]);
+        j.idx = c->n_out > 1 && c->out[1] ? pti_data(c->out[1]) : NULL;
+    }
+    int64_t R = g->run;
+    if (g->run_stride == 1) {
+        if (g->nout == 1 && R >= 2 * SPLIT_MIN) {
+            j.block = (R + SPLIT_MAX - 1) / SPLIT_MAX;
+            if (j.block < SPLIT_MIN)
+                j.block = SPLIT_MIN;
+            j.nblocks = (R + j.block - 1) / j.block;
+            pti_parallel_for(j.nblocks, 1, split_range, &j);
+            split_combine(&j);
+            return true;
+        }
+        int64_t grain = 32768 / R;
+        pti_parallel_for(g->nout, grain > 1 ? grain : 1, rows_range, &j);
+        return true;
+    }
+    if (g->nk >= 1 && g->kst[0] == 1 && g->ks[0] >= 8) {
+        int64_t K = g->ks[0], nb = (K + COLW - 1) / COLW;
+        int64_t units = (g->nout / K) * nb;
+        int64_t grain = 32768 / (R * COLW);
+        pti_parallel_for(units, grain > 1 ? grain : 1, cols_range, &j);
+        return true;
+    }
+    return false;
+}
