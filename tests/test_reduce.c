@@ -410,6 +410,16 @@ static void test_large_sums(void **state)
     check(pt_argmin_all(big), "big.argmin", "i");
     check(pt_sum_dim(b2, PT_DIMS(0), false), "big.sum0", "f");
     check(pt_sum_dim(b2, PT_DIMS(1), false), "big.sum1", "f");
+    check(pt_norm(big, 1.0, 0, NULL, false), "big.norm1", "f");
+    check(pt_norm(big, 2.0, 0, NULL, false), "big.norm2", "f");
+    check(pt_logsumexp(big, PT_DIMS(0), false), "big.lse", "f");
+    check(pt_any(big), "big.any", "b");
+    check(pt_all(big), "big.all", "b");
+    check(pt_amin(b2, PT_DIMS(0), false), "big.amin0", "f");
+    pt_tensor *cs = pt_cumsum(big, 0);
+    pt_tensor *cs_tail = pt_as_strided(cs, 1, (const int64_t[]){1000}, (const int64_t[]){1}, n - 1000);
+    check(cs_tail, "big.cumsum_last", "f");
+    pt_release(cs);
     pt_tensor *exact = fx_get(fx, "big.exact");
     pt_tensor *s = pt_sum(big);
     double e = pt_item(exact), got = pt_item(s);

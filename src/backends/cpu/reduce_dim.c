@@ -5,10 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#endif
-
 #include "reduce_impl.h"
 
 typedef struct djob {
@@ -114,29 +110,6 @@ static void softmax_row_scalar(const float *x, float *y, int64_t n, bool lg)
 }
 
 #ifdef __x86_64__
-/* exp for float lanes: range reduction by ln 2 and a degree-6 polynomial (about 1 ulp);
- * NaN propagates, inputs below -87.3 give exactly 0 (as expf's underflow would). */
-__attribute__((target("avx2,fma"))) static inline __m256 exp256(__m256 x)
-{
-    const __m256 lo = _mm256_set1_ps(-87.33654f), hi = _mm256_set1_ps(88.3762626f);
-    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    __m256 xc = _mm256_min_ps(hi, _mm256_max_ps(lo, x)); /* NaN stays NaN (second operand) */
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(under, y);
-}
-
 __attribute__((target("avx2,fma"))) static float hsum256(__m256 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -174,7 +147,7 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
     __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     float tail = 0.0f;
     for (i = 0; i + 8 <= n; i += 8) {
-        __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 e = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         if (!lg)
             _mm256_storeu_ps(y + i, e);
         acc = _mm256_add_ps(acc, e);
@@ -231,6 +204,95 @@ static void softmax_cols_f32(const float *x, float *y, int64_t D, int64_t K, int
         }
 }
 
+#ifdef __x86_64__
+/* 16 columns in two registers per quantity: max, sum of exp, then the outputs. */
+__attribute__((target("avx2,fma"))) static void softmax_cols16_avx2(const float *x, float *y,
+                                                                    int64_t D, int64_t K, bool lg)
+{
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0, n0 = _mm256_setzero_ps(), n1 = n0;
+    for (int64_t d = 0; d < D; d++) {
+        __m256 v0 = _mm256_loadu_ps(x + d * K), v1 = _mm256_loadu_ps(x + d * K + 8);
+        n0 = _mm256_or_ps(n0, _mm256_cmp_ps(v0, v0, _CMP_UNORD_Q));
+        n1 = _mm256_or_ps(n1, _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q));
+        m0 = _mm256_max_ps(m0, v0);
+        m1 = _mm256_max_ps(m1, v1);
+    }
+    m0 = _mm256_blendv_ps(m0, _mm256_set1_ps(NAN), n0);
+    m1 = _mm256_blendv_ps(m1, _mm256_set1_ps(NAN), n1);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    for (int64_t d = 0; d < D; d++) {
+        s0 = _mm256_add_ps(s0, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0)));
+        s1 = _mm256_add_ps(s1, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1)));
+    }
+    if (lg) {
+        float t[16];
+        _mm256_storeu_ps(t, s0);
+        _mm256_storeu_ps(t + 8, s1);
+        for (int k = 0; k < 16; k++)
+            t[k] = logf(t[k]);
+        s0 = _mm256_loadu_ps(t);
+        s1 = _mm256_loadu_ps(t + 8);
+        for (int64_t d = 0; d < D; d++) {
+            __m256 v0 = _mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0);
+            __m256 v1 = _mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1);
+            _mm256_storeu_ps(y + d * K, _mm256_sub_ps(v0, s0));
+            _mm256_storeu_ps(y + d * K + 8, _mm256_sub_ps(v1, s1));
+        }
+        return;
+    }
+    __m256 one = _mm256_set1_ps(1.0f);
+    s0 = _mm256_div_ps(one, s0);
+    s1 = _mm256_div_ps(one, s1);
+    for (int64_t d = 0; d < D; d++) {
+        __m256 e0 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0));
+        __m256 e1 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1));
+        _mm256_storeu_ps(y + d * K, _mm256_mul_ps(e0, s0));
+        _mm256_storeu_ps(y + d * K + 8, _mm256_mul_ps(e1, s1));
+    }
+}
+#endif
+
+/* ---- float32 scans: rows, or blocks of SCW contiguous columns, accumulated in double ------- */
+
+#define SCW 64
+
+static void scan_f32(const djob *j, int64_t u)
+{
+    const float *x = pti_data(j->c->in[0]);
+    float *y = pti_data(j->c->out[0]);
+    int64_t D = j->D, K = j->K;
+    bool prod = j->c->op == PTI_OP_cumprod;
+    if (K == 1) {
+        double acc = prod ? 1.0 : 0.0;
+        x += u * D;
+        y += u * D;
+        for (int64_t d = 0; d < D; d++) {
+            acc = prod ? acc * x[d] : acc + x[d];
+            y[d] = (float)acc;
+        }
+        return;
+    }
+    int64_t nb = (K + SCW - 1) / SCW, o = u / nb, k0 = (u % nb) * SCW;
+    int64_t w = K - k0 < SCW ? K - k0 : SCW;
+    double acc[SCW];
+    for (int64_t k = 0; k < w; k++)
+        acc[k] = prod ? 1.0 : 0.0;
+    x += o * D * K + k0;
+    y += o * D * K + k0;
+    for (int64_t d = 0; d < D; d++) {
+        for (int64_t k = 0; k < w; k++) {
+            acc[k] = prod ? acc[k] * x[d * K + k] : acc[k] + x[d * K + k];
+            y[d * K + k] = (float)acc[k];
+        }
+    }
+}
+
+static void scan_f32_range(void *arg, int64_t begin, int64_t end)
+{
+    for (int64_t u = begin; u < end; u++)
+        scan_f32(arg, u);
+}
+
 static void lines_range(void *arg, int64_t begin, int64_t end)
 {
     const djob *j = arg;
@@ -270,6 +332,12 @@ static void f32_range(void *arg, int64_t begin, int64_t end)
     for (int64_t u = begin; u < end; u++) {
         int64_t o = u / nb, k0 = (u % nb) * SMW;
         int64_t w = K - k0 < SMW ? K - k0 : SMW;
+#ifdef __x86_64__
+        if (j->avx2 && w == SMW) {
+            softmax_cols16_avx2(x + o * D * K + k0, y + o * D * K + k0, D, K, j->log);
+            continue;
+        }
+#endif
         softmax_cols_f32(x + o * D * K + k0, y + o * D * K + k0, D, K, w, j->log);
     }
 }
@@ -293,6 +361,14 @@ static pt_status cpu_dim_op(const pti_call *c)
         int64_t per = j.K == 1 ? j.D : j.D * SMW;
         int64_t grain = 8192 / per;
         pti_parallel_for(units, grain > 1 ? grain : 1, f32_range, &j);
+        return PT_OK;
+    }
+    if (!softmax && in->dtype == PT_FLOAT32 && pti_is_contiguous(in)) {
+        int64_t O = in->numel / (j.D * j.K);
+        int64_t units = j.K == 1 ? O : O * ((j.K + SCW - 1) / SCW);
+        int64_t per = j.K == 1 ? j.D : j.D * SCW;
+        int64_t grain = 32768 / per;
+        pti_parallel_for(units, grain > 1 ? grain : 1, scan_f32_range, &j);
         return PT_OK;
     }
     int64_t grain = 8192 / j.D;

@@ -5,10 +5,6 @@
 #include <math.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#include <immintrin.h>
-#endif
-
 #include "reduce_impl.h"
 
 #define COLW 64           /* outputs per column block */
@@ -17,19 +13,48 @@
 
 /* ---- scalar rows --------------------------------------------------------------------------- */
 
-static double sum_row_scalar(const float *p, int64_t n)
+/* What a sum row adds up: x, |x| (1-norm) or x^2 (2-norm). */
+typedef enum smode { SM_X, SM_ABS, SM_SQ } smode;
+
+static inline double smode_apply(float v, smode m)
+{
+    return m == SM_X ? v : m == SM_ABS ? fabsf(v) : (double)v * v;
+}
+
+static double sum_row_scalar(const float *p, int64_t n, smode m)
 {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        s0 += p[i];
-        s1 += p[i + 1];
-        s2 += p[i + 2];
-        s3 += p[i + 3];
+        s0 += smode_apply(p[i], m);
+        s1 += smode_apply(p[i + 1], m);
+        s2 += smode_apply(p[i + 2], m);
+        s3 += smode_apply(p[i + 3], m);
     }
     for (; i < n; i++)
-        s0 += p[i];
+        s0 += smode_apply(p[i], m);
     return (s0 + s1) + (s2 + s3);
+}
+
+static double prod_row(const float *p, int64_t n)
+{
+    double a[4] = {1, 1, 1, 1};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++)
+            a[k] *= p[i + k];
+    for (; i < n; i++)
+        a[0] *= p[i];
+    return (a[0] * a[1]) * (a[2] * a[3]);
+}
+
+/* all (want_all) / any: an element is true when non-zero (NaN is). */
+static bool allany_row(const float *p, int64_t n, bool want_all)
+{
+    for (int64_t i = 0; i < n; i++)
+        if ((p[i] != 0.0f) != want_all)
+            return !want_all;
+    return want_all;
 }
 
 /* max (sign 1) / min (sign -1) of a non-empty row; NaN if any element is NaN. */
@@ -58,30 +83,57 @@ __attribute__((target("avx2,fma"))) static double hsum256_d(__m256 v)
     return _mm_cvtsd_f64(t) + _mm_cvtsd_f64(_mm_unpackhi_pd(t, t));
 }
 
+__attribute__((target("avx2,fma"))) static inline __m256 smode_vec(__m256 v, smode m)
+{
+    if (m == SM_ABS)
+        return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    if (m == SM_SQ)
+        return _mm256_mul_ps(v, v);
+    return v;
+}
+
 /* Blocks of 256 floats summed in 4x8 float lanes (8 adds per lane), block sums in double. */
-__attribute__((target("avx2,fma"))) static double sum_row_avx2(const float *p, int64_t n)
+__attribute__((target("avx2,fma"))) static double sum_row_avx2(const float *p, int64_t n, smode m)
 {
     double total = 0.0;
     int64_t i = 0;
     for (; i + 256 <= n; i += 256) {
-        __m256 a0 = _mm256_loadu_ps(p + i), a1 = _mm256_loadu_ps(p + i + 8);
-        __m256 a2 = _mm256_loadu_ps(p + i + 16), a3 = _mm256_loadu_ps(p + i + 24);
-        for (int k = 32; k < 256; k += 32) {
-            a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i + k));
-            a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + k + 8));
-            a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + k + 16));
-            a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + k + 24));
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int k = 0; k < 256; k += 32) {
+            a0 = _mm256_add_ps(a0, smode_vec(_mm256_loadu_ps(p + i + k), m));
+            a1 = _mm256_add_ps(a1, smode_vec(_mm256_loadu_ps(p + i + k + 8), m));
+            a2 = _mm256_add_ps(a2, smode_vec(_mm256_loadu_ps(p + i + k + 16), m));
+            a3 = _mm256_add_ps(a3, smode_vec(_mm256_loadu_ps(p + i + k + 24), m));
         }
         total += hsum256_d(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     }
     if (i + 8 <= n) {
-        __m256 a = _mm256_loadu_ps(p + i);
-        for (i += 8; i + 8 <= n; i += 8)
-            a = _mm256_add_ps(a, _mm256_loadu_ps(p + i));
+        __m256 a = _mm256_setzero_ps();
+        for (; i + 8 <= n; i += 8)
+            a = _mm256_add_ps(a, smode_vec(_mm256_loadu_ps(p + i), m));
         total += hsum256_d(a);
     }
     for (; i < n; i++)
-        total += p[i];
+        total += smode_apply(p[i], m);
+    return total;
+}
+
+/* sum(exp(x - m)) with float lanes per 256-block, block sums in double. */
+__attribute__((target("avx2,fma"))) static double sumexp_row_avx2(const float *p, int64_t n,
+                                                                  float m)
+{
+    __m256 mv = _mm256_set1_ps(m);
+    double total = 0.0;
+    int64_t i = 0;
+    while (i + 8 <= n) {
+        __m256 a = _mm256_setzero_ps();
+        int64_t end = i + 256 < n ? i + 256 : n;
+        for (; i + 8 <= end; i += 8)
+            a = _mm256_add_ps(a, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(p + i), mv)));
+        total += hsum256_d(a);
+    }
+    for (; i < n; i++)
+        total += expf(p[i] - m);
     return total;
 }
 
@@ -119,15 +171,17 @@ __attribute__((target("avx2,fma"))) static float ext_row_avx2(const float *p, in
 }
 #endif
 
-static double sum_row(const float *p, int64_t n, bool avx2)
+static double sum_row_m(const float *p, int64_t n, smode m, bool avx2)
 {
 #ifdef __x86_64__
     if (avx2)
-        return sum_row_avx2(p, n);
+        return sum_row_avx2(p, n, m);
 #endif
     (void)avx2;
-    return sum_row_scalar(p, n);
+    return sum_row_scalar(p, n, m);
 }
+
+static double sum_row(const float *p, int64_t n, bool avx2) { return sum_row_m(p, n, SM_X, avx2); }
 
 static float ext_row(const float *p, int64_t n, int sign, bool avx2)
 {
@@ -157,7 +211,10 @@ static int64_t arg_row(const float *p, int64_t n, int sign, bool avx2, float *v)
 
 /* ---- the op kinds covered here ----------------------------------------------------------------- */
 
-typedef enum fkind { FK_SUM, FK_MEAN, FK_EXT, FK_EXT_IDX, FK_ARG } fkind;
+typedef enum fkind {
+    FK_SUM, FK_MEAN, FK_EXT, FK_EXT_IDX, FK_ARG, /* also by columns */
+    FK_PROD, FK_NORM1, FK_NORM2, FK_ALL, FK_ANY, FK_LSE
+} fkind;
 
 typedef struct fjob {
     const pti_call *c;
@@ -166,7 +223,7 @@ typedef struct fjob {
     int sign;
     bool avx2;
     const float *in;
-    float *out;
+    void *out; /* float, or bool bytes for all/any */
     int64_t *idx;
     /* split whole reductions */
     int64_t block, nblocks;
@@ -175,31 +232,73 @@ typedef struct fjob {
     int64_t pidx[SPLIT_MAX];
 } fjob;
 
-static void store_result(const fjob *j, int64_t o, const float *row, int64_t n)
+static double lse_row(const float *p, int64_t n, bool avx2)
+{
+    float m = ext_row(p, n, 1, avx2);
+    if (m != m)
+        return m;
+    if (isinf(m))
+        m = 0.0f; /* all -inf: log(0) = -inf; any +inf: +inf */
+#ifdef __x86_64__
+    if (avx2)
+        return log(sumexp_row_avx2(p, n, m)) + m;
+#endif
+    double s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        s += expf(p[i] - m);
+    return log(s) + m;
+}
+
+/* The value of a kind that yields one number per row (not max/min/arg). */
+static double row_value(const fjob *j, const float *row, int64_t n)
 {
     switch (j->kind) {
     case FK_SUM:
-        j->out[o] = (float)sum_row(row, n, j->avx2);
-        break;
-    case FK_MEAN:
-        j->out[o] = (float)(sum_row(row, n, j->avx2) / (double)n);
-        break;
+    case FK_MEAN: return sum_row(row, n, j->avx2);
+    case FK_PROD: return prod_row(row, n);
+    case FK_NORM1: return sum_row_m(row, n, SM_ABS, j->avx2);
+    case FK_NORM2: return sum_row_m(row, n, SM_SQ, j->avx2);
+    case FK_ALL: return allany_row(row, n, true);
+    case FK_ANY: return allany_row(row, n, false);
+    case FK_LSE: return lse_row(row, n, j->avx2);
+    default: return 0.0;
+    }
+}
+
+/* Finishes a row value (or the combined partials) into output o. */
+static void store_value(const fjob *j, int64_t o, double v, int64_t n)
+{
+    if (j->kind == FK_ALL || j->kind == FK_ANY) {
+        ((uint8_t *)j->out)[o] = v != 0.0;
+        return;
+    }
+    if (j->kind == FK_MEAN)
+        v /= (double)n;
+    else if (j->kind == FK_NORM2)
+        v = sqrt(v);
+    ((float *)j->out)[o] = (float)v;
+}
+
+static void store_result(const fjob *j, int64_t o, const float *row, int64_t n)
+{
+    float *out = j->out;
+    float v;
+    switch (j->kind) {
     case FK_EXT:
-        j->out[o] = ext_row(row, n, j->sign, j->avx2);
+        out[o] = ext_row(row, n, j->sign, j->avx2);
         break;
     case FK_EXT_IDX: {
-        float v;
         int64_t i = arg_row(row, n, j->sign, j->avx2, &v);
-        j->out[o] = v;
+        out[o] = v;
         if (j->idx)
             j->idx[o] = i;
         break;
     }
-    case FK_ARG: {
-        float v;
+    case FK_ARG:
         j->idx[o] = arg_row(row, n, j->sign, j->avx2, &v);
         break;
-    }
+    default:
+        store_value(j, o, row_value(j, row, n), n);
     }
 }
 
@@ -219,24 +318,33 @@ static void split_range(void *arg, int64_t begin, int64_t end)
         if (n > j->block)
             n = j->block;
         const float *row = j->in + pti_rgeom_out_offset(j->g, 0) + start;
-        if (j->kind == FK_SUM || j->kind == FK_MEAN) {
-            j->psum[b] = sum_row(row, n, j->avx2);
-        } else {
+        if (j->kind == FK_EXT || j->kind == FK_EXT_IDX || j->kind == FK_ARG) {
             float v;
             j->pidx[b] = start + arg_row(row, n, j->sign, j->avx2, &v);
             j->pval[b] = v;
+        } else {
+            j->psum[b] = row_value(j, row, n);
         }
     }
 }
 
+/* Partials combine in block order: the same result for any thread count. */
 static void split_combine(fjob *j)
 {
     int64_t n = j->g->run;
-    if (j->kind == FK_SUM || j->kind == FK_MEAN) {
-        double s = 0.0;
-        for (int64_t b = 0; b < j->nblocks; b++)
-            s += j->psum[b];
-        j->out[0] = (float)(j->kind == FK_MEAN ? s / (double)n : s);
+    if (j->kind != FK_EXT && j->kind != FK_EXT_IDX && j->kind != FK_ARG) {
+        double s = j->psum[0];
+        for (int64_t b = 1; b < j->nblocks; b++) {
+            if (j->kind == FK_PROD)
+                s *= j->psum[b];
+            else if (j->kind == FK_ALL)
+                s = s != 0.0 && j->psum[b] != 0.0;
+            else if (j->kind == FK_ANY)
+                s = s != 0.0 || j->psum[b] != 0.0;
+            else
+                s += j->psum[b];
+        }
+        store_value(j, 0, s, n);
         return;
     }
     float best = j->pval[0];
@@ -249,7 +357,7 @@ static void split_combine(fjob *j)
         }
     }
     if (j->kind != FK_ARG)
-        j->out[0] = best;
+        ((float *)j->out)[0] = best;
     if (j->idx)
         j->idx[0] = bi;
 }
@@ -258,6 +366,7 @@ static void split_combine(fjob *j)
 
 static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o)
 {
+    float *out = j->out;
     const pti_rgeom *g = j->g;
     int64_t R = g->run, rs = g->run_stride;
     if (j->kind == FK_SUM || j->kind == FK_MEAN) {
@@ -268,7 +377,7 @@ static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o
                 acc[k] += q[k];
         }
         for (int64_t k = 0; k < w; k++)
-            j->out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
+            out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
         return;
     }
     float best[COLW];
@@ -289,7 +398,7 @@ static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o
     }
     for (int64_t k = 0; k < w; k++) {
         if (j->kind != FK_ARG)
-            j->out[o + k] = best[k];
+            out[o + k] = best[k];
         if (j->idx)
             j->idx[o + k] = bi[k];
     }
@@ -319,8 +428,9 @@ __attribute__((target("avx2,fma"))) static void col_sum_avx2(const fjob *j, cons
             _mm256_storeu_pd(acc + 8 * k + 4, _mm256_add_pd(_mm256_loadu_pd(acc + 8 * k + 4), hi));
         }
     }
+    float *out = j->out;
     for (int k = 0; k < COLW; k++)
-        j->out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
+        out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
 }
 
 __attribute__((target("avx2,fma"))) static void col_ext_avx2(const fjob *j, const float *p,
@@ -342,7 +452,7 @@ __attribute__((target("avx2,fma"))) static void col_ext_avx2(const fjob *j, cons
     }
     __m256 qnan = _mm256_set1_ps(NAN);
     for (int k = 0; k < 8; k++)
-        _mm256_storeu_ps(j->out + o + 8 * k, _mm256_blendv_ps(m[k], qnan, nan[k]));
+        _mm256_storeu_ps((float *)j->out + o + 8 * k, _mm256_blendv_ps(m[k], qnan, nan[k]));
 }
 #endif
 
@@ -381,6 +491,18 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
     case PTI_OP_max_dim: j.kind = FK_EXT_IDX; break;
     case PTI_OP_argmin: j.sign = -1; /* fall through */
     case PTI_OP_argmax: j.kind = FK_ARG; break;
+    case PTI_OP_prod: j.kind = FK_PROD; break;
+    case PTI_OP_all: j.kind = FK_ALL; break;
+    case PTI_OP_any: j.kind = FK_ANY; break;
+    case PTI_OP_logsumexp: j.kind = FK_LSE; break;
+    case PTI_OP_norm:
+        if (c->scalar[1] == 1.0)
+            j.kind = FK_NORM1;
+        else if (c->scalar[1] == 2.0)
+            j.kind = FK_NORM2;
+        else
+            return false;
+        break;
     default: return false;
     }
     if (g->nr != 1 || g->nred == 0)
@@ -395,7 +517,7 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
     }
     int64_t R = g->run;
     if (g->run_stride == 1) {
-        if (g->nout == 1 && R >= 2 * SPLIT_MIN) {
+        if (g->nout == 1 && R >= 2 * SPLIT_MIN && j.kind != FK_LSE) {
             j.block = (R + SPLIT_MAX - 1) / SPLIT_MAX;
             if (j.block < SPLIT_MIN)
                 j.block = SPLIT_MIN;
@@ -404,11 +526,11 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
             split_combine(&j);
             return true;
         }
-        int64_t grain = 32768 / R;
+        int64_t grain = (j.kind == FK_LSE ? 8192 : 32768) / R;
         pti_parallel_for(g->nout, grain > 1 ? grain : 1, rows_range, &j);
         return true;
     }
-    if (g->nk >= 1 && g->kst[0] == 1 && g->ks[0] >= 8) {
+    if (g->nk >= 1 && g->kst[0] == 1 && g->ks[0] >= 8 && j.kind <= FK_ARG) {
         int64_t K = g->ks[0], nb = (K + COLW - 1) / COLW;
         int64_t units = (g->nout / K) * nb;
         int64_t grain = 32768 / (R * COLW);
