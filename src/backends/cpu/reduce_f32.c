@@ -48,12 +48,27 @@ static double prod_row(const float *p, int64_t n)
     return (a[0] * a[1]) * (a[2] * a[3]);
 }
 
+#ifdef __x86_64__
+static int64_t count_zeros_avx2(const float *p, int64_t n);
+#endif
+
 /* all (want_all) / any: an element is true when non-zero (NaN is). */
-static bool allany_row(const float *p, int64_t n, bool want_all)
+static bool allany_row(const float *p, int64_t n, bool want_all, bool avx2)
 {
-    for (int64_t i = 0; i < n; i++)
-        if ((p[i] != 0.0f) != want_all)
-            return !want_all;
+    for (int64_t i = 0; i < n; i += 1024) { /* count per block, exit between blocks */
+        int64_t end = i + 1024 < n ? i + 1024 : n, zeros = 0;
+#ifdef __x86_64__
+        if (avx2)
+            zeros = count_zeros_avx2(p + i, end - i);
+        else
+#endif
+            for (int64_t k = i; k < end; k++)
+                zeros += p[k] == 0.0f;
+        if (want_all && zeros > 0)
+            return false;
+        if (!want_all && zeros < end - i)
+            return true;
+    }
     return want_all;
 }
 
@@ -116,6 +131,38 @@ __attribute__((target("avx2,fma"))) static double sum_row_avx2(const float *p, i
     for (; i < n; i++)
         total += smode_apply(p[i], m);
     return total;
+}
+
+/* Product in double lanes (16 running products). */
+__attribute__((target("avx2,fma"))) static double prod_row_avx2(const float *p, int64_t n)
+{
+    __m256d a0 = _mm256_set1_pd(1.0), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_mul_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
+        a1 = _mm256_mul_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4)));
+        a2 = _mm256_mul_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 8)));
+        a3 = _mm256_mul_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 12)));
+    }
+    double l[4];
+    _mm256_storeu_pd(l, _mm256_mul_pd(_mm256_mul_pd(a0, a1), _mm256_mul_pd(a2, a3)));
+    double r = (l[0] * l[1]) * (l[2] * l[3]);
+    for (; i < n; i++)
+        r *= p[i];
+    return r;
+}
+
+/* Number of zeros in p[0..n). */
+__attribute__((target("avx2,fma"))) static int64_t count_zeros_avx2(const float *p, int64_t n)
+{
+    __m256 z = _mm256_setzero_ps();
+    int64_t zeros = 0, i = 0;
+    for (; i + 8 <= n; i += 8)
+        zeros += __builtin_popcount(
+            (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + i), z, _CMP_EQ_OQ)));
+    for (; i < n; i++)
+        zeros += p[i] == 0.0f;
+    return zeros;
 }
 
 /* sum(exp(x - m)) with float lanes per 256-block, block sums in double. */
@@ -255,11 +302,16 @@ static double row_value(const fjob *j, const float *row, int64_t n)
     switch (j->kind) {
     case FK_SUM:
     case FK_MEAN: return sum_row(row, n, j->avx2);
-    case FK_PROD: return prod_row(row, n);
+    case FK_PROD:
+#ifdef __x86_64__
+        if (j->avx2)
+            return prod_row_avx2(row, n);
+#endif
+        return prod_row(row, n);
     case FK_NORM1: return sum_row_m(row, n, SM_ABS, j->avx2);
     case FK_NORM2: return sum_row_m(row, n, SM_SQ, j->avx2);
-    case FK_ALL: return allany_row(row, n, true);
-    case FK_ANY: return allany_row(row, n, false);
+    case FK_ALL: return allany_row(row, n, true, j->avx2);
+    case FK_ANY: return allany_row(row, n, false, j->avx2);
     case FK_LSE: return lse_row(row, n, j->avx2);
     default: return 0.0;
     }
