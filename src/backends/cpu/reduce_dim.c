@@ -125,8 +125,15 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
         softmax_row_scalar(x, y, n, lg);
         return;
     }
-    __m256 vm = _mm256_loadu_ps(x), nan = _mm256_setzero_ps();
+    __m256 vm = _mm256_loadu_ps(x), vm2 = vm, nan = _mm256_setzero_ps();
     int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 v = _mm256_loadu_ps(x + i), v2 = _mm256_loadu_ps(x + i + 8);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v2, _CMP_UNORD_Q));
+        vm = _mm256_max_ps(vm, v);
+        vm2 = _mm256_max_ps(vm2, v2);
+    }
+    vm = _mm256_max_ps(vm, vm2);
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
@@ -144,9 +151,26 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
     }
     if (!_mm256_testz_ps(nan, nan))
         m = NAN;
-    __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
+    __m256 mv = _mm256_set1_ps(m), acc = _mm256_setzero_ps(), acc2 = acc;
     float tail = 0.0f;
-    for (i = 0; i + 8 <= n; i += 8) {
+    if (lg) {
+        for (i = 0; i + 16 <= n; i += 16) { /* two chains: exp latency overlaps */
+            acc = _mm256_add_ps(acc, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
+            acc2 = _mm256_add_ps(
+                acc2, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv)));
+        }
+    } else {
+        for (i = 0; i + 16 <= n; i += 16) {
+            __m256 e = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+            __m256 e2 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+            _mm256_storeu_ps(y + i, e);
+            _mm256_storeu_ps(y + i + 8, e2);
+            acc = _mm256_add_ps(acc, e);
+            acc2 = _mm256_add_ps(acc2, e2);
+        }
+    }
+    acc = _mm256_add_ps(acc, acc2);
+    for (; i + 8 <= n; i += 8) {
         __m256 e = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
         if (!lg)
             _mm256_storeu_ps(y + i, e);
@@ -254,43 +278,111 @@ __attribute__((target("avx2,fma"))) static void softmax_cols16_avx2(const float 
 
 /* ---- float32 scans: rows, or blocks of SCW contiguous columns, accumulated in double ------- */
 
-#define SCW 64
+#define SCW 32
 
-static void scan_f32(const djob *j, int64_t u)
+/* Rows (K == 1) [u0, u1): four rows at a time so the four dependency chains overlap. */
+static void scan_f32_rows(const djob *j, int64_t u0, int64_t u1)
+{
+    const float *x = pti_data(j->c->in[0]);
+    float *y = pti_data(j->c->out[0]);
+    int64_t D = j->D;
+    bool prod = j->c->op == PTI_OP_cumprod;
+    double init = prod ? 1.0 : 0.0;
+    int64_t u = u0;
+    for (; u + 4 <= u1; u += 4) {
+        const float *a = x + u * D;
+        float *b = y + u * D;
+        double c0 = init, c1 = init, c2 = init, c3 = init;
+        for (int64_t d = 0; d < D; d++) {
+            if (prod) {
+                c0 *= a[d];
+                c1 *= a[D + d];
+                c2 *= a[2 * D + d];
+                c3 *= a[3 * D + d];
+            } else {
+                c0 += a[d];
+                c1 += a[D + d];
+                c2 += a[2 * D + d];
+                c3 += a[3 * D + d];
+            }
+            b[d] = (float)c0;
+            b[D + d] = (float)c1;
+            b[2 * D + d] = (float)c2;
+            b[3 * D + d] = (float)c3;
+        }
+    }
+    for (; u < u1; u++) {
+        double c = init;
+        for (int64_t d = 0; d < D; d++) {
+            c = prod ? c * x[u * D + d] : c + x[u * D + d];
+            y[u * D + d] = (float)c;
+        }
+    }
+}
+
+#ifdef __x86_64__
+/* 32 columns in eight double registers. */
+__attribute__((target("avx2,fma"))) static void scan_cols32_avx2(const float *x, float *y,
+                                                                 int64_t D, int64_t K, bool prod)
+{
+    __m256d a[8];
+    for (int k = 0; k < 8; k++)
+        a[k] = _mm256_set1_pd(prod ? 1.0 : 0.0);
+    for (int64_t d = 0; d < D; d++) {
+        const float *xr = x + d * K;
+        float *yr = y + d * K;
+        for (int k = 0; k < 8; k++) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(xr + 4 * k));
+            a[k] = prod ? _mm256_mul_pd(a[k], v) : _mm256_add_pd(a[k], v);
+            _mm_storeu_ps(yr + 4 * k, _mm256_cvtpd_ps(a[k]));
+        }
+    }
+}
+#endif
+
+/* Block u of SCW contiguous columns (K > 1). */
+static void scan_f32_cols(const djob *j, int64_t u)
 {
     const float *x = pti_data(j->c->in[0]);
     float *y = pti_data(j->c->out[0]);
     int64_t D = j->D, K = j->K;
-    bool prod = j->c->op == PTI_OP_cumprod;
-    if (K == 1) {
-        double acc = prod ? 1.0 : 0.0;
-        x += u * D;
-        y += u * D;
-        for (int64_t d = 0; d < D; d++) {
-            acc = prod ? acc * x[d] : acc + x[d];
-            y[d] = (float)acc;
-        }
-        return;
-    }
     int64_t nb = (K + SCW - 1) / SCW, o = u / nb, k0 = (u % nb) * SCW;
     int64_t w = K - k0 < SCW ? K - k0 : SCW;
     double acc[SCW];
+    bool prod = j->c->op == PTI_OP_cumprod;
+#ifdef __x86_64__
+    if (j->avx2 && w == SCW) {
+        scan_cols32_avx2(x + o * D * K + k0, y + o * D * K + k0, D, K, prod);
+        return;
+    }
+#endif
     for (int64_t k = 0; k < w; k++)
         acc[k] = prod ? 1.0 : 0.0;
     x += o * D * K + k0;
     y += o * D * K + k0;
     for (int64_t d = 0; d < D; d++) {
-        for (int64_t k = 0; k < w; k++) {
-            acc[k] = prod ? acc[k] * x[d * K + k] : acc[k] + x[d * K + k];
-            y[d * K + k] = (float)acc[k];
-        }
+        const float *xr = x + d * K;
+        float *yr = y + d * K;
+        if (prod)
+            for (int64_t k = 0; k < w; k++)
+                acc[k] *= xr[k];
+        else
+            for (int64_t k = 0; k < w; k++)
+                acc[k] += xr[k];
+        for (int64_t k = 0; k < w; k++)
+            yr[k] = (float)acc[k];
     }
 }
 
 static void scan_f32_range(void *arg, int64_t begin, int64_t end)
 {
+    const djob *j = arg;
+    if (j->K == 1) {
+        scan_f32_rows(j, begin, end);
+        return;
+    }
     for (int64_t u = begin; u < end; u++)
-        scan_f32(arg, u);
+        scan_f32_cols(j, u);
 }
 
 static void lines_range(void *arg, int64_t begin, int64_t end)

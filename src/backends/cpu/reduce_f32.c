@@ -176,7 +176,7 @@ __attribute__((target("avx2,fma"))) static double sumexp_row_avx2(const float *p
         __m256 a = _mm256_setzero_ps();
         int64_t end = i + 256 < n ? i + 256 : n;
         for (; i + 8 <= end; i += 8)
-            a = _mm256_add_ps(a, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(p + i), mv)));
+            a = _mm256_add_ps(a, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(p + i), mv)));
         total += hsum256_d(a);
     }
     for (; i < n; i++)
