@@ -417,7 +417,8 @@ static void test_large_sums(void **state)
     check(pt_all(big), "big.all", "b");
     check(pt_amin(b2, PT_DIMS(0), false), "big.amin0", "f");
     pt_tensor *cs = pt_cumsum(big, 0);
-    pt_tensor *cs_tail = pt_as_strided(cs, 1, (const int64_t[]){1000}, (const int64_t[]){1}, n - 1000);
+    pt_tensor *cs_tail =
+        pt_as_strided(cs, 1, (const int64_t[]){1000}, (const int64_t[]){1}, n - 1000);
     check(cs_tail, "big.cumsum_last", "f");
     pt_release(cs);
     pt_tensor *exact = fx_get(fx, "big.exact");

@@ -11,9 +11,9 @@
 typedef struct rshape {
     int ndim;
     int64_t shape[PT_MAX_DIMS];
-    uint32_t bits;   /* reduced dims */
-    int64_t nred;    /* elements reduced into each output element */
-    int zero_dim;    /* a reduced dim of size 0, or -1 */
+    uint32_t bits; /* reduced dims */
+    int64_t nred;  /* elements reduced into each output element */
+    int zero_dim;  /* a reduced dim of size 0, or -1 */
 } rshape;
 
 static bool check_input(const char *op, const pt_tensor *t)
@@ -62,8 +62,8 @@ static bool reduce_shape_dim(const char *op, const pt_tensor *t, int64_t dim, bo
 
 /* Allocates the output(s) and runs the kernel. idx_out (may be NULL) receives int64 indices
  * for max_dim/min_dim. */
-static pt_tensor *run(pti_op op, const pt_tensor *t, const rshape *r, pt_dtype out_dt,
-                      double arg, pt_tensor **idx_out)
+static pt_tensor *run(pti_op op, const pt_tensor *t, const rshape *r, pt_dtype out_dt, double arg,
+                      pt_tensor **idx_out)
 {
     pt_device dev = t->storage->device;
     pt_tensor *out = pti_tensor_new(r->ndim, r->shape, out_dt, dev);
@@ -77,7 +77,10 @@ static pt_tensor *run(pti_op op, const pt_tensor *t, const rshape *r, pt_dtype o
             return NULL;
         }
     }
-    pti_call c = {.n_in = 1, .n_out = idx ? 2 : 1, .in = {t}, .out = {out, idx},
+    pti_call c = {.n_in = 1,
+                  .n_out = idx ? 2 : 1,
+                  .in = {t},
+                  .out = {out, idx},
                   .scalar = {(double)r->bits, arg}};
     if (pti_dispatch(op, &c) != PT_OK) {
         pt_release(out);
@@ -90,18 +93,23 @@ static pt_tensor *run(pti_op op, const pt_tensor *t, const rshape *r, pt_dtype o
 }
 
 /* int and bool sum/prod/cumsum/cumprod give int64 (PyTorch). */
-static pt_dtype accum_dtype(pt_dtype dt) { return pti_dtypes[dt].is_floating ? dt : PT_INT64; }
+static pt_dtype accum_dtype(pt_dtype dt)
+{
+    return pti_dtypes[dt].is_floating ? dt : PT_INT64;
+}
 
 static bool check_float(const char *op, const pt_tensor *t)
 {
     if (pti_dtypes[t->dtype].is_floating)
         return true;
-    pti_error(PT_ERR_DTYPE, "%s: expected a floating point input, got %s (convert with pt_to_dtype)",
-              op, pti_tensor_desc(t));
+    pti_error(PT_ERR_DTYPE,
+              "%s: expected a floating point input, got %s (convert with pt_to_dtype)", op,
+              pti_tensor_desc(t));
     return false;
 }
 
-/* ---- sum, mean, prod --------------------------------------------------------------------------- */
+/* ---- sum, mean, prod ---------------------------------------------------------------------------
+ */
 
 pt_tensor *pt_sum_dim(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
 {
@@ -134,7 +142,10 @@ static pt_tensor *mean_common(const char *op, const pt_tensor *t, int ndims, con
     return run(PTI_OP_mean, t, &r, t->dtype, 0, NULL);
 }
 
-pt_tensor *pt_mean(const pt_tensor *t) { return mean_common("pt_mean", t, 0, NULL, false); }
+pt_tensor *pt_mean(const pt_tensor *t)
+{
+    return mean_common("pt_mean", t, 0, NULL, false);
+}
 
 pt_tensor *pt_mean_dim(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
 {
@@ -157,7 +168,8 @@ pt_tensor *pt_prod_dim(const pt_tensor *t, int64_t dim, bool keepdim)
     return run(PTI_OP_prod, t, &r, accum_dtype(t->dtype), 0, NULL);
 }
 
-/* ---- max, min, amax, amin, argmax, argmin -------------------------------------------------------- */
+/* ---- max, min, amax, amin, argmax, argmin
+ * -------------------------------------------------------- */
 
 /* PyTorch refuses max/min-style reductions over nothing. */
 static bool check_nonempty(const char *op, const pt_tensor *t, const rshape *r, bool all)
@@ -186,9 +198,15 @@ static pt_tensor *extreme_all(const char *op, pti_op kop, const pt_tensor *t)
     return run(kop, t, &r, t->dtype, 0, NULL);
 }
 
-pt_tensor *pt_max(const pt_tensor *t) { return extreme_all("pt_max", PTI_OP_amax, t); }
+pt_tensor *pt_max(const pt_tensor *t)
+{
+    return extreme_all("pt_max", PTI_OP_amax, t);
+}
 
-pt_tensor *pt_min(const pt_tensor *t) { return extreme_all("pt_min", PTI_OP_amin, t); }
+pt_tensor *pt_min(const pt_tensor *t)
+{
+    return extreme_all("pt_min", PTI_OP_amin, t);
+}
 
 static pt_tensor *extreme_dim(const char *op, pti_op kop, const pt_tensor *t, int64_t dim,
                               bool keepdim, pt_tensor **indices)
@@ -238,8 +256,7 @@ pt_tensor *pt_amin(const pt_tensor *t, int ndims, const int64_t *dims, bool keep
     return extreme_dims("pt_amin", PTI_OP_amin, t, ndims, dims, keepdim);
 }
 
-static pt_tensor *arg_dim(const char *op, pti_op kop, const pt_tensor *t, int64_t dim,
-                          bool keepdim)
+static pt_tensor *arg_dim(const char *op, pti_op kop, const pt_tensor *t, int64_t dim, bool keepdim)
 {
     rshape r;
     if (!check_input(op, t) || !reduce_shape_dim(op, t, dim, keepdim, &r) ||
@@ -268,11 +285,18 @@ static pt_tensor *arg_all(const char *op, pti_op kop, const pt_tensor *t)
     return run(kop, t, &r, PT_INT64, 0, NULL);
 }
 
-pt_tensor *pt_argmax_all(const pt_tensor *t) { return arg_all("pt_argmax_all", PTI_OP_argmax, t); }
+pt_tensor *pt_argmax_all(const pt_tensor *t)
+{
+    return arg_all("pt_argmax_all", PTI_OP_argmax, t);
+}
 
-pt_tensor *pt_argmin_all(const pt_tensor *t) { return arg_all("pt_argmin_all", PTI_OP_argmin, t); }
+pt_tensor *pt_argmin_all(const pt_tensor *t)
+{
+    return arg_all("pt_argmin_all", PTI_OP_argmin, t);
+}
 
-/* ---- var, std, norm, logsumexp ----------------------------------------------------------------- */
+/* ---- var, std, norm, logsumexp -----------------------------------------------------------------
+ */
 
 static pt_tensor *var_common(const char *op, pti_op kop, const pt_tensor *t, int ndims,
                              const int64_t *dims, int64_t correction, bool keepdim)
@@ -322,10 +346,11 @@ pt_tensor *pt_logsumexp(const pt_tensor *t, int ndims, const int64_t *dims, bool
     return run(PTI_OP_logsumexp, t, &r, dt, 0, NULL);
 }
 
-/* ---- all, any ----------------------------------------------------------------------------------- */
+/* ---- all, any -----------------------------------------------------------------------------------
+ */
 
-static pt_tensor *allany(const char *op, pti_op kop, const pt_tensor *t, bool all_dims,
-                         int64_t dim, bool keepdim)
+static pt_tensor *allany(const char *op, pti_op kop, const pt_tensor *t, bool all_dims, int64_t dim,
+                         bool keepdim)
 {
     rshape r;
     if (!check_input(op, t))
@@ -337,21 +362,28 @@ static pt_tensor *allany(const char *op, pti_op kop, const pt_tensor *t, bool al
     return run(kop, t, &r, t->dtype == PT_UINT8 ? PT_UINT8 : PT_BOOL, 0, NULL);
 }
 
-pt_tensor *pt_all(const pt_tensor *t) { return allany("pt_all", PTI_OP_all, t, true, 0, false); }
+pt_tensor *pt_all(const pt_tensor *t)
+{
+    return allany("pt_all", PTI_OP_all, t, true, 0, false);
+}
 
 pt_tensor *pt_all_dim(const pt_tensor *t, int64_t dim, bool keepdim)
 {
     return allany("pt_all_dim", PTI_OP_all, t, false, dim, keepdim);
 }
 
-pt_tensor *pt_any(const pt_tensor *t) { return allany("pt_any", PTI_OP_any, t, true, 0, false); }
+pt_tensor *pt_any(const pt_tensor *t)
+{
+    return allany("pt_any", PTI_OP_any, t, true, 0, false);
+}
 
 pt_tensor *pt_any_dim(const pt_tensor *t, int64_t dim, bool keepdim)
 {
     return allany("pt_any_dim", PTI_OP_any, t, false, dim, keepdim);
 }
 
-/* ---- cumsum, cumprod, softmax, log_softmax -------------------------------------------------------- */
+/* ---- cumsum, cumprod, softmax, log_softmax
+ * -------------------------------------------------------- */
 
 static pt_tensor *dim_op(const char *op, pti_op kop, const pt_tensor *t, int64_t dim,
                          bool float_only)

@@ -180,7 +180,8 @@ static int64_t chunk_i64(chunker *ck, int64_t *buf)
     return n;
 }
 
-/* ---- generic reducers: one output element each ------------------------------------------------ */
+/* ---- generic reducers: one output element each ------------------------------------------------
+ */
 
 typedef struct rjob {
     const pti_call *c;
@@ -392,9 +393,8 @@ static void generic_one(const rjob *j, int64_t o)
     case PTI_OP_min_dim:
     case PTI_OP_argmax:
     case PTI_OP_argmin: {
-        int sign = (c->op == PTI_OP_amax || c->op == PTI_OP_max_dim || c->op == PTI_OP_argmax)
-                       ? 1
-                       : -1;
+        int sign =
+            (c->op == PTI_OP_amax || c->op == PTI_OP_max_dim || c->op == PTI_OP_argmax) ? 1 : -1;
         int64_t idx;
         bool is_arg = c->op == PTI_OP_argmax || c->op == PTI_OP_argmin;
         if (isfloat) {
@@ -420,18 +420,11 @@ static void generic_one(const rjob *j, int64_t o)
         pti_store_f64(dst, out->dtype, c->op == PTI_OP_std ? sqrt(v) : v);
         break;
     }
-    case PTI_OP_norm:
-        pti_store_f64(dst, out->dtype, reduce_norm_f64(&ck, j->arg));
-        break;
-    case PTI_OP_logsumexp:
-        pti_store_f64(dst, out->dtype, reduce_logsumexp_f64(j, base));
-        break;
+    case PTI_OP_norm: pti_store_f64(dst, out->dtype, reduce_norm_f64(&ck, j->arg)); break;
+    case PTI_OP_logsumexp: pti_store_f64(dst, out->dtype, reduce_logsumexp_f64(j, base)); break;
     case PTI_OP_all:
-    case PTI_OP_any:
-        pti_store_i64(dst, out->dtype, reduce_allany(&ck, c->op == PTI_OP_all));
-        break;
-    default:
-        break;
+    case PTI_OP_any: pti_store_i64(dst, out->dtype, reduce_allany(&ck, c->op == PTI_OP_all)); break;
+    default: break;
     }
 }
 
@@ -464,10 +457,10 @@ static pt_status cpu_reduce(const pti_call *c)
 
 void pti_cpu_register_reduce(pti_kernel *table)
 {
-    static const pti_op ops[] = {PTI_OP_sum,     PTI_OP_mean,    PTI_OP_prod,    PTI_OP_amax,
-                                 PTI_OP_amin,    PTI_OP_max_dim, PTI_OP_min_dim, PTI_OP_argmax,
-                                 PTI_OP_argmin,  PTI_OP_var,     PTI_OP_std,     PTI_OP_norm,
-                                 PTI_OP_logsumexp, PTI_OP_all,   PTI_OP_any};
+    static const pti_op ops[] = {PTI_OP_sum,       PTI_OP_mean,    PTI_OP_prod,    PTI_OP_amax,
+                                 PTI_OP_amin,      PTI_OP_max_dim, PTI_OP_min_dim, PTI_OP_argmax,
+                                 PTI_OP_argmin,    PTI_OP_var,     PTI_OP_std,     PTI_OP_norm,
+                                 PTI_OP_logsumexp, PTI_OP_all,     PTI_OP_any};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         table[ops[i]] = cpu_reduce;
     pti_cpu_register_reduce_dim(table);

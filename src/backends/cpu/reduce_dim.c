@@ -156,8 +156,8 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
     if (lg) {
         for (i = 0; i + 16 <= n; i += 16) { /* two chains: exp latency overlaps */
             acc = _mm256_add_ps(acc, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
-            acc2 = _mm256_add_ps(
-                acc2, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv)));
+            acc2 =
+                _mm256_add_ps(acc2, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv)));
         }
     } else {
         for (i = 0; i + 16 <= n; i += 16) {

@@ -7,9 +7,9 @@
 
 #include "reduce_impl.h"
 
-#define COLW 64           /* outputs per column block */
-#define SPLIT_MIN 32768   /* smallest block of a split whole reduction */
-#define SPLIT_MAX 64      /* most blocks of a split whole reduction */
+#define COLW 64         /* outputs per column block */
+#define SPLIT_MIN 32768 /* smallest block of a split whole reduction */
+#define SPLIT_MAX 64    /* most blocks of a split whole reduction */
 
 /* ---- scalar rows --------------------------------------------------------------------------- */
 
@@ -228,7 +228,10 @@ static double sum_row_m(const float *p, int64_t n, smode m, bool avx2)
     return sum_row_scalar(p, n, m);
 }
 
-static double sum_row(const float *p, int64_t n, bool avx2) { return sum_row_m(p, n, SM_X, avx2); }
+static double sum_row(const float *p, int64_t n, bool avx2)
+{
+    return sum_row_m(p, n, SM_X, avx2);
+}
 
 static float ext_row(const float *p, int64_t n, int sign, bool avx2)
 {
@@ -256,11 +259,21 @@ static int64_t arg_row(const float *p, int64_t n, int sign, bool avx2, float *v)
     return 0;
 }
 
-/* ---- the op kinds covered here ----------------------------------------------------------------- */
+/* ---- the op kinds covered here -----------------------------------------------------------------
+ */
 
 typedef enum fkind {
-    FK_SUM, FK_MEAN, FK_EXT, FK_EXT_IDX, FK_ARG, /* also by columns */
-    FK_PROD, FK_NORM1, FK_NORM2, FK_ALL, FK_ANY, FK_LSE
+    FK_SUM,
+    FK_MEAN,
+    FK_EXT,
+    FK_EXT_IDX,
+    FK_ARG, /* also by columns */
+    FK_PROD,
+    FK_NORM1,
+    FK_NORM2,
+    FK_ALL,
+    FK_ANY,
+    FK_LSE
 } fkind;
 
 typedef struct fjob {
@@ -336,9 +349,7 @@ static void store_result(const fjob *j, int64_t o, const float *row, int64_t n)
     float *out = j->out;
     float v;
     switch (j->kind) {
-    case FK_EXT:
-        out[o] = ext_row(row, n, j->sign, j->avx2);
-        break;
+    case FK_EXT: out[o] = ext_row(row, n, j->sign, j->avx2); break;
     case FK_EXT_IDX: {
         int64_t i = arg_row(row, n, j->sign, j->avx2, &v);
         out[o] = v;
@@ -346,11 +357,8 @@ static void store_result(const fjob *j, int64_t o, const float *row, int64_t n)
             j->idx[o] = i;
         break;
     }
-    case FK_ARG:
-        j->idx[o] = arg_row(row, n, j->sign, j->avx2, &v);
-        break;
-    default:
-        store_value(j, o, row_value(j, row, n), n);
+    case FK_ARG: j->idx[o] = arg_row(row, n, j->sign, j->avx2, &v); break;
+    default: store_value(j, o, row_value(j, row, n), n);
     }
 }
 
@@ -414,7 +422,8 @@ static void split_combine(fjob *j)
         j->idx[0] = bi;
 }
 
-/* ---- columns: reduce over an outer dim, the kept innermost dim contiguous ---------------------- */
+/* ---- columns: reduce over an outer dim, the kept innermost dim contiguous ----------------------
+ */
 
 static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o)
 {
