@@ -504,6 +504,14 @@ static void test_errors(void **state)
     assert_pt_error(pt_softmax(xi, 0), PT_ERR_DTYPE, "pt_softmax");
     assert_pt_error(pt_log_softmax(xi, 0), PT_ERR_DTYPE, "pt_log_softmax");
     assert_pt_error(pt_norm(x, NAN, 0, NULL, false), PT_ERR_INVALID_ARG, "pt_norm");
+    pt_tensor *q = pt_empty(PT_SHAPE(2, 32), PT_Q8_0, pt_cpu());
+    assert_non_null(q);
+    assert_pt_error(pt_sum(q), PT_ERR_DTYPE, "block dtype");
+    assert_pt_error(pt_softmax(q, 1), PT_ERR_DTYPE, "pt_softmax");
+    assert_pt_error(pt_amax(x, PT_DIMS(2, -1), false), PT_ERR_INVALID_ARG, "pt_amax");
+    assert_pt_error(pt_logsumexp(x, PT_DIMS(0, 1, 2, 0), false), PT_ERR_INVALID_ARG,
+                    "multiple times");
+    pt_release(q);
     /* NULL propagates */
     pt_clear_error();
     assert_pt_error(pt_sum(NULL), PT_ERR_NULL, "pt_sum");

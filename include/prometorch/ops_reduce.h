@@ -7,7 +7,12 @@
  * Dtypes: sum/prod/cumsum/cumprod of integer or bool tensors give int64; mean, var, std,
  * norm, softmax and log_softmax need a floating point input (PT_ERR_DTYPE otherwise, as in
  * PyTorch); logsumexp of an integer tensor gives float32. float16/bfloat16 inputs are
- * computed in higher precision and rounded back to their dtype.
+ * computed in higher precision (double) and rounded back to their dtype. float32 sums add
+ * blocks of at most 256 values in float and the block sums in double, so large sums match
+ * PyTorch's to ~1e-7 relative; results are the same for any thread count.
+ *
+ * Extensions over PyTorch 1.13 (which has no CPU kernel for them): prod/cumsum/cumprod/
+ * softmax of float16, argmax/argmin of bool.
  *
  * Every function returning pt_tensor * returns a new reference, or NULL with the error set
  * (see core.h); a NULL tensor argument propagates the earlier error. */
