@@ -410,6 +410,8 @@ static void test_large_sums(void **state)
     check(pt_argmin_all(big), "big.argmin", "i");
     check(pt_sum_dim(b2, PT_DIMS(0), false), "big.sum0", "f");
     check(pt_sum_dim(b2, PT_DIMS(1), false), "big.sum1", "f");
+    check(pt_var(big, 0, NULL, 1, false), "big.var", "f");
+    check(pt_std(b2, PT_DIMS(1), 1, false), "big.std1", "f");
     check(pt_norm(big, 1.0, 0, NULL, false), "big.norm1", "f");
     check(pt_norm(big, 2.0, 0, NULL, false), "big.norm2", "f");
     check(pt_logsumexp(big, PT_DIMS(0), false), "big.lse", "f");

@@ -36,6 +36,21 @@ static double sum_row_scalar(const float *p, int64_t n, smode m)
     return (s0 + s1) + (s2 + s3);
 }
 
+/* sum((x - mean)^2), the second pass of var/std. */
+static double sqdev_row_scalar(const float *p, int64_t n, double mean)
+{
+    double s0 = 0, s1 = 0;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        double d0 = p[i] - mean, d1 = p[i + 1] - mean;
+        s0 += d0 * d0;
+        s1 += d1 * d1;
+    }
+    if (i < n)
+        s0 += (p[i] - mean) * (p[i] - mean);
+    return s0 + s1;
+}
+
 static double prod_row(const float *p, int64_t n)
 {
     double a[4] = {1, 1, 1, 1};
@@ -131,6 +146,27 @@ __attribute__((target("avx2,fma"))) static double sum_row_avx2(const float *p, i
     for (; i < n; i++)
         total += smode_apply(p[i], m);
     return total;
+}
+
+/* sum((x - mean)^2): float lanes per 256-block, block sums in double. */
+__attribute__((target("avx2,fma"))) static double sqdev_row_avx2(const float *p, int64_t n,
+                                                                 double mean)
+{
+    __m256 c = _mm256_set1_ps((float)mean);
+    double total = 0.0;
+    int64_t i = 0;
+    while (i + 16 <= n) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        int64_t end = i + 256 < n ? i + 256 : n;
+        for (; i + 16 <= end; i += 16) {
+            __m256 d0 = _mm256_sub_ps(_mm256_loadu_ps(p + i), c);
+            __m256 d1 = _mm256_sub_ps(_mm256_loadu_ps(p + i + 8), c);
+            a0 = _mm256_fmadd_ps(d0, d0, a0);
+            a1 = _mm256_fmadd_ps(d1, d1, a1);
+        }
+        total += hsum256_d(_mm256_add_ps(a0, a1));
+    }
+    return total + sqdev_row_scalar(p + i, n - i, (float)mean);
 }
 
 /* Product in double lanes (16 running products). */
@@ -273,7 +309,9 @@ typedef enum fkind {
     FK_NORM2,
     FK_ALL,
     FK_ANY,
-    FK_LSE
+    FK_LSE,
+    FK_VAR,
+    FK_STD
 } fkind;
 
 typedef struct fjob {
@@ -282,6 +320,9 @@ typedef struct fjob {
     fkind kind;
     int sign;
     bool avx2;
+    double correction; /* var/std */
+    bool have_mean;    /* var/std split: second pass around `mean` */
+    double mean;
     const float *in;
     void *out; /* float, or bool bytes for all/any */
     int64_t *idx;
@@ -326,6 +367,15 @@ static double row_value(const fjob *j, const float *row, int64_t n)
     case FK_ALL: return allany_row(row, n, true, j->avx2);
     case FK_ANY: return allany_row(row, n, false, j->avx2);
     case FK_LSE: return lse_row(row, n, j->avx2);
+    case FK_VAR:
+    case FK_STD: {
+        double mean = j->have_mean ? j->mean : sum_row(row, n, j->avx2) / (double)n;
+#ifdef __x86_64__
+        if (j->avx2)
+            return sqdev_row_avx2(row, n, mean);
+#endif
+        return sqdev_row_scalar(row, n, mean);
+    }
     default: return 0.0;
     }
 }
@@ -337,10 +387,16 @@ static void store_value(const fjob *j, int64_t o, double v, int64_t n)
         ((uint8_t *)j->out)[o] = v != 0.0;
         return;
     }
-    if (j->kind == FK_MEAN)
+    if (j->kind == FK_MEAN) {
         v /= (double)n;
-    else if (j->kind == FK_NORM2)
+    } else if (j->kind == FK_NORM2) {
         v = sqrt(v);
+    } else if (j->kind == FK_VAR || j->kind == FK_STD) {
+        double div = (double)n - j->correction;
+        v /= div > 0 ? div : 0.0;
+        if (j->kind == FK_STD)
+            v = sqrt(v);
+    }
     ((float *)j->out)[o] = (float)v;
 }
 
@@ -378,7 +434,10 @@ static void split_range(void *arg, int64_t begin, int64_t end)
         if (n > j->block)
             n = j->block;
         const float *row = j->in + pti_rgeom_out_offset(j->g, 0) + start;
-        if (j->kind == FK_EXT || j->kind == FK_EXT_IDX || j->kind == FK_ARG) {
+        if (j->kind == FK_EXT) {
+            j->pval[b] = ext_row(row, n, j->sign, j->avx2);
+            j->pidx[b] = 0;
+        } else if (j->kind == FK_EXT_IDX || j->kind == FK_ARG) {
             float v;
             j->pidx[b] = start + arg_row(row, n, j->sign, j->avx2, &v);
             j->pval[b] = v;
@@ -542,7 +601,7 @@ static void cols_range(void *arg, int64_t begin, int64_t end)
 
 bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
 {
-    fjob j = {.c = c, .g = g, .sign = 1};
+    fjob j = {.c = c, .g = g, .sign = 1, .correction = c->scalar[1]};
     switch (c->op) {
     case PTI_OP_sum: j.kind = FK_SUM; break;
     case PTI_OP_mean: j.kind = FK_MEAN; break;
@@ -556,6 +615,8 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
     case PTI_OP_all: j.kind = FK_ALL; break;
     case PTI_OP_any: j.kind = FK_ANY; break;
     case PTI_OP_logsumexp: j.kind = FK_LSE; break;
+    case PTI_OP_var: j.kind = FK_VAR; break;
+    case PTI_OP_std: j.kind = FK_STD; break;
     case PTI_OP_norm:
         if (c->scalar[1] == 1.0)
             j.kind = FK_NORM1;
@@ -583,6 +644,17 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
             if (j.block < SPLIT_MIN)
                 j.block = SPLIT_MIN;
             j.nblocks = (R + j.block - 1) / j.block;
+            if (j.kind == FK_VAR || j.kind == FK_STD) { /* first pass: the mean */
+                fkind k = j.kind;
+                j.kind = FK_SUM;
+                pti_parallel_for(j.nblocks, 1, split_range, &j);
+                double s = 0.0;
+                for (int64_t b = 0; b < j.nblocks; b++)
+                    s += j.psum[b];
+                j.mean = s / (double)R;
+                j.have_mean = true;
+                j.kind = k;
+            }
             pti_parallel_for(j.nblocks, 1, split_range, &j);
             split_combine(&j);
             return true;
