@@ -346,6 +346,16 @@ static void test_nan_and_ties(void **state)
         pt_release(t);
     }
     pt_release(raw);
+    pt_tensor *nc = fx_get(fx, "nancol.in");
+    check(pt_amax(nc, PT_DIMS(0), false), "nancol.amax", "f");
+    check(pt_amin(nc, PT_DIMS(0), false), "nancol.amin", "f");
+    pt_tensor *idx = NULL;
+    check(pt_max_dim(nc, 0, false, &idx), "nancol.max.v", "f");
+    check(idx, "nancol.max.i", "i");
+    check(pt_sum_dim(nc, PT_DIMS(0), false), "nancol.sum", "f");
+    check(pt_softmax(nc, 0), "nancol.softmax", "f");
+    check(pt_cumsum(nc, 0), "nancol.cumsum", "f");
+    pt_release(nc);
 }
 
 /* Shapes that reach the float32 row (long rows with tails), column (partial 64-wide blocks,

@@ -553,26 +553,34 @@ __attribute__((target("avx2,fma"))) static void col_sum_avx2(const fjob *j, cons
         out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
 }
 
-__attribute__((target("avx2,fma"))) static void col_ext_avx2(const fjob *j, const float *p,
+/* Max/min of 64 columns; NaNs are only detected (one compare per two vectors) and the block
+ * is then redone by the scalar path, which propagates them per column. False in that case. */
+__attribute__((target("avx2,fma"))) static bool col_ext_avx2(const fjob *j, const float *p,
                                                              int64_t o)
 {
     int64_t R = j->g->run, rs = j->g->run_stride;
-    __m256 m[8], nan[8];
-    for (int k = 0; k < 8; k++) {
-        m[k] = _mm256_loadu_ps(p + 8 * k);
-        nan[k] = _mm256_cmp_ps(m[k], m[k], _CMP_UNORD_Q);
-    }
-    for (int64_t r = 1; r < R; r++) {
-        const float *q = p + r * rs;
-        for (int k = 0; k < 8; k++) {
-            __m256 v = _mm256_loadu_ps(q + 8 * k);
-            nan[k] = _mm256_or_ps(nan[k], _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            m[k] = j->sign > 0 ? _mm256_max_ps(m[k], v) : _mm256_min_ps(m[k], v);
-        }
-    }
-    __m256 qnan = _mm256_set1_ps(NAN);
+    __m256 m[8], nan = _mm256_setzero_ps();
     for (int k = 0; k < 8; k++)
-        _mm256_storeu_ps((float *)j->out + o + 8 * k, _mm256_blendv_ps(m[k], qnan, nan[k]));
+        m[k] = _mm256_loadu_ps(p + 8 * k);
+    for (int64_t r = 0; r < R; r++) {
+        const float *q = p + r * rs;
+        __m256 v[8];
+        for (int k = 0; k < 8; k++)
+            v[k] = _mm256_loadu_ps(q + 8 * k);
+        for (int k = 0; k < 8; k += 2)
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[k], v[k + 1], _CMP_UNORD_Q));
+        if (j->sign > 0)
+            for (int k = 0; k < 8; k++)
+                m[k] = _mm256_max_ps(m[k], v[k]);
+        else
+            for (int k = 0; k < 8; k++)
+                m[k] = _mm256_min_ps(m[k], v[k]);
+    }
+    if (!_mm256_testz_ps(nan, nan))
+        return false;
+    for (int k = 0; k < 8; k++)
+        _mm256_storeu_ps((float *)j->out + o + 8 * k, m[k]);
+    return true;
 }
 #endif
 
@@ -591,8 +599,8 @@ static void cols_range(void *arg, int64_t begin, int64_t end)
             continue;
         }
         if (j->avx2 && w == COLW && j->kind == FK_EXT) {
-            col_ext_avx2(j, p, o);
-            continue;
+            if (col_ext_avx2(j, p, o))
+                continue;
         }
 #endif
         col_block_scalar(j, p, w, o);
