@@ -400,6 +400,37 @@ static void test_fast_path_shapes(void **state)
     }
 }
 
+/* Reductions over (0, 2, 3) of an NCHW tensor: several contiguous runs per output. */
+static void test_multi_run(void **state)
+{
+    (void)state;
+    pt_tensor *raw = fx_get(fx, "nchw.in");
+    for (int lay = 0; lay < N_LAYOUTS; lay++) {
+        pt_tensor *t = layout(raw, lay);
+        check(pt_sum_dim(t, PT_DIMS(0, 2, 3), true), "nchw.sum", "f");
+        check(pt_mean_dim(t, PT_DIMS(0, 2, -1), false), "nchw.mean", "f");
+        check(pt_amax(t, PT_DIMS(0, 2, 3), false), "nchw.amax", "f");
+        check(pt_amin(t, PT_DIMS(3, 2, 0), false), "nchw.amin", "f");
+        check(pt_norm(t, 1.0, PT_DIMS(0, 2, 3), false), "nchw.norm1", "f");
+        check(pt_norm(t, 2.0, PT_DIMS(0, 2, 3), false), "nchw.norm2", "f");
+        check(pt_var(t, PT_DIMS(0, 2, 3), 1, false), "nchw.var", "f");
+        /* prod/all over several dims: reduce 3 and 2 with keepdim, then 0 */
+        pt_tensor *p1 = pt_prod_dim(t, 3, true), *p2 = pt_prod_dim(p1, 2, true);
+        pt_tensor *p3 = pt_prod_dim(p2, 0, false), *p4 = pt_sum_dim(p3, PT_DIMS(-1, -2), false);
+        check(p4, "nchw.prod", "f");
+        pt_tensor *a1 = pt_all_dim(t, 0, false), *a2 = pt_all_dim(a1, -1, false);
+        pt_tensor *a3 = pt_all_dim(a2, -1, false);
+        check(a3, "nchw.all", "b");
+        pt_release(p1);
+        pt_release(p2);
+        pt_release(p3);
+        pt_release(a1);
+        pt_release(a2);
+        pt_release(t);
+    }
+    pt_release(raw);
+}
+
 /* 1M float32 elements: whole-tensor reductions split across threads, and row/column sums of
  * the 1000x1000 view, all within 1e-5 of PyTorch (and of the exact float64 sum). */
 static void test_large_sums(void **state)
@@ -551,6 +582,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_softmax_log_softmax, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nan_and_ties, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_fast_path_shapes, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_multi_run, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_large_sums, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_empty_and_scalar, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),

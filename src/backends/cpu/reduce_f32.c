@@ -425,6 +425,54 @@ static void rows_range(void *arg, int64_t begin, int64_t end)
         store_result(j, o, j->in + pti_rgeom_out_offset(j->g, o), j->g->run);
 }
 
+/* Combines two partial row values of a kind (sum-like, prod, all, any). */
+static double combine_value(fkind k, double a, double b)
+{
+    switch (k) {
+    case FK_PROD: return a * b;
+    case FK_ALL: return a != 0.0 && b != 0.0;
+    case FK_ANY: return a != 0.0 || b != 0.0;
+    default: return a + b;
+    }
+}
+
+/* Several contiguous runs per output (more than one reduced dim left after coalescing, as
+ * in a sum over dims (0, 2, 3) of NCHW): each run reduced by the row kernels, then combined
+ * in run order. Only kinds whose partials combine (no arg, var, logsumexp). */
+static void multi_rows_range(void *arg, int64_t begin, int64_t end)
+{
+    const fjob *j = arg;
+    const pti_rgeom *g = j->g;
+    int64_t runs = g->nred / g->run;
+    for (int64_t o = begin; o < end; o++) {
+        int64_t idx[PT_MAX_DIMS] = {0}, off = pti_rgeom_out_offset(g, o);
+        double acc = 0.0;
+        float ext = 0.0f;
+        for (int64_t r = 0; r < runs; r++) {
+            const float *row = j->in + off;
+            if (j->kind == FK_EXT) {
+                float v = ext_row(row, g->run, j->sign, j->avx2);
+                if (r == 0 || v != v || (ext == ext && (j->sign > 0 ? v > ext : v < ext)))
+                    ext = v;
+            } else {
+                double v = row_value(j, row, g->run);
+                acc = r == 0 ? v : combine_value(j->kind, acc, v);
+            }
+            for (int d = 1; d < g->nr; d++) {
+                off += g->rst[d];
+                if (++idx[d] < g->rs[d])
+                    break;
+                off -= g->rs[d] * g->rst[d];
+                idx[d] = 0;
+            }
+        }
+        if (j->kind == FK_EXT)
+            ((float *)j->out)[o] = ext;
+        else
+            store_value(j, o, acc, g->nred);
+    }
+}
+
 /* Whole contiguous reductions: block b of the row into the partials. */
 static void split_range(void *arg, int64_t begin, int64_t end)
 {
@@ -635,7 +683,7 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
         break;
     default: return false;
     }
-    if (g->nr != 1 || g->nred == 0)
+    if (g->nr < 1 || g->nred == 0)
         return false;
     j.avx2 = pti_cpu_has_avx2();
     j.in = pti_data(c->in[0]);
@@ -646,6 +694,16 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
         j.idx = c->n_out > 1 && c->out[1] ? pti_data(c->out[1]) : NULL;
     }
     int64_t R = g->run;
+    if (g->nr > 1) {
+        bool combinable = j.kind == FK_SUM || j.kind == FK_MEAN || j.kind == FK_EXT ||
+                          j.kind == FK_PROD || j.kind == FK_NORM1 || j.kind == FK_NORM2 ||
+                          j.kind == FK_ALL || j.kind == FK_ANY;
+        if (g->run_stride != 1 || !combinable || R < 8)
+            return false;
+        int64_t grain = 32768 / g->nred;
+        pti_parallel_for(g->nout, grain > 1 ? grain : 1, multi_rows_range, &j);
+        return true;
+    }
     if (g->run_stride == 1) {
         if (g->nout == 1 && R >= 2 * SPLIT_MIN && j.kind != FK_LSE) {
             j.block = (R + SPLIT_MAX - 1) / SPLIT_MAX;
