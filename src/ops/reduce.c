@@ -108,8 +108,7 @@ static bool check_float(const char *op, const pt_tensor *t)
     return false;
 }
 
-/* ---- sum, mean, prod ---------------------------------------------------------------------------
- */
+/* ---- sum, mean, prod ------------------------------------------------------------------------- */
 
 pt_tensor *pt_sum_dim(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
 {
@@ -295,8 +294,7 @@ pt_tensor *pt_argmin_all(const pt_tensor *t)
     return arg_all("pt_argmin_all", PTI_OP_argmin, t);
 }
 
-/* ---- var, std, norm, logsumexp -----------------------------------------------------------------
- */
+/* ---- var, std, norm, logsumexp --------------------------------------------------------------- */
 
 static pt_tensor *var_common(const char *op, pti_op kop, const pt_tensor *t, int ndims,
                              const int64_t *dims, int64_t correction, bool keepdim)
@@ -346,8 +344,7 @@ pt_tensor *pt_logsumexp(const pt_tensor *t, int ndims, const int64_t *dims, bool
     return run(PTI_OP_logsumexp, t, &r, dt, 0, NULL);
 }
 
-/* ---- all, any -----------------------------------------------------------------------------------
- */
+/* ---- all, any -------------------------------------------------------------------------------- */
 
 static pt_tensor *allany(const char *op, pti_op kop, const pt_tensor *t, bool all_dims, int64_t dim,
                          bool keepdim)

@@ -16,7 +16,7 @@
 
 #include "reduce_impl.h"
 
-/* ---- geometry ------------------------------------------------------------------------------ */
+/* ---- geometry -------------------------------------------------------------------------------- */
 
 static int coalesce(int n, int64_t *size, int64_t *stride)
 {
@@ -180,8 +180,7 @@ static int64_t chunk_i64(chunker *ck, int64_t *buf)
     return n;
 }
 
-/* ---- generic reducers: one output element each ------------------------------------------------
- */
+/* ---- generic reducers: one output element each ----------------------------------------------- */
 
 typedef struct rjob {
     const pti_call *c;

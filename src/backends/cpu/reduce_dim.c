@@ -78,7 +78,7 @@ static void softmax_line(const djob *j, int64_t in_off, int64_t out_off)
     }
 }
 
-/* ---- float32 rows (contiguous, K == 1) ------------------------------------------------------ */
+/* ---- float32 rows (contiguous, K == 1) ------------------------------------------------------- */
 
 static void softmax_row_scalar(const float *x, float *y, int64_t n, bool lg)
 {
@@ -199,7 +199,7 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
 }
 #endif
 
-/* ---- float32 columns: 16 contiguous columns at a time ------------------------------------- */
+/* ---- float32 columns: 16 contiguous columns at a time ---------------------------------------- */
 
 #define SMW 16
 
@@ -276,7 +276,7 @@ __attribute__((target("avx2,fma"))) static void softmax_cols16_avx2(const float 
 }
 #endif
 
-/* ---- float32 scans: rows, or blocks of SCW contiguous columns, accumulated in double ------- */
+/* ---- float32 scans: rows, or blocks of SCW contiguous columns, accumulated in double --------- */
 
 #define SCW 32
 

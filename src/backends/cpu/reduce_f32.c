@@ -11,7 +11,7 @@
 #define SPLIT_MIN 32768 /* smallest block of a split whole reduction */
 #define SPLIT_MAX 64    /* most blocks of a split whole reduction */
 
-/* ---- scalar rows --------------------------------------------------------------------------- */
+/* ---- scalar rows ----------------------------------------------------------------------------- */
 
 /* What a sum row adds up: x, |x| (1-norm) or x^2 (2-norm). */
 typedef enum smode { SM_X, SM_ABS, SM_SQ } smode;
@@ -102,7 +102,7 @@ static float ext_row_scalar(const float *p, int64_t n, int sign)
 }
 
 #ifdef __x86_64__
-/* ---- AVX2 rows ----------------------------------------------------------------------------- */
+/* ---- AVX2 rows ------------------------------------------------------------------------------- */
 
 __attribute__((target("avx2,fma"))) static double hsum256_d(__m256 v)
 {
@@ -289,14 +289,16 @@ static int64_t arg_row(const float *p, int64_t n, int sign, bool avx2, float *v)
             if (p[i] != p[i])
                 return i;
     }
-    for (int64_t i = 0; i < n; i++)
-        if (p[i] == m)
+    for (int64_t i = 0; i < n; i++) {
+        if (p[i] == m) {
+            *v = p[i]; /* the element itself: +0 vs -0 as PyTorch reports it */
             return i;
+        }
+    }
     return 0;
 }
 
-/* ---- the op kinds covered here -----------------------------------------------------------------
- */
+/* ---- the op kinds covered here --------------------------------------------------------------- */
 
 typedef enum fkind {
     FK_SUM,
@@ -529,8 +531,7 @@ static void split_combine(fjob *j)
         j->idx[0] = bi;
 }
 
-/* ---- columns: reduce over an outer dim, the kept innermost dim contiguous ----------------------
- */
+/* ---- columns: reduce over an outer dim, the kept innermost dim contiguous -------------------- */
 
 static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o)
 {
