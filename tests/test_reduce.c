@@ -69,6 +69,8 @@ static void check(pt_tensor *got, const char *key, const char *inp)
     }
     if (!got)
         fail_msg("%s: %s", key, pt_last_error());
+    if (getenv("PT_TEST_VERBOSE"))
+        print_message("%s\n", key);
     assert_tensor_close(got, exp, rtol, atol);
     pt_release(got);
     pt_release(exp);

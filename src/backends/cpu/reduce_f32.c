@@ -7,6 +7,7 @@
 
 #include "reduce_impl.h"
 
+#define CWIDE 512       /* outputs per AVX2 column block of sum/mean/amax/amin */
 #define COLW 64         /* outputs per column block */
 #define SPLIT_MIN 32768 /* smallest block of a split whole reduction */
 #define SPLIT_MAX 64    /* most blocks of a split whole reduction */
@@ -329,6 +330,7 @@ typedef struct fjob {
     void *out; /* float, or bool bytes for all/any */
     int64_t *idx;
     /* split whole reductions */
+    int64_t bw; /* column block width */
     int64_t block, nblocks;
     double psum[SPLIT_MAX];
     float pval[SPLIT_MAX];
@@ -574,14 +576,14 @@ static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o
 }
 
 #ifdef __x86_64__
-/* 64 columns held in 8 registers; float partial sums over at most 128 rows go to double. */
+/* 64 columns held in 8 registers; float partial sums over at most 16 rows go to double. */
 __attribute__((target("avx2,fma"))) static void col_sum_avx2(const fjob *j, const float *p,
                                                              int64_t o)
 {
     int64_t R = j->g->run, rs = j->g->run_stride;
     double acc[COLW] = {0};
-    for (int64_t r0 = 0; r0 < R; r0 += 128) {
-        int64_t r1 = r0 + 128 < R ? r0 + 128 : R;
+    for (int64_t r0 = 0; r0 < R; r0 += 16) {
+        int64_t r1 = r0 + 16 < R ? r0 + 16 : R;
         __m256 a[8];
         for (int k = 0; k < 8; k++)
             a[k] = _mm256_setzero_ps();
@@ -633,16 +635,113 @@ __attribute__((target("avx2,fma"))) static bool col_ext_avx2(const fjob *j, cons
 }
 #endif
 
+#ifdef __x86_64__
+/* Up to CWIDE columns, rows in order: each row is one contiguous read (prefetch-friendly)
+ * into accumulators that stay in L1. Sums: float over at most 16 rows, then double. Max/min:
+ * false when a NaN is seen (the caller redoes the block with the scalar path). */
+__attribute__((target("avx2,fma"))) static bool col_wide_avx2(const fjob *j, const float *p,
+                                                              int64_t w, int64_t o)
+{
+    int64_t R = j->g->run, rs = j->g->run_stride, w8 = w & ~(int64_t)7;
+    float *out = (float *)j->out + o;
+    float acc[CWIDE];
+    if (j->kind == FK_EXT) {
+        memcpy(acc, p, sizeof(float) * (size_t)w);
+        __m256 nan = _mm256_setzero_ps();
+        bool tail_nan = false;
+        int64_t r = 0;
+        for (; r + 2 <= R; r += 2) { /* two rows per pass over the accumulators */
+            const float *q = p + r * rs, *q1 = q + rs;
+            if (j->sign > 0) {
+                for (int64_t k = 0; k < w8; k += 8) {
+                    __m256 v = _mm256_loadu_ps(q + k), v1 = _mm256_loadu_ps(q1 + k);
+                    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v1, _CMP_UNORD_Q));
+                    __m256 a = _mm256_max_ps(_mm256_loadu_ps(acc + k), v);
+                    _mm256_storeu_ps(acc + k, _mm256_max_ps(a, v1));
+                }
+            } else {
+                for (int64_t k = 0; k < w8; k += 8) {
+                    __m256 v = _mm256_loadu_ps(q + k), v1 = _mm256_loadu_ps(q1 + k);
+                    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v1, _CMP_UNORD_Q));
+                    __m256 a = _mm256_min_ps(_mm256_loadu_ps(acc + k), v);
+                    _mm256_storeu_ps(acc + k, _mm256_min_ps(a, v1));
+                }
+            }
+            for (int64_t k = w8; k < w; k++) {
+                float v = q[k], v1 = q1[k];
+                tail_nan |= v != v || v1 != v1;
+                if (j->sign > 0 ? v > acc[k] : v < acc[k])
+                    acc[k] = v;
+                if (j->sign > 0 ? v1 > acc[k] : v1 < acc[k])
+                    acc[k] = v1;
+            }
+        }
+        for (; r < R; r++) {
+            const float *q = p + r * rs;
+            int64_t k = 0;
+            for (; k < w8; k += 8) {
+                __m256 v = _mm256_loadu_ps(q + k), a = _mm256_loadu_ps(acc + k);
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                _mm256_storeu_ps(acc + k, j->sign > 0 ? _mm256_max_ps(a, v) : _mm256_min_ps(a, v));
+            }
+            for (; k < w; k++) {
+                float v = q[k];
+                tail_nan |= v != v;
+                if (j->sign > 0 ? v > acc[k] : v < acc[k])
+                    acc[k] = v;
+            }
+        }
+        if (tail_nan || !_mm256_testz_ps(nan, nan))
+            return false;
+        memcpy(out, acc, sizeof(float) * (size_t)w);
+        return true;
+    }
+    double dacc[CWIDE];
+    for (int64_t k = 0; k < w; k++)
+        dacc[k] = 0.0;
+    for (int64_t r0 = 0; r0 < R; r0 += 16) {
+        int64_t r1 = r0 + 16 < R ? r0 + 16 : R;
+        memset(acc, 0, sizeof(float) * (size_t)w);
+        int64_t r = r0;
+        for (; r + 2 <= r1; r += 2) {
+            const float *q = p + r * rs, *q1 = q + rs;
+            for (int64_t k = 0; k < w8; k += 8) {
+                __m256 v = _mm256_add_ps(_mm256_loadu_ps(q + k), _mm256_loadu_ps(q1 + k));
+                _mm256_storeu_ps(acc + k, _mm256_add_ps(_mm256_loadu_ps(acc + k), v));
+            }
+            for (int64_t k = w8; k < w; k++)
+                acc[k] += q[k] + q1[k];
+        }
+        for (; r < r1; r++) {
+            const float *q = p + r * rs;
+            int64_t k = 0;
+            for (; k < w8; k += 8)
+                _mm256_storeu_ps(acc + k,
+                                 _mm256_add_ps(_mm256_loadu_ps(acc + k), _mm256_loadu_ps(q + k)));
+            for (; k < w; k++)
+                acc[k] += q[k];
+        }
+        for (int64_t k = 0; k < w; k++)
+            dacc[k] += acc[k];
+    }
+    for (int64_t k = 0; k < w; k++)
+        out[k] = (float)(j->kind == FK_MEAN ? dacc[k] / (double)R : dacc[k]);
+    return true;
+}
+#endif
+
 static void cols_range(void *arg, int64_t begin, int64_t end)
 {
     const fjob *j = arg;
     const pti_rgeom *g = j->g;
-    int64_t K = g->ks[0], nb = (K + COLW - 1) / COLW;
+    int64_t K = g->ks[0], bw = j->bw, nb = (K + bw - 1) / bw;
     for (int64_t u = begin; u < end; u++) {
         int64_t outer = u / nb, b = u % nb;
-        int64_t o = outer * K + b * COLW, w = K - b * COLW < COLW ? K - b * COLW : COLW;
-        const float *p = j->in + pti_rgeom_out_offset(g, outer * K) + b * COLW;
+        int64_t o = outer * K + b * bw, w = K - b * bw < bw ? K - b * bw : bw;
+        const float *p = j->in + pti_rgeom_out_offset(g, outer * K) + b * bw;
 #ifdef __x86_64__
+        if (bw == CWIDE && col_wide_avx2(j, p, w, o))
+            continue;
         if (j->avx2 && w == COLW && (j->kind == FK_SUM || j->kind == FK_MEAN)) {
             col_sum_avx2(j, p, o);
             continue;
@@ -652,7 +751,8 @@ static void cols_range(void *arg, int64_t begin, int64_t end)
                 continue;
         }
 #endif
-        col_block_scalar(j, p, w, o);
+        for (int64_t k = 0; k < w; k += COLW) /* scalar, in blocks of COLW */
+            col_block_scalar(j, p + k, w - k < COLW ? w - k : COLW, o + k);
     }
 }
 
@@ -731,9 +831,11 @@ bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g)
         return true;
     }
     if (g->nk >= 1 && g->kst[0] == 1 && g->ks[0] >= 8 && j.kind <= FK_ARG) {
-        int64_t K = g->ks[0], nb = (K + COLW - 1) / COLW;
+        bool wide = j.avx2 && (j.kind == FK_SUM || j.kind == FK_MEAN || j.kind == FK_EXT);
+        j.bw = wide ? CWIDE : COLW;
+        int64_t K = g->ks[0], nb = (K + j.bw - 1) / j.bw;
         int64_t units = (g->nout / K) * nb;
-        int64_t grain = 32768 / (R * COLW);
+        int64_t grain = 32768 / (R * j.bw);
         pti_parallel_for(units, grain > 1 ? grain : 1, cols_range, &j);
         return true;
     }
