@@ -326,11 +326,13 @@ __attribute__((target("avx2,fma"))) static void scan_cols32_avx2(const float *x,
                                                                  int64_t D, int64_t K, bool prod)
 {
     __m256d a[8];
+#pragma GCC unroll 8
     for (int k = 0; k < 8; k++)
         a[k] = _mm256_set1_pd(prod ? 1.0 : 0.0);
     for (int64_t d = 0; d < D; d++) {
         const float *xr = x + d * K;
         float *yr = y + d * K;
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(xr + 4 * k));
             a[k] = prod ? _mm256_mul_pd(a[k], v) : _mm256_add_pd(a[k], v);

@@ -173,16 +173,21 @@ __attribute__((target("avx2,fma"))) static double sqdev_row_avx2(const float *p,
 /* Product in double lanes (16 running products). */
 __attribute__((target("avx2,fma"))) static double prod_row_avx2(const float *p, int64_t n)
 {
-    __m256d a0 = _mm256_set1_pd(1.0), a1 = a0, a2 = a0, a3 = a0;
+    __m256d a[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+        a[k] = _mm256_set1_pd(1.0);
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_mul_pd(a0, _mm256_cvtps_pd(_mm_loadu_ps(p + i)));
-        a1 = _mm256_mul_pd(a1, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4)));
-        a2 = _mm256_mul_pd(a2, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 8)));
-        a3 = _mm256_mul_pd(a3, _mm256_cvtps_pd(_mm_loadu_ps(p + i + 12)));
+    for (; i + 32 <= n; i += 32) { /* eight chains hide the multiply latency */
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++)
+            a[k] = _mm256_mul_pd(a[k], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * k)));
     }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++)
+        a[k] = _mm256_mul_pd(a[k], a[k + 4]);
     double l[4];
-    _mm256_storeu_pd(l, _mm256_mul_pd(_mm256_mul_pd(a0, a1), _mm256_mul_pd(a2, a3)));
+    _mm256_storeu_pd(l, _mm256_mul_pd(_mm256_mul_pd(a[0], a[1]), _mm256_mul_pd(a[2], a[3])));
     double r = (l[0] * l[1]) * (l[2] * l[3]);
     for (; i < n; i++)
         r *= p[i];
@@ -225,9 +230,26 @@ __attribute__((target("avx2,fma"))) static float ext_row_avx2(const float *p, in
 {
     if (n < 16)
         return ext_row_scalar(p, n, sign);
-    __m256 m0 = _mm256_loadu_ps(p), m1 = m0;
+    __m256 m0 = _mm256_loadu_ps(p), m1 = m0, m2 = m0, m3 = m0;
     __m256 nan = _mm256_setzero_ps();
     int64_t i = 0;
+    for (; i + 32 <= n; i += 32) { /* four chains; one NaN compare per two vectors */
+        __m256 v0 = _mm256_loadu_ps(p + i), v1 = _mm256_loadu_ps(p + i + 8);
+        __m256 v2 = _mm256_loadu_ps(p + i + 16), v3 = _mm256_loadu_ps(p + i + 24);
+        nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q),
+                                             _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+        if (sign > 0) {
+            m0 = _mm256_max_ps(m0, v0);
+            m1 = _mm256_max_ps(m1, v1);
+            m2 = _mm256_max_ps(m2, v2);
+            m3 = _mm256_max_ps(m3, v3);
+        } else {
+            m0 = _mm256_min_ps(m0, v0);
+            m1 = _mm256_min_ps(m1, v1);
+            m2 = _mm256_min_ps(m2, v2);
+            m3 = _mm256_min_ps(m3, v3);
+        }
+    }
     for (; i + 16 <= n; i += 16) {
         __m256 v0 = _mm256_loadu_ps(p + i), v1 = _mm256_loadu_ps(p + i + 8);
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v0, v1, _CMP_UNORD_Q));
@@ -238,6 +260,13 @@ __attribute__((target("avx2,fma"))) static float ext_row_avx2(const float *p, in
             m0 = _mm256_min_ps(m0, v0);
             m1 = _mm256_min_ps(m1, v1);
         }
+    }
+    if (sign > 0) {
+        m0 = _mm256_max_ps(m0, m2);
+        m1 = _mm256_max_ps(m1, m3);
+    } else {
+        m0 = _mm256_min_ps(m0, m2);
+        m1 = _mm256_min_ps(m1, m3);
     }
     if (!_mm256_testz_ps(nan, nan))
         return NAN;
@@ -576,66 +605,6 @@ static void col_block_scalar(const fjob *j, const float *p, int64_t w, int64_t o
 }
 
 #ifdef __x86_64__
-/* 64 columns held in 8 registers; float partial sums over at most 16 rows go to double. */
-__attribute__((target("avx2,fma"))) static void col_sum_avx2(const fjob *j, const float *p,
-                                                             int64_t o)
-{
-    int64_t R = j->g->run, rs = j->g->run_stride;
-    double acc[COLW] = {0};
-    for (int64_t r0 = 0; r0 < R; r0 += 16) {
-        int64_t r1 = r0 + 16 < R ? r0 + 16 : R;
-        __m256 a[8];
-        for (int k = 0; k < 8; k++)
-            a[k] = _mm256_setzero_ps();
-        for (int64_t r = r0; r < r1; r++) {
-            const float *q = p + r * rs;
-            for (int k = 0; k < 8; k++)
-                a[k] = _mm256_add_ps(a[k], _mm256_loadu_ps(q + 8 * k));
-        }
-        for (int k = 0; k < 8; k++) {
-            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(a[k]));
-            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(a[k], 1));
-            _mm256_storeu_pd(acc + 8 * k, _mm256_add_pd(_mm256_loadu_pd(acc + 8 * k), lo));
-            _mm256_storeu_pd(acc + 8 * k + 4, _mm256_add_pd(_mm256_loadu_pd(acc + 8 * k + 4), hi));
-        }
-    }
-    float *out = j->out;
-    for (int k = 0; k < COLW; k++)
-        out[o + k] = (float)(j->kind == FK_MEAN ? acc[k] / (double)R : acc[k]);
-}
-
-/* Max/min of 64 columns; NaNs are only detected (one compare per two vectors) and the block
- * is then redone by the scalar path, which propagates them per column. False in that case. */
-__attribute__((target("avx2,fma"))) static bool col_ext_avx2(const fjob *j, const float *p,
-                                                             int64_t o)
-{
-    int64_t R = j->g->run, rs = j->g->run_stride;
-    __m256 m[8], nan = _mm256_setzero_ps();
-    for (int k = 0; k < 8; k++)
-        m[k] = _mm256_loadu_ps(p + 8 * k);
-    for (int64_t r = 0; r < R; r++) {
-        const float *q = p + r * rs;
-        __m256 v[8];
-        for (int k = 0; k < 8; k++)
-            v[k] = _mm256_loadu_ps(q + 8 * k);
-        for (int k = 0; k < 8; k += 2)
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[k], v[k + 1], _CMP_UNORD_Q));
-        if (j->sign > 0)
-            for (int k = 0; k < 8; k++)
-                m[k] = _mm256_max_ps(m[k], v[k]);
-        else
-            for (int k = 0; k < 8; k++)
-                m[k] = _mm256_min_ps(m[k], v[k]);
-    }
-    if (!_mm256_testz_ps(nan, nan))
-        return false;
-    for (int k = 0; k < 8; k++)
-        _mm256_storeu_ps((float *)j->out + o + 8 * k, m[k]);
-    return true;
-}
-#endif
-
-#ifdef __x86_64__
 /* Up to CWIDE columns, rows in order: each row is one contiguous read (prefetch-friendly)
  * into accumulators that stay in L1. Sums: float over at most 16 rows, then double. Max/min:
  * false when a NaN is seen (the caller redoes the block with the scalar path). */
@@ -742,14 +711,6 @@ static void cols_range(void *arg, int64_t begin, int64_t end)
 #ifdef __x86_64__
         if (bw == CWIDE && col_wide_avx2(j, p, w, o))
             continue;
-        if (j->avx2 && w == COLW && (j->kind == FK_SUM || j->kind == FK_MEAN)) {
-            col_sum_avx2(j, p, o);
-            continue;
-        }
-        if (j->avx2 && w == COLW && j->kind == FK_EXT) {
-            if (col_ext_avx2(j, p, o))
-                continue;
-        }
 #endif
         for (int64_t k = 0; k < w; k += COLW) /* scalar, in blocks of COLW */
             col_block_scalar(j, p + k, w - k < COLW ? w - k : COLW, o + k);
