@@ -244,9 +244,21 @@ __attribute__((target("avx2,fma"))) static void softmax_cols16_avx2(const float 
     m0 = _mm256_blendv_ps(m0, _mm256_set1_ps(NAN), n0);
     m1 = _mm256_blendv_ps(m1, _mm256_set1_ps(NAN), n1);
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-    for (int64_t d = 0; d < D; d++) {
-        s0 = _mm256_add_ps(s0, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0)));
-        s1 = _mm256_add_ps(s1, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1)));
+    if (lg) {
+        for (int64_t d = 0; d < D; d++) {
+            s0 = _mm256_add_ps(s0, pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0)));
+            s1 = _mm256_add_ps(s1,
+                               pti_exp256_sum(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1)));
+        }
+    } else { /* exps go to y, scaled in the last pass */
+        for (int64_t d = 0; d < D; d++) {
+            __m256 e0 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0));
+            __m256 e1 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1));
+            _mm256_storeu_ps(y + d * K, e0);
+            _mm256_storeu_ps(y + d * K + 8, e1);
+            s0 = _mm256_add_ps(s0, e0);
+            s1 = _mm256_add_ps(s1, e1);
+        }
     }
     if (lg) {
         float t[16];
@@ -268,10 +280,8 @@ __attribute__((target("avx2,fma"))) static void softmax_cols16_avx2(const float 
     s0 = _mm256_div_ps(one, s0);
     s1 = _mm256_div_ps(one, s1);
     for (int64_t d = 0; d < D; d++) {
-        __m256 e0 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K), m0));
-        __m256 e1 = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + d * K + 8), m1));
-        _mm256_storeu_ps(y + d * K, _mm256_mul_ps(e0, s0));
-        _mm256_storeu_ps(y + d * K + 8, _mm256_mul_ps(e1, s1));
+        _mm256_storeu_ps(y + d * K, _mm256_mul_ps(_mm256_loadu_ps(y + d * K), s0));
+        _mm256_storeu_ps(y + d * K + 8, _mm256_mul_ps(_mm256_loadu_ps(y + d * K + 8), s1));
     }
 }
 #endif
