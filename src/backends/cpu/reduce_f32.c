@@ -1,6 +1,11 @@
-/* float32 fast paths of the reductions sum, mean, amax/amin, max/min along a dim and
- * argmax/argmin (see the design note in reduce.c): contiguous rows, outer-dim columns with
- * vector accumulation, and whole-tensor reductions split into fixed blocks across threads.
+/* float32 fast paths of the reductions (see the design note in reduce.c):
+ *  - rows: the reduced elements of each output are one contiguous run (sum, mean, prod,
+ *    amax/amin, max/min with indices, argmax/argmin, norm p = 1/2, all/any, logsumexp,
+ *    var/std), or several contiguous runs combined in order (sum-like kinds, amax/amin);
+ *  - columns: reduce over an outer dim with the kept innermost dim contiguous (sum, mean,
+ *    amax/amin, max/min with indices, argmax/argmin), reading whole rows into accumulators;
+ *  - whole contiguous tensors: split into at most SPLIT_MAX fixed blocks across threads and
+ *    combined in block order, so the result does not depend on the thread count.
  * Each has an AVX2 path and a portable scalar path (PT_DISABLE_AVX2=1). */
 #include <math.h>
 #include <string.h>
