@@ -4,13 +4,17 @@
  * since BLAS calls are made outside parallel regions, the two never run at once. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 void openblas_set_num_threads(int num_threads);
 
-#define SPIN_ITERS 20000
+/* How long a worker spins for the next job before sleeping. Long enough to bridge the gap
+ * between back-to-back ops, short enough not to steal a core from OpenBLAS's threads when a
+ * GEMM follows (a `pause` costs 10-150 cycles depending on the CPU, so this is timed). */
+#define SPIN_NS 50000
 
 typedef struct pool {
     int nthreads; /* including the caller */
@@ -44,6 +48,26 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Spins until cond(arg) holds or SPIN_NS pass; returns whether it held. */
+static bool spin_until(bool (*cond)(const void *), const void *arg)
+{
+    int64_t deadline = monotonic_ns() + SPIN_NS;
+    for (int i = 1;; i++) {
+        if (cond(arg))
+            return true;
+        cpu_relax();
+        if ((i & 31) == 0 && monotonic_ns() > deadline)
+            return false;
+    }
+}
+
 static void run_chunk(int chunk)
 {
     int64_t n = the_pool.n, chunks = the_pool.chunks;
@@ -52,14 +76,23 @@ static void run_chunk(int chunk)
         the_pool.fn(the_pool.ctx, begin, end);
 }
 
+static bool generation_moved(const void *arg)
+{
+    uint64_t seen = *(const uint64_t *)arg;
+    return atomic_load_explicit(&the_pool.generation, memory_order_acquire) != seen ||
+           atomic_load(&the_pool.shutdown);
+}
+
+static bool all_acked(const void *arg)
+{
+    (void)arg;
+    return atomic_load_explicit(&the_pool.acks, memory_order_acquire) == 0;
+}
+
 static uint64_t wait_for_generation(uint64_t seen)
 {
-    for (int i = 0; i < SPIN_ITERS; i++) {
-        uint64_t g = atomic_load_explicit(&the_pool.generation, memory_order_acquire);
-        if (g != seen || atomic_load(&the_pool.shutdown))
-            return g;
-        cpu_relax();
-    }
+    if (spin_until(generation_moved, &seen))
+        return atomic_load_explicit(&the_pool.generation, memory_order_acquire);
     pthread_mutex_lock(&the_pool.mu);
     uint64_t g;
     while ((g = atomic_load(&the_pool.generation)) == seen && !atomic_load(&the_pool.shutdown))
@@ -197,8 +230,7 @@ void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx)
     run_chunk(0);
     in_worker = false;
 
-    for (int i = 0; i < SPIN_ITERS && atomic_load_explicit(&the_pool.acks, memory_order_acquire); i++)
-        cpu_relax();
+    spin_until(all_acked, NULL);
     pthread_mutex_lock(&the_pool.mu);
     while (atomic_load(&the_pool.acks) != 0)
         pthread_cond_wait(&the_pool.done_cv, &the_pool.mu);
