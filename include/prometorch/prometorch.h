@@ -18,6 +18,7 @@
 #include "ops_nn.h"
 #include "ops_loss.h"
 #include "ops_random.h"
+#include "autograd.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1

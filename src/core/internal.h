@@ -35,10 +35,14 @@ struct pt_tensor {
     int64_t shape[PT_MAX_DIMS];
     int64_t stride[PT_MAX_DIMS]; /* in elements */
     int64_t numel;
-    /* autograd (engine in src/autograd) */
+    /* autograd (engine in src/autograd): a leaf has requires_grad and no grad_fn; a result of
+     * a recorded op has grad_fn (a retained pti_node) and output_nr (which of its outputs). */
     bool requires_grad;
+    bool retains_grad; /* a non-leaf whose .grad is kept (pt_retain_grad) */
+    int32_t output_nr;
     pt_tensor *grad;
     void *grad_fn;
+    void *hooks; /* pti_hook list (src/autograd/hooks.c), NULL when none */
     /* scope bookkeeping: slot in this thread's scope list, -1 when not tracked */
     int32_t scope_slot;
 };
@@ -168,6 +172,10 @@ static inline void pti_bump_version(pt_tensor *t)
  * with pt_retain (autograd saved tensors, module parameters) releases it with this; tensors
  * a function created itself are released with pt_release. */
 void pti_unref(pt_tensor *t);
+
+/* Called by pt_release when a tensor with autograd state dies: drops its node reference,
+ * hooks and retain-grad registration (src/autograd/engine.c). */
+void pti_autograd_tensor_dies(pt_tensor *t);
 
 /* ---- scopes ------------------------------------------------------------------------------------ */
 

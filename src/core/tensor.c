@@ -182,8 +182,11 @@ pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int
     }
     t->numel = pti_shape_numel(ndim, shape);
     t->requires_grad = false;
+    t->retains_grad = false;
+    t->output_nr = 0;
     t->grad = NULL;
     t->grad_fn = NULL;
+    t->hooks = NULL;
     t->scope_slot = -1;
     pti_scope_track(t);
     return t;
@@ -245,8 +248,6 @@ pt_tensor *pt_retain(pt_tensor *t)
     return t;
 }
 
-/* Hook for the autograd engine to drop its node when a tensor dies (set by src/autograd). */
-void (*pti_grad_fn_release)(void *grad_fn) = NULL;
 
 void pt_release(pt_tensor *t)
 {
@@ -262,8 +263,8 @@ void pti_unref(pt_tensor *t)
         return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (t->grad_fn && pti_grad_fn_release)
-        pti_grad_fn_release(t->grad_fn);
+    if (t->grad_fn || t->hooks)
+        pti_autograd_tensor_dies(t);
     pt_tensor *grad = t->grad;
     pti_storage_release(t->storage);
     tensor_struct_free(t);

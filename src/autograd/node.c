@@ -1,0 +1,339 @@
+/* Autograd nodes: creation, saved tensors (with version checks), attaching nodes to their
+ * outputs, iterative destruction, grad mode, and the helpers backward formulas share
+ * (pti_sum_to, alias and in-place recording). The engine that runs nodes is engine.c. */
+#include <stdlib.h>
+
+#include "node.h"
+
+/* ---- grad mode ---------------------------------------------------------------------------- */
+
+static _Thread_local bool grad_disabled;
+#define NO_GRAD_DEPTH 64
+static _Thread_local bool no_grad_stack[NO_GRAD_DEPTH];
+static _Thread_local int no_grad_depth, no_grad_overflow;
+
+bool pt_grad_enabled(void) { return !grad_disabled; }
+
+bool pt_set_grad_enabled(bool on)
+{
+    bool previous = !grad_disabled;
+    grad_disabled = !on;
+    return previous;
+}
+
+void pt_no_grad_begin(void)
+{
+    if (no_grad_depth == NO_GRAD_DEPTH) {
+        no_grad_overflow++;
+        grad_disabled = true;
+        return;
+    }
+    no_grad_stack[no_grad_depth++] = pt_set_grad_enabled(false);
+}
+
+void pt_no_grad_end(void)
+{
+    if (no_grad_overflow > 0) {
+        no_grad_overflow--;
+        return;
+    }
+    if (no_grad_depth > 0)
+        pt_set_grad_enabled(no_grad_stack[--no_grad_depth]);
+}
+
+bool pti_grad_recording(int n, const pt_tensor *const *inputs)
+{
+    if (grad_disabled)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (inputs[i] && inputs[i]->requires_grad)
+            return true;
+    return false;
+}
+
+/* ---- node lifetime ------------------------------------------------------------------------- */
+
+void pti_node_retain(pti_node *n)
+{
+    if (n)
+        atomic_fetch_add_explicit(&n->refcount, 1, memory_order_relaxed);
+}
+
+/* Destroying a node drops its edges and saved tensors, which may destroy more nodes; a long
+ * chain would recurse as deep as the graph, so dying nodes go on a thread-local worklist. */
+static _Thread_local pti_node **dying;
+static _Thread_local int64_t dying_count, dying_cap;
+static _Thread_local bool draining;
+
+static void node_free_contents(pti_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++)
+        pti_unref(n->saved[i]);
+    for (int i = 0; i < n->n_in; i++) {
+        pti_node_release(n->edges[i].node);
+        pti_unref(n->edges[i].leaf);
+    }
+    for (int k = 0; k < n->n_out; k++) {
+        pti_unref(n->grad_sum[k]);
+        pti_hook *h = n->pre_hooks[k];
+        while (h) {
+            pti_hook *next = h->next;
+            free(h);
+            h = next;
+        }
+    }
+    if (n->ctx_free)
+        n->ctx_free(n->ctx);
+    free(n);
+}
+
+static bool push_dying(pti_node *n)
+{
+    if (dying_count == dying_cap) {
+        int64_t cap = dying_cap ? dying_cap * 2 : 256;
+        pti_node **grown = realloc(dying, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return false;
+        dying = grown;
+        dying_cap = cap;
+    }
+    dying[dying_count++] = n;
+    return true;
+}
+
+void pti_node_release(pti_node *n)
+{
+    if (!n || atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) != 1)
+        return;
+    if (draining) {
+        if (!push_dying(n))
+            node_free_contents(n); /* out of memory for the list: recurse instead */
+        return;
+    }
+    draining = true;
+    node_free_contents(n);
+    while (dying_count > 0)
+        node_free_contents(dying[--dying_count]);
+    draining = false;
+}
+
+void pti_autograd_tensor_dies(pt_tensor *t)
+{
+    pti_node *n = t->grad_fn;
+    if (n) {
+        for (int k = 0; k < n->n_out; k++)
+            if (n->retain_target[k] == t)
+                n->retain_target[k] = NULL;
+        t->grad_fn = NULL;
+        pti_node_release(n);
+    }
+    pti_hook *h = t->hooks;
+    while (h) {
+        pti_hook *next = h->next;
+        free(h);
+        h = next;
+    }
+    t->hooks = NULL;
+}
+
+/* ---- building nodes ------------------------------------------------------------------------- */
+
+pti_node *pti_node_new(const char *name, pti_backward_fn fn, int n, const pt_tensor *const *inputs)
+{
+    if (n > PTI_NODE_MAX_IN)
+        return pti_error_null(PT_ERR_RUNTIME, "autograd: %s has %d inputs (at most %d)", name, n,
+                              PTI_NODE_MAX_IN);
+    pti_node *node = calloc(1, sizeof *node);
+    if (!node)
+        return pti_error_null(PT_ERR_OOM, "autograd: out of memory recording %s", name);
+    atomic_init(&node->refcount, 1);
+    node->name = name;
+    node->backward = fn;
+    node->n_in = n;
+    for (int i = 0; i < n; i++) {
+        const pt_tensor *t = inputs[i];
+        if (!t || !t->requires_grad)
+            continue;
+        if (t->grad_fn) {
+            node->edges[i].node = t->grad_fn;
+            node->edges[i].output_nr = t->output_nr;
+            pti_node_retain(t->grad_fn);
+        } else {
+            node->edges[i].leaf = pt_retain((pt_tensor *)t);
+        }
+    }
+    return node;
+}
+
+int pti_node_save(pti_node *n, const pt_tensor *t)
+{
+    if (n->n_saved == PTI_NODE_MAX_SAVED) {
+        pti_error(PT_ERR_RUNTIME, "autograd: %s saves more than %d tensors", n->name,
+                  PTI_NODE_MAX_SAVED);
+        return -1;
+    }
+    int slot = n->n_saved++;
+    n->saved[slot] = t ? pt_retain((pt_tensor *)t) : NULL;
+    n->saved_version[slot] = t ? atomic_load(&t->storage->version) : 0;
+    n->saved_is_output[slot] = false;
+    return slot;
+}
+
+int pti_node_save_output(pti_node *n, const pt_tensor *out)
+{
+    if (n->n_saved == PTI_NODE_MAX_SAVED) {
+        pti_error(PT_ERR_RUNTIME, "autograd: %s saves more than %d tensors", n->name,
+                  PTI_NODE_MAX_SAVED);
+        return -1;
+    }
+    /* a detached alias: holding `out` itself would make out -> node -> out a cycle */
+    pt_tensor *alias = pti_tensor_on_storage(out->storage, out->dtype, out->ndim, out->shape,
+                                             out->stride, out->offset);
+    if (!alias)
+        return -1;
+    pti_scope_untrack(alias); /* owned by the node, not by the caller's scope */
+    int slot = n->n_saved++;
+    n->saved[slot] = alias;
+    n->saved_version[slot] = atomic_load(&out->storage->version);
+    n->saved_is_output[slot] = true;
+    alias->output_nr = out->output_nr; /* remembered for create_graph unpacking */
+    return slot;
+}
+
+pt_status pti_node_finish(pti_node *n, int n_out, pt_tensor *const *outs)
+{
+    if (n_out > PTI_NODE_MAX_OUT) {
+        pti_node_release(n);
+        return pti_error(PT_ERR_RUNTIME, "autograd: %s has %d outputs (at most %d)", n->name,
+                         n_out, PTI_NODE_MAX_OUT);
+    }
+    n->n_out = n_out;
+    for (int k = 0; k < n_out; k++) {
+        pt_tensor *o = outs[k];
+        pti_out_meta *m = &n->out_meta[k];
+        if (!o)
+            continue;
+        m->used = true;
+        m->ndim = o->ndim;
+        for (int d = 0; d < o->ndim; d++)
+            m->shape[d] = o->shape[d];
+        m->dtype = o->dtype;
+        m->device = o->storage->device;
+        if (o->grad_fn)
+            pti_node_release(o->grad_fn);
+        pti_node_retain(n);
+        o->grad_fn = n;
+        o->output_nr = k;
+        o->requires_grad = true;
+    }
+    pti_node_release(n); /* the creation reference: the outputs own the node now */
+    return PT_OK;
+}
+
+pt_tensor *pti_node_saved(pti_node *n, int i)
+{
+    if (n->released)
+        return pti_error_null(PT_ERR_RUNTIME,
+                              "autograd: trying to backward through the graph a second time (or "
+                              "to read saved tensors of %s after they were freed); pass "
+                              "retain_graph=true the first time",
+                              n->name);
+    pt_tensor *s = n->saved[i];
+    if (!s)
+        return NULL;
+    unsigned now = atomic_load(&s->storage->version);
+    if (now != n->saved_version[i])
+        return pti_error_null(PT_ERR_RUNTIME,
+                              "autograd: one of the tensors needed for gradient computation has "
+                              "been modified by an in-place operation: %s, saved by %s, is at "
+                              "version %u; expected version %u",
+                              pti_tensor_desc(s), n->name, now, n->saved_version[i]);
+    pt_tensor *alias = pti_tensor_on_storage(s->storage, s->dtype, s->ndim, s->shape, s->stride,
+                                             s->offset);
+    if (!alias || !pt_grad_enabled())
+        return alias;
+    /* create_graph: the alias carries the history of what was saved */
+    if (n->saved_is_output[i]) {
+        pti_node_retain(n);
+        alias->grad_fn = n;
+        alias->output_nr = s->output_nr;
+        alias->requires_grad = true;
+    } else if (s->requires_grad && pti_record_alias(alias, s) != PT_OK) {
+        pt_release(alias);
+        return NULL;
+    }
+    return alias;
+}
+
+/* ---- shared backward helpers ------------------------------------------------------------------ */
+
+pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape)
+{
+    if (!g)
+        return NULL;
+    int lead = g->ndim - ndim;
+    bool same = lead == 0;
+    for (int d = 0; same && d < ndim; d++)
+        same = g->shape[d] == shape[d];
+    if (same)
+        return pt_retain((pt_tensor *)g);
+    if (lead < 0)
+        return pti_error_null(PT_ERR_SHAPE, "autograd: gradient %s cannot be reduced to %s",
+                              pti_tensor_desc(g), pti_shape_str(ndim, shape));
+    int64_t dims[PT_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < g->ndim; d++) {
+        int j = d - lead;
+        if (j < 0 || (shape[j] == 1 && g->shape[d] != 1))
+            dims[nd++] = d;
+    }
+    pt_tensor *summed = nd ? pt_sum_dim(g, nd, dims, true) : pt_retain((pt_tensor *)g);
+    pt_tensor *r = pt_reshape(summed, ndim, shape);
+    pt_release(summed);
+    return r;
+}
+
+pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t)
+{
+    return pti_sum_to(g, t->ndim, t->shape);
+}
+
+static pt_status alias_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    (void)n;
+    grad_in[0] = pt_retain(grad_out[0]);
+    return PT_OK;
+}
+
+pt_status pti_record_alias(pt_tensor *out, const pt_tensor *in)
+{
+    if (!pti_grad_recording(1, &in))
+        return PT_OK;
+    pti_node *n = pti_node_new("alias", alias_backward, 1, &in);
+    if (!n)
+        return pt_last_status();
+    return pti_node_finish(n, 1, &out);
+}
+
+pt_status pti_inplace_check(const char *op, const pt_tensor *self)
+{
+    if (pt_grad_enabled() && self->requires_grad && !self->grad_fn)
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: a leaf tensor that requires grad (%s) is being used in an in-place "
+                         "operation",
+                         op, pti_tensor_desc(self));
+    return PT_OK;
+}
+
+pt_status pti_inplace_rebase(pt_tensor *self, const pt_tensor *result)
+{
+    if (!result->grad_fn)
+        return PT_OK;
+    pti_node *old = self->grad_fn;
+    pti_node_retain(result->grad_fn);
+    self->grad_fn = result->grad_fn;
+    self->output_nr = result->output_nr;
+    self->requires_grad = true;
+    pti_node_release(old);
+    return PT_OK;
+}
