@@ -5,9 +5,15 @@
  * column-major (a transposed contiguous matrix, passed to BLAS as a transpose flag, not
  * copied), any batch stride. Operands in any other layout (a step slice, a broadcast with
  * stride 0 inside a matrix, batch dims that do not flatten to one stride) are made contiguous
- * first. float16/bfloat16 compute in float32 and are rounded back, as PyTorch does on CPU. */
+ * first. float16/bfloat16 compute in float32 and are rounded back, as PyTorch does on CPU.
+ *
+ * Autograd: each front-end records a node (record()) whose backward formula (section
+ * "backward formulas") is written with these same public products, so double backward works.
+ * matmul's gradients are reduced back to the input shapes (broadcast batch dims summed, the
+ * dims added for 1-D operands removed). */
 #include <math.h>
 
+#include "../autograd/node.h"
 #include "common.h"
 
 /* ---- operand layout -------------------------------------------------------------------------- */
@@ -250,6 +256,262 @@ static pt_tensor *finish(pt_tensor *out, pt_status st)
     return out;
 }
 
+/* ---- backward formulas ----------------------------------------------------------------------- */
+
+/* r * alpha, releasing r (r itself when alpha == 1). */
+static pt_tensor *scaled_owned(pt_tensor *r, double alpha)
+{
+    if (alpha == 1.0 || !r)
+        return r;
+    pt_tensor *s = pt_mul_scalar(r, alpha);
+    pt_release(r);
+    return s;
+}
+
+/* Stores g as grad_in[i]; the pending error when g is NULL. */
+static pt_status put_grad(pt_tensor **grad_in, int i, pt_tensor *g)
+{
+    grad_in[i] = g;
+    return g ? PT_OK : pt_last_status();
+}
+
+/* Gradients of alpha * (a @ b) for 2-D (mm) or 3-D (bmm) operands: da = alpha g b^T,
+ * db = alpha a^T g. Slot 0 holds a, slot 1 holds b (each saved only when the other's gradient
+ * is needed); ia and ib are their input positions; d[0] = alpha. */
+static pt_status product_grads(pti_node *n, const pt_tensor *g, int ia, int ib, bool batched,
+                               pt_tensor **grad_in)
+{
+    double alpha = n->d[0];
+    if (pti_node_needs_grad(n, ia)) {
+        pt_tensor *b = pti_node_saved(n, 1);
+        pt_tensor *bt = pt_transpose(b, -1, -2);
+        pt_tensor *r = batched ? pt_bmm(g, bt) : pt_mm(g, bt);
+        pt_release(b);
+        pt_release(bt);
+        pt_status st = put_grad(grad_in, ia, scaled_owned(r, alpha));
+        if (st != PT_OK)
+            return st;
+    }
+    if (pti_node_needs_grad(n, ib)) {
+        pt_tensor *a = pti_node_saved(n, 0);
+        pt_tensor *at = pt_transpose(a, -1, -2);
+        pt_tensor *r = batched ? pt_bmm(at, g) : pt_mm(at, g);
+        pt_release(a);
+        pt_release(at);
+        return put_grad(grad_in, ib, scaled_owned(r, alpha));
+    }
+    return PT_OK;
+}
+
+static pt_status mm_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    return product_grads(n, grad_out[0], 0, 1, false, grad_in);
+}
+
+static pt_status bmm_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    return product_grads(n, grad_out[0], 0, 1, true, grad_in);
+}
+
+/* addmm / baddbmm: input's gradient is beta * g summed to input's shape (i[0] = its ndim,
+ * i[1...] its shape; d[1] = beta). */
+static pt_status addmm_common_backward(pti_node *n, const pt_tensor *g, bool batched,
+                                       pt_tensor **grad_in)
+{
+    if (pti_node_needs_grad(n, 0)) {
+        pt_tensor *gb = scaled_owned(pt_retain((pt_tensor *)g), n->d[1]);
+        pt_tensor *r = pti_sum_to(gb, (int)n->i[0], n->i + 1);
+        pt_release(gb);
+        pt_status st = put_grad(grad_in, 0, r);
+        if (st != PT_OK)
+            return st;
+    }
+    return product_grads(n, g, 1, 2, batched, grad_in);
+}
+
+static pt_status addmm_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    return addmm_common_backward(n, grad_out[0], false, grad_in);
+}
+
+static pt_status baddbmm_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    return addmm_common_backward(n, grad_out[0], true, grad_in);
+}
+
+/* slot 0: mat (for vec's gradient), slot 1: vec (for mat's). */
+static pt_status mv_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    const pt_tensor *g = grad_out[0];
+    if (pti_node_needs_grad(n, 0)) {
+        pt_tensor *vec = pti_node_saved(n, 1);
+        pt_tensor *r = pt_outer(g, vec);
+        pt_release(vec);
+        pt_status st = put_grad(grad_in, 0, r);
+        if (st != PT_OK)
+            return st;
+    }
+    if (pti_node_needs_grad(n, 1)) {
+        pt_tensor *mat = pti_node_saved(n, 0);
+        pt_tensor *mt = pt_t(mat);
+        pt_tensor *r = pt_mv(mt, g);
+        pt_release(mat);
+        pt_release(mt);
+        return put_grad(grad_in, 1, r);
+    }
+    return PT_OK;
+}
+
+/* slot 0: a, slot 1: b; g is 0-dim. */
+static pt_status dot_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    for (int i = 0; i < 2; i++) {
+        if (!pti_node_needs_grad(n, i))
+            continue;
+        pt_tensor *other = pti_node_saved(n, 1 - i);
+        pt_tensor *r = pt_mul(grad_out[0], other);
+        pt_release(other);
+        pt_status st = put_grad(grad_in, i, r);
+        if (st != PT_OK)
+            return st;
+    }
+    return PT_OK;
+}
+
+/* slot 0: a, slot 1: b. outer promotes dtypes: the other operand is cast to the gradient's
+ * dtype, and each result back to its input's dtype. */
+static pt_status outer_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    const pt_tensor *g = grad_out[0];
+    for (int i = 0; i < 2; i++) {
+        if (!pti_node_needs_grad(n, i))
+            continue;
+        pt_tensor *self = pti_node_saved(n, i), *other = pti_node_saved(n, 1 - i);
+        pt_tensor *oc = other ? pt_to_dtype(other, pt_dtype_of(g)) : NULL;
+        pt_tensor *gm = i == 0 ? pt_retain((pt_tensor *)g) : pt_t(g);
+        pt_tensor *r = pt_mv(gm, oc);
+        pt_tensor *rc = r && self ? pt_to_dtype(r, pt_dtype_of(self)) : NULL;
+        pt_release(self);
+        pt_release(other);
+        pt_release(oc);
+        pt_release(gm);
+        pt_release(r);
+        pt_status st = put_grad(grad_in, i, rc);
+        if (st != PT_OK)
+            return st;
+    }
+    return PT_OK;
+}
+
+/* b's gradient when b is shared by every batch (at most 2-D) and a is batched: a's batch and
+ * row dims fold into one, so it is a single 2-D product [m, B*n] @ [B*n, p]. */
+static pt_tensor *matmul_shared_b_grad(const pt_tensor *a2, const pt_tensor *g2, const pt_tensor *b)
+{
+    int64_t m = pt_size(a2, -1), p = pt_size(g2, -1);
+    int64_t rows = m ? pt_numel(a2) / m : 0;
+    pt_tensor *af = pt_reshape(a2, 2, (const int64_t[]){rows, m});
+    pt_tensor *gf = pt_reshape(g2, 2, (const int64_t[]){rows, p});
+    pt_tensor *at = pt_t(af);
+    pt_tensor *r = pt_mm(at, gf);
+    pt_tensor *rb = pt_reshape(r, pt_ndim(b), pt_shape(b));
+    pt_release(af);
+    pt_release(gf);
+    pt_release(at);
+    pt_release(r);
+    return rb;
+}
+
+/* ga = g2 @ b2^T summed to a's shape; gb = a2^T @ g2 summed to b's shape, where a2/b2/g2 are
+ * the operands and gradient with the dims of 1-D operands restored. */
+static pt_status matmul_grads(pti_node *n, const pt_tensor *a, const pt_tensor *b,
+                              const pt_tensor *g, pt_tensor **grad_in)
+{
+    pt_tensor *a2 = a->ndim == 1 ? pt_unsqueeze(a, 0) : pt_retain((pt_tensor *)a);
+    pt_tensor *b2 = b->ndim == 1 ? pt_unsqueeze(b, 1) : pt_retain((pt_tensor *)b);
+    pt_tensor *g1 = a->ndim == 1 ? pt_unsqueeze(g, -2) : pt_retain((pt_tensor *)g);
+    pt_tensor *g2 = b->ndim == 1 ? pt_unsqueeze(g1, -1) : pt_retain(g1);
+    pt_release(g1);
+    pt_status st = PT_OK;
+    if (pti_node_needs_grad(n, 0)) {
+        pt_tensor *bt = pt_transpose(b2, -1, -2);
+        pt_tensor *r = pt_matmul(g2, bt);
+        pt_tensor *rs = pti_sum_to(r, a2 ? a2->ndim : 0, a2 ? a2->shape : NULL);
+        pt_tensor *ra = pt_reshape(rs, a->ndim, a->shape);
+        pt_release(bt);
+        pt_release(r);
+        pt_release(rs);
+        st = put_grad(grad_in, 0, ra);
+    }
+    if (st == PT_OK && pti_node_needs_grad(n, 1)) {
+        pt_tensor *rb;
+        if (b->ndim <= 2 && a->ndim > 2) {
+            rb = matmul_shared_b_grad(a2, g2, b);
+        } else {
+            pt_tensor *at = pt_transpose(a2, -1, -2);
+            pt_tensor *r = pt_matmul(at, g2);
+            pt_tensor *rs = pti_sum_to(r, b2 ? b2->ndim : 0, b2 ? b2->shape : NULL);
+            rb = pt_reshape(rs, b->ndim, b->shape);
+            pt_release(at);
+            pt_release(r);
+            pt_release(rs);
+        }
+        st = put_grad(grad_in, 1, rb);
+    }
+    pt_release(a2);
+    pt_release(b2);
+    pt_release(g2);
+    return st;
+}
+
+/* slot 0: a, slot 1: b (both: their shapes are needed for either gradient). */
+static pt_status matmul_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    pt_tensor *a = pti_node_saved(n, 0), *b = pti_node_saved(n, 1);
+    pt_status st = a && b ? matmul_grads(n, a, b, grad_out[0], grad_in) : pt_last_status();
+    pt_release(a);
+    pt_release(b);
+    return st;
+}
+
+/* Records a node for out = op(ins...) when grad mode is on and an input requires grad.
+ * saves[] (NULL entries allowed) fill slots 0, 1, ...; d[0] = alpha, d[1] = beta, and for
+ * addmm/baddbmm, i[] holds input's shape. Returns out, or NULL (out released) on failure. */
+static pt_tensor *record(const char *name, pti_backward_fn fn, int n_in,
+                         const pt_tensor *const *ins, int n_save, const pt_tensor *const *saves,
+                         double alpha, double beta, pt_tensor *out)
+{
+    if (!out || !pti_grad_recording(n_in, ins))
+        return out;
+    pti_node *n = pti_node_new(name, fn, n_in, ins);
+    if (!n)
+        goto fail;
+    n->d[0] = alpha;
+    n->d[1] = beta;
+    n->i[0] = ins[0]->ndim;
+    for (int d = 0; d < ins[0]->ndim; d++)
+        n->i[1 + d] = ins[0]->shape[d];
+    for (int i = 0; i < n_save; i++) {
+        if (pti_node_save(n, saves[i]) < 0) {
+            pti_node_release(n);
+            goto fail;
+        }
+    }
+    if (pti_node_finish(n, 1, &out) == PT_OK)
+        return out;
+fail:
+    pt_release(out);
+    return NULL;
+}
+
+/* The two operands of a product, each saved only when the other one's gradient is needed. */
+static pt_tensor *record_pair(const char *name, pti_backward_fn fn, const pt_tensor *a,
+                              const pt_tensor *b, pt_tensor *out)
+{
+    const pt_tensor *ins[2] = {a, b};
+    const pt_tensor *saves[2] = {b->requires_grad ? a : NULL, a->requires_grad ? b : NULL};
+    return record(name, fn, 2, ins, 2, saves, 1.0, 0.0, out);
+}
+
 /* ---- mm, bmm, mv, dot, outer ----------------------------------------------------------------- */
 
 pt_tensor *pt_mm(const pt_tensor *a, const pt_tensor *b)
@@ -264,7 +526,8 @@ pt_tensor *pt_mm(const pt_tensor *a, const pt_tensor *b)
         return NULL;
     operand_geom ga = geom2(a->shape[0], a->shape[1], a->stride[0], a->stride[1]);
     operand_geom gb = geom2(b->shape[0], b->shape[1], b->stride[0], b->stride[1]);
-    return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    out = finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    return record_pair("mm", mm_backward, a, b, out);
 }
 
 /* Geometry of a 3-D tensor as [B, rows, cols]. */
@@ -303,7 +566,8 @@ pt_tensor *pt_bmm(const pt_tensor *a, const pt_tensor *b)
     if (!out)
         return NULL;
     operand_geom ga = geom3(a), gb = geom3(b);
-    return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    out = finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    return record_pair("bmm", bmm_backward, a, b, out);
 }
 
 pt_tensor *pt_mv(const pt_tensor *mat, const pt_tensor *vec)
@@ -317,7 +581,8 @@ pt_tensor *pt_mv(const pt_tensor *mat, const pt_tensor *vec)
         return NULL;
     operand_geom ga = geom2(mat->shape[0], mat->shape[1], mat->stride[0], mat->stride[1]);
     operand_geom gb = geom2(vec->shape[0], 1, vec->stride[0], 1);
-    return finish(out, run_product(mat, &ga, vec, &gb, out, 1.0, 0.0));
+    out = finish(out, run_product(mat, &ga, vec, &gb, out, 1.0, 0.0));
+    return record_pair("mv", mv_backward, mat, vec, out);
 }
 
 pt_tensor *pt_dot(const pt_tensor *a, const pt_tensor *b)
@@ -336,7 +601,8 @@ pt_tensor *pt_dot(const pt_tensor *a, const pt_tensor *b)
         return NULL;
     operand_geom ga = geom2(1, a->shape[0], 1, a->stride[0]);
     operand_geom gb = geom2(b->shape[0], 1, b->stride[0], 1);
-    return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    out = finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    return record_pair("dot", dot_backward, a, b, out);
 }
 
 pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
@@ -374,7 +640,10 @@ pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
         pt_release(out);
         out = r;
     }
-    return out;
+    if (!out || !pti_dtypes[out->dtype].is_floating)
+        return out;
+    const pt_tensor *ins[2] = {a, b};
+    return record("outer", outer_backward, 2, ins, 2, ins, 1.0, 0.0, out);
 }
 
 /* ---- matmul ---------------------------------------------------------------------------------- */
@@ -447,7 +716,9 @@ pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
     pt_tensor *out = pti_tensor_new(rnd, rshape, a->dtype, a->storage->device);
     if (!out)
         return NULL;
-    return finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    out = finish(out, run_product(a, &ga, b, &gb, out, 1.0, 0.0));
+    const pt_tensor *ins[2] = {a, b};
+    return record("matmul", matmul_backward, 2, ins, 2, ins, 1.0, 0.0, out);
 }
 
 /* ---- addmm, baddbmm -------------------------------------------------------------------------- */
@@ -510,7 +781,10 @@ pt_tensor *pt_addmm_ex(const pt_tensor *input, const pt_tensor *m1, const pt_ten
         return NULL;
     operand_geom ga = geom2(m1->shape[0], m1->shape[1], m1->stride[0], m1->stride[1]);
     operand_geom gb = geom2(m2->shape[0], m2->shape[1], m2->stride[0], m2->stride[1]);
-    return finish(out, run_product(m1, &ga, m2, &gb, out, o.alpha, o.beta));
+    out = finish(out, run_product(m1, &ga, m2, &gb, out, o.alpha, o.beta));
+    const pt_tensor *ins[3] = {input, m1, m2};
+    const pt_tensor *saves[2] = {m2->requires_grad ? m1 : NULL, m1->requires_grad ? m2 : NULL};
+    return record("addmm", addmm_backward, 3, ins, 2, saves, o.alpha, o.beta, out);
 }
 
 pt_tensor *pt_addmm(const pt_tensor *input, const pt_tensor *m1, const pt_tensor *m2)
@@ -532,7 +806,11 @@ pt_tensor *pt_baddbmm_ex(const pt_tensor *input, const pt_tensor *batch1, const 
     if (!out)
         return NULL;
     operand_geom ga = geom3(batch1), gb = geom3(batch2);
-    return finish(out, run_product(batch1, &ga, batch2, &gb, out, o.alpha, o.beta));
+    out = finish(out, run_product(batch1, &ga, batch2, &gb, out, o.alpha, o.beta));
+    const pt_tensor *ins[3] = {input, batch1, batch2};
+    const pt_tensor *saves[2] = {batch2->requires_grad ? batch1 : NULL,
+                                 batch1->requires_grad ? batch2 : NULL};
+    return record("baddbmm", baddbmm_backward, 3, ins, 2, saves, o.alpha, o.beta, out);
 }
 
 pt_tensor *pt_baddbmm(const pt_tensor *input, const pt_tensor *batch1, const pt_tensor *batch2)

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "common.h"
+#include "reduce_grad.h"
 
 /* The output geometry of a reduction. */
 typedef struct rshape {
@@ -116,7 +117,8 @@ pt_tensor *pt_sum_dim(const pt_tensor *t, int ndims, const int64_t *dims, bool k
     rshape r;
     if (!check_input(op, t) || !reduce_shape(op, t, ndims, dims, keepdim, &r))
         return NULL;
-    return run(PTI_OP_sum, t, &r, accum_dtype(t->dtype), 0, NULL);
+    pt_tensor *out = run(PTI_OP_sum, t, &r, accum_dtype(t->dtype), 0, NULL);
+    return pti_reduce_record("sum", PTI_RG_SUM, t, out, NULL, r.bits, keepdim, 0);
 }
 
 pt_tensor *pt_sum(const pt_tensor *t)
@@ -124,7 +126,8 @@ pt_tensor *pt_sum(const pt_tensor *t)
     rshape r;
     if (!check_input("pt_sum", t) || !reduce_shape("pt_sum", t, 0, NULL, false, &r))
         return NULL;
-    return run(PTI_OP_sum, t, &r, accum_dtype(t->dtype), 0, NULL);
+    pt_tensor *out = run(PTI_OP_sum, t, &r, accum_dtype(t->dtype), 0, NULL);
+    return pti_reduce_record("sum", PTI_RG_SUM, t, out, NULL, r.bits, false, 0);
 }
 
 static pt_tensor *mean_common(const char *op, const pt_tensor *t, int ndims, const int64_t *dims,
@@ -138,7 +141,8 @@ static pt_tensor *mean_common(const char *op, const pt_tensor *t, int ndims, con
                               "%s: could not infer output dtype: the input must be floating "
                               "point, got %s (as PyTorch, integer mean is not defined)",
                               op, pt_dtype_name(t->dtype));
-    return run(PTI_OP_mean, t, &r, t->dtype, 0, NULL);
+    pt_tensor *out = run(PTI_OP_mean, t, &r, t->dtype, 0, NULL);
+    return pti_reduce_record("mean", PTI_RG_MEAN, t, out, NULL, r.bits, keepdim, 0);
 }
 
 pt_tensor *pt_mean(const pt_tensor *t)
@@ -156,7 +160,8 @@ pt_tensor *pt_prod(const pt_tensor *t)
     rshape r;
     if (!check_input("pt_prod", t) || !reduce_shape("pt_prod", t, 0, NULL, false, &r))
         return NULL;
-    return run(PTI_OP_prod, t, &r, accum_dtype(t->dtype), 0, NULL);
+    pt_tensor *out = run(PTI_OP_prod, t, &r, accum_dtype(t->dtype), 0, NULL);
+    return pti_reduce_record("prod", PTI_RG_PROD, t, out, NULL, r.bits, false, 0);
 }
 
 pt_tensor *pt_prod_dim(const pt_tensor *t, int64_t dim, bool keepdim)
@@ -164,7 +169,8 @@ pt_tensor *pt_prod_dim(const pt_tensor *t, int64_t dim, bool keepdim)
     rshape r;
     if (!check_input("pt_prod_dim", t) || !reduce_shape_dim("pt_prod_dim", t, dim, keepdim, &r))
         return NULL;
-    return run(PTI_OP_prod, t, &r, accum_dtype(t->dtype), 0, NULL);
+    pt_tensor *out = run(PTI_OP_prod, t, &r, accum_dtype(t->dtype), 0, NULL);
+    return pti_reduce_record("prod_dim", PTI_RG_PROD, t, out, NULL, r.bits, keepdim, 0);
 }
 
 /* ---- max, min, amax, amin, argmax, argmin
@@ -188,27 +194,30 @@ static bool check_nonempty(const char *op, const pt_tensor *t, const rshape *r, 
     return true;
 }
 
-static pt_tensor *extreme_all(const char *op, pti_op kop, const pt_tensor *t)
+static pt_tensor *extreme_all(const char *op, const char *name, pti_op kop, const pt_tensor *t)
 {
     rshape r;
     if (!check_input(op, t) || !reduce_shape(op, t, 0, NULL, false, &r) ||
         !check_nonempty(op, t, &r, true))
         return NULL;
-    return run(kop, t, &r, t->dtype, 0, NULL);
+    pt_tensor *out = run(kop, t, &r, t->dtype, 0, NULL);
+    return pti_reduce_record(name, PTI_RG_EXTREME_ALL, t, out, NULL, r.bits, false, 0);
 }
 
 pt_tensor *pt_max(const pt_tensor *t)
 {
-    return extreme_all("pt_max", PTI_OP_amax, t);
+    return extreme_all("pt_max", "max", PTI_OP_amax, t);
 }
 
 pt_tensor *pt_min(const pt_tensor *t)
 {
-    return extreme_all("pt_min", PTI_OP_amin, t);
+    return extreme_all("pt_min", "min", PTI_OP_amin, t);
 }
 
-static pt_tensor *extreme_dim(const char *op, pti_op kop, const pt_tensor *t, int64_t dim,
-                              bool keepdim, pt_tensor **indices)
+/* When recording, the indices are computed even if the caller does not want them: the
+ * backward sends the gradient to them. */
+static pt_tensor *extreme_dim(const char *op, const char *name, pti_op kop, const pt_tensor *t,
+                              int64_t dim, bool keepdim, pt_tensor **indices)
 {
     if (indices)
         *indices = NULL;
@@ -216,25 +225,30 @@ static pt_tensor *extreme_dim(const char *op, pti_op kop, const pt_tensor *t, in
     if (!check_input(op, t) || !reduce_shape_dim(op, t, dim, keepdim, &r) ||
         !check_nonempty(op, t, &r, false))
         return NULL;
+    bool rec = pti_grad_recording(1, &t) && pti_dtypes[t->dtype].is_floating;
     pt_tensor *idx = NULL;
-    pt_tensor *v = run(kop, t, &r, t->dtype, 0, indices ? &idx : NULL);
+    pt_tensor *v = run(kop, t, &r, t->dtype, 0, indices || rec ? &idx : NULL);
+    if (v && rec)
+        v = pti_reduce_record(name, PTI_RG_EXTREME_DIM, t, v, idx, r.bits, keepdim, 0);
     if (v && indices)
         *indices = idx;
+    else
+        pt_release(idx);
     return v;
 }
 
 pt_tensor *pt_max_dim(const pt_tensor *t, int64_t dim, bool keepdim, pt_tensor **indices)
 {
-    return extreme_dim("pt_max_dim", PTI_OP_max_dim, t, dim, keepdim, indices);
+    return extreme_dim("pt_max_dim", "max_dim", PTI_OP_max_dim, t, dim, keepdim, indices);
 }
 
 pt_tensor *pt_min_dim(const pt_tensor *t, int64_t dim, bool keepdim, pt_tensor **indices)
 {
-    return extreme_dim("pt_min_dim", PTI_OP_min_dim, t, dim, keepdim, indices);
+    return extreme_dim("pt_min_dim", "min_dim", PTI_OP_min_dim, t, dim, keepdim, indices);
 }
 
-static pt_tensor *extreme_dims(const char *op, pti_op kop, const pt_tensor *t, int ndims,
-                               const int64_t *dims, bool keepdim)
+static pt_tensor *extreme_dims(const char *op, const char *name, pti_op kop, const pt_tensor *t,
+                               int ndims, const int64_t *dims, bool keepdim)
 {
     rshape r;
     if (!check_input(op, t) || !reduce_shape(op, t, ndims, dims, keepdim, &r))
@@ -242,17 +256,18 @@ static pt_tensor *extreme_dims(const char *op, pti_op kop, const pt_tensor *t, i
     bool all = ndims == 0 || dims == NULL;
     if (!check_nonempty(op, t, &r, all))
         return NULL;
-    return run(kop, t, &r, t->dtype, 0, NULL);
+    pt_tensor *out = run(kop, t, &r, t->dtype, 0, NULL);
+    return pti_reduce_record(name, PTI_RG_AMAX, t, out, NULL, r.bits, keepdim, 0);
 }
 
 pt_tensor *pt_amax(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
 {
-    return extreme_dims("pt_amax", PTI_OP_amax, t, ndims, dims, keepdim);
+    return extreme_dims("pt_amax", "amax", PTI_OP_amax, t, ndims, dims, keepdim);
 }
 
 pt_tensor *pt_amin(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
 {
-    return extreme_dims("pt_amin", PTI_OP_amin, t, ndims, dims, keepdim);
+    return extreme_dims("pt_amin", "amin", PTI_OP_amin, t, ndims, dims, keepdim);
 }
 
 static pt_tensor *arg_dim(const char *op, pti_op kop, const pt_tensor *t, int64_t dim, bool keepdim)
@@ -296,8 +311,9 @@ pt_tensor *pt_argmin_all(const pt_tensor *t)
 
 /* ---- var, std, norm, logsumexp --------------------------------------------------------------- */
 
-static pt_tensor *var_common(const char *op, pti_op kop, const pt_tensor *t, int ndims,
-                             const int64_t *dims, int64_t correction, bool keepdim)
+static pt_tensor *var_common(const char *op, const char *name, pti_op kop, pti_reduce_grad kind,
+                             const pt_tensor *t, int ndims, const int64_t *dims, int64_t correction,
+                             bool keepdim)
 {
     rshape r;
     if (!check_input(op, t) || !reduce_shape(op, t, ndims, dims, keepdim, &r))
@@ -307,19 +323,20 @@ static pt_tensor *var_common(const char *op, pti_op kop, const pt_tensor *t, int
                               "%s: only floating point inputs are supported (as PyTorch's std "
                               "and var), got %s",
                               op, pt_dtype_name(t->dtype));
-    return run(kop, t, &r, t->dtype, (double)correction, NULL);
+    pt_tensor *out = run(kop, t, &r, t->dtype, (double)correction, NULL);
+    return pti_reduce_record(name, kind, t, out, NULL, r.bits, keepdim, (double)correction);
 }
 
 pt_tensor *pt_var(const pt_tensor *t, int ndims, const int64_t *dims, int64_t correction,
                   bool keepdim)
 {
-    return var_common("pt_var", PTI_OP_var, t, ndims, dims, correction, keepdim);
+    return var_common("pt_var", "var", PTI_OP_var, PTI_RG_VAR, t, ndims, dims, correction, keepdim);
 }
 
 pt_tensor *pt_std(const pt_tensor *t, int ndims, const int64_t *dims, int64_t correction,
                   bool keepdim)
 {
-    return var_common("pt_std", PTI_OP_std, t, ndims, dims, correction, keepdim);
+    return var_common("pt_std", "std", PTI_OP_std, PTI_RG_STD, t, ndims, dims, correction, keepdim);
 }
 
 pt_tensor *pt_norm(const pt_tensor *t, double p, int ndims, const int64_t *dims, bool keepdim)
@@ -331,7 +348,8 @@ pt_tensor *pt_norm(const pt_tensor *t, double p, int ndims, const int64_t *dims,
         return NULL;
     if (isnan(p))
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: p must not be NaN", op);
-    return run(PTI_OP_norm, t, &r, t->dtype, p, NULL);
+    pt_tensor *out = run(PTI_OP_norm, t, &r, t->dtype, p, NULL);
+    return pti_reduce_record("norm", PTI_RG_NORM, t, out, NULL, r.bits, keepdim, p);
 }
 
 pt_tensor *pt_logsumexp(const pt_tensor *t, int ndims, const int64_t *dims, bool keepdim)
@@ -341,7 +359,8 @@ pt_tensor *pt_logsumexp(const pt_tensor *t, int ndims, const int64_t *dims, bool
     if (!check_input(op, t) || !reduce_shape(op, t, ndims, dims, keepdim, &r))
         return NULL;
     pt_dtype dt = pti_dtypes[t->dtype].is_floating ? t->dtype : PT_FLOAT32;
-    return run(PTI_OP_logsumexp, t, &r, dt, 0, NULL);
+    pt_tensor *out = run(PTI_OP_logsumexp, t, &r, dt, 0, NULL);
+    return pti_reduce_record("logsumexp", PTI_RG_LOGSUMEXP, t, out, NULL, r.bits, keepdim, 0);
 }
 
 /* ---- all, any -------------------------------------------------------------------------------- */
@@ -382,8 +401,8 @@ pt_tensor *pt_any_dim(const pt_tensor *t, int64_t dim, bool keepdim)
 /* ---- cumsum, cumprod, softmax, log_softmax
  * -------------------------------------------------------- */
 
-static pt_tensor *dim_op(const char *op, pti_op kop, const pt_tensor *t, int64_t dim,
-                         bool float_only)
+static pt_tensor *dim_op(const char *op, const char *name, pti_op kop, pti_reduce_grad kind,
+                         const pt_tensor *t, int64_t dim, bool float_only)
 {
     int d;
     if (!check_input(op, t) || !pti_wrap_dim(op, dim, t->ndim, &d))
@@ -399,25 +418,26 @@ static pt_tensor *dim_op(const char *op, pti_op kop, const pt_tensor *t, int64_t
         pt_release(out);
         return NULL;
     }
-    return out;
+    return pti_reduce_record(name, kind, t, out, NULL, 1u << d, true, 0);
 }
 
 pt_tensor *pt_cumsum(const pt_tensor *t, int64_t dim)
 {
-    return dim_op("pt_cumsum", PTI_OP_cumsum, t, dim, false);
+    return dim_op("pt_cumsum", "cumsum", PTI_OP_cumsum, PTI_RG_CUMSUM, t, dim, false);
 }
 
 pt_tensor *pt_cumprod(const pt_tensor *t, int64_t dim)
 {
-    return dim_op("pt_cumprod", PTI_OP_cumprod, t, dim, false);
+    return dim_op("pt_cumprod", "cumprod", PTI_OP_cumprod, PTI_RG_CUMPROD, t, dim, false);
 }
 
 pt_tensor *pt_softmax(const pt_tensor *t, int64_t dim)
 {
-    return dim_op("pt_softmax", PTI_OP_softmax, t, dim, true);
+    return dim_op("pt_softmax", "softmax", PTI_OP_softmax, PTI_RG_SOFTMAX, t, dim, true);
 }
 
 pt_tensor *pt_log_softmax(const pt_tensor *t, int64_t dim)
 {
-    return dim_op("pt_log_softmax", PTI_OP_log_softmax, t, dim, true);
+    return dim_op("pt_log_softmax", "log_softmax", PTI_OP_log_softmax, PTI_RG_LOG_SOFTMAX, t, dim,
+                  true);
 }
