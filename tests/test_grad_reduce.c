@@ -76,9 +76,9 @@ static pt_tensor *apply(pt_tensor *const *x, const void *c)
 
 /* Dim lists tried on a 3-D input (ndims 0 with keepdim = every dim kept). */
 static const rop DIMSETS[] = {
-    {.ndims = 1, .dims = {1}},          {.ndims = 1, .dims = {-1}, .keepdim = true},
-    {.ndims = 2, .dims = {0, 2}},       {.ndims = 2, .dims = {-1, 0}, .keepdim = true},
-    {.ndims = 0, .keepdim = true},      {.ndims = 3, .dims = {0, 1, 2}},
+    {.ndims = 1, .dims = {1}},     {.ndims = 1, .dims = {-1}, .keepdim = true},
+    {.ndims = 2, .dims = {0, 2}},  {.ndims = 2, .dims = {-1, 0}, .keepdim = true},
+    {.ndims = 0, .keepdim = true}, {.ndims = 3, .dims = {0, 1, 2}},
 };
 #define N_DIMSETS (int)(sizeof DIMSETS / sizeof *DIMSETS)
 
@@ -178,10 +178,8 @@ static void test_max_min(void **state)
     check_dimsets(OP_AMIN, 0, v);
     for (int d = -1; d < 3; d++)
         for (int k = 0; k < 2; k++) {
-            check_both_layouts("max_dim", &(rop){.kind = OP_MAX_DIM, .dims = {d}, .keepdim = k},
-                               v);
-            check_both_layouts("min_dim", &(rop){.kind = OP_MIN_DIM, .dims = {d}, .keepdim = k},
-                               v);
+            check_both_layouts("max_dim", &(rop){.kind = OP_MAX_DIM, .dims = {d}, .keepdim = k}, v);
+            check_both_layouts("min_dim", &(rop){.kind = OP_MIN_DIM, .dims = {d}, .keepdim = k}, v);
         }
     /* the index output never requires grad */
     pt_tensor *x = gc_leaf(v, false), *idx = NULL;
@@ -313,9 +311,8 @@ static void test_subgradients(void **state)
     const struct {
         const char *name;
         double p;
-    } norms[] = {{"norm_2", 2},       {"norm_1", 1},     {"norm_inf", INFINITY},
-                 {"norm_ninf", -INFINITY}, {"norm_3", 3}, {"norm_1p5", 1.5},
-                 {"norm_0p5", 0.5},   {"norm_0", 0}};
+    } norms[] = {{"norm_2", 2}, {"norm_1", 1},     {"norm_inf", INFINITY}, {"norm_ninf", -INFINITY},
+                 {"norm_3", 3}, {"norm_1p5", 1.5}, {"norm_0p5", 0.5},      {"norm_0", 0}};
     for (size_t i = 0; i < sizeof norms / sizeof *norms; i++)
         fixture_case(norms[i].name,
                      &(rop){.kind = OP_NORM, .ndims = 1, .dims = {1}, .arg = norms[i].p});
@@ -335,8 +332,12 @@ static void test_not_recorded(void **state)
     (void)state;
     pt_tensor *v = input3(9);
     pt_tensor *x = gc_leaf(v, false);
-    pt_tensor *r[] = {pt_argmax(x, 1, false), pt_argmin(x, 0, true), pt_argmax_all(x),
-                      pt_argmin_all(x), pt_all(x), pt_any_dim(x, 1, false)};
+    pt_tensor *r[] = {pt_argmax(x, 1, false),
+                      pt_argmin(x, 0, true),
+                      pt_argmax_all(x),
+                      pt_argmin_all(x),
+                      pt_all(x),
+                      pt_any_dim(x, 1, false)};
     for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
         assert_non_null(r[i]);
         assert_false(pt_requires_grad(r[i]));
