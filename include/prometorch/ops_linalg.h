@@ -6,7 +6,11 @@
  * except pt_outer, which promotes). float32/float64 run on BLAS, float16/bfloat16 compute in
  * float32 and round back, integer dtypes use an exact loop (wrapping like PyTorch); bool is
  * rejected. Shape errors are PT_ERR_SHAPE and name both shapes:
- * "pt_matmul: shapes [3, 4] and [5, 6] cannot be multiplied (4 != 5)". */
+ * "pt_matmul: shapes [3, 4] and [5, 6] cannot be multiplied (4 != 5)".
+ *
+ * Autograd: every op is differentiable (floating point inputs), twice as well; gradients have
+ * their input's shape and dtype (matmul's broadcast batch dims and addmm/baddbmm's broadcast
+ * input are summed back; outer's gradients are cast back to each input's dtype). */
 #ifndef PROMETORCH_OPS_LINALG_H
 #define PROMETORCH_OPS_LINALG_H
 

@@ -14,6 +14,13 @@
  * Extensions over PyTorch 1.13 (which has no CPU kernel for them): prod/cumsum/cumprod/
  * softmax of float16, argmax/argmin of bool.
  *
+ * Autograd: every op with a floating point result is differentiable (PyTorch's formulas,
+ * double backward included) except argmax/argmin/all/any, which never record. Where a
+ * reduction is not differentiable PyTorch's subgradient is used: ties of max/min (all elements)
+ * and amax/amin share the gradient evenly, max_dim/min_dim send it to the returned index, a
+ * zero norm or zero std gets a zero gradient, the p = 0 norm has a zero gradient; zeros
+ * in prod/cumprod inputs are handled exactly.
+ *
  * Every function returning pt_tensor * returns a new reference, or NULL with the error set
  * (see core.h); a NULL tensor argument propagates the earlier error. */
 #ifndef PROMETORCH_OPS_REDUCE_H
