@@ -419,6 +419,10 @@ static void test_gradgrad(void **state)
         {.kind = OP_CUMSUM, .dims = {2}},
         {.kind = OP_CUMPROD, .dims = {1}},
         {.kind = OP_NORM, .ndims = 1, .dims = {1}, .arg = 2},
+        {.kind = OP_NORM, .ndims = 2, .dims = {0, 2}, .arg = 3},
+        {.kind = OP_NORM, .ndims = 1, .dims = {2}, .arg = 1.5},
+        {.kind = OP_NORM, .ndims = 0, .arg = INFINITY},
+        {.kind = OP_NORM, .ndims = 1, .dims = {0}, .arg = 1},
         {.kind = OP_AMAX, .ndims = 1, .dims = {1}},
         {.kind = OP_MAX_DIM, .dims = {2}},
     };
@@ -430,6 +434,21 @@ static void test_gradgrad(void **state)
             gg_check(name, apply, &ops[i], 1, &x);
             pt_release(x);
         }
+    }
+    /* zeros: one and two per slice (cumprod switches to its twice-differentiable form) */
+    double *p = pt_data_ptr(v);
+    p[0] = p[5] = p[6] = p[13] = p[15] = 0;
+    const rop zops[] = {
+        {.kind = OP_CUMPROD, .dims = {1}},  {.kind = OP_CUMPROD, .dims = {2}},
+        {.kind = OP_CUMPROD, .dims = {0}},  {.kind = OP_PROD_DIM, .dims = {2}},
+        {.kind = OP_PROD_DIM, .dims = {1}}, {.kind = OP_PROD},
+    };
+    for (size_t i = 0; i < sizeof zops / sizeof *zops; i++) {
+        pt_tensor *x = gc_leaf(v, i % 2);
+        char name[96];
+        snprintf(name, sizeof name, "zeros op %zu", i);
+        gg_check(name, apply, &zops[i], 1, &x);
+        pt_release(x);
     }
     pt_release(v);
 }

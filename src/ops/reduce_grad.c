@@ -10,6 +10,7 @@
  * send it to the returned index, a zero norm/std gets a zero gradient, and prod/cumprod handle
  * zeros in the input exactly. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "common.h"
 #include "reduce_grad.h"
@@ -459,6 +460,50 @@ static pt_tensor *cumprod_grad_zeros(const pt_tensor *x, const pt_tensor *out, c
     return r;
 }
 
+/* The zeros formula again, as a function that stays differentiable at the zeros (the one
+ * above treats the positions after the first zero as constant 0, which is right in value but
+ * not in derivative): grad_i = left_i * (g_i + sum_{j > i} g_j * prod_{i < m <= j} x_m), with
+ * left_i the product of the elements before i. O(len^2) work, used only under create_graph,
+ * as PyTorch does. */
+static pt_tensor *cumprod_grad_twice(const pt_tensor *x, const pt_tensor *g, int64_t dim)
+{
+    int64_t len = pt_size(x, dim);
+    pt_tensor **parts = calloc((size_t)len, sizeof *parts);
+    if (!parts)
+        return pti_error_null(PT_ERR_OOM, "cumprod backward: out of memory");
+    for (int64_t i = 0; i < len; i++) {
+        pt_tensor *gi = pt_narrow(g, dim, i, 1);
+        if (i + 1 == len) {
+            parts[i] = gi;
+            continue;
+        }
+        pt_tensor *tail = pt_narrow(x, dim, i + 1, len - i - 1);
+        pt_tensor *cp = pt_cumprod(tail, dim);
+        pt_tensor *gt = pt_narrow(g, dim, i + 1, len - i - 1);
+        pt_tensor *w = pt_mul(gt, cp);
+        pt_tensor *sw = pt_sum_dim(w, 1, &dim, true);
+        parts[i] = pt_add(gi, sw);
+        pt_tensor *tmp[] = {gi, tail, cp, gt, w, sw};
+        for (size_t k = 0; k < sizeof tmp / sizeof *tmp; k++)
+            pt_release(tmp[k]);
+    }
+    pt_tensor *s = pt_cat((int)len, (const pt_tensor *const *)parts, dim);
+    for (int64_t i = 0; i < len; i++)
+        pt_release(parts[i]);
+    free(parts);
+    pt_tensor *first = pt_narrow(x, dim, 0, 1);
+    pt_tensor *one = pt_ones_like(first);
+    pt_tensor *head = pt_narrow(x, dim, 0, len - 1);
+    const pt_tensor *lparts[2] = {one, head};
+    pt_tensor *lcat = pt_cat(2, lparts, dim);
+    pt_tensor *left = pt_cumprod(lcat, dim);
+    pt_tensor *r = pt_mul(left, s);
+    pt_tensor *tmp[] = {s, first, one, head, lcat, left};
+    for (size_t k = 0; k < sizeof tmp / sizeof *tmp; k++)
+        pt_release(tmp[k]);
+    return r;
+}
+
 /* slot 0: input, slot 1: output. Zero-free: reversed cumsum of g * out, divided by x. */
 static pt_status cumprod_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
 {
@@ -475,6 +520,8 @@ static pt_status cumprod_backward(pti_node *n, pt_tensor *const *grad_out, pt_te
         g = pt_div(r, x);
         pt_release(go);
         pt_release(r);
+    } else if (z == 1 && pt_grad_enabled()) {
+        g = cumprod_grad_twice(x, grad_out[0], dim);
     } else if (z == 1) {
         g = cumprod_grad_zeros(x, out, grad_out[0], dim);
     }
