@@ -220,6 +220,48 @@ static void test_recording_rules(void **state)
     pt_release(b);
 }
 
+/* float32 inputs get float32 gradients; empty operands get empty gradients (an empty inner
+ * dim gives zero gradients for nothing, and zeros for a non-empty input of addmm). */
+static void test_dtypes_and_empty(void **state)
+{
+    (void)state;
+    pt_tensor *a = pt_ones(3, (const int64_t[]){2, 3, 4}, PT_FLOAT32, pt_cpu());
+    pt_tensor *b = pt_ones(2, (const int64_t[]){4, 2}, PT_FLOAT32, pt_cpu());
+    pt_requires_grad_(a, true);
+    pt_requires_grad_(b, true);
+    pt_tensor *y = pt_matmul(a, b);
+    pt_tensor *w = pt_ones_like(y), *g[2] = {0}, *in[2] = {a, b};
+    assert_int_equal(pt_autograd_grad(1, &y, &w, 2, in, false, false, false, g), PT_OK);
+    assert_int_equal(pt_dtype_of(g[0]), PT_FLOAT32);
+    assert_int_equal(pt_dtype_of(g[1]), PT_FLOAT32);
+    pt_tensor *e0 = pt_full(3, (const int64_t[]){2, 3, 4}, 2.0, PT_FLOAT32, pt_cpu());
+    pt_tensor *e1 = pt_full(2, (const int64_t[]){4, 2}, 6.0, PT_FLOAT32, pt_cpu());
+    assert_tensor_close(g[0], e0, 0, 0); /* sum over the 2 columns of b */
+    assert_tensor_close(g[1], e1, 0, 0); /* 2 batches x 3 rows */
+    pt_tensor *rel[] = {a, b, y, w, g[0], g[1], e0, e1};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++)
+        pt_release(rel[i]);
+
+    pt_tensor *m1 = pt_zeros(2, (const int64_t[]){2, 0}, PT_FLOAT64, pt_cpu());
+    pt_tensor *m2 = pt_zeros(2, (const int64_t[]){0, 3}, PT_FLOAT64, pt_cpu());
+    pt_tensor *inp = pt_ones(1, (const int64_t[]){3}, PT_FLOAT64, pt_cpu());
+    pt_tensor *xs[3] = {inp, m1, m2};
+    for (int i = 0; i < 3; i++)
+        pt_requires_grad_(xs[i], true);
+    pt_tensor *z = pt_addmm(inp, m1, m2), *wz = pt_ones_like(z), *gz[3] = {0};
+    assert_int_equal(pt_autograd_grad(1, &z, &wz, 3, xs, false, false, false, gz), PT_OK);
+    assert_shape(gz[0], 3);
+    assert_shape(gz[1], 2, 0);
+    assert_shape(gz[2], 0, 3);
+    assert_true(pt_test_get(gz[0], 0) == 2.0);
+    for (int i = 0; i < 3; i++) {
+        pt_release(gz[i]);
+        pt_release(xs[i]);
+    }
+    pt_release(z);
+    pt_release(wz);
+}
+
 static void test_gradgrad(void **state)
 {
     (void)state;
@@ -261,6 +303,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mv_dot_outer, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_addmm_baddbmm, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_recording_rules, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_dtypes_and_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gradgrad, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -394,6 +394,64 @@ static void test_version_check(void **state)
     pt_release(v);
 }
 
+/* float32/float16 inputs get gradients of their own dtype, equal to the float64 ones up to
+ * rounding; empty inputs get empty gradients. */
+static void test_dtypes_and_empty(void **state)
+{
+    (void)state;
+    pt_tensor *v = input3(12);
+    const rop ops[] = {
+        {.kind = OP_SUM_DIM, .ndims = 1, .dims = {1}},
+        {.kind = OP_VAR, .ndims = 1, .dims = {2}, .arg = 1},
+        {.kind = OP_SOFTMAX, .dims = {1}},
+        {.kind = OP_AMAX, .ndims = 1, .dims = {0}},
+        {.kind = OP_NORM, .ndims = 0, .arg = 2},
+        {.kind = OP_CUMPROD, .dims = {2}},
+    };
+    const pt_dtype dts[] = {PT_FLOAT32, PT_FLOAT16};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        pt_tensor *x64 = gc_leaf(v, false);
+        pt_tensor *y64 = apply(&x64, &ops[i]);
+        pt_tensor *w64 = pt_ones_like(y64), *g64 = NULL;
+        assert_int_equal(pt_autograd_grad(1, &y64, &w64, 1, &x64, false, false, false, &g64),
+                         PT_OK);
+        for (size_t d = 0; d < 2; d++) {
+            pt_tensor *x = pt_to_dtype(v, dts[d]);
+            pt_requires_grad_(x, true);
+            pt_tensor *y = apply(&x, &ops[i]);
+            pt_tensor *w = pt_ones_like(y), *g = NULL;
+            assert_int_equal(pt_autograd_grad(1, &y, &w, 1, &x, false, false, false, &g), PT_OK);
+            assert_int_equal(pt_dtype_of(g), dts[d]);
+            /* float16 keeps ~3 significant digits through the forward and the formula */
+            double tol = dts[d] == PT_FLOAT32 ? 1e-5 : 2e-2;
+            assert_tensor_close_any_dtype(g, g64, tol, tol);
+            pt_release(g);
+            pt_release(w);
+            pt_release(y);
+            pt_release(x);
+        }
+        pt_release(g64);
+        pt_release(w64);
+        pt_release(y64);
+        pt_release(x64);
+    }
+    pt_release(v);
+    /* empty */
+    pt_tensor *e = pt_zeros(2, (const int64_t[]){0, 3}, PT_FLOAT64, pt_cpu());
+    pt_requires_grad_(e, true);
+    pt_tensor *outs[] = {pt_sum(e), pt_mean_dim(e, 1, (const int64_t[]){1}, false), pt_cumsum(e, 0),
+                         pt_softmax(e, 1), pt_prod_dim(e, 0, false)};
+    for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) {
+        pt_tensor *w = pt_ones_like(outs[i]), *g = NULL;
+        assert_int_equal(pt_autograd_grad(1, &outs[i], &w, 1, &e, false, false, false, &g), PT_OK);
+        assert_shape(g, 0, 3);
+        pt_release(g);
+        pt_release(w);
+        pt_release(outs[i]);
+    }
+    pt_release(e);
+}
+
 /* ---- second order ------------------------------------------------------------------------ */
 
 static void test_gradgrad(void **state)
@@ -468,6 +526,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_subgradients, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_not_recorded, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_version_check, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_dtypes_and_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gradgrad, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
