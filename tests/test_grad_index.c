@@ -8,7 +8,8 @@ enum {
     OP_INDEX_SELECT, OP_GATHER, OP_SCATTER, OP_SCATTER_SCALAR, OP_SCATTER_ADD, OP_INDEX_ADD,
     OP_MASKED_FILL, OP_MASKED_FILL_TENSOR, OP_MASKED_SELECT, OP_INDEX, OP_INDEX_MASK,
     OP_INDEX_PUT, OP_INDEX_PUT_ACC, OP_SORT, OP_TOPK, OP_EMBEDDING, OP_EMBEDDING_PAD,
-    OP_SCATTER_INPLACE, OP_INDEX_ADD_INPLACE, OP_MASKED_FILL_INPLACE, OP_INDEX_PUT_INPLACE
+    OP_SCATTER_INPLACE, OP_INDEX_ADD_INPLACE, OP_MASKED_FILL_INPLACE, OP_INDEX_PUT_INPLACE,
+    OP_SCATTER_ADD_INPLACE, OP_SCATTER_SCALAR_INPLACE, OP_MASKED_FILL_SCALAR_INPLACE
 };
 
 typedef struct case_args {
@@ -101,6 +102,18 @@ static pt_tensor *index_op(pt_tensor *const *in, void *user)
     case OP_MASKED_FILL_INPLACE:
         tmp = nonleaf(x);
         st = pt_masked_fill_tensor_(tmp, c->mask, in[1]);
+        break;
+    case OP_SCATTER_ADD_INPLACE:
+        tmp = nonleaf(x);
+        st = pt_scatter_add_(tmp, c->dim, c->idx, in[1]);
+        break;
+    case OP_SCATTER_SCALAR_INPLACE:
+        tmp = nonleaf(x);
+        st = pt_scatter_scalar_(tmp, c->dim, c->idx, 7.0);
+        break;
+    case OP_MASKED_FILL_SCALAR_INPLACE:
+        tmp = nonleaf(x);
+        st = pt_masked_fill_(tmp, c->mask, 7.0);
         break;
     default: {
         tmp = nonleaf(x);
@@ -262,6 +275,10 @@ static void test_inplace_variants(void **state)
     (void)state;
     case_args c = {OP_SCATTER_INPLACE, 1, i64(PT_SHAPE(2, 2), (int64_t[]){2, 0, 1, 3}), 0, 0};
     check("scatter_", c, 2, (const int64_t[][4]){{3, 4}, {2, 2}}, (int[]){2, 2});
+    c.op = OP_SCATTER_ADD_INPLACE;
+    check("scatter_add_", c, 2, (const int64_t[][4]){{3, 4}, {2, 3}}, (int[]){2, 2});
+    c.op = OP_SCATTER_SCALAR_INPLACE;
+    check("scatter_scalar_", c, 1, (const int64_t[][4]){{3, 4}}, (int[]){2});
     pt_release(c.idx);
     case_args a = {OP_INDEX_ADD_INPLACE, 0, i64(PT_SHAPE(3), (int64_t[]){2, 2, 0}), 0, 0};
     check("index_add_", a, 2, (const int64_t[][4]){{3, 2}, {3, 2}}, (int[]){2, 2});
@@ -269,6 +286,8 @@ static void test_inplace_variants(void **state)
     bool mv[] = {false, true, true};
     case_args m = {OP_MASKED_FILL_INPLACE, 0, 0, 0, bools(PT_SHAPE(3), mv)};
     check("masked_fill_tensor_", m, 2, (const int64_t[][4]){{2, 3}, {0}}, (int[]){2, 0});
+    m.op = OP_MASKED_FILL_SCALAR_INPLACE;
+    check("masked_fill_", m, 1, (const int64_t[][4]){{2, 3}}, (int[]){2});
     pt_release(m.mask);
     case_args p = {OP_INDEX_PUT_INPLACE, 0, i64(PT_SHAPE(2), (int64_t[]){1, 1}),
                    i64(PT_SHAPE(2), (int64_t[]){0, 0}), NULL};

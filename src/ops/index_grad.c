@@ -59,16 +59,16 @@ static pt_tensor *sum_to_self(const pti_node *n, pt_tensor *g)
 /* Saved tensor slot 0 (the index or mask), or NULL with the error set. */
 static pt_tensor *saved0(pti_node *n) { return pti_node_saved(n, 0); }
 
-/* x padded with zeros at the end of each dim up to `like`'s shape (differentiable: cat). Takes
+/* x padded with zeros at the end of each dim up to `shape` (differentiable: cat). Takes
  * ownership of x. Used where a gradient covers only index's extent of a larger src. */
-static pt_tensor *pad_to(pt_tensor *x, const pt_tensor *like)
+static pt_tensor *pad_to(pt_tensor *x, int ndim, const int64_t *to)
 {
-    for (int k = 0; x && k < x->ndim; k++) {
-        if (x->shape[k] == like->shape[k])
+    for (int k = 0; x && k < x->ndim && k < ndim; k++) {
+        if (x->shape[k] == to[k])
             continue;
         int64_t shape[PT_MAX_DIMS];
         memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-        shape[k] = like->shape[k] - x->shape[k];
+        shape[k] = to[k] - x->shape[k];
         pt_tensor *z = pt_zeros(x->ndim, shape, x->dtype, pt_device_of(x));
         const pt_tensor *parts[2] = {x, z};
         pt_tensor *c = z ? pt_cat(2, parts, k) : NULL;
@@ -87,9 +87,10 @@ static pt_status inplace_from(pt_tensor *t, pt_tensor *result)
     pt_status st = PT_OK;
     if (result->ndim != t->ndim ||
         memcmp(result->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
-        st = pti_error(PT_ERR_SHAPE, "in-place index op: result shape %s does not match the "
-                       "tensor's shape %s",
-                       pti_shape_str(result->ndim, result->shape), pti_shape_str(t->ndim, t->shape));
+        st = pti_error(PT_ERR_SHAPE,
+                       "in-place index op: result shape %s does not match the tensor's shape %s",
+                       pti_shape_str(result->ndim, result->shape),
+                       pti_shape_str(t->ndim, t->shape));
     if (st == PT_OK) {
         pt_no_grad_begin();
         st = pt_copy_(t, result);
@@ -155,10 +156,11 @@ pt_tensor *pt_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index)
     return finish(n, out);
 }
 
-/* ---- scatter, scatter_add ---------------------------------------------------------------------- */
+/* ---- scatter, scatter_add -------------------------------------------------------------------- */
 
-/* Inputs {self, src}; saved: index, then src (for its shape). d[0] = 1 for scatter_add (self
- * gets the whole gradient), 0 for scatter (scattered positions get none). */
+/* Inputs {self, src}; saved: index. d[0] = 1 for scatter_add (self gets the whole gradient),
+ * 0 for scatter (scattered positions get none); src's shape (only its shape is needed, as in
+ * PyTorch) in i[1..] with its ndim in d[1]. */
 static pt_status scatter_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
 {
     pt_tensor *idx = saved0(n);
@@ -170,9 +172,7 @@ static pt_status scatter_backward(pti_node *n, pt_tensor *const *go, pt_tensor *
         st = done(gi[0]);
     }
     if (st == PT_OK && pti_node_needs_grad(n, 1)) {
-        pt_tensor *src = n->n_saved > 1 ? pti_node_saved(n, 1) : NULL;
-        gi[1] = src ? pad_to(pt_gather(go[0], n->i[0], idx), src) : NULL;
-        pt_release(src);
+        gi[1] = pad_to(pt_gather(go[0], n->i[0], idx), (int)n->d[1], n->i + 1);
         st = done(gi[1]);
     }
     pt_release(idx);
@@ -189,8 +189,13 @@ static pt_tensor *scatter_record(const char *name, const pt_tensor *t, int64_t d
     pti_node *n = node_for(name, scatter_backward, src ? 2 : 1, ins, t, dim);
     if (n) {
         n->d[0] = add;
-        /* src is saved without its data mattering (only its shape): detach it from versions */
-        if (pti_node_save(n, index) < 0 || (src && pti_node_save(n, src) < 0)) {
+        if (src) { /* src has t's ndim (checked by the forward), at most SHAPE_AT - 1 here */
+            n->d[1] = src->ndim;
+            memcpy(n->i + 1, src->shape, sizeof(int64_t) * (size_t)src->ndim);
+        }
+        if ((src && src->ndim + 1 > SHAPE_AT) || pti_node_save(n, index) < 0) {
+            if (src && src->ndim + 1 > SHAPE_AT)
+                pti_error(PT_ERR_SHAPE, "%s: src has too many dims to record", name);
             pti_node_release(n);
             n = NULL;
         }
@@ -262,19 +267,19 @@ pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, con
 
 /* ---- index_add ------------------------------------------------------------------------------- */
 
-/* Inputs {self, source}; saved: index, source; d[0] = alpha. */
+/* Inputs {self, source}; saved: index; d[0] = alpha. */
 static pt_status index_add_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
 {
     if (pti_node_needs_grad(n, 0))
         gi[0] = pt_retain(go[0]);
     if (!pti_node_needs_grad(n, 1))
         return PT_OK;
-    pt_tensor *idx = saved0(n), *src = idx ? pti_node_saved(n, 1) : NULL;
-    pt_tensor *sel = src ? pt_index_select(go[0], n->i[0], idx) : NULL;
+    pt_tensor *idx = saved0(n);
+    pt_tensor *sel = idx ? pt_index_select(go[0], n->i[0], idx) : NULL;
     pt_tensor *scaled = sel && n->d[0] != 1.0 ? pt_mul_scalar(sel, n->d[0]) : pt_retain(sel);
-    gi[1] = scaled ? pt_reshape(scaled, src->ndim, src->shape) : NULL;
+    /* source has self's shape with dim resized to numel(index), except for a 0-dim self */
+    gi[1] = scaled && n->d[7] == 0 ? pt_reshape(scaled, 0, NULL) : pt_retain(scaled);
     pt_release(idx);
-    pt_release(src);
     pt_release(sel);
     pt_release(scaled);
     return done(gi[1]);
@@ -294,7 +299,7 @@ pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
     pti_node *n = node_for("index_add", index_add_backward, 2, ins, t, dim);
     if (n) {
         n->d[0] = alpha;
-        if (pti_node_save(n, index) < 0 || pti_node_save(n, source) < 0) {
+        if (pti_node_save(n, index) < 0) {
             pti_node_release(n);
             n = NULL;
         }
@@ -438,7 +443,7 @@ pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask)
     return finish(n, out);
 }
 
-/* ---- advanced indexing ------------------------------------------------------------------------ */
+/* ---- advanced indexing ----------------------------------------------------------------------- */
 
 /* The index list of pt_index / pt_index_put, kept by the node (index tensors are not
  * differentiable, so no version check is needed beyond PyTorch's). */
@@ -564,7 +569,7 @@ pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
     return inplace_from(t, pt_index_put(t, n, indices, values, accumulate));
 }
 
-/* ---- sort, topk: values go back to their positions through the indices ------------------------ */
+/* ---- sort, topk: values go back to their positions through the indices ----------------------- */
 
 static pt_status sort_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
 {
