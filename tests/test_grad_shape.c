@@ -7,7 +7,7 @@ enum {
     OP_RESHAPE, OP_VIEW, OP_FLATTEN, OP_UNFLATTEN, OP_SQUEEZE, OP_SQUEEZE_DIM, OP_SQUEEZE_DIMS,
     OP_UNSQUEEZE, OP_TRANSPOSE, OP_T, OP_PERMUTE, OP_EXPAND, OP_EXPAND_AS, OP_NARROW, OP_SELECT,
     OP_SLICE, OP_DIAGONAL, OP_SPLIT, OP_SPLIT_SIZES, OP_CHUNK, OP_UNBIND, OP_REPEAT, OP_TILE,
-    OP_FLIP, OP_ROLL, OP_ROLL_FLAT, OP_TRIL, OP_TRIU, OP_VIEW_CHAIN
+    OP_FLIP, OP_ROLL, OP_ROLL_FLAT, OP_TRIL, OP_TRIU, OP_RESHAPE_COPY, OP_VIEW_CHAIN
 };
 
 typedef struct case_args {
@@ -105,6 +105,13 @@ static pt_tensor *shape_op(pt_tensor *const *in, void *user)
         return pt_tril(x, a[0]);
     case OP_TRIU:
         return pt_triu(x, a[0]);
+    case OP_RESHAPE_COPY: { /* strides that no view can express: reshape copies */
+        pt_tensor *tr = pt_transpose(x, 0, 1);
+        pt_tensor *r = pt_reshape(tr, PT_SHAPE(-1));
+        assert_false(pt_shares_storage(r, x));
+        pt_release(tr);
+        return r;
+    }
     default: { /* a view of a view of a view */
         pt_tensor *t1 = pt_transpose(x, 0, -1);
         pt_tensor *t2 = pt_slice(t1, 1, 0, PT_SLICE_END, 2);
@@ -142,6 +149,7 @@ static void test_reshaping_views(void **state)
     (void)state;
     check_op("reshape", CASE(OP_RESHAPE, 0), PT_SHAPE(3, 4));
     check_op("view", CASE(OP_VIEW, 0), PT_SHAPE(3, 4));
+    check_op("reshape copy", CASE(OP_RESHAPE_COPY, 0), PT_SHAPE(3, 4));
     check_op("flatten", CASE(OP_FLATTEN, 1, -1), PT_SHAPE(2, 3, 2));
     check_op("flatten 0-dim", CASE(OP_FLATTEN, 0, -1), 0, NULL);
     check_op("unflatten", CASE(OP_UNFLATTEN, 0), PT_SHAPE(3, 4));
@@ -291,6 +299,28 @@ static void test_cat_stack(void **state)
     pt_release(nog);
     for (int k = 0; k < 3; k++)
         pt_release(in[k]);
+    /* promoted dtypes: each input's gradient comes back in its own dtype */
+    pt_tensor *f32 = pt_ones(PT_SHAPE(2, 2), PT_FLOAT32, pt_cpu());
+    pt_tensor *f64 = gc_randn(PT_SHAPE(1, 2));
+    pt_requires_grad_(f32, true);
+    pt_requires_grad_(f64, true);
+    const pt_tensor *pair[2] = {f32, f64};
+    pt_tensor *pc = pt_cat(2, pair, 0);
+    assert_int_equal(pt_dtype_of(pc), PT_FLOAT64);
+    double wv[] = {1, 2, 3, 4, 5, 6};
+    pt_tensor *pw = pt_from_data(wv, PT_SHAPE(3, 2), PT_FLOAT64, pt_cpu());
+    pt_tensor *pg[2] = {NULL, NULL};
+    pt_tensor *pin[2] = {f32, f64};
+    assert_int_equal(pt_autograd_grad(1, &pc, &pw, 2, pin, false, false, false, pg), PT_OK);
+    float e32[] = {1, 2, 3, 4};
+    double e64[] = {5, 6};
+    pt_tensor *x32 = pt_from_data(e32, PT_SHAPE(2, 2), PT_FLOAT32, pt_cpu());
+    pt_tensor *x64 = pt_from_data(e64, PT_SHAPE(1, 2), PT_FLOAT64, pt_cpu());
+    assert_tensor_equal(pg[0], x32);
+    assert_tensor_equal(pg[1], x64);
+    pt_tensor *pown[] = {f32, f64, pc, pw, pg[0], pg[1], x32, x64};
+    for (size_t k = 0; k < sizeof pown / sizeof pown[0]; k++)
+        pt_release(pown[k]);
     /* more inputs than a node holds */
     pt_tensor *many[11];
     for (int k = 0; k < 11; k++)
