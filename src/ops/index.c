@@ -1,7 +1,9 @@
 /* Front-ends of the index family: index_select, gather, scatter, scatter_add, index_add,
  * masked_fill, masked_select, nonzero, one_hot, embedding (advanced indexing, sort, topk and
  * unique are in index_adv.c). Each checks its arguments, converts index tensors to contiguous
- * int64, allocates the result and dispatches; the kernels bounds-check every index value. */
+ * int64, allocates the result and dispatches; the kernels bounds-check every index value.
+ * Differentiable ops are defined here as pti_fwd_<op>; their public pt_<op> (autograd
+ * recording) is in index_grad.c. */
 #include <math.h>
 #include <string.h>
 

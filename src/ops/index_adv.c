@@ -1,7 +1,9 @@
 /* Front-ends of the index family's advanced ops: advanced indexing (pt_index, pt_index_put),
  * sort, argsort, topk and unique. The index tensors of t[i0, :, i2] are turned into a plan
  * (which source dims are indexed, where the broadcast index shape goes in the result) and an
- * int64 table of the broadcast index values, which the kernels bounds-check and wrap. */
+ * int64 table of the broadcast index values, which the kernels bounds-check and wrap.
+ * Differentiable ops are defined here as pti_fwd_<op>; their public pt_<op> (autograd
+ * recording) is in index_grad.c. */
 #include <string.h>
 
 #include "common.h"

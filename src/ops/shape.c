@@ -2,7 +2,10 @@
  * squeeze, unsqueeze, transpose, permute, expand, narrow, select, slice, diagonal, split,
  * chunk, unbind) compute a new geometry over the same storage with pti_tensor_view and run no
  * kernel. The copying ops (cat, stack, repeat, tile, flip, roll, tril, triu) allocate a
- * contiguous result and dispatch the kernels listed in shape.def. */
+ * contiguous result and dispatch the kernels listed in shape.def. Differentiable ops are
+ * defined here as pti_fwd_<op> (no recording); their public pt_<op> in shape_grad.c records
+ * the autograd node. Ops built from other public ops (stack, tile, t, expand_as, squeeze_dim,
+ * split, chunk, unbind) stay public here and are recorded through those ops. */
 #include <stdlib.h>
 #include <string.h>
 
