@@ -13,6 +13,8 @@
 
 #include "testutil.h"
 
+/* At most GC_MAX_IN inputs (15 for gc_gradgradcheck, which adds one). */
+#define GC_MAX_IN 16
 typedef pt_tensor *(*gc_fn)(pt_tensor *const *in, void *user);
 
 #define GC_EPS 1e-6
@@ -53,12 +55,13 @@ static double gc_eval(gc_fn f, pt_tensor *const *in, void *user, const pt_tensor
 /* Checks f's gradients at the inputs (float64 tensors that require grad). */
 static void gc_gradcheck_at(gc_fn f, void *user, int n, pt_tensor **in, const char *what)
 {
+    assert_true(n <= GC_MAX_IN);
     pt_tensor *out = f(in, user);
     assert_non_null(out);
     if (!pt_requires_grad(out))
         fail_msg("%s: the result does not require grad", what);
     pt_tensor *w = pt_randn(pt_ndim(out), pt_shape(out), PT_FLOAT64, pt_device_of(out));
-    pt_tensor *grads[8] = {NULL};
+    pt_tensor *grads[GC_MAX_IN] = {NULL};
     pt_status st = pt_autograd_grad(1, &out, &w, n, in, false, false, true, grads);
     if (st != PT_OK)
         fail_msg("%s: backward failed: %s", what, pt_last_error());
@@ -108,7 +111,7 @@ static pt_tensor *gc_grad_fn(pt_tensor *const *in, void *user)
     gc_gg *g = user;
     pt_tensor *out = g->f(in, g->user);
     assert_non_null(out);
-    pt_tensor *grads[8] = {NULL}, *flat[8];
+    pt_tensor *grads[GC_MAX_IN] = {NULL}, *flat[GC_MAX_IN];
     pt_status st = pt_autograd_grad(1, &out, &in[g->n], g->n, (pt_tensor *const *)in, true, true,
                                     true, grads);
     if (st != PT_OK)
@@ -127,7 +130,8 @@ static pt_tensor *gc_grad_fn(pt_tensor *const *in, void *user)
 
 static void gc_gradgradcheck(gc_fn f, void *user, int n, pt_tensor **in, const char *what)
 {
-    pt_tensor *all[8];
+    assert_true(n < GC_MAX_IN);
+    pt_tensor *all[GC_MAX_IN];
     for (int k = 0; k < n; k++) {
         assert_int_equal(pt_requires_grad_(in[k], true), PT_OK);
         all[k] = in[k];

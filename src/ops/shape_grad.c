@@ -394,7 +394,8 @@ pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
     if (!out)
         return NULL;
     int64_t iv[2 * PT_MAX_DIMS] = {0};
-    memcpy(iv, reps, sizeof(int64_t) * (size_t)nreps);
+    for (int k = 0; k < nreps; k++)
+        iv[k] = reps[k];
     memcpy(iv + PT_MAX_DIMS, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     double dv[2] = {nreps, t->ndim};
     return record1("repeat", repeat_backward, t, out, PT_MAX_DIMS + t->ndim, iv, 2, dv);
@@ -436,7 +437,8 @@ pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int n
     int64_t iv[2 * PT_MAX_DIMS] = {0};
     for (int k = 0; k < nshifts; k++)
         iv[k] = -shifts[k];
-    memcpy(iv + PT_MAX_DIMS, dims, sizeof(int64_t) * (size_t)ndims);
+    for (int k = 0; k < ndims; k++)
+        iv[PT_MAX_DIMS + k] = dims[k];
     double dv[2] = {nshifts, ndims};
     return record1("roll", roll_backward, t, out, PT_MAX_DIMS + ndims, iv, 2, dv);
 }
