@@ -306,6 +306,19 @@ static void test_errors_and_non_differentiable(void **state)
     assert_pt_status_error(pt_scatter_(x, 0, idx, src), PT_ERR_INVALID_ARG, "leaf");
     pt_tensor *mask = pt_ones(PT_SHAPE(4), PT_BOOL, pt_cpu());
     assert_pt_status_error(pt_masked_fill_(x, mask, 0), PT_ERR_INVALID_ARG, "in-place");
+    /* a view with history: refused rather than silently leaving the base's history stale */
+    pt_tensor *row = pt_select(x, 0, 1);
+    pt_tensor *m3 = pt_ones(PT_SHAPE(4), PT_BOOL, pt_cpu());
+    assert_pt_status_error(pt_masked_fill_(row, m3, 0), PT_ERR_UNSUPPORTED, "view");
+    pt_tensor *tr = pt_transpose(x, 0, 1);
+    pt_tensor *c2 = i64(PT_SHAPE(1, 3), (int64_t[]){0, 1, 2});
+    pt_tensor *s2 = gc_randn(PT_SHAPE(1, 3));
+    assert_pt_status_error(pt_scatter_(tr, 0, c2, s2), PT_ERR_UNSUPPORTED, "view");
+    pt_release(row);
+    pt_release(m3);
+    pt_release(tr);
+    pt_release(c2);
+    pt_release(s2);
     /* non-differentiable results */
     pt_tensor *as = pt_argsort(x, -1, false);
     pt_tensor *nz = pt_nonzero(x);

@@ -10,6 +10,7 @@
 #include "../autograd/node.h"
 #include "common.h"
 #include "index_grad.h"
+#include "shape_grad.h"
 #include "prometorch/ops_elementwise.h"
 #include "prometorch/ops_reduce.h"
 #include "prometorch/ops_shape.h"
@@ -77,6 +78,22 @@ static pt_tensor *pad_to(pt_tensor *x, int ndim, const int64_t *to)
         x = c;
     }
     return x;
+}
+
+/* pti_inplace_check, and a refusal for views with history: writing through a view would
+ * change its base without the base's history knowing (PyTorch's CopySlices is missing), so
+ * gradients would be silently wrong; PyTorch itself refuses views of leaves. */
+static pt_status inplace_check(const char *op, const pt_tensor *t)
+{
+    if (pti_inplace_check(op, t) != PT_OK)
+        return pt_last_status();
+    if (pti_shape_is_view_node(t->grad_fn))
+        return pti_error(PT_ERR_UNSUPPORTED,
+                         "%s: %s is a view (made by %s) of a tensor that requires grad; an "
+                         "in-place operation on it is not supported by autograd (clone it "
+                         "first)",
+                         op, pti_tensor_desc(t), ((const pti_node *)t->grad_fn)->name);
+    return PT_OK;
 }
 
 /* In-place op through its recorded out-of-place result: copy into t, take its history. */
@@ -241,7 +258,7 @@ pt_status pt_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const p
     const pt_tensor *ins[2] = {t, src};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_scatter_(t, dim, index, src);
-    if (pti_inplace_check("pt_scatter_", t) != PT_OK)
+    if (inplace_check("pt_scatter_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_scatter(t, dim, index, src));
 }
@@ -250,7 +267,7 @@ pt_status pt_scatter_scalar_(pt_tensor *t, int64_t dim, const pt_tensor *index, 
 {
     if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
         return pti_fwd_scatter_scalar_(t, dim, index, value);
-    if (pti_inplace_check("pt_scatter_scalar_", t) != PT_OK)
+    if (inplace_check("pt_scatter_scalar_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_scatter_scalar(t, dim, index, value));
 }
@@ -260,7 +277,7 @@ pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, con
     const pt_tensor *ins[2] = {t, src};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_scatter_add_(t, dim, index, src);
-    if (pti_inplace_check("pt_scatter_add_", t) != PT_OK)
+    if (inplace_check("pt_scatter_add_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_scatter_add(t, dim, index, src));
 }
@@ -313,7 +330,7 @@ pt_status pt_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const
     const pt_tensor *ins[2] = {t, source};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_index_add_(t, dim, index, source, alpha);
-    if (pti_inplace_check("pt_index_add_", t) != PT_OK)
+    if (inplace_check("pt_index_add_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_index_add(t, dim, index, source, alpha));
 }
@@ -386,7 +403,7 @@ pt_status pt_masked_fill_(pt_tensor *t, const pt_tensor *mask, double value)
 {
     if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
         return pti_fwd_masked_fill_(t, mask, value);
-    if (pti_inplace_check("pt_masked_fill_", t) != PT_OK)
+    if (inplace_check("pt_masked_fill_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_masked_fill(t, mask, value));
 }
@@ -396,7 +413,7 @@ pt_status pt_masked_fill_tensor_(pt_tensor *t, const pt_tensor *mask, const pt_t
     const pt_tensor *ins[2] = {t, value};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_masked_fill_tensor_(t, mask, value);
-    if (pti_inplace_check("pt_masked_fill_tensor_", t) != PT_OK)
+    if (inplace_check("pt_masked_fill_tensor_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_masked_fill_tensor(t, mask, value));
 }
@@ -564,7 +581,7 @@ pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
     const pt_tensor *ins[2] = {t, values};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_index_put_(t, n, indices, values, accumulate);
-    if (pti_inplace_check("pt_index_put_", t) != PT_OK)
+    if (inplace_check("pt_index_put_", t) != PT_OK)
         return pt_last_status();
     return inplace_from(t, pt_index_put(t, n, indices, values, accumulate));
 }

@@ -45,10 +45,11 @@ static pt_status reshape_backward(pti_node *n, pt_tensor *const *go, pt_tensor *
     return done(gi[0]);
 }
 
+/* d[1] = 1 when out is a view of t (reshape copies when the strides do not allow a view). */
 static pt_tensor *record_reshape(const char *name, const pt_tensor *t, pt_tensor *out)
 {
-    double nd = t->ndim;
-    return record1(name, reshape_backward, t, out, t->ndim, t->shape, 1, &nd);
+    double dv[2] = {t->ndim, out && pt_shares_storage(out, t)};
+    return record1(name, reshape_backward, t, out, t->ndim, t->shape, 2, dv);
 }
 
 pt_tensor *pt_reshape(const pt_tensor *t, int ndim, const int64_t *shape)
@@ -467,4 +468,16 @@ pt_tensor *pt_triu(const pt_tensor *t, int64_t diagonal)
     if (!pti_grad_recording(1, &t))
         return pti_fwd_triu(t, diagonal);
     return record1("triu", triu_backward, t, pti_fwd_triu(t, diagonal), 1, &diagonal, 0, NULL);
+}
+
+/* ---- views and in-place ops ------------------------------------------------------------------ */
+
+bool pti_shape_is_view_node(const pti_node *n)
+{
+    if (!n)
+        return false;
+    pti_backward_fn f = n->backward;
+    return (f == reshape_backward && n->d[1] != 0) || f == transpose_backward ||
+           f == permute_backward || f == expand_backward || f == view_backward ||
+           strcmp(n->name, "alias") == 0;
 }

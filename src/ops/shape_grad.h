@@ -28,4 +28,11 @@ pt_tensor *pti_fwd_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, 
 pt_tensor *pti_fwd_tril(const pt_tensor *t, int64_t diagonal);
 pt_tensor *pti_fwd_triu(const pt_tensor *t, int64_t diagonal);
 
+/* True when n was recorded by a view op (its output shares its input's storage): reshape as a
+ * view, view, flatten, squeeze, unsqueeze, transpose, permute, expand, narrow, select, slice,
+ * diagonal, or an alias. In-place ops refuse to record on such outputs (the base tensor's
+ * history could not be updated; PyTorch rebases it with CopySlices, which this engine lacks). */
+struct pti_node;
+bool pti_shape_is_view_node(const struct pti_node *n);
+
 #endif
