@@ -250,6 +250,11 @@ static void test_embedding(void **state)
     (void)state;
     case_args c = {OP_EMBEDDING, 0, i64(PT_SHAPE(2, 3), (int64_t[]){1, 3, 1, 0, 3, 3}), 0, 0};
     check("embedding dup", c, 1, (const int64_t[][4]){{4, 3}}, (int[]){2});
+    int32_t i32v[] = {2, 2, 0, 3};
+    case_args c32 = {OP_EMBEDDING, 0, pt_from_data(i32v, PT_SHAPE(4), PT_INT32, pt_cpu()),
+                     0, 0};
+    check("embedding int32", c32, 1, (const int64_t[][4]){{4, 2}}, (int[]){2});
+    pt_release(c32.idx);
     /* padding_idx -1 (row 3): its gradient is zero although it is read */
     c.op = OP_EMBEDDING_PAD;
     pt_tensor *w = gc_randn(PT_SHAPE(4, 3));
