@@ -1,12 +1,15 @@
 /* Front-ends of the index family: index_select, gather, scatter, scatter_add, index_add,
  * masked_fill, masked_select, nonzero, one_hot, embedding (advanced indexing, sort, topk and
  * unique are in index_adv.c). Each checks its arguments, converts index tensors to contiguous
- * int64, allocates the result and dispatches; the kernels bounds-check every index value. */
+ * int64, allocates the result and dispatches; the kernels bounds-check every index value.
+ * Differentiable ops are defined here as pti_fwd_<op>; their public pt_<op> (autograd
+ * recording) is in index_grad.c. */
 #include <math.h>
 #include <string.h>
 
 #include "common.h"
 #include "index.h"
+#include "index_grad.h"
 #include "index_util.h"
 
 /* For bool-returning checks: the error is already set by pti_error. */
@@ -54,7 +57,7 @@ static pt_tensor *at_least_1d(const pt_tensor *t)
 
 /* ---- index_select / embedding ---------------------------------------------------------------- */
 
-pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+pt_tensor *pti_fwd_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index)
 {
     const char *op = "pt_index_select";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(index, op, "index"))
@@ -92,7 +95,7 @@ pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *ind
     return out;
 }
 
-pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
+pt_tensor *pti_fwd_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
                            const pt_embedding_opts *opts)
 {
     const char *op = "pt_embedding";
@@ -175,7 +178,7 @@ static bool check_gather_shapes(const char *op, const pt_tensor *t, int d, const
     return true;
 }
 
-pt_tensor *pt_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+pt_tensor *pti_fwd_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index)
 {
     const char *op = "pt_gather";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(index, op, "index"))
@@ -251,26 +254,28 @@ static pt_status scatter_inplace(const char *op, pti_op kop, pt_tensor *t, int64
         return r;                                                                                  \
     } while (0)
 
-pt_status pt_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+pt_status pti_fwd_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
 {
     if (!PTI_CHECK_ARG(src, "pt_scatter_", "src"))
         return pt_last_status();
     return scatter_inplace("pt_scatter_", PTI_OP_scatter, t, dim, index, src, 0);
 }
 
-pt_tensor *pt_scatter(const pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+pt_tensor *pti_fwd_scatter(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                           const pt_tensor *src)
 {
     if (!PTI_CHECK_ARG(t, "pt_scatter", "t") || !PTI_CHECK_ARG(src, "pt_scatter", "src"))
         return NULL;
     OUT_OF_PLACE(t, scatter_inplace("pt_scatter", PTI_OP_scatter, r, dim, index, src, 0));
 }
 
-pt_status pt_scatter_scalar_(pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
+pt_status pti_fwd_scatter_scalar_(pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
 {
     return scatter_inplace("pt_scatter_scalar_", PTI_OP_scatter, t, dim, index, NULL, value);
 }
 
-pt_tensor *pt_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
+pt_tensor *pti_fwd_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                                  double value)
 {
     if (!PTI_CHECK_ARG(t, "pt_scatter_scalar", "t"))
         return NULL;
@@ -278,14 +283,15 @@ pt_tensor *pt_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *i
                  scatter_inplace("pt_scatter_scalar", PTI_OP_scatter, r, dim, index, NULL, value));
 }
 
-pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+pt_status pti_fwd_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index,
+                               const pt_tensor *src)
 {
     if (!PTI_CHECK_ARG(src, "pt_scatter_add_", "src"))
         return pt_last_status();
     return scatter_inplace("pt_scatter_add_", PTI_OP_scatter_add, t, dim, index, src, 0);
 }
 
-pt_tensor *pt_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+pt_tensor *pti_fwd_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
                           const pt_tensor *src)
 {
     if (!PTI_CHECK_ARG(t, "pt_scatter_add", "t") || !PTI_CHECK_ARG(src, "pt_scatter_add", "src"))
@@ -347,13 +353,14 @@ static pt_status index_add_impl(const char *op, pt_tensor *t, int64_t dim, const
     return st;
 }
 
-pt_status pt_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *source,
+pt_status pti_fwd_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index,
+                             const pt_tensor *source,
                         double alpha)
 {
     return index_add_impl("pt_index_add_", t, dim, index, source, alpha);
 }
 
-pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+pt_tensor *pti_fwd_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
                         const pt_tensor *source, double alpha)
 {
     if (!PTI_CHECK_ARG(t, "pt_index_add", "t"))
@@ -411,7 +418,7 @@ static pt_status masked_fill_into(const char *op, pt_tensor *out, const pt_tenso
     return st;
 }
 
-pt_tensor *pt_masked_fill(const pt_tensor *t, const pt_tensor *mask, double value)
+pt_tensor *pti_fwd_masked_fill(const pt_tensor *t, const pt_tensor *mask, double value)
 {
     const char *op = "pt_masked_fill";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(mask, op, "mask"))
@@ -431,7 +438,7 @@ pt_tensor *pt_masked_fill(const pt_tensor *t, const pt_tensor *mask, double valu
     return out;
 }
 
-pt_status pt_masked_fill_(pt_tensor *t, const pt_tensor *mask, double value)
+pt_status pti_fwd_masked_fill_(pt_tensor *t, const pt_tensor *mask, double value)
 {
     const char *op = "pt_masked_fill_";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(mask, op, "mask"))
@@ -461,20 +468,21 @@ static bool value_of(const char *op, const pt_tensor *value, double *v)
     return st == PT_OK;
 }
 
-pt_tensor *pt_masked_fill_tensor(const pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
+pt_tensor *pti_fwd_masked_fill_tensor(const pt_tensor *t, const pt_tensor *mask,
+                                      const pt_tensor *value)
 {
     double v;
     if (!value_of("pt_masked_fill_tensor", value, &v))
         return NULL;
-    return pt_masked_fill(t, mask, v);
+    return pti_fwd_masked_fill(t, mask, v);
 }
 
-pt_status pt_masked_fill_tensor_(pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
+pt_status pti_fwd_masked_fill_tensor_(pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
 {
     double v;
     if (!value_of("pt_masked_fill_tensor_", value, &v))
         return pt_last_status();
-    return pt_masked_fill_(t, mask, v);
+    return pti_fwd_masked_fill_(t, mask, v);
 }
 
 int64_t pti_index_count_nonzero(const pt_tensor *t)
@@ -490,7 +498,7 @@ int64_t pti_index_count_nonzero(const pt_tensor *t)
     return n;
 }
 
-pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask)
+pt_tensor *pti_fwd_masked_select(const pt_tensor *t, const pt_tensor *mask)
 {
     const char *op = "pt_masked_select";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(mask, op, "mask"))

@@ -1,11 +1,14 @@
 /* Front-ends of the index family's advanced ops: advanced indexing (pt_index, pt_index_put),
  * sort, argsort, topk and unique. The index tensors of t[i0, :, i2] are turned into a plan
  * (which source dims are indexed, where the broadcast index shape goes in the result) and an
- * int64 table of the broadcast index values, which the kernels bounds-check and wrap. */
+ * int64 table of the broadcast index values, which the kernels bounds-check and wrap.
+ * Differentiable ops are defined here as pti_fwd_<op>; their public pt_<op> (autograd
+ * recording) is in index_grad.c. */
 #include <string.h>
 
 #include "common.h"
 #include "index.h"
+#include "index_grad.h"
 #include "index_util.h"
 
 /* For bool-returning checks: the error is already set by pti_error. */
@@ -175,7 +178,7 @@ static bool adv_build(const char *op, const pt_tensor *t, int n, const pt_tensor
     return ok;
 }
 
-pt_tensor *pt_index(const pt_tensor *t, int n, const pt_tensor *const *indices)
+pt_tensor *pti_fwd_index(const pt_tensor *t, int n, const pt_tensor *const *indices)
 {
     const char *op = "pt_index";
     if (!PTI_CHECK_ARG(t, op, "t"))
@@ -195,7 +198,7 @@ pt_tensor *pt_index(const pt_tensor *t, int n, const pt_tensor *const *indices)
     return out;
 }
 
-pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
+pt_status pti_fwd_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
                         const pt_tensor *values, bool accumulate)
 {
     const char *op = "pt_index_put_";
@@ -228,13 +231,13 @@ pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
     return st;
 }
 
-pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
+pt_tensor *pti_fwd_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
                         const pt_tensor *values, bool accumulate)
 {
     if (!PTI_CHECK_ARG(t, "pt_index_put", "t"))
         return NULL;
     pt_tensor *r = pt_clone(t);
-    if (r && pt_index_put_(r, n, indices, values, accumulate) != PT_OK) {
+    if (r && pti_fwd_index_put_(r, n, indices, values, accumulate) != PT_OK) {
         pt_release(r);
         return NULL;
     }
@@ -288,7 +291,7 @@ static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, boo
     return vals;
 }
 
-pt_tensor *pt_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable,
+pt_tensor *pti_fwd_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable,
                    pt_tensor **indices)
 {
     (void)stable; /* always stable */
@@ -303,7 +306,7 @@ pt_tensor *pt_argsort(const pt_tensor *t, int64_t dim, bool descending)
     return v ? idx : NULL;
 }
 
-pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
+pt_tensor *pti_fwd_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
                    pt_tensor **indices)
 {
     (void)sorted; /* always sorted */

@@ -2,11 +2,16 @@
  * squeeze, unsqueeze, transpose, permute, expand, narrow, select, slice, diagonal, split,
  * chunk, unbind) compute a new geometry over the same storage with pti_tensor_view and run no
  * kernel. The copying ops (cat, stack, repeat, tile, flip, roll, tril, triu) allocate a
- * contiguous result and dispatch the kernels listed in shape.def. */
+ * contiguous result and dispatch the kernels listed in shape.def. Differentiable ops are
+ * defined here as pti_fwd_<op> (no recording); their public pt_<op> in shape_grad.c records
+ * the autograd node. Ops built from other public ops (stack, tile, t, expand_as, squeeze_dim,
+ * split, chunk, unbind) stay public here and are recorded through those ops. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../autograd/node.h"
 #include "common.h"
+#include "shape_grad.h"
 
 static pt_tensor *view_of(const pt_tensor *t, int nd, const int64_t *shape, const int64_t *stride,
                           int64_t offset)
@@ -133,17 +138,17 @@ static pt_tensor *reshape_impl(const char *op, const pt_tensor *t, int nd, const
     return r;
 }
 
-pt_tensor *pt_reshape(const pt_tensor *t, int ndim, const int64_t *shape)
+pt_tensor *pti_fwd_reshape(const pt_tensor *t, int ndim, const int64_t *shape)
 {
     return reshape_impl("pt_reshape", t, ndim, shape, true);
 }
 
-pt_tensor *pt_view(const pt_tensor *t, int ndim, const int64_t *shape)
+pt_tensor *pti_fwd_view(const pt_tensor *t, int ndim, const int64_t *shape)
 {
     return reshape_impl("pt_view", t, ndim, shape, false);
 }
 
-pt_tensor *pt_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
+pt_tensor *pti_fwd_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
 {
     const char *op = "pt_flatten";
     if (!PTI_CHECK_ARG(t, op, "t"))
@@ -170,7 +175,7 @@ pt_tensor *pt_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
     return reshape_impl(op, t, nd, shape, true);
 }
 
-pt_tensor *pt_unflatten(const pt_tensor *t, int64_t dim, int nsizes, const int64_t *sizes)
+pt_tensor *pti_fwd_unflatten(const pt_tensor *t, int64_t dim, int nsizes, const int64_t *sizes)
 {
     const char *op = "pt_unflatten";
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, nsizes, sizes, "sizes"))
@@ -220,7 +225,7 @@ static pt_tensor *squeeze_mask(const pt_tensor *t, const bool *mask)
     return view_of(t, nd, shape, stride, t->offset);
 }
 
-pt_tensor *pt_squeeze(const pt_tensor *t)
+pt_tensor *pti_fwd_squeeze(const pt_tensor *t)
 {
     if (!PTI_CHECK_ARG(t, "pt_squeeze", "t"))
         return NULL;
@@ -235,7 +240,7 @@ pt_tensor *pt_squeeze_dim(const pt_tensor *t, int64_t dim)
     return pt_squeeze_dims(t, 1, &dim);
 }
 
-pt_tensor *pt_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *dims)
+pt_tensor *pti_fwd_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *dims)
 {
     const char *op = "pt_squeeze";
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, ndims, dims, "dims"))
@@ -248,7 +253,7 @@ pt_tensor *pt_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *dims)
     return squeeze_mask(t, mask);
 }
 
-pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim)
+pt_tensor *pti_fwd_unsqueeze(const pt_tensor *t, int64_t dim)
 {
     const char *op = "pt_unsqueeze";
     if (!PTI_CHECK_ARG(t, op, "t"))
@@ -276,7 +281,7 @@ pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim)
 
 /* ---- transpose, permute, expand -------------------------------------------------------------- */
 
-pt_tensor *pt_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1)
+pt_tensor *pti_fwd_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1)
 {
     const char *op = "pt_transpose";
     if (!PTI_CHECK_ARG(t, op, "t"))
@@ -305,12 +310,18 @@ pt_tensor *pt_t(const pt_tensor *t)
                               "pt_t: expects a tensor with <= 2 dimensions, but "
                               "got a %d-D tensor of shape %s",
                               t->ndim, pti_shape_str(t->ndim, t->shape));
-    if (t->ndim < 2)
-        return pti_alias(t);
+    if (t->ndim < 2) {
+        pt_tensor *r = pti_alias(t);
+        if (r && pti_record_alias(r, t) != PT_OK) {
+            pt_release(r);
+            return NULL;
+        }
+        return r;
+    }
     return pt_transpose(t, 0, 1);
 }
 
-pt_tensor *pt_permute(const pt_tensor *t, int ndims, const int64_t *dims)
+pt_tensor *pti_fwd_permute(const pt_tensor *t, int ndims, const int64_t *dims)
 {
     const char *op = "pt_permute";
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, ndims, dims, "dims"))
@@ -336,7 +347,7 @@ pt_tensor *pt_permute(const pt_tensor *t, int ndims, const int64_t *dims)
     return view_of(t, ndims, shape, stride, t->offset);
 }
 
-pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
+pt_tensor *pti_fwd_expand(const pt_tensor *t, int ndim, const int64_t *shape)
 {
     const char *op = "pt_expand";
     if (!PTI_CHECK_ARG(t, op, "t") || !check_ndims_arg(op, ndim, shape, "shape"))
@@ -409,7 +420,7 @@ static pt_tensor *restrict_dim(const pt_tensor *t, int d, int64_t start, int64_t
     return view_of(t, t->ndim, shape, stride, offset);
 }
 
-pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length)
+pt_tensor *pti_fwd_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length)
 {
     const char *op = "pt_narrow";
     int d;
@@ -431,7 +442,7 @@ pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t len
     return restrict_dim(t, d, start, length, 1);
 }
 
-pt_tensor *pt_select(const pt_tensor *t, int64_t dim, int64_t index)
+pt_tensor *pti_fwd_select(const pt_tensor *t, int64_t dim, int64_t index)
 {
     const char *op = "pt_select";
     int d;
@@ -456,7 +467,7 @@ pt_tensor *pt_select(const pt_tensor *t, int64_t dim, int64_t index)
     return view_of(t, nd, shape, stride, t->offset + index * t->stride[d]);
 }
 
-pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step)
+pt_tensor *pti_fwd_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step)
 {
     const char *op = "pt_slice";
     int d;
@@ -482,7 +493,7 @@ pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end,
     return restrict_dim(t, d, start, len, step);
 }
 
-pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
+pt_tensor *pti_fwd_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
 {
     const char *op = "pt_diagonal";
     if (!PTI_CHECK_ARG(t, op, "t"))
@@ -535,7 +546,7 @@ static int pieces(const pt_tensor *t, int d, int n, const int64_t *sizes, pt_ten
         return -1;
     int64_t start = 0;
     for (int i = 0; i < n; i++) {
-        arr[i] = restrict_dim(t, d, start, sizes[i], 1);
+        arr[i] = pt_narrow(t, d, start, sizes[i]); /* recorded: a node per piece */
         if (!arr[i]) {
             for (int k = 0; k < i; k++)
                 pt_release(arr[k]);
@@ -709,7 +720,7 @@ static bool cat_skipped(const pt_tensor *t)
     return t->ndim == 1 && t->shape[0] == 0;
 }
 
-pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim)
+pt_tensor *pti_fwd_cat(int n, const pt_tensor *const *ts, int64_t dim)
 {
     const char *op = "pt_cat";
     if (n <= 0 || !ts)
@@ -841,7 +852,7 @@ pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
     return out;
 }
 
-pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
+pt_tensor *pti_fwd_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
 {
     const char *op = "pt_repeat";
     if (!check_copy_input(op, t) || !check_ndims_arg(op, nreps, reps, "repeats"))
@@ -887,7 +898,7 @@ pt_tensor *pt_tile(const pt_tensor *t, int nreps, const int64_t *reps)
     return pt_repeat(t, t->ndim, padded);
 }
 
-pt_tensor *pt_flip(const pt_tensor *t, int ndims, const int64_t *dims)
+pt_tensor *pti_fwd_flip(const pt_tensor *t, int ndims, const int64_t *dims)
 {
     const char *op = "pt_flip";
     if (!check_copy_input(op, t) || !check_ndims_arg(op, ndims, dims, "dims"))
@@ -901,7 +912,7 @@ pt_tensor *pt_flip(const pt_tensor *t, int ndims, const int64_t *dims)
     return dispatch_new(PTI_OP_flip, t, t->ndim, t->shape, (double)bits, NULL);
 }
 
-pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int ndims,
+pt_tensor *pti_fwd_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int ndims,
                    const int64_t *dims)
 {
     const char *op = "pt_roll";
@@ -914,9 +925,9 @@ pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int n
                                   "pt_roll: shifts and dimensions must align "
                                   "(shifts: %d, dims: 0; a flat roll takes one shift)",
                                   nshifts);
-        pt_tensor *flat = pt_reshape(t, 1, (const int64_t[]){t->numel});
-        pt_tensor *rolled = flat ? pt_roll(flat, 1, shifts, 1, (const int64_t[]){0}) : NULL;
-        pt_tensor *r = rolled ? pt_view(rolled, t->ndim, t->shape) : NULL;
+        pt_tensor *flat = pti_fwd_reshape(t, 1, (const int64_t[]){t->numel});
+        pt_tensor *rolled = flat ? pti_fwd_roll(flat, 1, shifts, 1, (const int64_t[]){0}) : NULL;
+        pt_tensor *r = rolled ? pti_fwd_view(rolled, t->ndim, t->shape) : NULL;
         pt_release(flat);
         pt_release(rolled);
         return r;
@@ -955,12 +966,12 @@ static pt_tensor *triangle(const char *op, pti_op kop, const pt_tensor *t, int64
     return dispatch_new(kop, t, t->ndim, t->shape, (double)diagonal, NULL);
 }
 
-pt_tensor *pt_tril(const pt_tensor *t, int64_t diagonal)
+pt_tensor *pti_fwd_tril(const pt_tensor *t, int64_t diagonal)
 {
     return triangle("pt_tril", PTI_OP_tril, t, diagonal);
 }
 
-pt_tensor *pt_triu(const pt_tensor *t, int64_t diagonal)
+pt_tensor *pti_fwd_triu(const pt_tensor *t, int64_t diagonal)
 {
     return triangle("pt_triu", PTI_OP_triu, t, diagonal);
 }
