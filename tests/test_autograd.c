@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* ---- small custom ops ------------------------------------------------------------------------ */
@@ -1179,6 +1180,42 @@ static void test_conversions_are_differentiable(void **state)
     assert_non_null(v);
 }
 
+/* ---- the example program of docs/autograd.md ------------------------------------------------ */
+
+#define main autograd_doc_example_main
+#include "../docs/examples/autograd_custom_op.c"
+#undef main
+
+static char *read_text(const char *rel)
+{
+    char path[4096];
+    const char *file = __FILE__, *cut = strstr(file, "tests/test_autograd.c");
+    if (!cut)
+        return NULL;
+    snprintf(path, sizeof path, "%.*s%s", (int)(cut - file), file, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    static char buf[2][1 << 16];
+    static int which;
+    char *b = buf[which++ & 1];
+    size_t n = fread(b, 1, sizeof buf[0] - 1, f);
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+static void test_doc_example_runs_and_is_in_the_doc(void **state)
+{
+    (void)state;
+    assert_int_equal(autograd_doc_example_main(), 0);
+    const char *code = read_text("docs/examples/autograd_custom_op.c");
+    const char *doc = read_text("docs/autograd.md");
+    if (!code || !doc)
+        skip(); /* built from a copy without the sources next to it */
+    assert_non_null(strstr(doc, code));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1203,6 +1240,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_matches_plain_graph, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_saves_memory, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conversions_are_differentiable, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_doc_example_runs_and_is_in_the_doc, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
