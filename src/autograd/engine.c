@@ -517,6 +517,9 @@ pt_status pt_set_grad(pt_tensor *t, const pt_tensor *g)
     if (g && (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim)))
         return pti_error(PT_ERR_SHAPE, "pt_set_grad: gradient %s does not match the tensor %s",
                          pti_tensor_desc(g), pti_tensor_desc(t));
+    if (g && (g->dtype != t->dtype || !pt_device_equal(g->storage->device, t->storage->device)))
+        return pti_error(PT_ERR_DTYPE, "pt_set_grad: gradient %s must have the dtype and device of "
+                         "the tensor %s", pti_tensor_desc(g), pti_tensor_desc(t));
     pt_retain((pt_tensor *)g);
     pti_unref(t->grad);
     t->grad = (pt_tensor *)g;
