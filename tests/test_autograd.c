@@ -399,6 +399,27 @@ static void test_grad_mode(void **state)
     assert_null(pt_grad_fn_name(cc));
 }
 
+typedef struct hook_log {
+    int calls;
+    double factor;
+    double first;
+} hook_log;
+
+static pt_tensor *observe_hook(const pt_tensor *g, void *user)
+{
+    hook_log *log = user;
+    log->calls++;
+    log->first = pt_test_get(g, 0);
+    return NULL;
+}
+
+static pt_tensor *scale_hook(const pt_tensor *g, void *user)
+{
+    hook_log *log = user;
+    log->calls++;
+    return pt_mul_scalar(g, log->factor);
+}
+
 static void test_autograd_grad_allow_unused(void **state)
 {
     (void)state;
@@ -434,6 +455,22 @@ static void test_autograd_grad_allow_unused(void **state)
     assert_int_equal(pt_autograd_grad(2, outs, gos, 1, &x, false, false, false, &gx), PT_OK);
     const double expect_m[2] = {2 * 1 * 1 + 300, 2 * 3 * 10 + 3000};
     assert_values(gx, 2, expect_m, 1e-12);
+    /* only the part of the graph leading to the inputs runs: nodes below h keep their saved
+     * tensors and hooks of other leaves do not fire */
+    hook_log seen = {0, 0, 0};
+    pt_tensor *x2 = vec(2, xv, true);
+    assert_int_equal(pt_register_hook(x2, observe_hook, &seen), PT_OK);
+    pt_tensor *hs = t_square(x2);
+    pt_tensor *ya = t_sum(t_scale(hs, 2.0)), *gha = NULL;
+    assert_int_equal(pt_autograd_grad(1, &ya, NULL, 1, &hs, false, false, false, &gha), PT_OK);
+    const double twos[2] = {2, 2};
+    assert_values(gha, 2, twos, 0);
+    assert_int_equal(seen.calls, 0);
+    pt_tensor *yb = t_sum(hs);
+    assert_int_equal(pt_backward(yb, NULL, false, false), PT_OK);
+    assert_int_equal(seen.calls, 1);
+    const double gx2[2] = {2, 6};
+    assert_grad(x2, 2, gx2);
     /* set_grad checks */
     pt_tensor *f32 = pt_zeros(PT_SHAPE(2), PT_FLOAT32, pt_cpu());
     assert_pt_status_error(pt_set_grad(x, f32), PT_ERR_DTYPE, "dtype");
@@ -472,27 +509,6 @@ static void test_create_graph_second_derivative(void **state)
     assert_values(h, 3, d2, 1e-12);
     pt_release(xg);
     pt_set_grad(x, NULL); /* break the x -> grad -> graph -> x cycle */
-}
-
-typedef struct hook_log {
-    int calls;
-    double factor;
-    double first;
-} hook_log;
-
-static pt_tensor *observe_hook(const pt_tensor *g, void *user)
-{
-    hook_log *log = user;
-    log->calls++;
-    log->first = pt_test_get(g, 0);
-    return NULL;
-}
-
-static pt_tensor *scale_hook(const pt_tensor *g, void *user)
-{
-    hook_log *log = user;
-    log->calls++;
-    return pt_mul_scalar(g, log->factor);
 }
 
 static void test_hooks_on_leaves_and_non_leaves(void **state)

@@ -187,6 +187,8 @@ static void visit(pass *p, pti_node *n)
 {
     n->epoch = p->epoch;
     n->dependencies = 0;
+    n->needed = true;
+    n->descends = true;
     for (int k = 0; k < PTI_NODE_MAX_OUT; k++)
         n->grad_sum[k] = NULL;
 }
@@ -266,10 +268,70 @@ static void free_saved(pti_node *n)
     n->released = true;
 }
 
+static bool is_captured(const pass *p, const pt_tensor *t)
+{
+    for (int i = 0; i < p->n_capture; i++)
+        if (p->capture[i] == t)
+            return true;
+    return false;
+}
+
+/* A leaf's gradient is wanted by pt_backward always, by pt_autograd_grad only for its inputs
+ * (other leaves' hooks do not run, as in PyTorch). */
+static bool leaf_wanted(const pass *p, const pt_tensor *leaf)
+{
+    return p->accumulate || is_captured(p, leaf);
+}
+
+/* pt_autograd_grad: marks the nodes on a path from the roots to one of the inputs; only those
+ * run, so nodes below the inputs keep their saved tensors and cost nothing (PyTorch prunes
+ * the same way). Topological order by Kahn's algorithm on a copy of the dependency counts
+ * (p->ready is free as scratch before the run starts), then needs are propagated from the
+ * leaves side back to the roots. */
+static bool mark_needed(pass *p, int n_roots, pt_tensor *const *roots)
+{
+    node_list *order = p->ready;
+    order->count = 0;
+    for (int64_t i = 0; i < p->visited->count; i++) {
+        pti_node *n = p->visited->items[i];
+        n->scratch = n->dependencies;
+        n->needed = false;
+    }
+    for (int r = 0; r < n_roots; r++) {
+        pti_node *n = roots[r]->grad_fn;
+        if (n && n->scratch == 0) {
+            n->scratch = -1;
+            if (!list_push(order, n))
+                return false;
+        }
+    }
+    for (int64_t at = 0; at < order->count; at++) {
+        pti_node *n = order->items[at];
+        for (int i = 0; i < n->n_in; i++) {
+            pti_node *c = n->edges[i].node;
+            if (c && --c->scratch == 0 && !list_push(order, c))
+                return false;
+        }
+    }
+    for (int64_t at = order->count - 1; at >= 0; at--) {
+        pti_node *n = order->items[at];
+        bool descends = false, captured = false;
+        for (int i = 0; i < n->n_in && !descends; i++)
+            descends = (n->edges[i].node && n->edges[i].node->needed) ||
+                       (n->edges[i].leaf && is_captured(p, n->edges[i].leaf));
+        for (int i = 0; i < p->n_capture && !captured; i++)
+            captured = p->capture[i]->grad_fn == n;
+        n->descends = descends;
+        n->needed = descends || captured;
+    }
+    order->count = 0;
+    return true;
+}
+
 /* Runs one node and routes its input gradients. */
 static pt_status run_node(pass *p, pti_node *n)
 {
-    if (n->released && n->n_saved > 0)
+    if (n->released && n->n_saved > 0 && n->descends)
         return pti_error(PT_ERR_RUNTIME,
                          "%s: trying to backward through the graph a second time (the saved "
                          "tensors of '%s' were freed); pass retain_graph=true the first time",
@@ -280,6 +342,11 @@ static pt_status run_node(pass *p, pti_node *n)
     for (int k = 0; k < n->n_out && st == PT_OK; k++)
         if (n->out_meta[k].used && !(grad_out[k] = output_grad(p, n, k)))
             st = pt_last_status();
+    if (st == PT_OK && !n->descends) { /* only its output gradient was wanted */
+        for (int k = 0; k < n->n_out; k++)
+            pt_release(grad_out[k]);
+        return PT_OK;
+    }
     if (st == PT_OK) {
         bool prev = pt_set_grad_enabled(p->create_graph);
         st = n->backward(n, grad_out, grad_in);
@@ -296,7 +363,8 @@ static pt_status run_node(pass *p, pti_node *n)
         pti_edge *e = &n->edges[i];
         if (st == PT_OK && g && pt_is_anomaly_enabled())
             st = check_finite(n, i, g);
-        if (st != PT_OK || !g) {
+        if (st != PT_OK || !g || (e->node && !e->node->needed) ||
+            (e->leaf && !leaf_wanted(p, e->leaf))) {
             pt_release(g);
         } else if (e->node) {
             e->node->grad_sum[e->output_nr] = add_owned(p, e->node->grad_sum[e->output_nr], g);
@@ -307,7 +375,8 @@ static pt_status run_node(pass *p, pti_node *n)
         } else {
             pt_release(g);
         }
-        if (e->node && --e->node->dependencies == 0 && !list_push(p->ready, e->node))
+        if (e->node && --e->node->dependencies == 0 && e->node->needed &&
+            !list_push(p->ready, e->node))
             st = pt_last_status();
     }
     return st;
@@ -328,20 +397,24 @@ static pt_status run_pass_on(pass *p, int n_roots, pt_tensor *const *roots, pt_t
     }
     if (!count_dependencies(p))
         return pt_last_status();
+    if (!p->accumulate && !mark_needed(p, n_roots, roots))
+        return pt_last_status();
     pt_status st = PT_OK;
     for (int r = 0; r < n_roots && st == PT_OK; r++) {
         pt_tensor *g = root_grads[r];
         root_grads[r] = NULL;
         pti_node *n = roots[r]->grad_fn;
-        if (n) {
+        if (n && n->needed) {
             n->grad_sum[roots[r]->output_nr] = add_owned(p, n->grad_sum[roots[r]->output_nr], g);
-        } else {
+        } else if (!n && leaf_wanted(p, roots[r])) {
             st = deliver_to_leaf(p, roots[r], g);
+        } else {
+            pt_release(g);
         }
     }
     for (int r = 0; r < n_roots && st == PT_OK; r++) {
         pti_node *n = roots[r]->grad_fn;
-        if (n && n->dependencies == 0) {
+        if (n && n->needed && n->dependencies == 0) {
             n->dependencies = -1; /* queued */
             if (!list_push(p->ready, n))
                 st = pt_last_status();
