@@ -120,7 +120,8 @@ typedef struct pt_function {
      * (nothing it does is recorded); may save tensors and state in ctx. */
     pt_status (*forward)(pt_autograd_ctx *ctx, int n_in, pt_tensor *const *inputs,
                          pt_tensor **outputs);
-    /* Given the gradients of the outputs (never NULL: zeros for an output that got none),
+    /* Given the gradients of the outputs (zeros for a float output that got none; NULL for an
+     * integer output, which is not differentiable),
      * writes a new reference (or NULL for "no gradient") per input into grad_inputs[], each
      * with its input's shape. Runs with grad mode equal to create_graph, so public ops used
      * here record a graph for double backward. Inputs whose gradient is not needed
@@ -161,6 +162,8 @@ PT_API void *pt_ctx_data(const pt_autograd_ctx *ctx);
  * and backpropagates through it. fn must return a float tensor and be deterministic given
  * the inputs and the generator state. Inputs must not be modified in place before backward
  * (version-counter error). */
+/* Every tensor requiring grad that fn uses must be among the inputs (1..8): tensors reached
+ * through `user` get no gradient. Double backward through a checkpoint is not supported. */
 PT_API pt_tensor *pt_checkpoint(pt_grad_fn fn, void *user, int n, pt_tensor *const *inputs);
 
 #ifdef __cplusplus
