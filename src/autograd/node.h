@@ -71,6 +71,9 @@ struct pti_node {
     /* per-backward bookkeeping (engine.c) */
     uint64_t epoch;
     int dependencies;
+    int scratch;  /* pt_autograd_grad: topological-sort counter */
+    bool needed;  /* runs in this pass (pt_autograd_grad runs only what leads to its inputs) */
+    bool descends; /* its formula is needed (not only its output gradient) */
     pt_tensor *grad_sum[PTI_NODE_MAX_OUT];
     pti_hook *pre_hooks[PTI_NODE_MAX_OUT]; /* hooks of non-leaf outputs */
     pt_tensor *retain_target[PTI_NODE_MAX_OUT];   /* weak: outputs with retains_grad */
