@@ -154,6 +154,8 @@ static pt_status store_grad(pt_tensor *t, pt_tensor *g, bool create_graph)
     pt_tensor *value;
     if (t->grad)
         value = sum2(t->grad, g, create_graph);
+    else if (!pti_is_contiguous(g))
+        value = pt_contiguous(g); /* an expanded/strided gradient gets its own dense copy */
     else if (create_graph || (atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1))
         value = pt_retain(g);
     else
