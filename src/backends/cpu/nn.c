@@ -233,8 +233,13 @@ static void rownorm_range(void *arg, int64_t r0, int64_t r1)
         size_t off = (size_t)(row * d) * (r->f64 ? 8 : 4);
         const char *x = (const char *)pti_data(r->c->in[0]) + off;
         char *y = (char *)pti_data(r->c->out[0]) + off;
-        double mean = r->rms ? 0.0 : row_sum(x, r->f64, d) / (double)d;
-        double var = row_sqdev(x, r->f64, d, mean) / (double)d;
+        double mean = 0.0, var;
+        if (!r->f64 && !r->rms)
+            pti_nn_moments_f32((const float *)x, d, &mean, &var);
+        else {
+            mean = r->rms ? 0.0 : row_sum(x, r->f64, d) / (double)d;
+            var = row_sqdev(x, r->f64, d, mean) / (double)d;
+        }
         double rstd = 1.0 / sqrt(var + r->p->eps);
         if (!r->f64) {
             pti_nn_norm_affine_f32((float *)y, (const float *)x, d, (float)mean, (float)rstd,
