@@ -229,17 +229,19 @@ static void rownorm_range(void *arg, int64_t r0, int64_t r1)
     rownorm_ctx *r = arg;
     int64_t d = r->p->cols;
     const pt_tensor *w = r->c->in[1], *b = r->rms ? NULL : r->c->in[2];
+    if (!r->f64 && !r->rms) {
+        const float *x = (const float *)pti_data(r->c->in[0]) + r0 * d;
+        float *y = (float *)pti_data(r->c->out[0]) + r0 * d;
+        pti_nn_layer_norm_rows_f32(y, x, r1 - r0, d, r->p->eps, w ? pti_data(w) : NULL,
+                                   b ? pti_data(b) : NULL);
+        return;
+    }
     for (int64_t row = r0; row < r1; row++) {
         size_t off = (size_t)(row * d) * (r->f64 ? 8 : 4);
         const char *x = (const char *)pti_data(r->c->in[0]) + off;
         char *y = (char *)pti_data(r->c->out[0]) + off;
-        double mean = 0.0, var;
-        if (!r->f64 && !r->rms)
-            pti_nn_moments_f32((const float *)x, d, &mean, &var);
-        else {
-            mean = r->rms ? 0.0 : row_sum(x, r->f64, d) / (double)d;
-            var = row_sqdev(x, r->f64, d, mean) / (double)d;
-        }
+        double mean = r->rms ? 0.0 : row_sum(x, r->f64, d) / (double)d;
+        double var = row_sqdev(x, r->f64, d, mean) / (double)d;
         double rstd = 1.0 / sqrt(var + r->p->eps);
         if (!r->f64) {
             pti_nn_norm_affine_f32((float *)y, (const float *)x, d, (float)mean, (float)rstd,

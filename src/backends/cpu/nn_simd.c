@@ -186,7 +186,7 @@ AVX2 static double sqdev_avx2(const float *x, int64_t n, double mean)
         q1 = _mm256_fmadd_pd(hi_, hi_, q1);                                                        \
     } while (0)
 
-AVX2 static void moments_avx2(const float *x, int64_t n, double *mean, double *var)
+AVX2 static inline void moments_avx2(const float *x, int64_t n, double *mean, double *var)
 {
     __m256d p = _mm256_set1_pd(x[0]), z = _mm256_setzero_pd();
     __m256d s0 = z, s1 = z, q0 = z, q1 = z, s2 = z, s3 = z, q2 = z, q3 = z;
@@ -237,6 +237,30 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
         _mm256_storeu_ps(y + i, v);
     }
     norm_affine_scalar(y + i, x + i, n - i, mean, rstd, w ? w + i : NULL, b ? b + i : NULL);
+}
+
+/* layer_norm of rows [0, rows) of d columns; the weight-and-bias case has its own loop. */
+AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, int64_t d,
+                                      double eps, const float *w, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        double mean, var;
+        moments_avx2(x, d, &mean, &var);
+        float fm = (float)mean, fr = (float)(1.0 / sqrt(var + eps));
+        if (!w || !b) {
+            norm_affine_avx2(y, x, d, fm, fr, w, b);
+            continue;
+        }
+        __m256 vm = _mm256_set1_ps(fm), vr = _mm256_set1_ps(fr);
+        int64_t i = 0;
+        for (; i + 8 <= d; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vr);
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(w + i),
+                                                    _mm256_loadu_ps(b + i)));
+        }
+        for (; i < d; i++)
+            y[i] = (x[i] - fm) * fr * w[i] + b[i];
+    }
 }
 
 /* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a
@@ -333,20 +357,22 @@ double pti_nn_sqdev_f32(const float *x, int64_t n, double mean)
     return sqdev_scalar(x, n, mean);
 }
 
-void pti_nn_moments_f32(const float *x, int64_t n, double *mean, double *var)
+void pti_nn_layer_norm_rows_f32(float *y, const float *x, int64_t rows, int64_t d, double eps,
+                                const float *w, const float *b)
 {
-    if (n <= 0) {
-        *mean = NAN;
-        *var = NAN;
+    if (d <= 0)
         return;
-    }
 #if NN_HAVE_X86
     if (pti_cpu_has_avx2()) {
-        moments_avx2(x, n, mean, var);
+        layer_norm_rows_avx2(y, x, rows, d, eps, w, b);
         return;
     }
 #endif
-    moments_scalar(x, n, mean, var);
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        double mean, var;
+        moments_scalar(x, d, &mean, &var);
+        norm_affine_scalar(y, x, d, (float)mean, (float)(1.0 / sqrt(var + eps)), w, b);
+    }
 }
 
 void pti_nn_affine_f32(float *y, const float *x, int64_t n, float a, float b)
