@@ -301,9 +301,19 @@ bool pti_ew_avx2_has_binary(pti_op op)
         }                                                                                          \
     } while (0)
 
-/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). */
+/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). Runs the
+ * rows of the 2-D call below, so the op switch is taken once per call, not once per row. */
 #define BLOOP(V, S)                                                                                \
     do {                                                                                           \
+        for (int64_t r = 0; r < rows; r++)                                                         \
+            BLOOP_ROW(V, S);                                                                       \
+    } while (0)
+
+#define BLOOP_ROW(V, S)                                                                            \
+    do {                                                                                           \
+        float *out = (float *)((char *)out0 + r * ro);                                             \
+        const float *a = (const float *)((const char *)a0_ + r * ra);                              \
+        const float *b = (const float *)((const char *)b0_ + r * rb);                              \
         __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
         if (sa && sb)                                                                              \
             BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));                      \
@@ -313,14 +323,18 @@ bool pti_ew_avx2_has_binary(pti_op op)
             BLOOP_BODY(V, S, a0, _mm256_loadu_ps(b + i));                                          \
     } while (0)
 
-AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
-                             int64_t sb, int64_t n, float alpha)
+AVX2 void pti_ew_avx2_binary_2d(pti_op op, float *out0, const float *a0_, int64_t sa,
+                                const float *b0_, int64_t sb, int64_t n, float alpha, int64_t rows,
+                                const int64_t *row_strides)
 {
+    int64_t ro = row_strides[0], ra = row_strides[1], rb = row_strides[2];
     __m256 va_alpha = _mm256_set1_ps(alpha);
     switch (op) {
     case PTI_OP_add:
         if (alpha == 1.0f)
             BLOOP(_mm256_add_ps(va, vb), x + y);
+        else if (alpha == -1.0f)
+            BLOOP(_mm256_sub_ps(va, vb), x - y);
         else
             BLOOP(_mm256_fmadd_ps(vb, va_alpha, va), x + alpha * y);
         break;
@@ -338,4 +352,94 @@ AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, 
         break;
     default: break;
     }
+}
+
+void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                        int64_t sb, int64_t n, float alpha)
+{
+    static const int64_t zero[3];
+    pti_ew_avx2_binary_2d(op, out, a, sa, b, sb, n, alpha, 1, zero);
+}
+
+bool pti_ew_avx2_has_compare(pti_op op)
+{
+    return op == PTI_OP_eq || op == PTI_OP_ne || op == PTI_OP_lt || op == PTI_OP_le ||
+           op == PTI_OP_gt || op == PTI_OP_ge;
+}
+
+/* 32 comparisons packed to 32 bytes of 0/1: the masks narrow 32 -> 16 -> 8 bits per lane, which
+ * interleaves the 128-bit halves; one dword permute restores the order. */
+#define CMP32(PRED)                                                                                \
+    do {                                                                                           \
+        __m256i m0 = _mm256_castps_si256(_mm256_cmp_ps(LA(0), LB(0), PRED));                       \
+        __m256i m1 = _mm256_castps_si256(_mm256_cmp_ps(LA(8), LB(8), PRED));                       \
+        __m256i m2 = _mm256_castps_si256(_mm256_cmp_ps(LA(16), LB(16), PRED));                     \
+        __m256i m3 = _mm256_castps_si256(_mm256_cmp_ps(LA(24), LB(24), PRED));                     \
+        __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(m0, m1), _mm256_packs_epi32(m2, m3));    \
+        w = _mm256_permutevar8x32_epi32(w, perm);                                                  \
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_and_si256(w, one));                       \
+    } while (0)
+
+#define CMP_CASES()                                                                                \
+    switch (op) {                                                                                  \
+    case PTI_OP_eq: CMP_RUN(_CMP_EQ_OQ, x == y); break;                                            \
+    case PTI_OP_ne: CMP_RUN(_CMP_NEQ_UQ, x != y); break;                                           \
+    case PTI_OP_lt: CMP_RUN(_CMP_LT_OQ, x < y); break;                                             \
+    case PTI_OP_le: CMP_RUN(_CMP_LE_OQ, x <= y); break;                                            \
+    case PTI_OP_gt: CMP_RUN(_CMP_GT_OQ, x > y); break;                                             \
+    case PTI_OP_ge: CMP_RUN(_CMP_GE_OQ, x >= y); break;                                            \
+    default: break;                                                                                \
+    }
+
+#define CMP_RUN(PRED, S)                                                                           \
+    do {                                                                                           \
+        for (; i + 32 <= n; i += 32)                                                               \
+            CMP32(PRED);                                                                           \
+        for (; i < n; i++) {                                                                       \
+            float x = a[i * sa], y = b[i * sb];                                                    \
+            out[i] = (S);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* out[i] = a[i*sa] op b[i*sb] as bool bytes, sa and sb each 0 or 1 (not both 0). */
+AVX2 void pti_ew_avx2_compare(pti_op op, uint8_t *out, const float *a, int64_t sa, const float *b,
+                              int64_t sb, int64_t n)
+{
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);
+    int64_t i = 0;
+    if (sa && sb) {
+#define LA(k) _mm256_loadu_ps(a + i + (k))
+#define LB(k) _mm256_loadu_ps(b + i + (k))
+        CMP_CASES()
+#undef LB
+    } else if (sa) {
+#define LB(k) b0
+        CMP_CASES()
+#undef LA
+#undef LB
+    } else {
+#define LA(k) a0
+#define LB(k) _mm256_loadu_ps(b + i + (k))
+        CMP_CASES()
+#undef LA
+#undef LB
+    }
+}
+
+/* out[i] = cond[i] ? a[i] : b[i] for n contiguous 4-byte elements (any 4-byte dtype). */
+AVX2 void pti_ew_avx2_where32(uint32_t *out, const uint8_t *cond, const uint32_t *a,
+                              const uint32_t *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cond + i)));
+        __m256 zero = _mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_setzero_si256()));
+        __m256 va = _mm256_loadu_ps((const float *)(a + i));
+        __m256 vb = _mm256_loadu_ps((const float *)(b + i));
+        _mm256_storeu_ps((float *)(out + i), _mm256_blendv_ps(va, vb, zero));
+    }
+    for (; i < n; i++)
+        out[i] = cond[i] ? a[i] : b[i];
 }
