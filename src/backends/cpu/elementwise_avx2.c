@@ -37,6 +37,31 @@ AVX2 static inline __m256 v_exp(__m256 x)
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/* e^x for the activations (sigmoid, silu), which only need it in 1 + e^x: as v_exp, but x is
+ * clamped to [-87.3, 89] so 2^n is one scale: results below the normal range are flushed to
+ * ~1e-38 (1 + e^x is 1 either way) and x above 88.38 gives inf, as e^x overflows just above
+ * 88.72 (the activations then differ from exact by under 1e-36). A NaN x stays NaN (the clamps
+ * return their second operand for NaN). */
+AVX2 static inline __m256 v_exp_act(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 /* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), log m by a polynomial in f;
  * no division. */
 AVX2 static inline __m256 v_log(__m256 x)
@@ -108,7 +133,7 @@ AVX2 static inline __m256 v_tanh(__m256 x)
 AVX2 static inline __m256 v_sigmoid(__m256 x)
 {
     __m256 one = _mm256_set1_ps(1.0f);
-    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    __m256 e = v_exp_act(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(one, _mm256_add_ps(one, e));
 }
 
@@ -243,7 +268,7 @@ AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, c
     case PTI_OP_tanh: VLOOP(v_tanh(x)); break;
     case PTI_OP_sigmoid: VLOOP(v_sigmoid(x)); break;
     case PTI_OP_silu:
-        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp(_mm256_sub_ps(zero, x)))));
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp_act(_mm256_sub_ps(zero, x)))));
         break;
     case PTI_OP_gelu:
         if (p[0] != 0.0f)
