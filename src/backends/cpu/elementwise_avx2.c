@@ -157,13 +157,13 @@ AVX2 static inline __m256 v_erf(__m256 x)
     return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-/* gelu(x) = x/2 (1 + erf(x/sqrt(2))), as PyTorch writes it (for x below about -5 both give 0 up
- * to float rounding); a NaN x gives NaN through x/2. */
+/* gelu(x) = x/2 (1 + erf(x/sqrt(2))), in PyTorch's order of operations (so -0 stays -0 and -inf
+ * gives NaN as there); a NaN x gives NaN through x/2. */
 AVX2 static inline __m256 v_gelu_erf(__m256 x)
 {
     __m256 hx = _mm256_mul_ps(_mm256_set1_ps(0.5f), x);
     __m256 e = v_erf(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
-    return _mm256_fmadd_ps(hx, e, hx);
+    return _mm256_mul_ps(hx, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
 /* gelu, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
