@@ -215,8 +215,7 @@ static void test_unary_half_and_large(void **state)
 static pt_tensor *big_view(int ndim, const int64_t *shape, int64_t offset)
 {
     int64_t stride[2] = {ndim == 2 ? shape[1] : 1, 1};
-    return pt_as_strided(fx_get(fx, "big.x"), ndim, shape, ndim == 2 ? stride : stride + 1,
-                         offset);
+    return pt_as_strided(fx_get(fx, "big.x"), ndim, shape, ndim == 2 ? stride : stride + 1, offset);
 }
 
 /* The AVX2 comparison, where and row-broadcast loops on inputs longer than their vector blocks. */
@@ -659,10 +658,8 @@ int main(void)
     fx = fx_open("elementwise");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unary_float_math, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_unary_accuracy_grid, pt_test_setup,
-                                        pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_binary_vector_paths, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_unary_accuracy_grid, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_binary_vector_paths, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_keep_dtype, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_activations, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_bool_results, pt_test_setup, pt_test_teardown),

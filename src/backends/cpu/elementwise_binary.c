@@ -11,9 +11,9 @@
 
 typedef struct binary_ctx {
     pti_op op;
-    pt_dtype dt; /* compute (input) dtype */
-    pt_dtype ot; /* output dtype */
-    bool avx2; /* the AVX2 float32 arithmetic loops apply */
+    pt_dtype dt;   /* compute (input) dtype */
+    pt_dtype ot;   /* output dtype */
+    bool avx2;     /* the AVX2 float32 arithmetic loops apply */
     bool avx2_cmp; /* the AVX2 float32 comparison loop applies */
     double s[4];
     atomic_int div_by_zero; /* integer division by zero seen */
