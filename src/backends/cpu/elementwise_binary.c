@@ -1,8 +1,10 @@
 /* CPU kernels of the elementwise family, binary and ternary part: arithmetic, pow, modulus,
  * max/min, atan2/hypot, comparisons, logical ops, where, lerp, addcmul, addcdiv. Inputs arrive
  * in one compute dtype (the front-end converts); the output has that dtype or bool. float32
- * and float64 share one expression per op; contiguous float32 add/mul/div/max/min take the
- * AVX2 loops; integers go through int64 with wrapping arithmetic. */
+ * and float64 share one expression per op; float32 add/mul/div/max/min runs that are contiguous
+ * or broadcast take the AVX2 loops (a 2-D iteration, e.g. matrix op row, in one call per block of
+ * rows), as do float32 comparisons and where on 4-byte elements; integers go through int64 with
+ * wrapping arithmetic. */
 #include <stdatomic.h>
 #include <string.h>
 #include <tgmath.h>
