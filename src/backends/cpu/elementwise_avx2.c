@@ -1,8 +1,9 @@
 /* AVX2+FMA float32 loops of the elementwise kernels: vectorized exp, log, tanh and the
  * activations built on them (sigmoid, silu, gelu), the basic binary arithmetic (flat or by
- * rows of a 2-D iteration), comparisons to bool and the 4-byte where select. exp and log are accurate to about 1-2 ulp over the whole float range, tanh and erf (odd
- * rational fits on a clamped range) to a few ulp, with IEEE special values (NaN, +-inf, 0,
- * subnormals) handled as libm does. */
+ * rows of a 2-D iteration), comparisons to bool and the 4-byte where select. exp and log are
+ * accurate to about 1-2 ulp over the whole float range, tanh and erf (odd rational fits on a
+ * clamped range) to a few ulp, with IEEE special values (NaN, +-inf, 0, subnormals) handled as
+ * libm does. */
 #include <immintrin.h>
 #include <math.h>
 
