@@ -201,11 +201,12 @@ AVX2 static inline __m256 v_log1p_pos(__m256 y)
     return _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
 }
 
-/* x < lo ? lo : x, then > hi ? hi : x; a NaN x stays NaN (both compares are false). */
+/* x < lo ? lo : x, then > hi ? hi : x, as max then min with the bound first: those return their
+ * second operand when the two compare equal or either is NaN, so a NaN x stays NaN and -0 is
+ * kept exactly as the compare-and-select form keeps it. */
 AVX2 static inline __m256 v_clamp(__m256 x, __m256 lo, __m256 hi)
 {
-    __m256 y = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
+    return _mm256_min_ps(hi, _mm256_max_ps(lo, x));
 }
 
 bool pti_ew_avx2_has_unary(pti_op op)
