@@ -124,7 +124,9 @@ static void cast_loop(void *arg, char **data, const int64_t *strides, int64_t n)
  * is unit-stride in src: walked in bands of TB positions along b, each band in tiles of 8
  * along a, so both sides touch whole cache lines instead of one element per line. The other
  * dims are an outer loop (batched transposes). */
-#define TB 16
+#define TB 16  /* band height along b: a whole 64-byte src line of float32 */
+#define SB 64  /* bands are grouped into superbands of SB along b (the unit of threading) */
+#define BA 128 /* ... walked in blocks of BA along a, so one block's lines and pages stay cached */
 
 typedef struct transpose_job {
     char *dst;
@@ -132,7 +134,7 @@ typedef struct transpose_job {
     int64_t es;
     int64_t na, nb;   /* sizes of the dst-contiguous dim a and the src-contiguous dim b */
     int64_t dsb, ssa; /* dst byte stride along b, src byte stride along a */
-    int64_t nbands;   /* bands of TB along b, per outer position */
+    int64_t nbands;   /* superbands of SB along b, per outer position */
     int nouter;       /* remaining dims, innermost first */
     int64_t oshape[PT_MAX_DIMS], odst[PT_MAX_DIMS], osrc[PT_MAX_DIMS];
 } transpose_job;
@@ -168,11 +170,12 @@ static tile_fn tile_for(int64_t es)
 }
 
 /* One band [b0, b0+hb) of one outer position with the portable tiles. */
-static void band_scalar(const transpose_job *j, char *dst, const char *src, int64_t hb)
+static void band_scalar(const transpose_job *j, char *dst, const char *src, int64_t hb,
+                        int64_t na)
 {
     tile_fn tile = tile_for(j->es);
-    for (int64_t a0 = 0; a0 < j->na; a0 += 8) {
-        int64_t ha = j->na - a0 < 8 ? j->na - a0 : 8;
+    for (int64_t a0 = 0; a0 < na; a0 += 8) {
+        int64_t ha = na - a0 < 8 ? na - a0 : 8;
         tile(dst + a0 * j->es, src + a0 * j->ssa, j->dsb, j->ssa, ha, hb);
     }
 }
@@ -224,25 +227,31 @@ __attribute__((target("avx2,fma"))) static inline void tile4x4_f64(char *dst, co
     _mm256_storeu_pd((double *)(dst + 3 * dsb), _mm256_permute2f128_pd(t1, t3, 0x31));
 }
 
-/* One band with in-register tiles for 4- and 8-byte elements; partial tiles go scalar. */
+/* One band with in-register tiles for 4- and 8-byte elements, two tiles along a at a time so
+ * every dst row gets a whole 64-byte line per step (dst rows of a power-of-two size alias in
+ * L1, half-lines would be evicted before their second half arrives); partial tiles go scalar. */
 __attribute__((target("avx2,fma"))) static void band_avx2(const transpose_job *j, char *dst,
-                                                          const char *src, int64_t hb)
+                                                          const char *src, int64_t hb,
+                                                          int64_t na)
 {
-    int64_t es = j->es, na = j->na, dsb = j->dsb, ssa = j->ssa;
+    int64_t es = j->es, dsb = j->dsb, ssa = j->ssa;
     int64_t t = es == 4 ? 8 : 4; /* tile edge */
-    int64_t hb_full = hb - hb % t, na_full = na - na % t;
+    int64_t hb_full = hb - hb % t, na_full = na - na % (2 * t);
     int64_t a0 = 0;
-    for (; a0 < na_full; a0 += t) {
+    for (; a0 < na_full; a0 += 2 * t) {
         char *d = dst + a0 * es;
         const char *s = src + a0 * ssa;
         for (int64_t b0 = 0; b0 < hb_full; b0 += t) {
-            if (es == 4)
+            if (es == 4) {
                 tile8x8_f32(d + b0 * dsb, s + b0 * 4, dsb, ssa);
-            else
+                tile8x8_f32(d + b0 * dsb + 32, s + b0 * 4 + 8 * ssa, dsb, ssa);
+            } else {
                 tile4x4_f64(d + b0 * dsb, s + b0 * 8, dsb, ssa);
+                tile4x4_f64(d + b0 * dsb + 32, s + b0 * 8 + 4 * ssa, dsb, ssa);
+            }
         }
         if (hb_full < hb)
-            tile_for(es)(d + hb_full * dsb, s + hb_full * es, dsb, ssa, t, hb - hb_full);
+            tile_for(es)(d + hb_full * dsb, s + hb_full * es, dsb, ssa, 2 * t, hb - hb_full);
     }
     if (a0 < na)
         tile_for(es)(dst + a0 * es, src + a0 * ssa, dsb, ssa, na - a0, hb);
@@ -256,7 +265,7 @@ static void transpose_range(void *arg, int64_t begin, int64_t end)
     bool vec = (j->es == 4 || j->es == 8) && pti_cpu_has_avx2();
 #endif
     for (int64_t item = begin; item < end; item++) {
-        int64_t o = item / j->nbands, b0 = (item % j->nbands) * TB;
+        int64_t o = item / j->nbands, sb0 = (item % j->nbands) * SB;
         char *dst = j->dst;
         const char *src = j->src;
         for (int d = 0; d < j->nouter; d++) {
@@ -265,16 +274,22 @@ static void transpose_range(void *arg, int64_t begin, int64_t end)
             dst += i * j->odst[d];
             src += i * j->osrc[d];
         }
-        dst += b0 * j->dsb;
-        src += b0 * j->es;
-        int64_t hb = j->nb - b0 < TB ? j->nb - b0 : TB;
+        int64_t sb_end = j->nb - sb0 < SB ? j->nb : sb0 + SB;
+        for (int64_t a0 = 0; a0 < j->na; a0 += BA) {
+            int64_t na = j->na - a0 < BA ? j->na - a0 : BA;
+            for (int64_t b0 = sb0; b0 < sb_end; b0 += TB) {
+                char *d = dst + b0 * j->dsb + a0 * j->es;
+                const char *s = src + b0 * j->es + a0 * j->ssa;
+                int64_t hb = sb_end - b0 < TB ? sb_end - b0 : TB;
 #if defined(__x86_64__) || defined(__i386__)
-        if (vec) {
-            band_avx2(j, dst, src, hb);
-            continue;
-        }
+                if (vec) {
+                    band_avx2(j, d, s, hb, na);
+                    continue;
+                }
 #endif
-        band_scalar(j, dst, src, hb);
+                band_scalar(j, d, s, hb, na);
+            }
+        }
     }
 }
 
@@ -295,7 +310,7 @@ static bool try_transpose_copy(const pti_iter *it, int64_t es)
     transpose_job j = {.dst = it->data[0], .src = it->data[1], .es = es,
                        .na = it->shape[a], .nb = it->shape[b],
                        .dsb = it->strides[b][0], .ssa = it->strides[a][1]};
-    j.nbands = (j.nb + TB - 1) / TB;
+    j.nbands = (j.nb + SB - 1) / SB;
     j.nouter = 0;
     int64_t outer = 1;
     for (int d = 0; d < it->ndim; d++) {
@@ -307,12 +322,14 @@ static bool try_transpose_copy(const pti_iter *it, int64_t es)
         j.nouter++;
         outer *= it->shape[d];
     }
-    int64_t band_elems = TB * j.na;
+    int64_t band_elems = SB * j.na;
     pti_parallel_for(outer * j.nbands, PTI_GRAIN_ELEMENTWISE / band_elems + 1, transpose_range,
                      &j);
     return true;
 }
 #undef TB
+#undef SB
+#undef BA
 
 static pt_status cpu_copy(const pti_call *c)
 {
