@@ -1,7 +1,10 @@
 /* Copy-kernel tests against PyTorch: transposed same-dtype copies (the cache-blocked tile path,
  * both directions, every element size, batched permutations, edges that are not whole tiles)
- * and the direct float32 <-> float16/bfloat16 casts, contiguous and strided. */
+ * the direct float32 <-> float16/bfloat16 casts, contiguous and strided, and index_select's
+ * row-copy kernels on inputs large enough to be split across threads. */
 #include "testutil.h"
+
+#include <prometorch/ops_index.h>
 
 static pt_fixture *fx;
 
@@ -86,6 +89,18 @@ static void test_half_bfloat16_casts_match_torch(void **state)
                         fx_get(fx, "cast.bf16_to_f32"));
 }
 
+static void test_index_select_threaded_matches_torch(void **state)
+{
+    (void)state;
+    assert_tensor_equal(pt_index_select(fx_get(fx, "sel.last.in"), 1, fx_get(fx, "sel.last.idx")),
+                        fx_get(fx, "sel.last.out"));
+    assert_tensor_equal(pt_index_select(fx_get(fx, "sel.rows.in"), 0, fx_get(fx, "sel.rows.idx")),
+                        fx_get(fx, "sel.rows.out"));
+    assert_tensor_equal(pt_index_select(pt_test_noncontig(fx_get(fx, "sel.rows.in")), 0,
+                                        fx_get(fx, "sel.rows.idx")),
+                        fx_get(fx, "sel.rows.out"));
+}
+
 int main(void)
 {
     fx = fx_open("copy");
@@ -95,6 +110,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_transpose_every_element_size, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_permutations, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_bfloat16_casts_match_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_index_select_threaded_matches_torch, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);
