@@ -1,6 +1,7 @@
 /* Copy-kernel tests against PyTorch: transposed same-dtype copies (the cache-blocked tile path,
  * both directions, every element size, batched permutations, edges that are not whole tiles)
- * the direct float32 <-> float16/bfloat16 casts, contiguous and strided, and index_select's
+ * the direct float32 <-> float16/bfloat16 casts and the typed integer-source casts, contiguous
+ * and strided, and index_select's
  * row-copy kernels on inputs large enough to be split across threads. */
 #include "testutil.h"
 
@@ -89,6 +90,25 @@ static void test_half_bfloat16_casts_match_torch(void **state)
                         fx_get(fx, "cast.bf16_to_f32"));
 }
 
+static void test_integer_casts_match_torch(void **state)
+{
+    (void)state;
+    const char *names[] = {"i64", "i32", "i16", "i8", "u8", "f32", "f64"};
+    const pt_dtype dts[] = {PT_INT64, PT_INT32, PT_INT16, PT_INT8, PT_UINT8, PT_FLOAT32,
+                            PT_FLOAT64};
+    for (int s = 0; s < 5; s++) {
+        char src_name[32];
+        snprintf(src_name, sizeof src_name, "icast.%s", names[s]);
+        pt_tensor *x = fx_get(fx, src_name);
+        for (int d = 0; d < 7; d++) {
+            char key[64];
+            snprintf(key, sizeof key, "icast.%s_to_%s", names[s], names[d]);
+            assert_tensor_equal(pt_to_dtype(x, dts[d]), fx_get(fx, key));
+            assert_tensor_equal(pt_to_dtype(pt_test_noncontig(x), dts[d]), fx_get(fx, key));
+        }
+    }
+}
+
 static void test_index_select_threaded_matches_torch(void **state)
 {
     (void)state;
@@ -110,6 +130,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_transpose_every_element_size, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_permutations, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_bfloat16_casts_match_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_integer_casts_match_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_index_select_threaded_matches_torch, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

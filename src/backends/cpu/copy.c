@@ -10,6 +10,7 @@
 
 typedef struct cast_ctx {
     pt_dtype to, from;
+    void (*typed)(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n); /* or NULL */
 } cast_ctx;
 
 /* Same dtype: a memcpy per contiguous run, else element by element. */
@@ -91,13 +92,77 @@ static void cast_bf16_from_f32(char *dst, int64_t ds, const char *src, int64_t s
     }
 }
 
+/* Integer sources to float or (non-bool) integer destinations: a plain C conversion is what the
+ * generic path computes (int -> double is exact below 2^53; int64 -> float32 rounds once, as
+ * PyTorch's static_cast), without the two per-element dtype switches. */
+#define DEFINE_INT_CAST(name, TD, TS)                                                              \
+    static void name(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)               \
+    {                                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            TS v;                                                                                  \
+            memcpy(&v, src + i * ss, sizeof v);                                                    \
+            TD r = (TD)v;                                                                          \
+            memcpy(dst + i * ds, &r, sizeof r);                                                    \
+        }                                                                                          \
+    }
+#define DEFINE_INT_CASTS_TO(tn, TD)                                                                \
+    DEFINE_INT_CAST(cast_##tn##_from_i64, TD, int64_t)                                             \
+    DEFINE_INT_CAST(cast_##tn##_from_i32, TD, int32_t)                                             \
+    DEFINE_INT_CAST(cast_##tn##_from_i16, TD, int16_t)                                             \
+    DEFINE_INT_CAST(cast_##tn##_from_i8, TD, int8_t)                                               \
+    DEFINE_INT_CAST(cast_##tn##_from_u8, TD, uint8_t)
+DEFINE_INT_CASTS_TO(f32, float)
+DEFINE_INT_CASTS_TO(f64, double)
+DEFINE_INT_CASTS_TO(i64, int64_t)
+DEFINE_INT_CASTS_TO(i32, int32_t)
+DEFINE_INT_CASTS_TO(i16, int16_t)
+DEFINE_INT_CASTS_TO(i8, int8_t)
+DEFINE_INT_CASTS_TO(u8, uint8_t)
+#undef DEFINE_INT_CASTS_TO
+#undef DEFINE_INT_CAST
+
+typedef void (*cast_fn)(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n);
+
+/* The typed loop for an integer source, or NULL (bool and half types take the generic path). */
+static cast_fn int_cast_for(pt_dtype to, pt_dtype from)
+{
+#define ROW(tn)                                                                                    \
+    {cast_##tn##_from_i64, cast_##tn##_from_i32, cast_##tn##_from_i16, cast_##tn##_from_i8,        \
+     cast_##tn##_from_u8}
+    static const cast_fn table[7][5] = {ROW(f32), ROW(f64), ROW(i64), ROW(i32),
+                                        ROW(i16), ROW(i8),  ROW(u8)};
+#undef ROW
+    int col, row;
+    switch (from) {
+    case PT_INT64: col = 0; break;
+    case PT_INT32: col = 1; break;
+    case PT_INT16: col = 2; break;
+    case PT_INT8: col = 3; break;
+    case PT_UINT8: col = 4; break;
+    default: return NULL;
+    }
+    switch (to) {
+    case PT_FLOAT32: row = 0; break;
+    case PT_FLOAT64: row = 1; break;
+    case PT_INT64: row = 2; break;
+    case PT_INT32: row = 3; break;
+    case PT_INT16: row = 4; break;
+    case PT_INT8: row = 5; break;
+    case PT_UINT8: row = 6; break;
+    default: return NULL;
+    }
+    return table[row][col];
+}
+
 static void cast_loop(void *arg, char **data, const int64_t *strides, int64_t n)
 {
     const cast_ctx *c = arg;
     char *dst = data[0];
     const char *src = data[1];
     int64_t ds = strides[0], ss = strides[1];
-    if (c->to == PT_FLOAT32 && c->from == PT_FLOAT64) {
+    if (c->typed) {
+        c->typed(dst, ds, src, ss, n);
+    } else if (c->to == PT_FLOAT32 && c->from == PT_FLOAT64) {
         cast_f32_from_f64(dst, ds, src, ss, n);
     } else if (c->to == PT_FLOAT64 && c->from == PT_FLOAT32) {
         cast_f64_from_f32(dst, ds, src, ss, n);
@@ -344,7 +409,7 @@ static pt_status cpu_copy(const pti_call *c)
             return PT_OK;
         pti_iter_for_each(&it, PTI_GRAIN_ELEMENTWISE * 4, copy_same_loop, &es);
     } else {
-        cast_ctx ctx = {dst->dtype, src->dtype};
+        cast_ctx ctx = {dst->dtype, src->dtype, int_cast_for(dst->dtype, src->dtype)};
         pti_iter_for_each(&it, PTI_GRAIN_ELEMENTWISE, cast_loop, &ctx);
     }
     return PT_OK;
