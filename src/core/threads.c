@@ -1,7 +1,10 @@
 /* The persistent thread pool behind pti_parallel_for. Workers are started once, spin briefly
  * after each job (so back-to-back small ops do not pay a wake-up) and then sleep on a
- * condition variable. The caller runs chunk 0 itself. OpenBLAS gets the same thread count;
- * since BLAS calls are made outside parallel regions, the two never run at once. */
+ * condition variable. A job is cut into fixed chunks (the same boundaries for a given thread
+ * count, so results are deterministic); the caller and the workers claim chunks from a shared
+ * counter, so a worker that is asleep or descheduled never makes the caller wait for work it
+ * has not started: the caller runs it instead. OpenBLAS gets the same thread count; since
+ * BLAS calls are made outside parallel regions, the two never run at once. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -21,7 +24,12 @@ typedef struct pool {
     int nworkers;
     pthread_t *workers;
     atomic_uint_fast64_t generation;
-    atomic_int acks; /* workers yet to finish the current generation */
+    /* The claim word: generation (high 32 bits) and next chunk to run (low 32 bits). A claim
+     * succeeds only for the current generation, so a late worker never runs a chunk of a job
+     * that was already finished and replaced. */
+    atomic_uint_fast64_t claim;
+    atomic_int chunks_done;
+    atomic_int sleepers_waiting_done; /* the caller sleeps on done_cv */
     atomic_bool shutdown;
     pti_range_fn fn;
     void *ctx;
@@ -83,10 +91,10 @@ static bool generation_moved(const void *arg)
            atomic_load(&the_pool.shutdown);
 }
 
-static bool all_acked(const void *arg)
+static bool job_done(const void *arg)
 {
     (void)arg;
-    return atomic_load_explicit(&the_pool.acks, memory_order_acquire) == 0;
+    return atomic_load(&the_pool.chunks_done) == the_pool.chunks; /* seq_cst: see run_claimed_chunks */
 }
 
 static uint64_t wait_for_generation(uint64_t seen)
@@ -101,22 +109,46 @@ static uint64_t wait_for_generation(uint64_t seen)
     return g;
 }
 
+/* Claims the next chunk of generation gen; -1 when none is left (or the job moved on). */
+static int claim_chunk(uint32_t gen)
+{
+    uint64_t w = atomic_load_explicit(&the_pool.claim, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != gen || (int64_t)(uint32_t)w >= the_pool.chunks)
+            return -1;
+        if (atomic_compare_exchange_weak_explicit(&the_pool.claim, &w, w + 1,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return (int)(uint32_t)w;
+    }
+}
+
+/* Runs chunks of generation gen until none is left. The finishing thread wakes a sleeping
+ * caller; both sides use sequentially consistent operations on chunks_done and
+ * sleepers_waiting_done, so either the worker sees the flag or the caller sees the count. */
+static void run_claimed_chunks(uint32_t gen)
+{
+    int c;
+    while ((c = claim_chunk(gen)) >= 0) {
+        run_chunk(c);
+        if (atomic_fetch_add(&the_pool.chunks_done, 1) + 1 == the_pool.chunks &&
+            atomic_load(&the_pool.sleepers_waiting_done)) {
+            pthread_mutex_lock(&the_pool.mu);
+            pthread_cond_signal(&the_pool.done_cv);
+            pthread_mutex_unlock(&the_pool.mu);
+        }
+    }
+}
+
 static void *worker_main(void *arg)
 {
-    int id = (int)(intptr_t)arg; /* 1..nworkers; chunk 0 is the caller's */
+    (void)arg;
     in_worker = true;
     uint64_t seen = 0;
     for (;;) {
         seen = wait_for_generation(seen);
         if (atomic_load(&the_pool.shutdown))
             break;
-        if (id < the_pool.chunks)
-            run_chunk(id);
-        if (atomic_fetch_sub_explicit(&the_pool.acks, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&the_pool.mu);
-            pthread_cond_signal(&the_pool.done_cv);
-            pthread_mutex_unlock(&the_pool.mu);
-        }
+        run_claimed_chunks((uint32_t)seen);
     }
     return NULL;
 }
@@ -142,6 +174,7 @@ static void start_workers(int nthreads)
     the_pool.nthreads = nthreads;
     the_pool.nworkers = 0;
     atomic_store(&the_pool.generation, 0);
+    atomic_store(&the_pool.claim, 0);
     if (nthreads <= 1)
         return;
     the_pool.workers = calloc((size_t)nthreads - 1, sizeof(pthread_t));
@@ -150,7 +183,7 @@ static void start_workers(int nthreads)
         return;
     }
     for (int i = 1; i < nthreads; i++) {
-        if (pthread_create(&the_pool.workers[i - 1], NULL, worker_main, (void *)(intptr_t)i) != 0)
+        if (pthread_create(&the_pool.workers[i - 1], NULL, worker_main, NULL) != 0)
             break;
         the_pool.nworkers++;
     }
@@ -216,24 +249,29 @@ void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx)
     int64_t chunks = (n + grain - 1) / grain;
     if (chunks > the_pool.nthreads)
         chunks = the_pool.nthreads;
+    uint64_t gen = atomic_load(&the_pool.generation) + 1;
     the_pool.fn = fn;
     the_pool.ctx = ctx;
     the_pool.n = n;
     the_pool.chunks = (int)chunks;
-    atomic_store(&the_pool.acks, the_pool.nworkers);
+    atomic_store(&the_pool.chunks_done, 0);
+    atomic_store_explicit(&the_pool.claim, (gen & 0xffffffffu) << 32, memory_order_release);
     pthread_mutex_lock(&the_pool.mu);
-    atomic_fetch_add_explicit(&the_pool.generation, 1, memory_order_release);
+    atomic_store_explicit(&the_pool.generation, gen, memory_order_release);
     pthread_cond_broadcast(&the_pool.work_cv);
     pthread_mutex_unlock(&the_pool.mu);
 
     in_worker = true;
-    run_chunk(0);
+    run_claimed_chunks((uint32_t)gen);
     in_worker = false;
 
-    spin_until(all_acked, NULL);
-    pthread_mutex_lock(&the_pool.mu);
-    while (atomic_load(&the_pool.acks) != 0)
-        pthread_cond_wait(&the_pool.done_cv, &the_pool.mu);
-    pthread_mutex_unlock(&the_pool.mu);
+    if (!spin_until(job_done, NULL)) {
+        pthread_mutex_lock(&the_pool.mu);
+        atomic_store(&the_pool.sleepers_waiting_done, 1);
+        while (!job_done(NULL))
+            pthread_cond_wait(&the_pool.done_cv, &the_pool.mu);
+        atomic_store(&the_pool.sleepers_waiting_done, 0);
+        pthread_mutex_unlock(&the_pool.mu);
+    }
     pthread_mutex_unlock(&run_lock);
 }

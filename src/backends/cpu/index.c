@@ -89,23 +89,50 @@ typedef struct select_ctx {
     size_t row_bytes; /* inner numel * element size */
 } select_ctx;
 
+/* Copies one row of n bytes; fixed sizes for single elements (selection along the last dim). */
+static inline void copy_row(char *d, const char *s, size_t n)
+{
+    switch (n) {
+    case 1: *d = *s; break;
+    case 2: memcpy(d, s, 2); break;
+    case 4: memcpy(d, s, 4); break;
+    case 8: memcpy(d, s, 8); break;
+    default: memcpy(d, s, n);
+    }
+}
+
 /* Row r of the output = (outer position o, index position j): one inner block, a memcpy when
- * the source rows are contiguous. */
+ * the source rows are contiguous. o and j are stepped, the outer offset recomputed once per o. */
 static void select_rows(void *arg, int64_t begin, int64_t end)
 {
     const select_ctx *c = arg;
     bool run = pti_index_block_is_run(&c->inner, c->es);
-    for (int64_t r = begin; r < end; r++) {
-        int64_t o = r / c->nidx, j = r % c->nidx;
-        const char *s = c->src + pti_index_block_offset(&c->outer, o) + c->idx[j] * c->dstride;
-        char *d = c->dst + r * (int64_t)c->row_bytes;
-        if (run) {
-            memcpy(d, s, c->row_bytes);
-            continue;
+    int64_t o = begin / c->nidx, j = begin % c->nidx;
+    const char *base = c->src + pti_index_block_offset(&c->outer, o);
+    char *d = c->dst + begin * (int64_t)c->row_bytes;
+    for (int64_t r = begin; r < end; r++, d += c->row_bytes) {
+        const char *s = base + c->idx[j] * c->dstride;
+        if (run)
+            copy_row(d, s, c->row_bytes);
+        else
+            for (int64_t i = 0; i < c->inner.numel; i++)
+                memcpy(d + i * c->es, s + pti_index_block_offset(&c->inner, i), (size_t)c->es);
+        if (++j == c->nidx && r + 1 < end) {
+            j = 0;
+            base = c->src + pti_index_block_offset(&c->outer, ++o);
         }
-        for (int64_t i = 0; i < c->inner.numel; i++)
-            memcpy(d + i * c->es, s + pti_index_block_offset(&c->inner, i), (size_t)c->es);
     }
+}
+
+/* The common case (selecting along the outermost non-trivial dim, rows that are contiguous
+ * runs): a memcpy per row, with no index arithmetic per row. */
+static void select_rows_flat(void *arg, int64_t begin, int64_t end)
+{
+    const select_ctx *c = arg;
+    size_t rb = c->row_bytes;
+    char *d = c->dst + begin * (int64_t)rb;
+    for (int64_t r = begin; r < end; r++, d += rb)
+        copy_row(d, c->src + c->idx[r] * c->dstride, rb);
 }
 
 /* src (strided) viewed as [outer, size, inner] -> dst (contiguous) [outer, nidx, inner]. */
@@ -132,7 +159,8 @@ static pt_status select_along(pti_op op, const pt_tensor *src, const pt_tensor *
     if (rows == 0 || c.row_bytes == 0)
         return PT_OK;
     int64_t grain = (int64_t)(65536 / c.row_bytes) + 1;
-    pti_parallel_for(rows, grain, select_rows, &c);
+    bool flat = c.outer.numel == 1 && pti_index_block_is_run(&c.inner, c.es);
+    pti_parallel_for(rows, grain, flat ? select_rows_flat : select_rows, &c);
     return PT_OK;
 }
 
