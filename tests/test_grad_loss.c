@@ -221,8 +221,9 @@ static void test_regression_grads(void **state)
 {
     (void)state;
     int64_t s34[2] = {3, 4}, s4[1] = {4};
-    pw_ctx cases[] = {{MSE, 0, 0, false},       {L1, 0, 0, false},       {SMOOTH_L1, 0, 1.0, false},
-                      {SMOOTH_L1, 0, 0.5, false}, {SMOOTH_L1, 0, 0.0, false}, {HUBER, 0, 1.0, false},
+    pw_ctx cases[] = {{MSE, 0, 0, false},         {L1, 0, 0, false},
+                      {SMOOTH_L1, 0, 1.0, false}, {SMOOTH_L1, 0, 0.5, false},
+                      {SMOOTH_L1, 0, 0.0, false}, {HUBER, 0, 1.0, false},
                       {HUBER, 0, 0.7, false}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         /* same shapes, both require grad */
@@ -268,7 +269,7 @@ static void test_bce_grads(void **state)
     pt_release(in3[3]);
     in3[3] = NULL;
     check_pw_all_reds(c, in3, false); /* weight only */
-    in3[3] = in3[2]; /* pos_weight [3, 4] */
+    in3[3] = in3[2];                  /* pos_weight [3, 4] */
     in3[2] = NULL;
     check_pw_all_reds(c, in3, false); /* pos_weight only */
     release4(in3);
@@ -284,8 +285,8 @@ static void test_kl_div_grads(void **state)
     int64_t s34[2] = {3, 4}, s4[1] = {4};
     pw_ctx c = {KL_DIV, 0, 0, false};
     /* log-probability inputs, positive targets */
-    pt_tensor *in[4] = {leaf(wave(2, s34, 0.8, 0.0, -1.5)), leaf(wave(2, s34, 0.2, 1.1, 0.3)),
-                        NULL, NULL};
+    pt_tensor *in[4] = {leaf(wave(2, s34, 0.8, 0.0, -1.5)), leaf(wave(2, s34, 0.2, 1.1, 0.3)), NULL,
+                        NULL};
     check_pw_all_reds(c, in, true);
     c.log_target = true;
     pt_release(in[1]);
@@ -437,8 +438,8 @@ static void test_gradgrad(void **state)
 {
     (void)state;
     int64_t s34[2] = {3, 4}, s4[1] = {4}, s45[2] = {4, 5}, s5[1] = {5};
-    pt_tensor *in[4] = {leaf(wave(2, s34, 1.5, 0.0, 0.1)), leaf(wave(1, s4, 1.2, 1.0, -0.2)),
-                        NULL, NULL};
+    pt_tensor *in[4] = {leaf(wave(2, s34, 1.5, 0.0, 0.1)), leaf(wave(1, s4, 1.2, 1.0, -0.2)), NULL,
+                        NULL};
     for (int r = 0; r < 3; r++) {
         pw_ctx c = {MSE, reds[r], 0, false};
         gradgradcheck(pw_loss, &c, 4, in);

@@ -167,14 +167,16 @@ static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_par
 
 pt_tensor *pt_mse_loss(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction)
 {
-    pointwise_args a = {"pt_mse_loss", PTI_OP_mse_loss, PTI_LOSS_MSE, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_mse_loss", PTI_OP_mse_loss, PTI_LOSS_MSE, input, target, NULL,
+                        NULL,          false,           false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
 
 pt_tensor *pt_l1_loss(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction)
 {
-    pointwise_args a = {"pt_l1_loss", PTI_OP_l1_loss, PTI_LOSS_L1, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_l1_loss", PTI_OP_l1_loss, PTI_LOSS_L1, input, target,
+                        NULL,         NULL,           false,       false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
@@ -185,8 +187,15 @@ pt_tensor *pt_smooth_l1_loss(const pt_tensor *input, const pt_tensor *target,
     if (!(beta >= 0))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_smooth_l1_loss: beta must be non-negative, got %g", beta);
-    pointwise_args a = {
-        "pt_smooth_l1_loss", PTI_OP_smooth_l1_loss, PTI_LOSS_SMOOTH_L1, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_smooth_l1_loss",
+                        PTI_OP_smooth_l1_loss,
+                        PTI_LOSS_SMOOTH_L1,
+                        input,
+                        target,
+                        NULL,
+                        NULL,
+                        false,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = beta};
     return pointwise_loss(&a, &p);
 }
@@ -197,8 +206,15 @@ pt_tensor *pt_huber_loss(const pt_tensor *input, const pt_tensor *target, pt_red
     if (!(delta > 0))
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_huber_loss: delta must be positive, got %g",
                               delta);
-    pointwise_args a = {
-        "pt_huber_loss", PTI_OP_huber_loss, PTI_LOSS_HUBER, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_huber_loss",
+                        PTI_OP_huber_loss,
+                        PTI_LOSS_HUBER,
+                        input,
+                        target,
+                        NULL,
+                        NULL,
+                        false,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = delta};
     return pointwise_loss(&a, &p);
 }
@@ -207,7 +223,8 @@ pt_tensor *pt_binary_cross_entropy(const pt_tensor *input, const pt_tensor *targ
                                    const pt_tensor *weight, pt_reduction reduction)
 {
     pointwise_args a = {"pt_binary_cross_entropy",
-                        PTI_OP_binary_cross_entropy, PTI_LOSS_BCE,
+                        PTI_OP_binary_cross_entropy,
+                        PTI_LOSS_BCE,
                         input,
                         target,
                         weight,
@@ -223,7 +240,8 @@ pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input, const pt_
                                                const pt_tensor *pos_weight)
 {
     pointwise_args a = {"pt_binary_cross_entropy_with_logits",
-                        PTI_OP_binary_cross_entropy_with_logits, PTI_LOSS_BCE_LOGITS,
+                        PTI_OP_binary_cross_entropy_with_logits,
+                        PTI_LOSS_BCE_LOGITS,
                         input,
                         target,
                         weight,
@@ -237,7 +255,8 @@ pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input, const pt_
 pt_tensor *pt_kl_div(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction,
                      bool log_target)
 {
-    pointwise_args a = {"pt_kl_div", PTI_OP_kl_div, PTI_LOSS_KL_DIV, input, target, NULL, NULL, false, true};
+    pointwise_args a = {"pt_kl_div", PTI_OP_kl_div, PTI_LOSS_KL_DIV, input, target,
+                        NULL,        NULL,          false,           true};
     pti_pointwise_loss_params p = {.reduction = reduction, .log_target = log_target};
     return pointwise_loss(&a, &p);
 }

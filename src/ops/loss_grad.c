@@ -97,8 +97,8 @@ static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, 
     case PTI_LOSS_BCE:
         /* (x - t) / max(x (1 - x), 1e-12) and -logit(x), as PyTorch */
         e = keep(l, pt_rsub_scalar(x, 1.0));
-        *gx = keep(l, pt_div(keep(l, pt_sub(x, t)),
-                             keep(l, pt_clamp_min(keep(l, pt_mul(x, e)), 1e-12))));
+        *gx = keep(
+            l, pt_div(keep(l, pt_sub(x, t)), keep(l, pt_clamp_min(keep(l, pt_mul(x, e)), 1e-12))));
         *gt = keep(l, pt_sub(keep(l, pt_log(e)), keep(l, pt_log(x))));
         break;
     case PTI_LOSS_BCE_LOGITS:
@@ -125,8 +125,8 @@ static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, 
             /* loss = xlogy(t, t) - t x: d/dt = log t + 1 - x where t > 0 (0 at t == 0) */
             *gx = keep(l, pt_neg(t));
             pt_tensor *lg = keep(l, pt_sub(keep(l, pt_add_scalar(keep(l, pt_log(t)), 1.0)), x));
-            pt_tensor *z = keep(l, pt_scalar_tensor(0.0, lg ? lg->dtype : PT_FLOAT32,
-                                                    x->storage->device));
+            pt_tensor *z =
+                keep(l, pt_scalar_tensor(0.0, lg ? lg->dtype : PT_FLOAT32, x->storage->device));
             *gt = keep(l, pt_where(keep(l, pt_gt_scalar(t, 0.0)), lg, z));
         }
         break;
@@ -217,7 +217,8 @@ pt_tensor *pti_loss_record_pointwise(pti_pointwise_loss_kind kind, const pt_tens
     return out;
 }
 
-/* ---- cross_entropy and nll_loss ---------------------------------------------------------------- */
+/* ---- cross_entropy and nll_loss ----------------------------------------------------------------
+ */
 
 enum { CL_CE, CL_RED, CL_PROB, CL_IGNORE, CL_HAS_W };
 enum { CL_SMOOTH };
@@ -240,8 +241,9 @@ static pt_tensor *class_coeffs(tmp_list *l, const pti_node *n, const pt_tensor *
 {
     double eps = n->d[CL_SMOOTH], c = (double)x->shape[cdim];
     if (n->i[CL_PROB]) {
-        pt_tensor *q = eps > 0 ? keep(l, pt_add_scalar(keep(l, pt_mul_scalar(tg, 1 - eps)), eps / c))
-                               : (pt_tensor *)tg;
+        pt_tensor *q = eps > 0
+                           ? keep(l, pt_add_scalar(keep(l, pt_mul_scalar(tg, 1 - eps)), eps / c))
+                           : (pt_tensor *)tg;
         return wv ? keep(l, pt_mul(q, wv)) : q;
     }
     pt_tensor *valid = keep(l, pt_ne_scalar(tg, (double)n->i[CL_IGNORE]));
@@ -319,8 +321,8 @@ pt_tensor *pti_loss_record_class(bool cross_entropy, const pt_tensor *input,
     const pt_tensor *ins[2] = {input, target};
     if (!out || !pti_grad_recording(2, ins))
         return out;
-    pti_node *n = pti_node_new(cross_entropy ? "cross_entropy" : "nll_loss", class_backward, 2,
-                               ins);
+    pti_node *n =
+        pti_node_new(cross_entropy ? "cross_entropy" : "nll_loss", class_backward, 2, ins);
     if (!n) {
         pt_release(out);
         return NULL;
