@@ -68,10 +68,10 @@ enum { PW_KIND, PW_RED, PW_LOG_TARGET, PW_HAS_W, PW_HAS_PW };
 enum { PW_DIV, PW_BETA };
 enum { PW_S_IN, PW_S_TG };
 
-/* d(loss_elem)/d(input) and d(loss_elem)/d(target) (either may be skipped by passing NULL),
- * before the weight and the reduction scale. */
+/* d(loss_elem)/d(input) and, when need_t, d(loss_elem)/d(target), before the weight and the
+ * reduction scale. */
 static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, const pt_tensor *t,
-                            const pt_tensor *pw, pt_tensor **gx, pt_tensor **gt)
+                            const pt_tensor *pw, bool need_t, pt_tensor **gx, pt_tensor **gt)
 {
     double beta = n->d[PW_BETA];
     pt_tensor *d, *e;
@@ -99,7 +99,8 @@ static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, 
         e = keep(l, pt_rsub_scalar(x, 1.0));
         *gx = keep(
             l, pt_div(keep(l, pt_sub(x, t)), keep(l, pt_clamp_min(keep(l, pt_mul(x, e)), 1e-12))));
-        *gt = keep(l, pt_sub(keep(l, pt_log(e)), keep(l, pt_log(x))));
+        if (need_t)
+            *gt = keep(l, pt_sub(keep(l, pt_log(e)), keep(l, pt_log(x))));
         break;
     case PTI_LOSS_BCE_LOGITS:
         e = keep(l, pt_sigmoid(x));
@@ -108,11 +109,14 @@ static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, 
             pt_tensor *pt = keep(l, pt_mul(pw, t));
             pt_tensor *c = keep(l, pt_sub(keep(l, pt_add_scalar(pt, 1.0)), t));
             *gx = keep(l, pt_sub(keep(l, pt_mul(c, e)), pt));
-            pt_tensor *spn = keep(l, pt_softplus(keep(l, pt_neg(x)), 1.0, 20.0));
-            *gt = keep(l, pt_sub(keep(l, pt_mul(pw, spn)), keep(l, pt_softplus(x, 1.0, 20.0))));
+            if (need_t) {
+                pt_tensor *spn = keep(l, pt_softplus(keep(l, pt_neg(x)), 1.0, 20.0));
+                *gt = keep(l, pt_sub(keep(l, pt_mul(pw, spn)), keep(l, pt_softplus(x, 1.0, 20.0))));
+            }
         } else {
             *gx = keep(l, pt_sub(e, t));
-            *gt = keep(l, pt_neg(x));
+            if (need_t)
+                *gt = keep(l, pt_neg(x));
         }
         break;
     case PTI_LOSS_KL_DIV:
@@ -120,10 +124,13 @@ static void pointwise_grads(tmp_list *l, const pti_node *n, const pt_tensor *x, 
             /* loss = exp(t) (t - x) */
             e = keep(l, pt_exp(t));
             *gx = keep(l, pt_neg(e));
-            *gt = keep(l, pt_mul(e, keep(l, pt_add_scalar(keep(l, pt_sub(t, x)), 1.0))));
+            if (need_t)
+                *gt = keep(l, pt_mul(e, keep(l, pt_add_scalar(keep(l, pt_sub(t, x)), 1.0))));
         } else {
             /* loss = xlogy(t, t) - t x: d/dt = log t + 1 - x where t > 0 (0 at t == 0) */
             *gx = keep(l, pt_neg(t));
+            if (!need_t)
+                break;
             pt_tensor *lg = keep(l, pt_sub(keep(l, pt_add_scalar(keep(l, pt_log(t)), 1.0)), x));
             pt_tensor *z =
                 keep(l, pt_scalar_tensor(0.0, lg ? lg->dtype : PT_FLOAT32, x->storage->device));
@@ -152,7 +159,7 @@ static pt_status pointwise_backward(pti_node *n, pt_tensor *const *grad_out, pt_
     if (w)
         g = keep(&l, pt_mul(g, w));
     pt_tensor *gx = NULL, *gt = NULL;
-    pointwise_grads(&l, n, x, t, pw, &gx, &gt);
+    pointwise_grads(&l, n, x, t, pw, pti_node_needs_grad(n, 1), &gx, &gt);
     pt_status st = PT_OK;
     if (pti_node_needs_grad(n, 0)) {
         grad_in[0] = shape_like(&l, keep(&l, pt_mul(gx, g)), x);
