@@ -515,6 +515,27 @@ static void test_recording(void **state)
     assert_int_not_equal(pt_backward(l, NULL, false, false), PT_OK);
     pt_release(l);
     pt_release(other);
+    /* mixed dtypes: a float32 input against a float64 target gets a float32 gradient */
+    pt_tensor *x32 = pt_to_dtype(x, PT_FLOAT32);
+    pt_requires_grad_(x32, true);
+    l = pt_huber_loss(x32, t, PT_REDUCTION_MEAN, 1.0);
+    assert_int_equal(pt_dtype_of(l), PT_FLOAT64);
+    assert_int_equal(pt_backward(l, NULL, false, false), PT_OK);
+    g = pt_grad(x32);
+    assert_non_null(g);
+    assert_int_equal(pt_dtype_of(g), PT_FLOAT32);
+    pt_release(g);
+    pt_release(l);
+    pt_release(x32);
+    /* class weights are constants, as in PyTorch (which has no derivative for them) */
+    int64_t s4[1] = {4};
+    pt_tensor *w = leaf(wave(1, s4, 0.3, 0.0, 1.0));
+    pt_cross_entropy_opts o = {.weight = w};
+    l = pt_cross_entropy_ex(x, y, &o);
+    assert_int_equal(pt_backward(l, NULL, false, false), PT_OK);
+    assert_null(pt_grad(w));
+    pt_release(l);
+    pt_release(w);
     pt_release(x);
     pt_release(t);
     pt_release(y);
