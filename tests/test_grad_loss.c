@@ -328,11 +328,33 @@ static pt_tensor *int_target(int nd, const int64_t *shape, const int64_t *vals)
     return pt_from_data(vals, nd, shape, PT_INT64, pt_cpu());
 }
 
+/* The input gradient of the fused first-order kernel (pt_cross_entropy_backward /
+ * pt_nll_loss_backward, used without create_graph) equals the composed formula (used with
+ * create_graph). */
+static void fused_vs_composed(loss_fn fn, const void *ctx, int n, pt_tensor *const *in)
+{
+    (void)n;
+    pt_tensor *g[2][MAX_IN] = {{0}};
+    for (int cg = 0; cg < 2; cg++) {
+        pt_tensor *out = fn(in, ctx);
+        assert_non_null(out);
+        pt_tensor *v = out_weights(out);
+        assert_int_equal(pt_autograd_grad(1, &out, &v, 1, in, false, cg == 1, false, g[cg]), PT_OK);
+        pt_release(v);
+        pt_release(out);
+    }
+    assert_tensor_close(g[0][0], g[1][0], 1e-12, 1e-12);
+    pt_release(g[0][0]);
+    pt_release(g[1][0]);
+}
+
+static void (*cls_checker)(loss_fn, const void *, int, pt_tensor *const *) = gradcheck;
+
 static void check_cls_all_reds(cls_ctx c, pt_tensor *const *in)
 {
     for (int r = 0; r < 3; r++) {
         c.o.reduction = reds[r];
-        gradcheck(cls_loss, &c, 3, in);
+        cls_checker(cls_loss, &c, 3, in);
     }
 }
 
@@ -362,9 +384,8 @@ static void check_cls_options(bool nll, pt_tensor *const *in_nw, const pt_tensor
     }
 }
 
-static void test_cross_entropy_grads(void **state)
+static void cross_entropy_cases(void)
 {
-    (void)state;
     int64_t s45[2] = {4, 5}, s4[1] = {4}, s5[1] = {5};
     int64_t t4[4] = {2, -100, 1, 4}, t4b[4] = {2, 0, 1, 4};
     pt_tensor *w = wave(1, s5, 0.5, 0.2, 1.0);
@@ -409,9 +430,8 @@ static pt_tensor *prob_target(int nd, const int64_t *shape, double phase)
     return p;
 }
 
-static void test_cross_entropy_prob_grads(void **state)
+static void cross_entropy_prob_cases(void)
 {
-    (void)state;
     int64_t s45[2] = {4, 5}, s5[1] = {5}, sk[3] = {2, 5, 3};
     pt_tensor *w = wave(1, s5, 0.5, 0.2, 1.0);
     pt_tensor *cases[3][2] = {
@@ -430,6 +450,45 @@ static void test_cross_entropy_prob_grads(void **state)
         pt_release(cases[k][1]);
     }
     pt_release(w);
+}
+
+static void test_cross_entropy_grads(void **state)
+{
+    (void)state;
+    cls_checker = gradcheck;
+    cross_entropy_cases();
+}
+
+static void test_cross_entropy_prob_grads(void **state)
+{
+    (void)state;
+    cls_checker = gradcheck;
+    cross_entropy_prob_cases();
+}
+
+static void test_fused_class_backward(void **state)
+{
+    (void)state;
+    cls_checker = fused_vs_composed;
+    cross_entropy_cases();
+    cross_entropy_prob_cases();
+    cls_checker = gradcheck;
+    /* the public backward ops check their arguments */
+    int64_t s45[2] = {4, 5}, s4[1] = {4}, t4[4] = {0, 1, 2, 7};
+    pt_tensor *x = wave(2, s45, 1.0, 0.0, 0.0), *y = int_target(1, s4, t4);
+    pt_tensor *g0 = pt_scalar_tensor(1.0, PT_FLOAT64, pt_cpu()), *g1 = wave(1, s4, 1, 0, 0);
+    assert_pt_error(pt_cross_entropy_backward(g0, x, y, NULL), PT_ERR_INDEX,
+                    "target 7 is out of bounds for 5 classes");
+    assert_pt_error(pt_cross_entropy_backward(g1, x, y, NULL), PT_ERR_SHAPE,
+                    "grad_output [4] must have the loss's shape []");
+    pt_nll_loss_opts no = {.reduction = PT_REDUCTION_NONE};
+    assert_pt_error(pt_nll_loss_backward(g0, x, y, &no), PT_ERR_SHAPE,
+                    "grad_output [] must have the loss's shape [4]");
+    assert_pt_error(pt_nll_loss_backward(NULL, x, y, NULL), PT_ERR_NULL, "grad_output");
+    pt_release(x);
+    pt_release(y);
+    pt_release(g0);
+    pt_release(g1);
 }
 
 /* ---- double backward ------------------------------------------------------------------------- */
@@ -550,6 +609,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cross_entropy_grads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cross_entropy_prob_grads, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_class_backward, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_recording, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gradgrad, pt_test_setup, pt_test_teardown),
     };

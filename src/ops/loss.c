@@ -318,45 +318,64 @@ static bool check_class_target(const class_args *a, pti_class_loss_params *p)
     return true;
 }
 
-static pt_tensor *class_forward(const class_args *a, pti_class_loss_params *p)
+/* Checks the arguments of a class loss and fills p; false with the error set otherwise. */
+static bool class_check(const class_args *a, pti_class_loss_params *p)
 {
     const char *op = a->op;
     if (!PTI_CHECK_ARG(a->input, op, "input") || !PTI_CHECK_ARG(a->target, op, "target"))
-        return NULL;
+        return false;
     const pt_tensor *in = a->input;
     const pt_tensor *all[3] = {in, a->target, a->weight};
     if (!pti_check_same_device(op, 3, all) || !check_reduction(op, a->reduction, false) ||
         !pti_check_floating(op, "input", in))
-        return NULL;
+        return false;
     if (in->ndim < 1)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: input must be [C] or [N, C, *], got a 0-dim "
-                              "tensor",
-                              op);
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: input must be [C] or [N, C, *], got a 0-dim "
+                         "tensor",
+                         op),
+               false;
     if (!(a->label_smoothing >= 0 && a->label_smoothing <= 1))
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
-                              a->label_smoothing);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
+                         a->label_smoothing),
+               false;
     *p = (pti_class_loss_params){.ignore_index = a->ignore_index,
                                  .label_smoothing = a->label_smoothing,
                                  .reduction = a->reduction};
     if (!check_class_target(a, p))
-        return NULL;
+        return false;
     if (a->weight && !pti_check_floating(op, "weight", a->weight))
-        return NULL;
+        return false;
     if (a->weight && (a->weight->ndim != 1 || a->weight->shape[0] != p->c))
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: weight must have shape [%lld] (one per class), got %s", op,
-                              (long long)p->c, pti_shape_str(a->weight->ndim, a->weight->shape));
-    pt_dtype cdt = compute_dtype(in->dtype);
-    /* NONE keeps the input's shape without the class dim (0-dim for an unbatched input) */
+        return pti_error(PT_ERR_SHAPE, "%s: weight must have shape [%lld] (one per class), got %s",
+                         op, (long long)p->c, pti_shape_str(a->weight->ndim, a->weight->shape)),
+               false;
+    return true;
+}
+
+/* The loss's shape for reduction NONE (the input's without the class dim; 0-dim for an
+ * unbatched input), 0-dim otherwise. Returns ndim. */
+static int class_out_shape(const class_args *a, int64_t *oshape)
+{
+    const pt_tensor *in = a->input;
     int ond = 0;
-    int64_t oshape[PT_MAX_DIMS];
     if (a->reduction == PT_REDUCTION_NONE && in->ndim >= 2) {
         oshape[ond++] = in->shape[0];
         for (int d = 2; d < in->ndim; d++)
             oshape[ond++] = in->shape[d];
     }
+    return ond;
+}
+
+static pt_tensor *class_forward(const class_args *a, pti_class_loss_params *p)
+{
+    if (!class_check(a, p))
+        return NULL;
+    const pt_tensor *in = a->input;
+    pt_dtype cdt = compute_dtype(in->dtype);
+    int64_t oshape[PT_MAX_DIMS];
+    int ond = class_out_shape(a, oshape);
     pt_tensor *x = expand_prep(in, in->ndim, in->shape, cdt);
     pt_tensor *t =
         expand_prep(a->target, a->target->ndim, a->target->shape, p->prob_target ? cdt : PT_INT64);
@@ -385,6 +404,83 @@ static pt_tensor *class_loss(const class_args *a)
     pt_tensor *out = class_forward(a, &p);
     pt_set_grad_enabled(prev);
     return pti_loss_record_class(a->allow_prob, a->input, a->target, a->weight, &p, out);
+}
+
+/* d(loss)/d(input) of a class loss in one kernel (the fused first-order backward). */
+static pt_tensor *class_backward_fused(const class_args *a, const pt_tensor *grad_output)
+{
+    pti_class_loss_params p;
+    if (!PTI_CHECK_ARG(grad_output, a->op, "grad_output") || !class_check(a, &p))
+        return NULL;
+    const pt_tensor *in = a->input;
+    const pt_tensor *all[2] = {in, grad_output};
+    if (!pti_check_same_device(a->op, 2, all) ||
+        !pti_check_floating(a->op, "grad_output", grad_output))
+        return NULL;
+    int64_t oshape[PT_MAX_DIMS];
+    int ond = class_out_shape(a, oshape);
+    if (grad_output->ndim != ond ||
+        memcmp(grad_output->shape, oshape, sizeof(int64_t) * (size_t)ond) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output %s must have the loss's shape %s",
+                              a->op, pti_shape_str(grad_output->ndim, grad_output->shape),
+                              pti_shape_str(ond, oshape));
+    pt_dtype cdt = compute_dtype(in->dtype);
+    bool prev = pt_set_grad_enabled(false);
+    pt_tensor *x = expand_prep(in, in->ndim, in->shape, cdt);
+    pt_tensor *t =
+        expand_prep(a->target, a->target->ndim, a->target->shape, p.prob_target ? cdt : PT_INT64);
+    pt_tensor *w = a->weight ? expand_prep(a->weight, 1, a->weight->shape, cdt) : NULL;
+    pt_tensor *g = expand_prep(grad_output, ond, oshape, cdt);
+    pt_tensor *out = NULL;
+    if (x && t && g && (!a->weight || w)) {
+        out = pti_tensor_new(in->ndim, in->shape, cdt, in->storage->device);
+        if (out && out->numel > 0) {
+            pti_call c = {.n_in = 4, .n_out = 1, .in = {x, t, w, g}, .out = {out}, .params = &p};
+            if (pti_dispatch(a->kop, &c) != PT_OK) {
+                pt_release(out);
+                out = NULL;
+            }
+        }
+    }
+    pt_release(x);
+    pt_release(t);
+    pt_release(w);
+    pt_release(g);
+    out = finish(out, in->dtype);
+    pt_set_grad_enabled(prev);
+    return out;
+}
+
+pt_tensor *pt_cross_entropy_backward(const pt_tensor *grad_output, const pt_tensor *logits,
+                                     const pt_tensor *target, const pt_cross_entropy_opts *opts)
+{
+    pt_cross_entropy_opts o = opts ? *opts : (pt_cross_entropy_opts){0};
+    class_args a = {"pt_cross_entropy_backward",
+                    PTI_OP_cross_entropy_backward,
+                    logits,
+                    target,
+                    o.weight,
+                    o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
+                    o.label_smoothing,
+                    o.reduction,
+                    true};
+    return class_backward_fused(&a, grad_output);
+}
+
+pt_tensor *pt_nll_loss_backward(const pt_tensor *grad_output, const pt_tensor *input,
+                                const pt_tensor *target, const pt_nll_loss_opts *opts)
+{
+    pt_nll_loss_opts o = opts ? *opts : (pt_nll_loss_opts){0};
+    class_args a = {"pt_nll_loss_backward",
+                    PTI_OP_nll_loss_backward,
+                    input,
+                    target,
+                    o.weight,
+                    o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
+                    0.0,
+                    o.reduction,
+                    false};
+    return class_backward_fused(&a, grad_output);
 }
 
 pt_tensor *pt_cross_entropy_ex(const pt_tensor *logits, const pt_tensor *target,

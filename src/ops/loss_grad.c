@@ -268,6 +268,29 @@ static pt_tensor *class_coeffs(tmp_list *l, const pti_node *n, const pt_tensor *
     return keep(l, pt_add(keep(l, pt_mul_scalar(m, 1 - eps)), keep(l, pt_mul_scalar(sm, eps / c))));
 }
 
+/* First-order backward (no create_graph) in one kernel: pt_cross_entropy_backward /
+ * pt_nll_loss_backward for the input; class-probability targets' gradient is composed. */
+static pt_status class_backward_fused(pti_node *n, const pt_tensor *g, const pt_tensor *x,
+                                      const pt_tensor *tg, const pt_tensor *w, pt_tensor **grad_in)
+{
+    pt_cross_entropy_opts o = {.weight = w,
+                               .has_ignore_index = true,
+                               .ignore_index = n->i[CL_IGNORE],
+                               .label_smoothing = n->d[CL_SMOOTH],
+                               .reduction = (pt_reduction)n->i[CL_RED]};
+    if (pti_node_needs_grad(n, 0)) {
+        if (n->i[CL_CE]) {
+            grad_in[0] = pt_cross_entropy_backward(g, x, tg, &o);
+        } else {
+            pt_nll_loss_opts no = {w, true, o.ignore_index, o.reduction};
+            grad_in[0] = pt_nll_loss_backward(g, x, tg, &no);
+        }
+        if (!grad_in[0])
+            return pt_last_status();
+    }
+    return PT_OK;
+}
+
 static pt_status class_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
 {
     tmp_list l = {.n = 0};
@@ -277,6 +300,14 @@ static pt_status class_backward(pti_node *n, pt_tensor *const *grad_out, pt_tens
     if (!x || !tg || (n->i[CL_HAS_W] && !w)) {
         release_all(&l);
         return pt_last_status();
+    }
+    pt_status st = PT_OK;
+    if (!pt_grad_enabled() && x->storage->device.type == PT_DEVICE_CPU) {
+        st = class_backward_fused(n, grad_out[0], x, tg, w, grad_in);
+        if (st != PT_OK || !pti_node_needs_grad(n, 1) || !n->i[CL_PROB]) {
+            release_all(&l);
+            return st;
+        }
     }
     int cdim = x->ndim == 1 ? 0 : 1;
     pt_tensor *wv = w ? class_view(&l, w, x, cdim) : NULL;
@@ -291,8 +322,7 @@ static pt_status class_backward(pti_node *n, pt_tensor *const *grad_out, pt_tens
         g = keep(&l, pt_div_scalar(g, (double)(x->numel / x->shape[cdim])));
     else if (red == PT_REDUCTION_MEAN)
         g = keep(&l, pt_div(g, denom));
-    pt_status st = PT_OK;
-    if (pti_node_needs_grad(n, 0)) {
+    if (pti_node_needs_grad(n, 0) && !grad_in[0]) {
         pt_tensor *gx;
         if (n->i[CL_CE]) {
             /* d/dx of -sum_c Q_c log_softmax_c = softmax * sum_c Q_c - Q */
