@@ -19,7 +19,7 @@
 /* Temporaries of one formula, released together at the end. Public ops propagate a NULL
  * argument as the earlier error, so a chain of calls needs one check at its end. */
 typedef struct tmp_list {
-    pt_tensor *t[32];
+    pt_tensor *t[64]; /* the longest formula keeps about 30 */
     int n;
 } tmp_list;
 
