@@ -434,11 +434,12 @@ static void cross_entropy_prob_cases(void)
 {
     int64_t s45[2] = {4, 5}, s5[1] = {5}, sk[3] = {2, 5, 3};
     pt_tensor *w = wave(1, s5, 0.5, 0.2, 1.0);
-    pt_tensor *cases[3][2] = {
+    pt_tensor *cases[4][2] = {
         {leaf(wave(2, s45, 1.5, 0.0, 0.0)), leaf(prob_target(2, s45, 0.7))},
         {leaf(wave(3, sk, 1.5, 0.5, 0.0)), leaf(prob_target(3, sk, 0.1))},
-        {noncontig_leaf(wave(2, s45, 1.5, 0.3, 0.0)), leaf(prob_target(2, s45, 1.7))}};
-    for (int k = 0; k < 3; k++) {
+        {noncontig_leaf(wave(2, s45, 1.5, 0.3, 0.0)), leaf(prob_target(2, s45, 1.7))},
+        {leaf(wave(1, s5, 1.5, 0.8, 0.0)), leaf(prob_target(1, s5, 0.4))}}; /* unbatched */
+    for (int k = 0; k < 4; k++) {
         for (int wi = 0; wi < 2; wi++) {
             pt_tensor *in[3] = {cases[k][0], cases[k][1], wi ? w : NULL};
             cls_ctx c = {.nll = false};
@@ -527,6 +528,25 @@ static void test_gradgrad(void **state)
     pt_release(w);
 }
 
+/* Empty batches: empty gradients of the input's shape. */
+static void test_empty_grads(void **state)
+{
+    (void)state;
+    int64_t s04[2] = {0, 4}, s0[1] = {0};
+    pt_tensor *in[4] = {leaf(wave(2, s04, 1, 0, 0)), leaf(wave(2, s04, 1, 1, 0)), NULL, NULL};
+    pt_tensor *inc[3] = {in[0], int_target(1, s0, NULL), NULL};
+    for (int r = 1; r < 3; r++) {
+        pw_ctx c = {MSE, reds[r], 0, false};
+        gradcheck(pw_loss, &c, 4, in);
+        c.kind = BCE_LOGITS;
+        gradcheck(pw_loss, &c, 4, in);
+        cls_ctx cc = {.nll = false, .o = {.reduction = reds[r]}};
+        gradcheck(cls_loss, &cc, 3, inc);
+    }
+    pt_release(inc[1]);
+    release4(in);
+}
+
 /* ---- recording rules and error paths --------------------------------------------------------- */
 
 static void test_recording(void **state)
@@ -610,6 +630,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cross_entropy_prob_grads, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_fused_class_backward, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_grads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_recording, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gradgrad, pt_test_setup, pt_test_teardown),
     };
