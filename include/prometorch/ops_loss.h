@@ -68,6 +68,18 @@ PT_API pt_tensor *pt_nll_loss(const pt_tensor *input, const pt_tensor *target);
 PT_API pt_tensor *pt_nll_loss_ex(const pt_tensor *input, const pt_tensor *target,
                                  const pt_nll_loss_opts *opts);
 
+/* The gradient of pt_cross_entropy_ex with respect to the logits, given grad_output (the
+ * loss's gradient: the loss's shape, so 0-dim unless reduction is NONE), in one fused kernel
+ * (what PyTorch's autograd computes for F.cross_entropy). Same options and checks as the loss;
+ * returns a new reference with logits' shape and dtype. The autograd formula uses it for
+ * first-order backward; it is not itself differentiable (create_graph composes public ops). */
+PT_API pt_tensor *pt_cross_entropy_backward(const pt_tensor *grad_output, const pt_tensor *logits,
+                                            const pt_tensor *target,
+                                            const pt_cross_entropy_opts *opts);
+/* The gradient of pt_nll_loss_ex with respect to its input, as pt_cross_entropy_backward. */
+PT_API pt_tensor *pt_nll_loss_backward(const pt_tensor *grad_output, const pt_tensor *input,
+                                       const pt_tensor *target, const pt_nll_loss_opts *opts);
+
 /* ---- regression ---------------------------------------------------------------------------- */
 
 /* F.mse_loss(input, target, reduction): (input - target)^2. input and target broadcast (as

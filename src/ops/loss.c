@@ -2,13 +2,16 @@
  * mse_loss, l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy[_with_logits] and
  * kl_div. Each checks shapes/dtypes/options, brings the operands to contiguous compute copies
  * (broadcast operands are expanded first) and dispatches to the kernels in
- * src/backends/<device>/loss*.c with the parameters of loss_params.h. Backward formulas join
- * these when the autograd engine lands. */
+ * src/backends/<device>/loss*.c with the parameters of loss_params.h. The forward runs with
+ * grad mode off (its conversions are not part of the graph); one node per loss is recorded
+ * afterwards (backward formulas in loss_grad.c). */
 #include <math.h>
 #include <string.h>
 
 #include "common.h"
+#include "loss_grad.h"
 #include "loss_params.h"
+#include "prometorch/autograd.h"
 
 #define DEFAULT_IGNORE_INDEX (-100)
 
@@ -87,12 +90,13 @@ static bool broadcasts_to(const char *op, const char *arg, const pt_tensor *t, i
 typedef struct pointwise_args {
     const char *op;
     pti_op kop;
+    pti_pointwise_loss_kind kind;
     const pt_tensor *input, *target, *weight, *pos_weight;
     bool same_shape; /* input and target must match exactly (binary cross entropy) */
     bool allow_batchmean;
 } pointwise_args;
 
-static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_params *p)
+static pt_tensor *pointwise_forward(const pointwise_args *a, pti_pointwise_loss_params *p)
 {
     const char *op = a->op;
     if (!PTI_CHECK_ARG(a->input, op, "input") || !PTI_CHECK_ARG(a->target, op, "target"))
@@ -152,16 +156,27 @@ static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_par
     return finish(out, rdt);
 }
 
+static pt_tensor *pointwise_loss(const pointwise_args *a, pti_pointwise_loss_params *p)
+{
+    bool prev = pt_set_grad_enabled(false);
+    pt_tensor *out = pointwise_forward(a, p);
+    pt_set_grad_enabled(prev);
+    return pti_loss_record_pointwise(a->kind, a->input, a->target, a->weight, a->pos_weight, p,
+                                     out);
+}
+
 pt_tensor *pt_mse_loss(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction)
 {
-    pointwise_args a = {"pt_mse_loss", PTI_OP_mse_loss, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_mse_loss", PTI_OP_mse_loss, PTI_LOSS_MSE, input, target, NULL,
+                        NULL,          false,           false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
 
 pt_tensor *pt_l1_loss(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction)
 {
-    pointwise_args a = {"pt_l1_loss", PTI_OP_l1_loss, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_l1_loss", PTI_OP_l1_loss, PTI_LOSS_L1, input, target,
+                        NULL,         NULL,           false,       false};
     pti_pointwise_loss_params p = {.reduction = reduction};
     return pointwise_loss(&a, &p);
 }
@@ -172,8 +187,15 @@ pt_tensor *pt_smooth_l1_loss(const pt_tensor *input, const pt_tensor *target,
     if (!(beta >= 0))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_smooth_l1_loss: beta must be non-negative, got %g", beta);
-    pointwise_args a = {
-        "pt_smooth_l1_loss", PTI_OP_smooth_l1_loss, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_smooth_l1_loss",
+                        PTI_OP_smooth_l1_loss,
+                        PTI_LOSS_SMOOTH_L1,
+                        input,
+                        target,
+                        NULL,
+                        NULL,
+                        false,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = beta};
     return pointwise_loss(&a, &p);
 }
@@ -184,8 +206,15 @@ pt_tensor *pt_huber_loss(const pt_tensor *input, const pt_tensor *target, pt_red
     if (!(delta > 0))
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_huber_loss: delta must be positive, got %g",
                               delta);
-    pointwise_args a = {
-        "pt_huber_loss", PTI_OP_huber_loss, input, target, NULL, NULL, false, false};
+    pointwise_args a = {"pt_huber_loss",
+                        PTI_OP_huber_loss,
+                        PTI_LOSS_HUBER,
+                        input,
+                        target,
+                        NULL,
+                        NULL,
+                        false,
+                        false};
     pti_pointwise_loss_params p = {.reduction = reduction, .beta = delta};
     return pointwise_loss(&a, &p);
 }
@@ -195,6 +224,7 @@ pt_tensor *pt_binary_cross_entropy(const pt_tensor *input, const pt_tensor *targ
 {
     pointwise_args a = {"pt_binary_cross_entropy",
                         PTI_OP_binary_cross_entropy,
+                        PTI_LOSS_BCE,
                         input,
                         target,
                         weight,
@@ -211,6 +241,7 @@ pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input, const pt_
 {
     pointwise_args a = {"pt_binary_cross_entropy_with_logits",
                         PTI_OP_binary_cross_entropy_with_logits,
+                        PTI_LOSS_BCE_LOGITS,
                         input,
                         target,
                         weight,
@@ -224,7 +255,8 @@ pt_tensor *pt_binary_cross_entropy_with_logits(const pt_tensor *input, const pt_
 pt_tensor *pt_kl_div(const pt_tensor *input, const pt_tensor *target, pt_reduction reduction,
                      bool log_target)
 {
-    pointwise_args a = {"pt_kl_div", PTI_OP_kl_div, input, target, NULL, NULL, false, true};
+    pointwise_args a = {"pt_kl_div", PTI_OP_kl_div, PTI_LOSS_KL_DIV, input, target,
+                        NULL,        NULL,          false,           true};
     pti_pointwise_loss_params p = {.reduction = reduction, .log_target = log_target};
     return pointwise_loss(&a, &p);
 }
@@ -286,54 +318,73 @@ static bool check_class_target(const class_args *a, pti_class_loss_params *p)
     return true;
 }
 
-static pt_tensor *class_loss(const class_args *a)
+/* Checks the arguments of a class loss and fills p; false with the error set otherwise. */
+static bool class_check(const class_args *a, pti_class_loss_params *p)
 {
     const char *op = a->op;
     if (!PTI_CHECK_ARG(a->input, op, "input") || !PTI_CHECK_ARG(a->target, op, "target"))
-        return NULL;
+        return false;
     const pt_tensor *in = a->input;
     const pt_tensor *all[3] = {in, a->target, a->weight};
     if (!pti_check_same_device(op, 3, all) || !check_reduction(op, a->reduction, false) ||
         !pti_check_floating(op, "input", in))
-        return NULL;
+        return false;
     if (in->ndim < 1)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: input must be [C] or [N, C, *], got a 0-dim "
-                              "tensor",
-                              op);
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: input must be [C] or [N, C, *], got a 0-dim "
+                         "tensor",
+                         op),
+               false;
     if (!(a->label_smoothing >= 0 && a->label_smoothing <= 1))
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
-                              a->label_smoothing);
-    pti_class_loss_params p = {.ignore_index = a->ignore_index,
-                               .label_smoothing = a->label_smoothing,
-                               .reduction = a->reduction};
-    if (!check_class_target(a, &p))
-        return NULL;
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
+                         a->label_smoothing),
+               false;
+    *p = (pti_class_loss_params){.ignore_index = a->ignore_index,
+                                 .label_smoothing = a->label_smoothing,
+                                 .reduction = a->reduction};
+    if (!check_class_target(a, p))
+        return false;
     if (a->weight && !pti_check_floating(op, "weight", a->weight))
-        return NULL;
-    if (a->weight && (a->weight->ndim != 1 || a->weight->shape[0] != p.c))
-        return pti_error_null(PT_ERR_SHAPE,
-                              "%s: weight must have shape [%lld] (one per class), got %s", op,
-                              (long long)p.c, pti_shape_str(a->weight->ndim, a->weight->shape));
-    pt_dtype cdt = compute_dtype(in->dtype);
-    /* NONE keeps the input's shape without the class dim (0-dim for an unbatched input) */
+        return false;
+    if (a->weight && (a->weight->ndim != 1 || a->weight->shape[0] != p->c))
+        return pti_error(PT_ERR_SHAPE, "%s: weight must have shape [%lld] (one per class), got %s",
+                         op, (long long)p->c, pti_shape_str(a->weight->ndim, a->weight->shape)),
+               false;
+    return true;
+}
+
+/* The loss's shape for reduction NONE (the input's without the class dim; 0-dim for an
+ * unbatched input), 0-dim otherwise. Returns ndim. */
+static int class_out_shape(const class_args *a, int64_t *oshape)
+{
+    const pt_tensor *in = a->input;
     int ond = 0;
-    int64_t oshape[PT_MAX_DIMS];
     if (a->reduction == PT_REDUCTION_NONE && in->ndim >= 2) {
         oshape[ond++] = in->shape[0];
         for (int d = 2; d < in->ndim; d++)
             oshape[ond++] = in->shape[d];
     }
+    return ond;
+}
+
+static pt_tensor *class_forward(const class_args *a, pti_class_loss_params *p)
+{
+    if (!class_check(a, p))
+        return NULL;
+    const pt_tensor *in = a->input;
+    pt_dtype cdt = compute_dtype(in->dtype);
+    int64_t oshape[PT_MAX_DIMS];
+    int ond = class_out_shape(a, oshape);
     pt_tensor *x = expand_prep(in, in->ndim, in->shape, cdt);
     pt_tensor *t =
-        expand_prep(a->target, a->target->ndim, a->target->shape, p.prob_target ? cdt : PT_INT64);
+        expand_prep(a->target, a->target->ndim, a->target->shape, p->prob_target ? cdt : PT_INT64);
     pt_tensor *w = a->weight ? expand_prep(a->weight, 1, a->weight->shape, cdt) : NULL;
     pt_tensor *out = NULL;
     if (x && t && (!a->weight || w)) {
         out = pti_tensor_new(ond, oshape, cdt, in->storage->device);
         if (out && out->numel > 0) {
-            pti_call c = {.n_in = 3, .n_out = 1, .in = {x, t, w}, .out = {out}, .params = &p};
+            pti_call c = {.n_in = 3, .n_out = 1, .in = {x, t, w}, .out = {out}, .params = p};
             if (pti_dispatch(a->kop, &c) != PT_OK) {
                 pt_release(out);
                 out = NULL;
@@ -344,6 +395,92 @@ static pt_tensor *class_loss(const class_args *a)
     pt_release(t);
     pt_release(w);
     return finish(out, in->dtype);
+}
+
+static pt_tensor *class_loss(const class_args *a)
+{
+    pti_class_loss_params p;
+    bool prev = pt_set_grad_enabled(false);
+    pt_tensor *out = class_forward(a, &p);
+    pt_set_grad_enabled(prev);
+    return pti_loss_record_class(a->allow_prob, a->input, a->target, a->weight, &p, out);
+}
+
+/* d(loss)/d(input) of a class loss in one kernel (the fused first-order backward). */
+static pt_tensor *class_backward_fused(const class_args *a, const pt_tensor *grad_output)
+{
+    pti_class_loss_params p;
+    if (!PTI_CHECK_ARG(grad_output, a->op, "grad_output") || !class_check(a, &p))
+        return NULL;
+    const pt_tensor *in = a->input;
+    const pt_tensor *all[2] = {in, grad_output};
+    if (!pti_check_same_device(a->op, 2, all) ||
+        !pti_check_floating(a->op, "grad_output", grad_output))
+        return NULL;
+    int64_t oshape[PT_MAX_DIMS];
+    int ond = class_out_shape(a, oshape);
+    if (grad_output->ndim != ond ||
+        memcmp(grad_output->shape, oshape, sizeof(int64_t) * (size_t)ond) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output %s must have the loss's shape %s",
+                              a->op, pti_shape_str(grad_output->ndim, grad_output->shape),
+                              pti_shape_str(ond, oshape));
+    pt_dtype cdt = compute_dtype(in->dtype);
+    bool prev = pt_set_grad_enabled(false);
+    pt_tensor *x = expand_prep(in, in->ndim, in->shape, cdt);
+    pt_tensor *t =
+        expand_prep(a->target, a->target->ndim, a->target->shape, p.prob_target ? cdt : PT_INT64);
+    pt_tensor *w = a->weight ? expand_prep(a->weight, 1, a->weight->shape, cdt) : NULL;
+    pt_tensor *g = expand_prep(grad_output, ond, oshape, cdt);
+    pt_tensor *out = NULL;
+    if (x && t && g && (!a->weight || w)) {
+        out = pti_tensor_new(in->ndim, in->shape, cdt, in->storage->device);
+        if (out && out->numel > 0) {
+            pti_call c = {.n_in = 4, .n_out = 1, .in = {x, t, w, g}, .out = {out}, .params = &p};
+            if (pti_dispatch(a->kop, &c) != PT_OK) {
+                pt_release(out);
+                out = NULL;
+            }
+        }
+    }
+    pt_release(x);
+    pt_release(t);
+    pt_release(w);
+    pt_release(g);
+    out = finish(out, in->dtype);
+    pt_set_grad_enabled(prev);
+    return out;
+}
+
+pt_tensor *pt_cross_entropy_backward(const pt_tensor *grad_output, const pt_tensor *logits,
+                                     const pt_tensor *target, const pt_cross_entropy_opts *opts)
+{
+    pt_cross_entropy_opts o = opts ? *opts : (pt_cross_entropy_opts){0};
+    class_args a = {"pt_cross_entropy_backward",
+                    PTI_OP_cross_entropy_backward,
+                    logits,
+                    target,
+                    o.weight,
+                    o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
+                    o.label_smoothing,
+                    o.reduction,
+                    true};
+    return class_backward_fused(&a, grad_output);
+}
+
+pt_tensor *pt_nll_loss_backward(const pt_tensor *grad_output, const pt_tensor *input,
+                                const pt_tensor *target, const pt_nll_loss_opts *opts)
+{
+    pt_nll_loss_opts o = opts ? *opts : (pt_nll_loss_opts){0};
+    class_args a = {"pt_nll_loss_backward",
+                    PTI_OP_nll_loss_backward,
+                    input,
+                    target,
+                    o.weight,
+                    o.has_ignore_index ? o.ignore_index : DEFAULT_IGNORE_INDEX,
+                    0.0,
+                    o.reduction,
+                    false};
+    return class_backward_fused(&a, grad_output);
 }
 
 pt_tensor *pt_cross_entropy_ex(const pt_tensor *logits, const pt_tensor *target,

@@ -22,7 +22,9 @@ typedef struct pti_pointwise_loss_params {
 
 /* cross_entropy and nll_loss: in = {input [N, C, S], target, weight [C] or NULL} where target
  * is int64 [N, S] (class indices) or the compute dtype [N, C, S] (probabilities,
- * cross_entropy only); out = {loss}: [N, S] for NONE, 0-dim otherwise. */
+ * cross_entropy only); out = {loss}: [N, S] for NONE, 0-dim otherwise.
+ * Their backward ops take a fourth input, grad_output ([N, S] for NONE, 0-dim otherwise, in
+ * the compute dtype), and write d(loss)/d(input) [N, C, S]. */
 typedef struct pti_class_loss_params {
     int64_t n, c, s;
     bool prob_target;

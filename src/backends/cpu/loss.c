@@ -2,7 +2,7 @@
  * float32 or float64. Each element's loss is computed in double; reductions sum fixed-size
  * blocks into partials that are added in order, so results do not depend on the thread count.
  * Class losses (cross_entropy, nll_loss) take the log-sum-exp of contiguous float32 rows with
- * the AVX2 primitive of nn_simd.c. */
+ * the AVX2 primitive of nn_simd.c. Their fused backward (d(loss)/d(input)) is at the end. */
 #include <math.h>
 #include <stdatomic.h>
 
@@ -313,6 +313,109 @@ static pt_status cpu_nll_loss(const pti_call *c)
     return run_class_loss(c, false);
 }
 
+/* ---- class loss backward ----------------------------------------------------------------------
+ */
+
+/* d(loss)/d(input) of sample i's C entries: with Q_c the weight that log_softmax_c (or
+ * input_c for nll) carries in the loss, the gradient is (softmax_c * sum(Q) - Q_c) * scale
+ * for cross entropy and -Q_c * scale for nll. */
+typedef struct cls_bwd_ctx {
+    cls_ctx cc;
+    double scale;   /* grad_output / mean divisor, unless reduction is NONE */
+    double total_w; /* sum of the class weights (C without weight) */
+} cls_bwd_ctx;
+
+static void cls_bwd_range(void *arg, int64_t i0, int64_t i1)
+{
+    const cls_bwd_ctx *b = arg;
+    const cls_ctx *cc = &b->cc;
+    const pti_class_loss_params *p = cc->p;
+    const pti_call *c = cc->c;
+    const void *x = pti_data(c->in[0]), *go = pti_data(c->in[3]);
+    const void *w = c->in[2] ? pti_data(c->in[2]) : NULL;
+    void *gi = pti_data(c->out[0]);
+    bool f64 = cc->f64;
+    double eps = p->label_smoothing, se = eps / (double)p->c;
+    for (int64_t i = i0; i < i1; i++) {
+        int64_t n = i / p->s, base = n * p->c * p->s + i % p->s;
+        double gs = p->reduction == PT_REDUCTION_NONE ? load(go, f64, i) : b->scale;
+        double lse = cc->log_softmax ? sample_lse(cc, x, base) : 0.0;
+        double a = 0, sumq = 0;
+        int64_t y = -1;
+        if (p->prob_target) {
+            const void *t = pti_data(c->in[1]);
+            for (int64_t k = 0; k < p->c; k++)
+                sumq +=
+                    (w ? load(w, f64, k) : 1.0) * ((1 - eps) * load(t, f64, base + k * p->s) + se);
+        } else {
+            y = ((const int64_t *)pti_data(c->in[1]))[i];
+            if (y == p->ignore_index) {
+                for (int64_t k = 0; k < p->c; k++)
+                    store(gi, f64, base + k * p->s, 0.0);
+                continue;
+            }
+            a = (1 - eps) * (w ? load(w, f64, y) : 1.0);
+            sumq = a + se * b->total_w;
+        }
+        for (int64_t k = 0; k < p->c; k++) {
+            double wk = w ? load(w, f64, k) : 1.0, q;
+            if (p->prob_target)
+                q = wk * ((1 - eps) * load(pti_data(c->in[1]), f64, base + k * p->s) + se);
+            else
+                q = (k == y ? a : 0.0) + se * wk;
+            double g = cc->log_softmax ? exp(load(x, f64, base + k * p->s) - lse) * sumq - q : -q;
+            store(gi, f64, base + k * p->s, g * gs);
+        }
+    }
+}
+
+static pt_status run_class_backward(const pti_call *c, bool log_softmax)
+{
+    const pti_class_loss_params *p = c->params;
+    cls_bwd_ctx b = {
+        {c, p, c->in[0]->dtype == PT_FLOAT64, log_softmax, p->n * p->s, NULL, false, 0},
+        1.0,
+        (double)p->c};
+    const void *w = c->in[2] ? pti_data(c->in[2]) : NULL;
+    if (w) {
+        b.total_w = 0;
+        for (int64_t k = 0; k < p->c; k++)
+            b.total_w += load(w, b.cc.f64, k);
+    }
+    /* the targets' range, and the 'mean' divisor (as the forward) */
+    double denom = (double)b.cc.samples;
+    if (!p->prob_target) {
+        const int64_t *t = pti_data(c->in[1]);
+        denom = 0;
+        for (int64_t i = 0; i < b.cc.samples; i++) {
+            if (t[i] == p->ignore_index)
+                continue;
+            if (t[i] < 0 || t[i] >= p->c)
+                return pti_error(PT_ERR_INDEX, "%s: target %lld is out of bounds for %lld classes",
+                                 log_softmax ? "pt_cross_entropy_backward" : "pt_nll_loss_backward",
+                                 (long long)t[i], (long long)p->c);
+            denom += w ? load(w, b.cc.f64, t[i]) : 1.0;
+        }
+    }
+    if (p->reduction != PT_REDUCTION_NONE) {
+        b.scale = load(pti_data(c->in[3]), b.cc.f64, 0);
+        if (p->reduction == PT_REDUCTION_MEAN)
+            b.scale /= denom;
+    }
+    int64_t grain = 16384 / (p->c > 0 ? p->c : 1) + 1;
+    pti_parallel_for(b.cc.samples, grain, cls_bwd_range, &b);
+    return PT_OK;
+}
+
+static pt_status cpu_cross_entropy_backward(const pti_call *c)
+{
+    return run_class_backward(c, true);
+}
+static pt_status cpu_nll_loss_backward(const pti_call *c)
+{
+    return run_class_backward(c, false);
+}
+
 void pti_cpu_register_loss(pti_kernel *table)
 {
     table[PTI_OP_cross_entropy] = cpu_cross_entropy;
@@ -324,4 +427,6 @@ void pti_cpu_register_loss(pti_kernel *table)
     table[PTI_OP_binary_cross_entropy] = cpu_bce;
     table[PTI_OP_binary_cross_entropy_with_logits] = cpu_bce_logits;
     table[PTI_OP_kl_div] = cpu_kl_div;
+    table[PTI_OP_cross_entropy_backward] = cpu_cross_entropy_backward;
+    table[PTI_OP_nll_loss_backward] = cpu_nll_loss_backward;
 }
