@@ -211,6 +211,55 @@ static void test_unary_half_and_large(void **state)
     assert_tensor_close(y, fx_get(fx, "big.exp"), F32_RTOL, F32_ATOL);
 }
 
+/* A view of big.x: shape (ndim, shape) with contiguous strides, starting at element offset. */
+static pt_tensor *big_view(int ndim, const int64_t *shape, int64_t offset)
+{
+    int64_t stride[2] = {ndim == 2 ? shape[1] : 1, 1};
+    return pt_as_strided(fx_get(fx, "big.x"), ndim, shape, ndim == 2 ? stride : stride + 1, offset);
+}
+
+/* The AVX2 comparison, where and row-broadcast loops on inputs longer than their vector blocks. */
+static void test_binary_vector_paths(void **state)
+{
+    (void)state;
+    pt_tensor *a = big_view(PT_SHAPE(4000), 1), *b = big_view(PT_SHAPE(4000), 0);
+    pt_tensor *row = big_view(PT_SHAPE(100), 0), *m = big_view(PT_SHAPE(40, 100), 1);
+    assert_tensor_equal(pt_gt(a, b), fx_get(fx, "big.gt"));
+    assert_tensor_equal(pt_lt_scalar(a, 0.5), fx_get(fx, "big.lt_s"));
+    assert_tensor_equal(pt_where(pt_gt(a, b), a, b), fx_get(fx, "big.where"));
+    assert_tensor_equal(pt_ge(m, row), fx_get(fx, "big.ge_row"));
+    assert_tensor_close(pt_sub(m, row), fx_get(fx, "big.sub_row"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_mul(row, m), fx_get(fx, "big.row_mul"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_div(m, pt_add_scalar(pt_abs(row), 0.5)), fx_get(fx, "big.div_row"),
+                        F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_maximum(m, row), fx_get(fx, "big.max_row"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_add_ex(m, row, 2.5), fx_get(fx, "big.add_row_alpha"), F32_RTOL,
+                        F32_ATOL);
+    pt_tensor *y = pt_clone(m);
+    assert_int_equal(pt_sub_(y, row), PT_OK);
+    assert_tensor_close(y, fx_get(fx, "big.sub_row"), F32_RTOL, F32_ATOL);
+}
+
+/* x_i = i * (2 lim / (n - 1)) - lim in float64, rounded to float32 (as the fixture generator). */
+static pt_tensor *grid(int64_t n, double lim)
+{
+    pt_tensor *x = pt_empty(1, &n, PT_FLOAT32, pt_cpu());
+    float *p = pt_data_ptr(x);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)((double)i * (2 * lim / (double)(n - 1)) - lim);
+    return x;
+}
+
+/* The vectorized tanh, erf and gelu (rational approximations) against PyTorch on dense grids
+ * (100K points for gelu); the scalar path is checked by the PT_DISABLE_AVX2=1 run. */
+static void test_unary_accuracy_grid(void **state)
+{
+    (void)state;
+    assert_tensor_close(pt_gelu(grid(100001, 10.0)), fx_get(fx, "grid.gelu"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_tanh(grid(25001, 10.0)), fx_get(fx, "grid.tanh"), F32_RTOL, F32_ATOL);
+    assert_tensor_close(pt_erf(grid(25001, 5.0)), fx_get(fx, "grid.erf"), F32_RTOL, F32_ATOL);
+}
+
 static void test_unary_errors(void **state)
 {
     (void)state;
@@ -609,6 +658,8 @@ int main(void)
     fx = fx_open("elementwise");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_unary_float_math, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_unary_accuracy_grid, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_binary_vector_paths, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_keep_dtype, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_activations, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_bool_results, pt_test_setup, pt_test_teardown),

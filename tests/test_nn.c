@@ -113,6 +113,10 @@ static void test_layer_norm_matches_torch(void **state)
                         get("ln.f64.out"), F64_RTOL, F64_ATOL);
     assert_tensor_close(pt_layer_norm(get("ln.long.x"), PT_DIMS(1000), NULL, NULL, 1e-5),
                         get("ln.long.out"), F32_RTOL, F32_ATOL);
+    /* one-pass moments over 101K points with varied scales and offsets (float64 reference) */
+    int64_t acc_cols = 395;
+    assert_tensor_close(pt_layer_norm(get("ln.acc.x"), 1, &acc_cols, NULL, NULL, 1e-5),
+                        get("ln.acc.out"), F32_RTOL, F32_ATOL);
     /* float16 input: computed in float32, result rounded back to float16 */
     pt_tensor *h = pt_layer_norm(pt_to_dtype(x, PT_FLOAT16), PT_DIMS(8), NULL, NULL, 1e-3);
     assert_int_equal(pt_dtype_of(h), PT_FLOAT16);

@@ -15,6 +15,20 @@ bool pti_ew_avx2_has_binary(pti_op op);
 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
                         int64_t sb, int64_t n, float alpha);
 
+/* The same over rows of a 2-D iteration: row r starts row_strides[0..2] * r bytes after out, a
+ * and b. */
+void pti_ew_avx2_binary_2d(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                           int64_t sb, int64_t n, float alpha, int64_t rows,
+                           const int64_t *row_strides);
+/* True for the comparisons eq, ne, lt, le, gt, ge. */
+bool pti_ew_avx2_has_compare(pti_op op);
+/* out[i] = a[i*sa] op b[i*sb] as bool bytes, sa and sb each 0 or 1 (not both 0). */
+void pti_ew_avx2_compare(pti_op op, uint8_t *out, const float *a, int64_t sa, const float *b,
+                         int64_t sb, int64_t n);
+/* out[i] = cond[i] ? a[i] : b[i] for n contiguous 4-byte elements. */
+void pti_ew_avx2_where32(uint32_t *out, const uint8_t *cond, const uint32_t *a, const uint32_t *b,
+                         int64_t n);
+
 void pti_cpu_register_elementwise_binary(pti_kernel *table);
 
 #endif

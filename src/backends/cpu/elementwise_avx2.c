@@ -1,7 +1,9 @@
 /* AVX2+FMA float32 loops of the elementwise kernels: vectorized exp, log, tanh and the
- * activations built on them (sigmoid, silu, gelu-tanh), and the basic binary arithmetic.
- * The math functions are accurate to about 1-2 ulp over the whole float range, with IEEE
- * special values (NaN, +-inf, 0, subnormals) handled as libm does. */
+ * activations built on them (sigmoid, silu, gelu), the basic binary arithmetic (flat or by
+ * rows of a 2-D iteration), comparisons to bool and the 4-byte where select. exp and log are
+ * accurate to about 1-2 ulp over the whole float range, tanh and erf (odd rational fits on a
+ * clamped range) to a few ulp, with IEEE special values (NaN, +-inf, 0, subnormals) handled as
+ * libm does. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -34,6 +36,31 @@ AVX2 static inline __m256 v_exp(__m256 x)
     __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
     __m256 res = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* e^x for the activations (sigmoid, silu), which only need it in 1 + e^x: as v_exp, but x is
+ * clamped to [-87.3, 89] so 2^n is one scale: results below the normal range are flushed to
+ * ~1e-38 (1 + e^x is 1 either way) and x above 88.38 gives inf, as e^x overflows just above
+ * 88.72 (the activations then differ from exact by under 1e-36). A NaN x stays NaN (the clamps
+ * return their second operand for NaN). */
+AVX2 static inline __m256 v_exp_act(__m256 x)
+{
+    __m256 xc = _mm256_min_ps(_mm256_set1_ps(89.0f), _mm256_max_ps(_mm256_set1_ps(-87.3f), x));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 /* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact), log m by a polynomial in f;
@@ -76,110 +103,68 @@ AVX2 static inline __m256 v_log(__m256 x)
     return _mm256_blendv_ps(res, x, pass);
 }
 
-/* tanh: an odd polynomial for |x| < 0.625 (where 1 - 2/(e^2x + 1) would cancel), else that. */
+/* An odd rational function x P(x^2) / Q(x^2) on |x| <= xmax (x clamped to that range; beyond
+ * it the function rounds to +-1 in float). P and Q (coefficients cp, cq; degree 4) are fits of
+ * minimum relative error made for this file; all their coefficients are positive, so Q has no
+ * pole and nothing cancels. A NaN x returns NaN. */
+AVX2 static inline __m256 v_odd_rational(__m256 x, float xmax, const float *cp, const float *cq)
+{
+    __m256 z = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-xmax)), _mm256_set1_ps(xmax));
+    __m256 t = _mm256_mul_ps(z, z);
+    __m256 p = _mm256_set1_ps(cp[4]), q = _mm256_set1_ps(cq[4]);
+    for (int k = 3; k >= 0; k--) {
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(cp[k]));
+        q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(cq[k]));
+    }
+    __m256 r = _mm256_div_ps(_mm256_mul_ps(z, p), q);
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-1.0f)), _mm256_set1_ps(1.0f));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+/* tanh on |x| <= 9 (tanh(9) rounds to 1): relative error of the fit ~2e-8, a few ulp in float. */
 AVX2 static inline __m256 v_tanh(__m256 x)
 {
-    __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m256 z = _mm256_mul_ps(x, x);
-    __m256 p = _mm256_set1_ps(-5.70498872745e-3f);
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.06390887954e-2f));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-5.37397155531e-2f));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(1.33314422036e-1f));
-    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-3.33332819422e-1f));
-    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
-    __m256 e = v_exp(_mm256_add_ps(ax, ax));
-    __m256 large =
-        _mm256_sub_ps(_mm256_set1_ps(1.0f),
-                      _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
-    large = _mm256_or_ps(large, _mm256_and_ps(sign, x));
-    __m256 res =
-        _mm256_blendv_ps(large, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ));
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    static const float cp[5] = {9.999999795e-01f, 1.338103488e-01f, 3.495598670e-03f,
+                                2.060924022e-05f, 1.335485234e-08f};
+    static const float cq[5] = {1.000000000e+00f, 4.671435051e-01f, 2.587702339e-02f,
+                                3.285651374e-04f, 7.776642291e-07f};
+    return v_odd_rational(x, 9.0f, cp, cq);
 }
 
 AVX2 static inline __m256 v_sigmoid(__m256 x)
 {
     __m256 one = _mm256_set1_ps(1.0f);
-    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    __m256 e = v_exp_act(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(one, _mm256_add_ps(one, e));
 }
 
-/* erf(x) = x P(x^2) for |x| <= 1. P and Q below are least-squares fits on Chebyshev nodes
- * (relative error ~1e-9 before float rounding). */
-AVX2 static inline __m256 v_erf_small(__m256 x)
-{
-    __m256 t = _mm256_mul_ps(x, x);
-    __m256 p = _mm256_set1_ps(7.882500441e-05f);
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-8.018859013e-04f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(5.189312812e-03f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-2.685432954e-02f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.128359749e-01f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-3.761262691e-01f));
-    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.128379166e+00f));
-    return _mm256_mul_ps(p, x);
-}
-
-/* erfc(z) for z in [1, 12]: e^(-z^2) / z * Q(1/z - 0.5417); z^2 is split exactly with an FMA
- * so e^(-z^2) keeps full precision. */
-AVX2 static inline __m256 v_erfc_tail(__m256 z)
-{
-    static const float q[13] = {
-        5.037689111e-01f, -1.696750163e-01f, -2.286351439e-02f, 1.016273439e-01f, -9.908119491e-02f,
-        4.914301565e-02f, 1.554537737e-02f,  -6.604897124e-02f, 9.183776853e-02f, -1.004721524e-01f,
-        3.402512037e-02f, 1.368448927e-01f,  -1.555968402e-01f};
-    __m256 u = _mm256_div_ps(_mm256_set1_ps(1.0f), z);
-    __m256 s = _mm256_sub_ps(u, _mm256_set1_ps(5.416666667e-01f));
-    __m256 p = _mm256_set1_ps(q[12]);
-    for (int k = 11; k >= 0; k--)
-        p = _mm256_fmadd_ps(p, s, _mm256_set1_ps(q[k]));
-    __m256 z2 = _mm256_mul_ps(z, z);
-    __m256 lo = _mm256_fmsub_ps(z, z, z2);
-    __m256 e = v_exp(_mm256_sub_ps(_mm256_setzero_ps(), z2));
-    e = _mm256_fnmadd_ps(e, lo, e); /* e^(-z2 - lo) ~ e^(-z2) (1 - lo) */
-    return _mm256_mul_ps(_mm256_mul_ps(p, u), e);
-}
-
-/* |x| clamped to the tail range [1, 12] (erfc(12) underflows float anyway). */
-AVX2 static inline __m256 v_tail_arg(__m256 ax)
-{
-    return _mm256_min_ps(_mm256_max_ps(ax, _mm256_set1_ps(1.0f)), _mm256_set1_ps(12.0f));
-}
-
+/* erf on |x| <= 4 (erf(4) rounds to 1), same form as tanh but with a degree-5 P and Q whose
+ * constant terms are 2/sqrt(pi) and 1; relative error of the fit ~3e-8. */
 AVX2 static inline __m256 v_erf(__m256 x)
 {
-    __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 ax = _mm256_andnot_ps(sign, x);
-    __m256 tail = _mm256_sub_ps(_mm256_set1_ps(1.0f), v_erfc_tail(v_tail_arg(ax)));
-    tail = _mm256_or_ps(tail, _mm256_and_ps(sign, x));
-    __m256 res =
-        _mm256_blendv_ps(tail, v_erf_small(x), _mm256_cmp_ps(ax, _mm256_set1_ps(1.0f), _CMP_LE_OQ));
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    static const float cp[6] = {1.128379139e+00f, 1.935413029e-01f, 5.310115773e-02f,
+                                3.883154411e-03f, 2.845569066e-04f, 1.986751697e-06f};
+    static const float cq[6] = {1.000000000e+00f, 5.048540714e-01f, 1.153483624e-01f,
+                                1.520687992e-02f, 1.185516060e-03f, 3.741938123e-05f};
+    __m256 z = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-4.0f)), _mm256_set1_ps(4.0f));
+    __m256 t = _mm256_mul_ps(z, z);
+    __m256 p = _mm256_set1_ps(cp[5]), q = _mm256_set1_ps(cq[5]);
+    for (int k = 4; k >= 0; k--) {
+        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(cp[k]));
+        q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(cq[k]));
+    }
+    __m256 r = _mm256_div_ps(_mm256_mul_ps(z, p), q);
+    r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-1.0f)), _mm256_set1_ps(1.0f));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
-/* gelu(x) = x/2 (1 + erf(z)), z = x/sqrt(2), written as x/2 erfc(-z) so neither sign cancels:
- * erfc(|z|) = t e^(-z^2 + P(t)), t = 1 / (1 + |z|/2) (the Numerical Recipes erfcc form, relative
- * error ~1e-7 over the whole range, one exp and one division), and erfc(-|z|) = 2 - erfc(|z|). */
+/* gelu(x) = x/2 (1 + erf(x/sqrt(2))), in PyTorch's order of operations (so -0 stays -0 and -inf
+ * gives NaN as there); a NaN x gives NaN through x/2. */
 AVX2 static inline __m256 v_gelu_erf(__m256 x)
 {
-    static const float c[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
-                                0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
-    __m256 one = _mm256_set1_ps(1.0f);
-    __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f));
-    __m256 az = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), z), _mm256_set1_ps(12.0f));
-    __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.5f), az, one));
-    __m256 p = _mm256_set1_ps(c[9]);
-    for (int k = 8; k >= 0; k--)
-        p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(c[k]));
-    __m256 z2 = _mm256_mul_ps(az, az);
-    __m256 lo = _mm256_fmsub_ps(az, az, z2); /* z^2 = z2 + lo exactly */
-    __m256 e = v_exp(_mm256_sub_ps(p, z2));
-    e = _mm256_fnmadd_ps(e, lo, e);
-    __m256 ec = _mm256_mul_ps(t, e);
-    __m256 br = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), ec), ec,
-                                 _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ));
-    __m256 res = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), br);
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    __m256 hx = _mm256_mul_ps(_mm256_set1_ps(0.5f), x);
+    __m256 e = v_erf(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)));
+    return _mm256_mul_ps(hx, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
 /* gelu, tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
@@ -216,11 +201,12 @@ AVX2 static inline __m256 v_log1p_pos(__m256 y)
     return _mm256_blendv_ps(r, y, _mm256_cmp_ps(y, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
 }
 
-/* x < lo ? lo : x, then > hi ? hi : x; a NaN x stays NaN (both compares are false). */
+/* x < lo ? lo : x, then > hi ? hi : x, as max then min with the bound first: those return their
+ * second operand when the two compare equal or either is NaN, so a NaN x stays NaN and -0 is
+ * kept exactly as the compare-and-select form keeps it. */
 AVX2 static inline __m256 v_clamp(__m256 x, __m256 lo, __m256 hi)
 {
-    __m256 y = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
+    return _mm256_min_ps(hi, _mm256_max_ps(lo, x));
 }
 
 bool pti_ew_avx2_has_unary(pti_op op)
@@ -284,7 +270,7 @@ AVX2 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, c
     case PTI_OP_tanh: VLOOP(v_tanh(x)); break;
     case PTI_OP_sigmoid: VLOOP(v_sigmoid(x)); break;
     case PTI_OP_silu:
-        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp(_mm256_sub_ps(zero, x)))));
+        VLOOP(_mm256_div_ps(x, _mm256_add_ps(one, v_exp_act(_mm256_sub_ps(zero, x)))));
         break;
     case PTI_OP_gelu:
         if (p[0] != 0.0f)
@@ -342,9 +328,19 @@ bool pti_ew_avx2_has_binary(pti_op op)
         }                                                                                          \
     } while (0)
 
-/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). */
+/* V is the vector expression of va, vb; S the scalar one of x, y (for the tail). Runs the
+ * rows of the 2-D call below, so the op switch is taken once per call, not once per row. */
 #define BLOOP(V, S)                                                                                \
     do {                                                                                           \
+        for (int64_t r = 0; r < rows; r++)                                                         \
+            BLOOP_ROW(V, S);                                                                       \
+    } while (0)
+
+#define BLOOP_ROW(V, S)                                                                            \
+    do {                                                                                           \
+        float *out = (float *)((char *)out0 + r * ro);                                             \
+        const float *a = (const float *)((const char *)a0_ + r * ra);                              \
+        const float *b = (const float *)((const char *)b0_ + r * rb);                              \
         __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);                               \
         if (sa && sb)                                                                              \
             BLOOP_BODY(V, S, _mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i));                      \
@@ -354,14 +350,18 @@ bool pti_ew_avx2_has_binary(pti_op op)
             BLOOP_BODY(V, S, a0, _mm256_loadu_ps(b + i));                                          \
     } while (0)
 
-AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
-                             int64_t sb, int64_t n, float alpha)
+AVX2 void pti_ew_avx2_binary_2d(pti_op op, float *out0, const float *a0_, int64_t sa,
+                                const float *b0_, int64_t sb, int64_t n, float alpha, int64_t rows,
+                                const int64_t *row_strides)
 {
+    int64_t ro = row_strides[0], ra = row_strides[1], rb = row_strides[2];
     __m256 va_alpha = _mm256_set1_ps(alpha);
     switch (op) {
     case PTI_OP_add:
         if (alpha == 1.0f)
             BLOOP(_mm256_add_ps(va, vb), x + y);
+        else if (alpha == -1.0f)
+            BLOOP(_mm256_sub_ps(va, vb), x - y);
         else
             BLOOP(_mm256_fmadd_ps(vb, va_alpha, va), x + alpha * y);
         break;
@@ -379,4 +379,94 @@ AVX2 void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, 
         break;
     default: break;
     }
+}
+
+void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                        int64_t sb, int64_t n, float alpha)
+{
+    static const int64_t zero[3];
+    pti_ew_avx2_binary_2d(op, out, a, sa, b, sb, n, alpha, 1, zero);
+}
+
+bool pti_ew_avx2_has_compare(pti_op op)
+{
+    return op == PTI_OP_eq || op == PTI_OP_ne || op == PTI_OP_lt || op == PTI_OP_le ||
+           op == PTI_OP_gt || op == PTI_OP_ge;
+}
+
+/* 32 comparisons packed to 32 bytes of 0/1: the masks narrow 32 -> 16 -> 8 bits per lane, which
+ * interleaves the 128-bit halves; one dword permute restores the order. */
+#define CMP32(PRED)                                                                                \
+    do {                                                                                           \
+        __m256i m0 = _mm256_castps_si256(_mm256_cmp_ps(LA(0), LB(0), PRED));                       \
+        __m256i m1 = _mm256_castps_si256(_mm256_cmp_ps(LA(8), LB(8), PRED));                       \
+        __m256i m2 = _mm256_castps_si256(_mm256_cmp_ps(LA(16), LB(16), PRED));                     \
+        __m256i m3 = _mm256_castps_si256(_mm256_cmp_ps(LA(24), LB(24), PRED));                     \
+        __m256i w = _mm256_packs_epi16(_mm256_packs_epi32(m0, m1), _mm256_packs_epi32(m2, m3));    \
+        w = _mm256_permutevar8x32_epi32(w, perm);                                                  \
+        _mm256_storeu_si256((__m256i *)(out + i), _mm256_and_si256(w, one));                       \
+    } while (0)
+
+#define CMP_CASES()                                                                                \
+    switch (op) {                                                                                  \
+    case PTI_OP_eq: CMP_RUN(_CMP_EQ_OQ, x == y); break;                                            \
+    case PTI_OP_ne: CMP_RUN(_CMP_NEQ_UQ, x != y); break;                                           \
+    case PTI_OP_lt: CMP_RUN(_CMP_LT_OQ, x < y); break;                                             \
+    case PTI_OP_le: CMP_RUN(_CMP_LE_OQ, x <= y); break;                                            \
+    case PTI_OP_gt: CMP_RUN(_CMP_GT_OQ, x > y); break;                                             \
+    case PTI_OP_ge: CMP_RUN(_CMP_GE_OQ, x >= y); break;                                            \
+    default: break;                                                                                \
+    }
+
+#define CMP_RUN(PRED, S)                                                                           \
+    do {                                                                                           \
+        for (; i + 32 <= n; i += 32)                                                               \
+            CMP32(PRED);                                                                           \
+        for (; i < n; i++) {                                                                       \
+            float x = a[i * sa], y = b[i * sb];                                                    \
+            out[i] = (S);                                                                          \
+        }                                                                                          \
+    } while (0)
+
+/* out[i] = a[i*sa] op b[i*sb] as bool bytes, sa and sb each 0 or 1 (not both 0). */
+AVX2 void pti_ew_avx2_compare(pti_op op, uint8_t *out, const float *a, int64_t sa, const float *b,
+                              int64_t sb, int64_t n)
+{
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i one = _mm256_set1_epi8(1);
+    __m256 a0 = _mm256_set1_ps(a[0]), b0 = _mm256_set1_ps(b[0]);
+    int64_t i = 0;
+    if (sa && sb) {
+#define LA(k) _mm256_loadu_ps(a + i + (k))
+#define LB(k) _mm256_loadu_ps(b + i + (k))
+        CMP_CASES()
+#undef LB
+    } else if (sa) {
+#define LB(k) b0
+        CMP_CASES()
+#undef LA
+#undef LB
+    } else {
+#define LA(k) a0
+#define LB(k) _mm256_loadu_ps(b + i + (k))
+        CMP_CASES()
+#undef LA
+#undef LB
+    }
+}
+
+/* out[i] = cond[i] ? a[i] : b[i] for n contiguous 4-byte elements (any 4-byte dtype). */
+AVX2 void pti_ew_avx2_where32(uint32_t *out, const uint8_t *cond, const uint32_t *a,
+                              const uint32_t *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cond + i)));
+        __m256 zero = _mm256_castsi256_ps(_mm256_cmpeq_epi32(c, _mm256_setzero_si256()));
+        __m256 va = _mm256_loadu_ps((const float *)(a + i));
+        __m256 vb = _mm256_loadu_ps((const float *)(b + i));
+        _mm256_storeu_ps((float *)(out + i), _mm256_blendv_ps(va, vb, zero));
+    }
+    for (; i < n; i++)
+        out[i] = cond[i] ? a[i] : b[i];
 }

@@ -1,8 +1,10 @@
 /* CPU kernels of the elementwise family, binary and ternary part: arithmetic, pow, modulus,
  * max/min, atan2/hypot, comparisons, logical ops, where, lerp, addcmul, addcdiv. Inputs arrive
  * in one compute dtype (the front-end converts); the output has that dtype or bool. float32
- * and float64 share one expression per op; contiguous float32 add/mul/div/max/min take the
- * AVX2 loops; integers go through int64 with wrapping arithmetic. */
+ * and float64 share one expression per op; float32 add/mul/div/max/min runs that are contiguous
+ * or broadcast take the AVX2 loops (a 2-D iteration, e.g. matrix op row, in one call per block of
+ * rows), as do float32 comparisons and where on 4-byte elements; integers go through int64 with
+ * wrapping arithmetic. */
 #include <stdatomic.h>
 #include <string.h>
 #include <tgmath.h>
@@ -11,9 +13,10 @@
 
 typedef struct binary_ctx {
     pti_op op;
-    pt_dtype dt; /* compute (input) dtype */
-    pt_dtype ot; /* output dtype */
-    bool avx2;
+    pt_dtype dt;   /* compute (input) dtype */
+    pt_dtype ot;   /* output dtype */
+    bool avx2;     /* the AVX2 float32 arithmetic loops apply */
+    bool avx2_cmp; /* the AVX2 float32 comparison loop applies */
     double s[4];
     atomic_int div_by_zero; /* integer division by zero seen */
 } binary_ctx;
@@ -133,6 +136,12 @@ static void binary_f32_loop(void *ctx, char **data, const int64_t *strides, int6
                            sb / 4, n, (float)c->s[0]);
         return;
     }
+    if (c->avx2_cmp && so == 1 && (sa == 4 || sa == 0) && (sb == 4 || sb == 0) &&
+        !(sa == 0 && sb == 0)) {
+        pti_ew_avx2_compare(c->op, (uint8_t *)out, (const float *)pa, sa / 4, (const float *)pb,
+                            sb / 4, n);
+        return;
+    }
     float S0 = (float)c->s[0];
     switch (c->op) {
         FLOAT_BINARY_CASES(float, floor_div_f32, remainder_f32)
@@ -237,6 +246,37 @@ static void binary_int_loop(void *ctx, char **data, const int64_t *strides, int6
     }
 }
 
+/* A 2-D float32 iteration whose rows are contiguous (or a broadcast value) in every operand,
+ * e.g. a matrix and a row vector: the rows go to the AVX2 loop in blocks, split across threads,
+ * instead of one kernel call per row. */
+typedef struct rows_job {
+    const pti_iter *it;
+    const binary_ctx *c;
+} rows_job;
+
+static void binary_rows(void *arg, int64_t begin, int64_t end)
+{
+    const rows_job *j = arg;
+    const pti_iter *it = j->it;
+    int64_t rs[3] = {it->strides[1][0], it->strides[1][1], it->strides[1][2]};
+    pti_ew_avx2_binary_2d(j->c->op, (float *)(it->data[0] + begin * rs[0]),
+                          (const float *)(it->data[1] + begin * rs[1]), it->strides[0][1] / 4,
+                          (const float *)(it->data[2] + begin * rs[2]), it->strides[0][2] / 4,
+                          it->shape[0], (float)j->c->s[0], end - begin, rs);
+}
+
+static bool binary_2d_avx2(const pti_iter *it, const binary_ctx *c)
+{
+    const int64_t *s = it->strides[0];
+    if (it->ndim != 2 || s[0] != 4 || (s[1] != 4 && s[1] != 0) || (s[2] != 4 && s[2] != 0) ||
+        (s[1] == 0 && s[2] == 0))
+        return false;
+    rows_job j = {it, c};
+    int64_t grain = PTI_GRAIN_ELEMENTWISE / it->shape[0];
+    pti_parallel_for(it->shape[1], grain > 0 ? grain : 1, binary_rows, &j);
+    return true;
+}
+
 static pt_status cpu_binary(const pti_call *call)
 {
     const pt_tensor *ops[3] = {call->out[0], call->in[0], call->in[1]};
@@ -255,8 +295,11 @@ static pt_status cpu_binary(const pti_call *call)
         fn = binary_int_loop;
     c.avx2 = c.dt == PT_FLOAT32 && pti_ew_avx2_has_binary(call->op) &&
              !(call->op == PTI_OP_div && c.s[0] != 0) && pti_cpu_has_avx2();
+    c.avx2_cmp = c.dt == PT_FLOAT32 && pti_ew_avx2_has_compare(call->op) && pti_cpu_has_avx2();
     pti_iter it;
     pti_iter_init(&it, 3, ops);
+    if (c.avx2 && binary_2d_avx2(&it, &c))
+        return PT_OK;
     int64_t grain = (call->op == PTI_OP_pow || call->op == PTI_OP_atan2 || call->op == PTI_OP_hypot)
                         ? PTI_GRAIN_ELEMENTWISE / 4
                         : PTI_GRAIN_ELEMENTWISE;
@@ -279,10 +322,21 @@ static pt_status cpu_binary(const pti_call *call)
             o_[i] = c_[i] ? a_[i] : b_[i];                                                         \
     } while (0)
 
+typedef struct where_ctx {
+    size_t es; /* element size */
+    bool avx2;
+} where_ctx;
+
 static void where_loop(void *ctx, char **data, const int64_t *s, int64_t n)
 {
-    size_t es = *(const size_t *)ctx;
+    const where_ctx *w = ctx;
+    size_t es = w->es;
     if (s[1] == 1 && s[0] == (int64_t)es && s[2] == (int64_t)es && s[3] == (int64_t)es) {
+        if (es == 4 && w->avx2) {
+            pti_ew_avx2_where32((uint32_t *)data[0], (const uint8_t *)data[1],
+                                (const uint32_t *)data[2], (const uint32_t *)data[3], n);
+            return;
+        }
         if (es == 4) {
             WHERE_CONTIG(uint32_t);
             return;
@@ -307,10 +361,10 @@ static void where_loop(void *ctx, char **data, const int64_t *s, int64_t n)
 static pt_status cpu_where(const pti_call *c)
 {
     const pt_tensor *ops[4] = {c->out[0], c->in[0], c->in[1], c->in[2]};
-    size_t es = pti_dtypes[c->out[0]->dtype].size;
+    where_ctx w = {pti_dtypes[c->out[0]->dtype].size, pti_cpu_has_avx2()};
     pti_iter it;
     pti_iter_init(&it, 4, ops);
-    pti_iter_for_each(&it, PTI_GRAIN_ELEMENTWISE, where_loop, &es);
+    pti_iter_for_each(&it, PTI_GRAIN_ELEMENTWISE, where_loop, &w);
     return PT_OK;
 }
 

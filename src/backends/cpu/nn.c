@@ -229,6 +229,13 @@ static void rownorm_range(void *arg, int64_t r0, int64_t r1)
     rownorm_ctx *r = arg;
     int64_t d = r->p->cols;
     const pt_tensor *w = r->c->in[1], *b = r->rms ? NULL : r->c->in[2];
+    if (!r->f64 && !r->rms) {
+        const float *x = (const float *)pti_data(r->c->in[0]) + r0 * d;
+        float *y = (float *)pti_data(r->c->out[0]) + r0 * d;
+        pti_nn_layer_norm_rows_f32(y, x, r1 - r0, d, r->p->eps, w ? pti_data(w) : NULL,
+                                   b ? pti_data(b) : NULL);
+        return;
+    }
     for (int64_t row = r0; row < r1; row++) {
         size_t off = (size_t)(row * d) * (r->f64 ? 8 : 4);
         const char *x = (const char *)pti_data(r->c->in[0]) + off;

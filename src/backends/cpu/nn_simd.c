@@ -44,6 +44,35 @@ static double sqdev_scalar(const float *x, int64_t n, double mean)
     return s0 + s1;
 }
 
+/* Mean and variance in one pass: sums of x - x[0] and of its square in double. Shifting by
+ * an element of the row keeps the cancellation in Q/n - (S/n)^2 to a few bits of double's 53,
+ * far below float32 rounding, whatever the row's offset. */
+static void finish_moments(float x0, double s, double q, int64_t n, double *mean, double *var)
+{
+    double ms = s / (double)n, v = q / (double)n - ms * ms;
+    *mean = (double)x0 + ms;
+    *var = v > 0 ? v : (v == v ? 0.0 : v); /* NaN stays NaN */
+}
+
+static void moments_scalar(const float *x, int64_t n, double *mean, double *var)
+{
+    double p = x[0], s0 = 0, s1 = 0, q0 = 0, q1 = 0;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        double d0 = x[i] - p, d1 = x[i + 1] - p;
+        s0 += d0;
+        s1 += d1;
+        q0 += d0 * d0;
+        q1 += d1 * d1;
+    }
+    for (; i < n; i++) {
+        double d = x[i] - p;
+        s0 += d;
+        q0 += d * d;
+    }
+    finish_moments(x[0], s0 + s1, q0 + q1, n, mean, var);
+}
+
 static void affine_scalar(float *y, const float *x, int64_t n, float a, float b)
 {
     for (int64_t i = 0; i < n; i++)
@@ -146,6 +175,44 @@ AVX2 static double sqdev_avx2(const float *x, int64_t n, double mean)
     return s;
 }
 
+/* Adds the shifted sum and square sum of 8 floats into (s, q) */
+#define NN_MOM8(v, s0, s1, q0, q1)                                                                 \
+    do {                                                                                           \
+        __m256d lo_ = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), p);                \
+        __m256d hi_ = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), p);              \
+        s0 = _mm256_add_pd(s0, lo_);                                                               \
+        s1 = _mm256_add_pd(s1, hi_);                                                               \
+        q0 = _mm256_fmadd_pd(lo_, lo_, q0);                                                        \
+        q1 = _mm256_fmadd_pd(hi_, hi_, q1);                                                        \
+    } while (0)
+
+AVX2 static inline void moments_avx2(const float *x, int64_t n, double *mean, double *var)
+{
+    __m256d p = _mm256_set1_pd(x[0]), z = _mm256_setzero_pd();
+    __m256d s0 = z, s1 = z, q0 = z, q1 = z, s2 = z, s3 = z, q2 = z, q3 = z;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) { /* two independent sets of chains */
+        __m256 v = _mm256_loadu_ps(x + i), w = _mm256_loadu_ps(x + i + 8);
+        NN_MOM8(v, s0, s1, q0, q1);
+        NN_MOM8(w, s2, s3, q2, q3);
+    }
+    if (i + 8 <= n) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        NN_MOM8(v, s0, s1, q0, q1);
+        i += 8;
+    }
+    s0 = _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3));
+    q0 = _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3));
+    double s = hsum_pd(s0), q = hsum_pd(q0), pv = x[0];
+    for (; i < n; i++) {
+        double d = x[i] - pv;
+        s += d;
+        q += d * d;
+    }
+    finish_moments(x[0], s, q, n, mean, var);
+}
+#undef NN_MOM8
+
 AVX2 static void affine_avx2(float *y, const float *x, int64_t n, float a, float b)
 {
     __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
@@ -170,6 +237,30 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
         _mm256_storeu_ps(y + i, v);
     }
     norm_affine_scalar(y + i, x + i, n - i, mean, rstd, w ? w + i : NULL, b ? b + i : NULL);
+}
+
+/* layer_norm of rows [0, rows) of d columns; the weight-and-bias case has its own loop. */
+AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, int64_t d,
+                                      double eps, const float *w, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        double mean, var;
+        moments_avx2(x, d, &mean, &var);
+        float fm = (float)mean, fr = (float)(1.0 / sqrt(var + eps));
+        if (!w || !b) {
+            norm_affine_avx2(y, x, d, fm, fr, w, b);
+            continue;
+        }
+        __m256 vm = _mm256_set1_ps(fm), vr = _mm256_set1_ps(fr);
+        int64_t i = 0;
+        for (; i + 8 <= d; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vr);
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(w + i),
+                                                    _mm256_loadu_ps(b + i)));
+        }
+        for (; i < d; i++)
+            y[i] = (x[i] - fm) * fr * w[i] + b[i];
+    }
 }
 
 /* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a
@@ -264,6 +355,24 @@ double pti_nn_sqdev_f32(const float *x, int64_t n, double mean)
         return sqdev_avx2(x, n, mean);
 #endif
     return sqdev_scalar(x, n, mean);
+}
+
+void pti_nn_layer_norm_rows_f32(float *y, const float *x, int64_t rows, int64_t d, double eps,
+                                const float *w, const float *b)
+{
+    if (d <= 0)
+        return;
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2()) {
+        layer_norm_rows_avx2(y, x, rows, d, eps, w, b);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < rows; r++, x += d, y += d) {
+        double mean, var;
+        moments_scalar(x, d, &mean, &var);
+        norm_affine_scalar(y, x, d, (float)mean, (float)(1.0 / sqrt(var + eps)), w, b);
+    }
 }
 
 void pti_nn_affine_f32(float *y, const float *x, int64_t n, float a, float b)

@@ -11,6 +11,10 @@
 double pti_nn_sum_f32(const float *x, int64_t n);
 /* sum (x[i] - mean)^2 */
 double pti_nn_sqdev_f32(const float *x, int64_t n, double mean);
+/* layer_norm of `rows` contiguous rows of d floats: y = (x - mean) * rstd * w + b per row,
+ * rstd = 1 / sqrt(var + eps) from one-pass moments; w and b may be NULL (1 and 0). */
+void pti_nn_layer_norm_rows_f32(float *y, const float *x, int64_t rows, int64_t d, double eps,
+                                const float *w, const float *b);
 /* y[i] = x[i] * a + b (y may equal x) */
 void pti_nn_affine_f32(float *y, const float *x, int64_t n, float a, float b);
 /* y[i] = (x[i] - mean) * rstd * w[i] + b[i]; w and b may be NULL (1 and 0). */

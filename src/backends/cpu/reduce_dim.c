@@ -118,6 +118,14 @@ __attribute__((target("avx2,fma"))) static float hsum256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+__attribute__((target("avx2,fma"))) static float hmax256(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
 __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x, float *y,
                                                                  int64_t n, bool lg)
 {
@@ -139,11 +147,7 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
         nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
         vm = _mm256_max_ps(vm, v);
     }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vm);
-    float m = lanes[0];
-    for (int k = 1; k < 8; k++)
-        m = lanes[k] > m ? lanes[k] : m;
+    float m = hmax256(vm); /* NaN lanes are caught by the nan mask */
     for (; i < n; i++) {
         if (x[i] != x[i])
             nan = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
@@ -184,11 +188,12 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
     }
     float s = hsum256(acc) + tail;
     if (lg) {
-        __m256 cv = _mm256_set1_ps(logf(s));
+        float ls = logf(s);
+        __m256 cv = _mm256_set1_ps(ls);
         for (i = 0; i + 8 <= n; i += 8)
             _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv), cv));
         for (; i < n; i++)
-            y[i] = (x[i] - m) - logf(s);
+            y[i] = (x[i] - m) - ls;
         return;
     }
     __m256 inv = _mm256_set1_ps(1.0f / s);
