@@ -210,6 +210,13 @@ typedef struct pti_rng_stream {
     uint64_t base;
 } pti_rng_stream;
 pti_rng_stream pti_rng_reserve(uint64_t count);
+/* The default generator's whole state (seed and next counter), for replaying draws
+ * (gradient checkpointing reruns a forward with the state it had the first time). */
+typedef struct pti_rng_state {
+    uint64_t seed, counter;
+} pti_rng_state;
+pti_rng_state pti_rng_get_state(void);
+void pti_rng_set_state(pti_rng_state s);
 /* Four 32-bit random words for counter `ctr` under `key` (Philox4x32-10). */
 void pti_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
 /* Uniform in [0, 1) from a 32-bit word (float) / two words (double). */

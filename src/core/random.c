@@ -22,6 +22,18 @@ pti_rng_stream pti_rng_reserve(uint64_t count)
     return s;
 }
 
+pti_rng_state pti_rng_get_state(void)
+{
+    pti_rng_state s = {atomic_load(&seed_value), atomic_load(&next_counter)};
+    return s;
+}
+
+void pti_rng_set_state(pti_rng_state s)
+{
+    atomic_store(&seed_value, s.seed);
+    atomic_store(&next_counter, s.counter);
+}
+
 void pti_philox(uint64_t key, uint64_t ctr, uint32_t out[4])
 {
     uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;

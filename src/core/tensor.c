@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../autograd/node.h"
 
 /* ---- storage ---------------------------------------------------------------------------------- */
 
@@ -473,5 +474,10 @@ pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape,
     if (pti_dtypes[t->dtype].is_block)
         return pti_error_null(PT_ERR_DTYPE, "pt_as_strided: block dtype %s cannot be viewed",
                               pt_dtype_name(t->dtype));
+    if (pti_grad_recording(1, &t))
+        return pti_error_null(PT_ERR_UNSUPPORTED,
+                              "pt_as_strided: not differentiable; %s requires grad (use pt_detach, "
+                              "pt_no_grad_begin, or a view op such as pt_reshape/pt_narrow)",
+                              pti_tensor_desc(t));
     return pti_tensor_view(t, ndim, shape, stride, offset);
 }
