@@ -29,7 +29,10 @@ typedef struct node_list {
     int64_t count, cap;
 } node_list;
 
-static _Thread_local node_list visited_list, ready_list;
+/* Reused by the outermost pass of a thread; a pass started from inside a backward formula
+ * (checkpoint recomputation, a custom function calling pt_autograd_grad) gets its own. */
+static _Thread_local node_list cached_visited, cached_ready;
+static _Thread_local int pass_depth;
 
 static bool list_push(node_list *l, pti_node *n)
 {
@@ -57,19 +60,72 @@ typedef struct pass {
     pt_tensor *const *capture;
     pt_tensor **captured;
     uint64_t epoch;
+    node_list *visited, *ready;
 } pass;
 
+static pt_status accumulate_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    for (int i = 0; i < 2; i++)
+        if (pti_node_needs_grad(n, i))
+            grad_in[i] = pt_retain(grad_out[0]);
+    return PT_OK;
+}
+
+/* a + b as a new reference. With create_graph the sum must carry history even while pt_add
+ * itself records nothing (grad mode is off between formulas), so the engine records it. */
+static pt_tensor *sum2(const pt_tensor *a, const pt_tensor *b, bool create_graph)
+{
+    pt_tensor *s = pt_add(a, b);
+    if (!s || s->requires_grad || !create_graph || !(a->requires_grad || b->requires_grad))
+        return s;
+    const pt_tensor *ins[2] = {a, b};
+    pti_node *n = pti_node_new("add", accumulate_backward, 2, ins);
+    if (!n || pti_node_finish(n, 1, &s) != PT_OK) {
+        pt_release(s);
+        return NULL;
+    }
+    return s;
+}
+
 /* a + b, taking ownership of both references (either may be NULL). */
-static pt_tensor *add_owned(pt_tensor *a, pt_tensor *b)
+static pt_tensor *add_owned(const pass *p, pt_tensor *a, pt_tensor *b)
 {
     if (!a)
         return b;
     if (!b)
         return a;
-    pt_tensor *s = pt_add(a, b);
+    pt_tensor *s = sum2(a, b, p->create_graph);
     pt_release(a);
     pt_release(b);
     return s;
+}
+
+/* A new tensor (tracked by the current scope) that is t's twin: same data, same history. Used
+ * where a reference crosses between the engine and the caller, because pt_release on a
+ * scope-tracked tensor also takes it out of its scope: the engine never releases a tensor it
+ * did not create, and never hands out one the scope does not know. A leaf that requires grad
+ * gets an identity node when keep_history, so gradients still reach it. */
+static pt_tensor *twin(const pt_tensor *t, bool keep_history)
+{
+    pt_tensor *a = pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride,
+                                         t->offset);
+    if (!a || !t->requires_grad || !keep_history)
+        return a;
+    if (t->grad_fn) {
+        pti_node_retain(t->grad_fn);
+        a->grad_fn = t->grad_fn;
+        a->output_nr = t->output_nr;
+        a->requires_grad = true;
+        return a;
+    }
+    bool prev = pt_set_grad_enabled(true);
+    pt_status st = pti_record_alias(a, t);
+    pt_set_grad_enabled(prev);
+    if (st != PT_OK) {
+        pt_release(a);
+        return NULL;
+    }
+    return a;
 }
 
 /* Runs the hooks of a list on g (owned); returns the (possibly replaced) owned gradient. */
@@ -89,7 +145,7 @@ static void capture_grad(pass *p, const pt_tensor *t, pt_tensor *g)
 {
     for (int i = 0; i < p->n_capture; i++)
         if (p->capture[i] == t)
-            p->captured[i] = add_owned(p->captured[i], pt_retain(g));
+            p->captured[i] = add_owned(p, p->captured[i], pt_retain(g));
 }
 
 /* Stores g as .grad of t: its own copy unless create_graph (then with history, as PyTorch). */
@@ -97,7 +153,7 @@ static pt_status store_grad(pt_tensor *t, pt_tensor *g, bool create_graph)
 {
     pt_tensor *value;
     if (t->grad)
-        value = pt_add(t->grad, g);
+        value = sum2(t->grad, g, create_graph);
     else if (create_graph || (atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1))
         value = pt_retain(g);
     else
@@ -138,15 +194,15 @@ static void visit(pass *p, pti_node *n)
 /* Marks every node reachable from the roots and counts its dependencies. */
 static bool count_dependencies(pass *p)
 {
-    for (int64_t at = 0; at < visited_list.count; at++) {
-        pti_node *n = visited_list.items[at];
+    for (int64_t at = 0; at < p->visited->count; at++) {
+        pti_node *n = p->visited->items[at];
         for (int i = 0; i < n->n_in; i++) {
             pti_node *next = n->edges[i].node;
             if (!next)
                 continue;
             if (next->epoch != p->epoch) {
                 visit(p, next);
-                if (!list_push(&visited_list, next))
+                if (!list_push(p->visited, next))
                     return false;
             }
             next->dependencies++;
@@ -158,9 +214,12 @@ static bool count_dependencies(pass *p)
 static pt_status check_finite(const pti_node *n, int i, const pt_tensor *g)
 {
     bool prev = pt_set_grad_enabled(false);
-    pt_tensor *nan = pt_any(pt_isnan(g)), *inf = pt_any(pt_isinf(g));
+    pt_tensor *isnan_ = pt_isnan(g), *isinf_ = pt_isinf(g);
+    pt_tensor *nan = pt_any(isnan_), *inf = pt_any(isinf_);
     bool bad_nan = nan && pt_item(nan) != 0, bad_inf = inf && pt_item(inf) != 0;
     pt_set_grad_enabled(prev);
+    pt_release(isnan_);
+    pt_release(isinf_);
     pt_release(nan);
     pt_release(inf);
     if (bad_nan || bad_inf)
@@ -193,7 +252,7 @@ static pt_tensor *output_grad(pass *p, pti_node *n, int k)
     for (int i = 0; g && i < p->n_capture; i++) {
         const pt_tensor *t = p->capture[i];
         if (t->grad_fn == n && t->output_nr == k)
-            p->captured[i] = add_owned(p->captured[i], pt_retain(g));
+            p->captured[i] = add_owned(p, p->captured[i], pt_retain(g));
     }
     return g;
 }
@@ -240,7 +299,7 @@ static pt_status run_node(pass *p, pti_node *n)
         if (st != PT_OK || !g) {
             pt_release(g);
         } else if (e->node) {
-            e->node->grad_sum[e->output_nr] = add_owned(e->node->grad_sum[e->output_nr], g);
+            e->node->grad_sum[e->output_nr] = add_owned(p, e->node->grad_sum[e->output_nr], g);
             if (!e->node->grad_sum[e->output_nr])
                 st = pt_last_status();
         } else if (e->leaf) {
@@ -248,22 +307,22 @@ static pt_status run_node(pass *p, pti_node *n)
         } else {
             pt_release(g);
         }
-        if (e->node && --e->node->dependencies == 0 && !list_push(&ready_list, e->node))
+        if (e->node && --e->node->dependencies == 0 && !list_push(p->ready, e->node))
             st = pt_last_status();
     }
     return st;
 }
 
 /* Seeds the roots and runs the graph to completion. */
-static pt_status run_pass(pass *p, int n_roots, pt_tensor *const *roots, pt_tensor **root_grads)
+static pt_status run_pass_on(pass *p, int n_roots, pt_tensor *const *roots, pt_tensor **root_grads)
 {
-    visited_list.count = 0;
-    ready_list.count = 0;
+    p->visited->count = 0;
+    p->ready->count = 0;
     for (int r = 0; r < n_roots; r++) {
         pti_node *n = roots[r]->grad_fn;
         if (n && n->epoch != p->epoch) {
             visit(p, n);
-            if (!list_push(&visited_list, n))
+            if (!list_push(p->visited, n))
                 return pt_last_status();
         }
     }
@@ -275,7 +334,7 @@ static pt_status run_pass(pass *p, int n_roots, pt_tensor *const *roots, pt_tens
         root_grads[r] = NULL;
         pti_node *n = roots[r]->grad_fn;
         if (n) {
-            n->grad_sum[roots[r]->output_nr] = add_owned(n->grad_sum[roots[r]->output_nr], g);
+            n->grad_sum[roots[r]->output_nr] = add_owned(p, n->grad_sum[roots[r]->output_nr], g);
         } else {
             st = deliver_to_leaf(p, roots[r], g);
         }
@@ -284,29 +343,44 @@ static pt_status run_pass(pass *p, int n_roots, pt_tensor *const *roots, pt_tens
         pti_node *n = roots[r]->grad_fn;
         if (n && n->dependencies == 0) {
             n->dependencies = -1; /* queued */
-            if (!list_push(&ready_list, n))
+            if (!list_push(p->ready, n))
                 st = pt_last_status();
         }
     }
-    while (st == PT_OK && ready_list.count > 0)
-        st = run_node(p, ready_list.items[--ready_list.count]);
+    while (st == PT_OK && p->ready->count > 0)
+        st = run_node(p, p->ready->items[--p->ready->count]);
     /* on failure, drop partial sums so nothing leaks */
-    for (int64_t i = 0; i < visited_list.count; i++)
+    for (int64_t i = 0; i < p->visited->count; i++)
         for (int k = 0; k < PTI_NODE_MAX_OUT; k++) {
-            pt_release(visited_list.items[i]->grad_sum[k]);
-            visited_list.items[i]->grad_sum[k] = NULL;
+            pt_release(p->visited->items[i]->grad_sum[k]);
+            p->visited->items[i]->grad_sum[k] = NULL;
         }
     return st;
 }
 
+static pt_status run_pass(pass *p, int n_roots, pt_tensor *const *roots, pt_tensor **root_grads)
+{
+    node_list own_visited = {0}, own_ready = {0};
+    bool nested = pass_depth > 0;
+    p->visited = nested ? &own_visited : &cached_visited;
+    p->ready = nested ? &own_ready : &cached_ready;
+    pass_depth++;
+    pt_status st = run_pass_on(p, n_roots, roots, root_grads);
+    pass_depth--;
+    free(own_visited.items);
+    free(own_ready.items);
+    return st;
+}
+
 /* Root gradient: the given one (shape-checked) or ones for a one-element root. */
-static pt_tensor *root_grad(const char *op, const pt_tensor *root, const pt_tensor *grad)
+static pt_tensor *root_grad(const char *op, const pt_tensor *root, const pt_tensor *grad,
+                            bool create_graph)
 {
     if (grad) {
         if (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
             return pti_error_null(PT_ERR_SHAPE, "%s: gradient %s does not match the output %s", op,
                                   pti_tensor_desc(grad), pti_tensor_desc(root));
-        return pt_retain((pt_tensor *)grad);
+        return twin(grad, create_graph);
     }
     if (root->numel != 1)
         return pti_error_null(PT_ERR_SHAPE,
@@ -332,7 +406,7 @@ pt_status pt_backward(pt_tensor *root, pt_tensor *grad, bool retain_graph, bool 
     pt_status st = check_root("pt_backward", 0, root);
     if (st != PT_OK)
         return st;
-    pt_tensor *g = root_grad("pt_backward", root, grad);
+    pt_tensor *g = root_grad("pt_backward", root, grad, create_graph);
     if (!g)
         return pt_last_status();
     pass p = {.op = "pt_backward", .keep_graph = retain_graph || create_graph,
@@ -363,7 +437,8 @@ pt_status pt_autograd_grad(int n_out, pt_tensor *const *outputs, pt_tensor *cons
     pt_status st = PT_OK;
     for (int r = 0; r < n_out && st == PT_OK; r++) {
         st = check_root(op, r, outputs[r]);
-        if (st == PT_OK && !(seeds[r] = root_grad(op, outputs[r], grad_outputs ? grad_outputs[r] : NULL)))
+        if (st == PT_OK && !(seeds[r] = root_grad(op, outputs[r], grad_outputs ? grad_outputs[r] : NULL,
+                                            create_graph)))
             st = pt_last_status();
     }
     if (st == PT_OK) {
@@ -380,6 +455,13 @@ pt_status pt_autograd_grad(int n_out, pt_tensor *const *outputs, pt_tensor *cons
                            "%s: one of the differentiated tensors (input %d) appears to not have "
                            "been used in the graph; pass allow_unused=true if this is desired",
                            op, i);
+    for (int i = 0; i < n_in; i++) {
+        pt_tensor *g = grads[i];
+        grads[i] = st == PT_OK && g ? twin(g, create_graph) : NULL;
+        if (st == PT_OK && g && !grads[i])
+            st = pt_last_status();
+        pt_release(g);
+    }
     if (st != PT_OK)
         for (int i = 0; i < n_in; i++) {
             pt_release(grads[i]);
@@ -418,8 +500,14 @@ pt_tensor *pt_grad(const pt_tensor *t)
 {
     if (!PTI_CHECK_ARG(t, "pt_grad", "t") || !t->grad)
         return NULL;
-    return pti_tensor_on_storage(t->grad->storage, t->grad->dtype, t->grad->ndim, t->grad->shape,
-                                 t->grad->stride, t->grad->offset);
+    pt_tensor *g = pti_tensor_on_storage(t->grad->storage, t->grad->dtype, t->grad->ndim,
+                                         t->grad->shape, t->grad->stride, t->grad->offset);
+    /* a gradient computed with create_graph keeps its history (differentiable .grad) */
+    if (g && pti_record_alias(g, t->grad) != PT_OK) {
+        pt_release(g);
+        return NULL;
+    }
+    return g;
 }
 
 pt_status pt_set_grad(pt_tensor *t, const pt_tensor *g)

@@ -243,7 +243,9 @@ pt_status pt_function_apply(const pt_function *fn, void *user, int n_in, pt_tens
                     pti_unref(o);
                     ctx->pending[s] = pt_retain(outputs[k]);
                 }
-            pt_release(o);
+            /* the forward's extra reference to a tensor it did not create: drop it without
+             * taking the tensor out of its owner's scope */
+            pti_unref(o);
             if (!outputs[k])
                 st = pt_last_status();
         }
