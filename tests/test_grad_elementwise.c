@@ -529,6 +529,90 @@ static void test_no_recording_without_grad(void **state)
     assert_string_equal(pt_grad_fn_name(pt_sigmoid(xr)), "sigmoid");
 }
 
+/* The fused backward ops against the same formula composed from public ops (float64 and
+ * float32, contiguous and not), and their argument errors. */
+static pt_tensor *composed_backward(int which, const pt_tensor *g, const pt_tensor *x)
+{
+    pt_tensor *d = NULL;
+    switch (which) {
+    case 0: { /* gelu, erf form: Phi(x) + x phi(x) */
+        pt_tensor *e = pt_erf(pt_mul_scalar(x, M_SQRT1_2));
+        pt_tensor *cdf = pt_mul_scalar(pt_add_scalar(e, 1.0), 0.5);
+        pt_tensor *pdf = pt_mul_scalar(pt_exp(pt_mul_scalar(pt_square(x), -0.5)),
+                                       0.3989422804014327);
+        d = pt_add(cdf, pt_mul(x, pdf));
+        break;
+    }
+    case 1: { /* gelu, tanh form */
+        const double k = 0.7978845608028654, c = 0.044715;
+        pt_tensor *x2 = pt_square(x);
+        pt_tensor *t = pt_tanh(pt_mul_scalar(pt_mul(x, pt_add_scalar(pt_mul_scalar(x2, c), 1)), k));
+        pt_tensor *left = pt_mul_scalar(pt_add_scalar(t, 1), 0.5);
+        pt_tensor *right = pt_mul(pt_mul_scalar(pt_mul(x, pt_rsub_scalar(pt_square(t), 1)), 0.5),
+                                  pt_mul_scalar(pt_add_scalar(pt_mul_scalar(x2, 3 * c), 1), k));
+        d = pt_add(left, right);
+        break;
+    }
+    case 2: { /* silu */
+        pt_tensor *sg = pt_sigmoid(x);
+        d = pt_mul(sg, pt_add_scalar(pt_mul(x, pt_rsub_scalar(sg, 1)), 1));
+        break;
+    }
+    case 3: d = pt_rsub_scalar(pt_square(x), 1); break;          /* tanh, x = output */
+    case 4: d = pt_mul(x, pt_rsub_scalar(x, 1)); break;          /* sigmoid, x = output */
+    default: d = pt_to_dtype(pt_gt_scalar(x, 0.25), pt_dtype_of(x)); /* threshold 0.25 */
+    }
+    return pt_mul(g, d);
+}
+
+static pt_tensor *fused_backward(int which, const pt_tensor *g, const pt_tensor *x)
+{
+    pt_gelu_opts tf = {PT_GELU_TANH};
+    switch (which) {
+    case 0: return pt_gelu_backward(g, x, NULL);
+    case 1: return pt_gelu_backward(g, x, &tf);
+    case 2: return pt_silu_backward(g, x);
+    case 3: return pt_tanh_backward(g, x);
+    case 4: return pt_sigmoid_backward(g, x);
+    default: return pt_threshold_backward(g, x, 0.25);
+    }
+}
+
+static void test_fused_backward_ops(void **state)
+{
+    (void)state;
+    int64_t shape[2] = {5, 7};
+    for (int which = 0; which < 6; which++) {
+        pt_tensor *x = mk(2, shape, D_WIDE, false), *g = mk(2, shape, D_AWAY, false);
+        if (which == 3 || which == 4) { /* outputs of tanh / sigmoid */
+            pt_tensor *y = which == 3 ? pt_tanh(x) : pt_sigmoid(x);
+            pt_release(x);
+            x = y;
+        }
+        assert_tensor_close(fused_backward(which, g, x), composed_backward(which, g, x), 1e-12,
+                            1e-12);
+        pt_tensor *xn = pt_test_noncontig(x);
+        assert_tensor_close(fused_backward(which, g, xn), composed_backward(which, g, x), 1e-12,
+                            1e-12);
+        pt_tensor *x32 = pt_to_dtype(x, PT_FLOAT32), *g32 = pt_to_dtype(g, PT_FLOAT32);
+        assert_tensor_close(fused_backward(which, g32, x32), composed_backward(which, g32, x32),
+                            1e-5, 1e-6);
+        pt_tensor *x16 = pt_to_dtype(x, PT_BFLOAT16), *g16 = pt_to_dtype(g, PT_BFLOAT16);
+        pt_tensor *r16 = fused_backward(which, g16, x16);
+        assert_int_equal(pt_dtype_of(r16), PT_BFLOAT16);
+    }
+    pt_tensor *xi = pt_from_data((int32_t[]){1, 2}, 1, (int64_t[]){2}, PT_INT32, pt_cpu());
+    assert_pt_error(pt_silu_backward(xi, xi), PT_ERR_DTYPE, "pt_silu_backward");
+    assert_pt_error(pt_tanh_backward(NULL, xi), PT_ERR_NULL, "pt_tanh_backward");
+    pt_tensor *xf = pt_to_dtype(xi, PT_FLOAT32);
+    assert_pt_error(pt_gelu_backward(xf, xf, &(pt_gelu_opts){(pt_gelu_approximate)7}),
+                    PT_ERR_INVALID_ARG, "approximate");
+    /* they do not record */
+    pt_tensor *xr = pt_detach(xf);
+    pt_requires_grad_(xr, true);
+    assert_false(pt_requires_grad(pt_sigmoid_backward(xr, xr)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -546,6 +630,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_inplace_rules, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_no_recording_without_grad, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_fused_backward_ops, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,11 @@ static bool binary_types(const char *name, pti_op op, double s0, pt_dtype ct, pt
             goto no_bool;
         break;
     case PTI_OP_atan2: *rt = fl ? ct : PT_FLOAT32; break;
+    case PTI_OP_threshold_backward:
+    case PTI_OP_tanh_backward:
+    case PTI_OP_sigmoid_backward:
+    case PTI_OP_silu_backward:
+    case PTI_OP_gelu_backward:
     case PTI_OP_hypot:
         if (!fl) {
             pti_error(PT_ERR_DTYPE, "%s: not implemented for '%s' (expected floating point inputs)",
@@ -92,6 +97,14 @@ static const pt_tensor *materialize(operand o, pt_dtype kt, pt_device dev, pti_e
 
 static pt_tensor *binary_inplace_grad(const char *name, pti_op op, pt_tensor *self, operand b,
                                       double s0);
+
+/* The fused activation backwards record nothing (see ops_elementwise.h). */
+static bool fused_backward(pti_op op)
+{
+    return op == PTI_OP_threshold_backward || op == PTI_OP_tanh_backward ||
+           op == PTI_OP_sigmoid_backward || op == PTI_OP_silu_backward ||
+           op == PTI_OP_gelu_backward;
+}
 
 /* The common path of every binary op. self != NULL: in place into self (returned, borrowed);
  * otherwise a new reference. */
@@ -161,7 +174,7 @@ static pt_tensor *binary_impl(const char *name, pti_op op, operand a, operand b,
     if (self)
         return pti_ew_copy_back(self, pti_ew_finish(out, self->dtype)) == PT_OK ? self : NULL;
     out = pti_ew_finish(out, rt);
-    if (out && rt != PT_BOOL && pti_grad_recording(2, gin))
+    if (out && rt != PT_BOOL && !fused_backward(op) && pti_grad_recording(2, gin))
         out = pti_ew_record_binary(name, op, a.t, a.v, b.t, b.v, s0, out);
     return out;
 }
@@ -358,6 +371,44 @@ pt_tensor *pt_atan2(const pt_tensor *a, const pt_tensor *b)
 pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b)
 {
     return binary_impl("pt_hypot", PTI_OP_hypot, TENSOR(a), TENSOR(b), 0, NULL);
+}
+
+/* ---- fused activation backwards (not recorded) ------------------------------------------------ */
+
+pt_tensor *pt_threshold_backward(const pt_tensor *grad, const pt_tensor *self, double threshold)
+{
+    return binary_impl("pt_threshold_backward", PTI_OP_threshold_backward, TENSOR(grad),
+                       TENSOR(self), threshold, NULL);
+}
+
+pt_tensor *pt_tanh_backward(const pt_tensor *grad, const pt_tensor *output)
+{
+    return binary_impl("pt_tanh_backward", PTI_OP_tanh_backward, TENSOR(grad), TENSOR(output), 0,
+                       NULL);
+}
+
+pt_tensor *pt_sigmoid_backward(const pt_tensor *grad, const pt_tensor *output)
+{
+    return binary_impl("pt_sigmoid_backward", PTI_OP_sigmoid_backward, TENSOR(grad),
+                       TENSOR(output), 0, NULL);
+}
+
+pt_tensor *pt_silu_backward(const pt_tensor *grad, const pt_tensor *input)
+{
+    return binary_impl("pt_silu_backward", PTI_OP_silu_backward, TENSOR(grad), TENSOR(input), 0,
+                       NULL);
+}
+
+pt_tensor *pt_gelu_backward(const pt_tensor *grad, const pt_tensor *input, const pt_gelu_opts *opts)
+{
+    pt_gelu_approximate a = opts ? opts->approximate : PT_GELU_NONE;
+    if (a != PT_GELU_NONE && a != PT_GELU_TANH)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_gelu_backward: unknown approximate mode %d (expected "
+                              "PT_GELU_NONE or PT_GELU_TANH)",
+                              (int)a);
+    return binary_impl("pt_gelu_backward", PTI_OP_gelu_backward, TENSOR(grad), TENSOR(input),
+                       a == PT_GELU_TANH ? 1.0 : 0.0, NULL);
 }
 
 /* ---- comparisons and logical ops --------------------------------------------------------------

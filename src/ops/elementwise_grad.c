@@ -82,6 +82,15 @@ static pt_tensor *drop_where(tmp_list *l, const pt_tensor *mask, const pt_tensor
 #define ADDS(a, v) T(l, pt_add_scalar((a), (v)))
 #define RSUB(a, v) T(l, pt_rsub_scalar((a), (v)))
 
+/* The fused one-pass backward ops serve when no graph is built (they record nothing) and the
+ * tensors are on the CPU (the only backend with their kernels). */
+static bool fusable(const pt_tensor *g, const pt_tensor *s)
+{
+    const pt_tensor *ts[2] = {g, s};
+    return s && dev_of(g).type == PT_DEVICE_CPU && dev_of(s).type == PT_DEVICE_CPU &&
+           !pti_grad_recording(2, ts);
+}
+
 /* Hands gradient g of input k to grad_in[k]: summed to the input's shape, in its dtype. */
 static pt_status put(pti_node *n, int k, pt_tensor *g, tmp_list *l, pt_tensor **grad_in)
 {
@@ -238,12 +247,21 @@ static pt_tensor *unary_formula(pti_node *n, tmp_list *l, const pt_tensor *g)
     case PTI_OP_sin: return MUL(g, T(l, pt_cos(x)));
     case PTI_OP_cos: return MUL(g, T(l, pt_neg(T(l, pt_sin(x)))));
     case PTI_OP_tan: return MUL(g, ADDS(T(l, pt_square(y)), 1.0));
-    case PTI_OP_tanh: return MUL(g, RSUB(T(l, pt_square(y)), 1.0));
-    case PTI_OP_sigmoid: return MUL(g, MUL(y, RSUB(y, 1.0)));
+    case PTI_OP_tanh:
+        if (fusable(g, y))
+            return T(l, pt_tanh_backward(g, y));
+        return MUL(g, RSUB(T(l, pt_square(y)), 1.0));
+    case PTI_OP_sigmoid:
+        if (fusable(g, y))
+            return T(l, pt_sigmoid_backward(g, y));
+        return MUL(g, MUL(RSUB(y, 1.0), y));
     case PTI_OP_erf:
         return MUL(g, MULS(T(l, pt_exp(T(l, pt_neg(T(l, pt_square(x)))))), TWO_OVER_SQRT_PI));
     case PTI_OP_reciprocal: return MUL(T(l, pt_neg(g)), T(l, pt_square(y)));
-    case PTI_OP_relu: return keep_where(l, T(l, pt_gt_scalar(y, 0)), g);
+    case PTI_OP_relu: /* PyTorch's threshold_backward on the output: y <= 0 gives 0 */
+        if (fusable(g, y))
+            return T(l, pt_threshold_backward(g, y, 0));
+        return drop_where(l, T(l, pt_le_scalar(y, 0)), g);
     case PTI_OP_hardtanh: /* relu6 and hardtanh: zero at and beyond the bounds */
         return keep_where(
             l, T(l, pt_logical_and(T(l, pt_gt_scalar(x, p[0])), T(l, pt_lt_scalar(x, p[1])))), g);
@@ -256,8 +274,13 @@ static pt_tensor *unary_formula(pti_node *n, tmp_list *l, const pt_tensor *g)
         pt_tensor *neg = MULS(MUL(g, T(l, pt_exp(MULS(x, p[2])))), p[0] * p[1] * p[2]);
         return T(l, pt_where(T(l, pt_gt_scalar(x, 0)), MULS(g, p[1]), neg));
     }
-    case PTI_OP_gelu: return gelu_grad(l, g, x, p[0] != 0);
+    case PTI_OP_gelu:
+        if (fusable(g, x))
+            return T(l, pt_gelu_backward(g, x, &(pt_gelu_opts){p[0] != 0 ? PT_GELU_TANH : PT_GELU_NONE}));
+        return gelu_grad(l, g, x, p[0] != 0);
     case PTI_OP_silu: {
+        if (fusable(g, x))
+            return T(l, pt_silu_backward(g, x));
         pt_tensor *s = T(l, pt_sigmoid(x));
         return MUL(g, MUL(s, ADDS(MUL(x, RSUB(s, 1.0)), 1.0)));
     }

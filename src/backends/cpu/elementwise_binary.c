@@ -91,6 +91,29 @@ static inline float floor_div_f32(float a, float b)
     return fd;
 }
 
+/* Fused activation gradients (g = output gradient, x = input); computed in double, which
+ * costs little next to the exp/erf/tanh they call. */
+static inline double silu_grad(double g, double x)
+{
+    double s = 1.0 / (1.0 + exp(-x));
+    return g * s * (1.0 + x * (1.0 - s));
+}
+
+static inline double gelu_erf_grad(double g, double x)
+{
+    double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
+    double pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+    return g * (cdf + x * pdf);
+}
+
+static inline double gelu_tanh_grad(double g, double x)
+{
+    const double k = 0.79788456080286535588, c = 0.044715;
+    double x2 = x * x;
+    double t = tanh(k * (x + c * x2 * x));
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x2));
+}
+
 /* NaN-propagating max/min */
 #define FMAX(a, b) ((a != a || b != b) ? a + b : (a > b ? a : b))
 #define FMIN(a, b) ((a != a || b != b) ? a + b : (a < b ? a : b))
@@ -113,6 +136,16 @@ static inline float floor_div_f32(float a, float b)
     case PTI_OP_minimum: BINARY_LOOP(T, T, FMIN(a, b)); break;                                     \
     case PTI_OP_atan2: BINARY_LOOP(T, T, atan2(a, b)); break;                                      \
     case PTI_OP_hypot: BINARY_LOOP(T, T, hypot(a, b)); break;                                      \
+    case PTI_OP_threshold_backward: BINARY_LOOP(T, T, b <= S0 ? (T)0 : a); break;                  \
+    case PTI_OP_tanh_backward: BINARY_LOOP(T, T, a * (1 - b * b)); break;                          \
+    case PTI_OP_sigmoid_backward: BINARY_LOOP(T, T, a * ((1 - b) * b)); break;                     \
+    case PTI_OP_silu_backward: BINARY_LOOP(T, T, silu_grad(a, b)); break;                          \
+    case PTI_OP_gelu_backward:                                                                     \
+        if (c->s[0] != 0)                                                                          \
+            BINARY_LOOP(T, T, gelu_tanh_grad(a, b));                                               \
+        else                                                                                       \
+            BINARY_LOOP(T, T, gelu_erf_grad(a, b));                                                \
+        break;                                                                                     \
     case PTI_OP_eq: BINARY_LOOP(T, uint8_t, a == b); break;                                        \
     case PTI_OP_ne: BINARY_LOOP(T, uint8_t, a != b); break;                                        \
     case PTI_OP_lt: BINARY_LOOP(T, uint8_t, a < b); break;                                         \
@@ -438,6 +471,8 @@ void pti_cpu_register_elementwise_binary(pti_kernel *table)
         PTI_OP_fmod, PTI_OP_maximum,     PTI_OP_minimum,    PTI_OP_atan2,       PTI_OP_hypot,
         PTI_OP_eq,   PTI_OP_ne,          PTI_OP_lt,         PTI_OP_le,          PTI_OP_gt,
         PTI_OP_ge,   PTI_OP_logical_and, PTI_OP_logical_or, PTI_OP_logical_xor,
+        PTI_OP_threshold_backward, PTI_OP_tanh_backward, PTI_OP_sigmoid_backward,
+        PTI_OP_silu_backward, PTI_OP_gelu_backward,
     };
     for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
         table[binary_ops[i]] = cpu_binary;
