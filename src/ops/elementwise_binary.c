@@ -630,9 +630,6 @@ pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_te
     if (lo && max) {
         r = pt_minimum(lo, max);
         pt_release(lo);
-    } else if (lo && lo == t) {
-        r = pt_clone(t);
-        pt_release(lo);
     }
     if (rec) {
         pt_set_grad_enabled(prev);
