@@ -60,20 +60,95 @@ static const int64_t S4[1] = {4};
 
 typedef enum opid {
     /* unary */
-    O_NEG, O_ABS, O_SIGN, O_EXP, O_EXPM1, O_LOG, O_LOG1P, O_LOG2, O_SQRT, O_RSQRT, O_SQUARE,
-    O_SIN, O_COS, O_TAN, O_TANH, O_SIGMOID, O_ERF, O_FLOOR, O_CEIL, O_ROUND, O_TRUNC, O_RECIP,
-    O_RELU, O_RELU6, O_LEAKY, O_ELU, O_SELU, O_GELU, O_GELU_TANH, O_SILU, O_MISH, O_SOFTPLUS,
-    O_SOFTPLUS_B, O_HARDTANH, O_HARDSIGMOID, O_HARDSWISH, O_CLAMP, O_CLAMP_MIN, O_CLAMP_MAX,
-    O_ADD_S, O_SUB_S, O_RSUB_S, O_MUL_S, O_DIV_S, O_POW_S, O_SPOW, O_REM_S, O_FMOD_S,
+    O_NEG,
+    O_ABS,
+    O_SIGN,
+    O_EXP,
+    O_EXPM1,
+    O_LOG,
+    O_LOG1P,
+    O_LOG2,
+    O_SQRT,
+    O_RSQRT,
+    O_SQUARE,
+    O_SIN,
+    O_COS,
+    O_TAN,
+    O_TANH,
+    O_SIGMOID,
+    O_ERF,
+    O_FLOOR,
+    O_CEIL,
+    O_ROUND,
+    O_TRUNC,
+    O_RECIP,
+    O_RELU,
+    O_RELU6,
+    O_LEAKY,
+    O_ELU,
+    O_SELU,
+    O_GELU,
+    O_GELU_TANH,
+    O_SILU,
+    O_MISH,
+    O_SOFTPLUS,
+    O_SOFTPLUS_B,
+    O_HARDTANH,
+    O_HARDSIGMOID,
+    O_HARDSWISH,
+    O_CLAMP,
+    O_CLAMP_MIN,
+    O_CLAMP_MAX,
+    O_ADD_S,
+    O_SUB_S,
+    O_RSUB_S,
+    O_MUL_S,
+    O_DIV_S,
+    O_POW_S,
+    O_SPOW,
+    O_REM_S,
+    O_FMOD_S,
     /* in place on a non-leaf copy */
-    O_I_EXP, O_I_RELU, O_I_SIGMOID, O_I_GELU, O_I_CLAMP, O_I_POW_S, O_I_MUL_S,
+    O_I_EXP,
+    O_I_RELU,
+    O_I_SIGMOID,
+    O_I_GELU,
+    O_I_CLAMP,
+    O_I_POW_S,
+    O_I_MUL_S,
     O_UNARY_END,
     /* binary */
-    O_ADD, O_ADD_EX, O_SUB, O_SUB_EX, O_MUL, O_DIV, O_DIV_TRUNC, O_DIV_FLOOR, O_POW, O_REM,
-    O_FMOD, O_MAX, O_MIN, O_ATAN2, O_HYPOT, O_I_ADD, O_I_SUB, O_I_MUL, O_I_DIV, O_I_POW,
-    O_I_MUL_SELF, O_BINARY_END,
+    O_ADD,
+    O_ADD_EX,
+    O_SUB,
+    O_SUB_EX,
+    O_MUL,
+    O_DIV,
+    O_DIV_TRUNC,
+    O_DIV_FLOOR,
+    O_POW,
+    O_REM,
+    O_FMOD,
+    O_MAX,
+    O_MIN,
+    O_ATAN2,
+    O_HYPOT,
+    O_I_ADD,
+    O_I_SUB,
+    O_I_MUL,
+    O_I_DIV,
+    O_I_POW,
+    O_I_MUL_SELF,
+    O_BINARY_END,
     /* ternary */
-    O_WHERE, O_CLAMP_T, O_CLAMP_T_MIN, O_CLAMP_T_MAX, O_LERP, O_LERP_S, O_ADDCMUL, O_ADDCDIV,
+    O_WHERE,
+    O_CLAMP_T,
+    O_CLAMP_T_MIN,
+    O_CLAMP_T_MAX,
+    O_LERP,
+    O_LERP_S,
+    O_ADDCMUL,
+    O_ADDCDIV,
 } opid;
 
 static pt_tensor *inplace1(const pt_tensor *x, opid op)
@@ -374,7 +449,8 @@ static void test_maximum_minimum_ties_split(void **state)
     pt_tensor *y = pt_maximum(a, b);
     pt_tensor *in[2] = {a, b}, *g[2] = {NULL, NULL};
     grads(y, 2, in, g);
-    pt_tensor *ea = vec(3, (double[]){0.5, 0, 1}, false), *eb = vec(3, (double[]){0.5, 1, 0}, false);
+    pt_tensor *ea = vec(3, (double[]){0.5, 0, 1}, false),
+              *eb = vec(3, (double[]){0.5, 1, 0}, false);
     assert_tensor_equal(g[0], ea);
     assert_tensor_equal(g[1], eb);
     pt_tensor *y2 = pt_minimum(a, b);
@@ -391,8 +467,7 @@ static void test_zero_grads_and_pow_corners(void **state)
     (void)state;
     pt_tensor *x = vec(3, (double[]){0.0, 1.5, -2.0}, true);
     pt_tensor *z = vec(3, (double[]){0, 0, 0}, false);
-    pt_tensor *ops[4] = {pt_sign(x), pt_floor(x), pt_round(x),
-                         pt_div_ex(x, x, PT_ROUND_FLOOR)};
+    pt_tensor *ops[4] = {pt_sign(x), pt_floor(x), pt_round(x), pt_div_ex(x, x, PT_ROUND_FLOOR)};
     for (int k = 0; k < 4; k++) {
         pt_tensor *g = grad_of(ops[k], x);
         assert_tensor_equal(g, z);
@@ -510,8 +585,8 @@ static void test_inplace_rules(void **state)
     pt_clear_error();
     /* the in-place shape rule still holds while recording */
     pt_tensor *y2 = pt_mul_scalar(x, 1.0);
-    pt_tensor *m = pt_from_data((double[]){1, 2, 3, 4, 5, 6}, 2, (int64_t[]){2, 3}, PT_FLOAT64,
-                                pt_cpu());
+    pt_tensor *m =
+        pt_from_data((double[]){1, 2, 3, 4, 5, 6}, 2, (int64_t[]){2, 3}, PT_FLOAT64, pt_cpu());
     assert_pt_status_error(pt_add_(y2, m), PT_ERR_SHAPE, "broadcast shape");
     pt_release(x);
 }
@@ -542,8 +617,8 @@ static pt_tensor *composed_backward(int which, const pt_tensor *g, const pt_tens
     case 0: { /* gelu, erf form: Phi(x) + x phi(x) */
         pt_tensor *e = pt_erf(pt_mul_scalar(x, M_SQRT1_2));
         pt_tensor *cdf = pt_mul_scalar(pt_add_scalar(e, 1.0), 0.5);
-        pt_tensor *pdf = pt_mul_scalar(pt_exp(pt_mul_scalar(pt_square(x), -0.5)),
-                                       0.3989422804014327);
+        pt_tensor *pdf =
+            pt_mul_scalar(pt_exp(pt_mul_scalar(pt_square(x), -0.5)), 0.3989422804014327);
         d = pt_add(cdf, pt_mul(x, pdf));
         break;
     }
@@ -562,8 +637,8 @@ static pt_tensor *composed_backward(int which, const pt_tensor *g, const pt_tens
         d = pt_mul(sg, pt_add_scalar(pt_mul(x, pt_rsub_scalar(sg, 1)), 1));
         break;
     }
-    case 3: d = pt_rsub_scalar(pt_square(x), 1); break;          /* tanh, x = output */
-    case 4: d = pt_mul(x, pt_rsub_scalar(x, 1)); break;          /* sigmoid, x = output */
+    case 3: d = pt_rsub_scalar(pt_square(x), 1); break;              /* tanh, x = output */
+    case 4: d = pt_mul(x, pt_rsub_scalar(x, 1)); break;              /* sigmoid, x = output */
     default: d = pt_to_dtype(pt_gt_scalar(x, 0.25), pt_dtype_of(x)); /* threshold 0.25 */
     }
     return pt_mul(g, d);
@@ -650,8 +725,7 @@ static void test_dtypes_empty_and_scalar_base(void **state)
     assert_tensor_equal(gz, vec(2, (double[]){0, 0}, false));
     /* base 2: d/dx 2^x = 2^x ln 2 */
     pt_tensor *g2 = grad_of(pt_scalar_pow(2.0, x), x);
-    assert_tensor_close(g2, vec(2, (double[]){4 * M_LN2, sqrt(2.0) * M_LN2}, false), 1e-12,
-                        1e-12);
+    assert_tensor_close(g2, vec(2, (double[]){4 * M_LN2, sqrt(2.0) * M_LN2}, false), 1e-12, 1e-12);
     /* the number side of a _scalar form gets nothing; a bool/int operand needs none */
     pt_tensor *i = pt_from_data((int64_t[]){1, 2}, 1, (int64_t[]){2}, PT_INT64, pt_cpu());
     pt_tensor *gi = grad_of(pt_mul(i, x), x);

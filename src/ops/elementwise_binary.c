@@ -373,7 +373,7 @@ pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b)
     return binary_impl("pt_hypot", PTI_OP_hypot, TENSOR(a), TENSOR(b), 0, NULL);
 }
 
-/* ---- fused activation backwards (not recorded) ------------------------------------------------ */
+/* ---- fused activation backwards (not recorded) ---------------------------------------------- */
 
 pt_tensor *pt_threshold_backward(const pt_tensor *grad, const pt_tensor *self, double threshold)
 {

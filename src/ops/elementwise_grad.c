@@ -268,15 +268,15 @@ static pt_tensor *unary_formula(pti_node *n, tmp_list *l, const pt_tensor *g)
     case PTI_OP_clamp:
         return keep_where(
             l, T(l, pt_logical_and(T(l, pt_ge_scalar(x, p[0])), T(l, pt_le_scalar(x, p[1])))), g);
-    case PTI_OP_leaky_relu:
-        return T(l, pt_where(T(l, pt_gt_scalar(x, 0)), g, MULS(g, p[0])));
+    case PTI_OP_leaky_relu: return T(l, pt_where(T(l, pt_gt_scalar(x, 0)), g, MULS(g, p[0])));
     case PTI_OP_elu: { /* alpha p[0], scale p[1], input_scale p[2] */
         pt_tensor *neg = MULS(MUL(g, T(l, pt_exp(MULS(x, p[2])))), p[0] * p[1] * p[2]);
         return T(l, pt_where(T(l, pt_gt_scalar(x, 0)), MULS(g, p[1]), neg));
     }
     case PTI_OP_gelu:
         if (fusable(g, x))
-            return T(l, pt_gelu_backward(g, x, &(pt_gelu_opts){p[0] != 0 ? PT_GELU_TANH : PT_GELU_NONE}));
+            return T(l, pt_gelu_backward(g, x,
+                                         &(pt_gelu_opts){p[0] != 0 ? PT_GELU_TANH : PT_GELU_NONE}));
         return gelu_grad(l, g, x, p[0] != 0);
     case PTI_OP_silu: {
         if (fusable(g, x))
@@ -295,16 +295,15 @@ static pt_tensor *unary_formula(pti_node *n, tmp_list *l, const pt_tensor *g)
         return T(l, pt_where(T(l, pt_gt_scalar(bx, p[1])), g, inner));
     }
     case PTI_OP_hardsigmoid:
-        return keep_where(
-            l, T(l, pt_logical_and(T(l, pt_gt_scalar(x, -3)), T(l, pt_lt_scalar(x, 3)))),
-            MULS(g, 1.0 / 6.0));
+        return keep_where(l,
+                          T(l, pt_logical_and(T(l, pt_gt_scalar(x, -3)), T(l, pt_lt_scalar(x, 3)))),
+                          MULS(g, 1.0 / 6.0));
     case PTI_OP_hardswish: {
-        pt_tensor *mid = T(l, pt_where(T(l, pt_le_scalar(x, 3)), MUL(g, ADDS(MULS(x, 1.0 / 3.0), 0.5)),
-                                       g));
+        pt_tensor *mid =
+            T(l, pt_where(T(l, pt_le_scalar(x, 3)), MUL(g, ADDS(MULS(x, 1.0 / 3.0), 0.5)), g));
         return drop_where(l, T(l, pt_lt_scalar(x, -3)), mid);
     }
-    default:
-        return pti_error_null(PT_ERR_UNSUPPORTED, "%s: backward not implemented", n->name);
+    default: return pti_error_null(PT_ERR_UNSUPPORTED, "%s: backward not implemented", n->name);
     }
 }
 
@@ -399,8 +398,7 @@ static pt_tensor *binary_formula(pti_node *n, tmp_list *l, const pt_tensor *g, i
         return k == 0 ? MUL(g, DIV(b, den)) : MUL(g, DIV(T(l, pt_neg(a)), den));
     }
     case PTI_OP_hypot: return MUL(g, DIV(k == 0 ? a : b, y));
-    default:
-        return pti_error_null(PT_ERR_UNSUPPORTED, "%s: backward not implemented", n->name);
+    default: return pti_error_null(PT_ERR_UNSUPPORTED, "%s: backward not implemented", n->name);
     }
 }
 
@@ -466,8 +464,7 @@ static pt_tensor *clamp_t_formula(tmp_list *l, const pt_tensor *g, const pt_tens
         if (k == 0)
             return keep_where(l, T(l, pt_logical_and(T(l, pt_ge(x, lo)), T(l, pt_le(x, hi)))), g);
         if (k == 1)
-            return keep_where(l, T(l, pt_logical_and(T(l, pt_lt(x, lo)), T(l, pt_lt(lo, hi)))),
-                              g);
+            return keep_where(l, T(l, pt_logical_and(T(l, pt_lt(x, lo)), T(l, pt_lt(lo, hi)))), g);
         return keep_where(l, T(l, pt_logical_or(T(l, pt_gt(x, hi)), T(l, pt_lt(hi, lo)))), g);
     }
     if (lo)
