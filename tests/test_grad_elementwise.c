@@ -680,6 +680,22 @@ static void test_fused_backward_ops(void **state)
         pt_tensor *r16 = fused_backward(which, g16, x16);
         assert_int_equal(pt_dtype_of(r16), PT_BFLOAT16);
     }
+    /* float32 (AVX2 loops where available) over a dense grid against the float64 kernels */
+    static double grid[4001];
+    for (int i = 0; i < 4001; i++)
+        grid[i] = -10.0 + 0.005 * i;
+    pt_tensor *gx = pt_from_data(grid, 1, (int64_t[]){4001}, PT_FLOAT64, pt_cpu());
+    pt_tensor *gg = pt_full_like(gx, 1.0);
+    pt_tensor *gx32 = pt_to_dtype(gx, PT_FLOAT32), *gg32 = pt_to_dtype(gg, PT_FLOAT32);
+    pt_tensor *gy = pt_tanh(gx32), *gs = pt_sigmoid(gx32);
+    for (int which = 0; which < 6; which++) {
+        pt_tensor *in32 = which == 3 ? gy : which == 4 ? gs : gx32;
+        pt_tensor *in64 = pt_to_dtype(in32, PT_FLOAT64);
+        pt_tensor *r32 = fused_backward(which, gg32, in32);
+        pt_tensor *r64 = fused_backward(which, gg, in64);
+        /* float32 rounding of the result plus a few ulp of the vector exp/erf/tanh */
+        assert_tensor_close_any_dtype(r32, r64, 1e-5, 1e-6);
+    }
     pt_tensor *xi = pt_from_data((int32_t[]){1, 2}, 1, (int64_t[]){2}, PT_INT32, pt_cpu());
     assert_pt_error(pt_silu_backward(xi, xi), PT_ERR_DTYPE, "pt_silu_backward");
     assert_pt_error(pt_tanh_backward(NULL, xi), PT_ERR_NULL, "pt_tanh_backward");

@@ -513,18 +513,24 @@ AVX2 static inline __m256 v_gelu_erf_grad(__m256 x)
     return _mm256_fmadd_ps(x, pdf, cdf);
 }
 
-/* d/dx gelu(x), tanh form: (1 + t)/2 + x/2 (1 - t^2) k (1 + 3c x^2). */
+/* d/dx gelu(x), tanh form: (1 + t)/2 + x/2 (1 - t^2) k (1 + 3c x^2), t = tanh(u). Written with
+ * e = e^(-2|u|) so neither term cancels in float32 where t is near +-1: (1 + t)/2 is
+ * sigmoid(2u) = 1/(1 + e) for u >= 0 and e/(1 + e) below, and 1 - t^2 = 4e/(1 + e)^2. */
 AVX2 static inline __m256 v_gelu_tanh_grad(__m256 x)
 {
     __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
     __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     __m256 x2 = _mm256_mul_ps(x, x);
-    __m256 t = v_tanh(_mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x)));
-    __m256 left = _mm256_mul_ps(half, _mm256_add_ps(one, t));
+    __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x));
+    __m256 au = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+    __m256 e = v_exp(_mm256_mul_ps(_mm256_set1_ps(-2.0f), au));
+    __m256 inv = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    __m256 left = _mm256_blendv_ps(_mm256_mul_ps(e, inv), inv,
+                                   _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GE_OQ));
+    __m256 sech2 = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(4.0f), e), _mm256_mul_ps(inv, inv));
     __m256 dinner =
         _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), c), x2, one));
-    __m256 right =
-        _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_fnmadd_ps(t, t, one)), dinner);
+    __m256 right = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), sech2), dinner);
     return _mm256_add_ps(left, right);
 }
 
