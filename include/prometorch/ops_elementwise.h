@@ -164,6 +164,24 @@ PT_API pt_tensor *pt_minimum(const pt_tensor *a, const pt_tensor *b);
 PT_API pt_tensor *pt_atan2(const pt_tensor *a, const pt_tensor *b); /* int -> float32 */
 PT_API pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b); /* floating inputs only */
 
+/* ---- fused activation gradients -----------------------------------------------------------------
+ * The input gradient of an activation from the output gradient `grad` and the tensor the
+ * activation saved, in one pass (aten's threshold_backward, tanh_backward, ...). Used by the
+ * backward formulas when no graph is being built; they do not record autograd history
+ * themselves (compose public ops for differentiable versions). Broadcast like binary ops;
+ * floating dtypes only. CPU kernels only. */
+
+/* grad where self > threshold, else 0 (relu's backward with self = relu's output). */
+PT_API pt_tensor *pt_threshold_backward(const pt_tensor *grad, const pt_tensor *self,
+                                        double threshold);
+PT_API pt_tensor *pt_tanh_backward(const pt_tensor *grad, const pt_tensor *output); /* g(1-y^2) */
+PT_API pt_tensor *pt_sigmoid_backward(const pt_tensor *grad, const pt_tensor *output); /* gy(1-y) */
+/* grad * s (1 + x (1 - s)), s = sigmoid(input). */
+PT_API pt_tensor *pt_silu_backward(const pt_tensor *grad, const pt_tensor *input);
+/* grad * d gelu(x)/dx for the erf or tanh form (opts may be NULL: erf form). */
+PT_API pt_tensor *pt_gelu_backward(const pt_tensor *grad, const pt_tensor *input,
+                                   const pt_gelu_opts *opts);
+
 /* ---- comparisons and logical ops: bool results ------------------------------------------------
  */
 

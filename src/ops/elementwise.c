@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../autograd/node.h"
 #include "elementwise_internal.h"
 
 /* ---- result types (PyTorch's ResultTypeState) ------------------------------------------------ */
@@ -214,6 +215,15 @@ static pt_tensor *unary_impl(const char *name, pti_op op, const pt_tensor *t, un
 {
     if (!PTI_CHECK_ARG(t, name, "input") || !pti_check_plain_dtype(name, t))
         return NULL;
+    if (self && pti_grad_recording(1, &t)) {
+        /* in place under autograd: out of place on a snapshot, written back, rebased */
+        if (pti_inplace_check(name, self) != PT_OK)
+            return NULL;
+        pt_tensor *snap = pt_clone(self);
+        pt_tensor *r = snap ? unary_impl(name, op, snap, kind, p, NULL, rt_override) : NULL;
+        pt_release(snap);
+        return pti_ew_inplace_finish(name, self, r) == PT_OK ? self : NULL;
+    }
     pt_dtype dt = t->dtype, rt = dt;
     bool is_fl = pti_dtypes[dt].is_floating;
     switch (kind) {
@@ -264,7 +274,10 @@ static pt_tensor *unary_impl(const char *name, pti_op op, const pt_tensor *t, un
     }
     if (self)
         return pti_ew_copy_back(self, pti_ew_finish(out, self->dtype)) == PT_OK ? self : NULL;
-    return pti_ew_finish(out, rt);
+    out = pti_ew_finish(out, rt);
+    if (out && kind != U_BOOL_OUT && pti_grad_recording(1, &t))
+        out = pti_ew_record_unary(name, op, t, c.scalar, out);
+    return out;
 }
 
 static pt_tensor *unary(const char *name, pti_op op, const pt_tensor *t, unary_kind kind)

@@ -4,6 +4,7 @@
  * machinery is in elementwise.c. */
 #include <math.h>
 
+#include "../autograd/node.h"
 #include "elementwise_internal.h"
 
 /* One operand of a binary op: a tensor, or a number when t is NULL and is_number is set. */
@@ -46,6 +47,11 @@ static bool binary_types(const char *name, pti_op op, double s0, pt_dtype ct, pt
             goto no_bool;
         break;
     case PTI_OP_atan2: *rt = fl ? ct : PT_FLOAT32; break;
+    case PTI_OP_threshold_backward:
+    case PTI_OP_tanh_backward:
+    case PTI_OP_sigmoid_backward:
+    case PTI_OP_silu_backward:
+    case PTI_OP_gelu_backward:
     case PTI_OP_hypot:
         if (!fl) {
             pti_error(PT_ERR_DTYPE, "%s: not implemented for '%s' (expected floating point inputs)",
@@ -89,6 +95,17 @@ static const pt_tensor *materialize(operand o, pt_dtype kt, pt_device dev, pti_e
     return pti_ew_convert(o.t, kt, owned);
 }
 
+static pt_tensor *binary_inplace_grad(const char *name, pti_op op, pt_tensor *self, operand b,
+                                      double s0);
+
+/* The fused activation backwards record nothing (see ops_elementwise.h). */
+static bool fused_backward(pti_op op)
+{
+    return op == PTI_OP_threshold_backward || op == PTI_OP_tanh_backward ||
+           op == PTI_OP_sigmoid_backward || op == PTI_OP_silu_backward ||
+           op == PTI_OP_gelu_backward;
+}
+
 /* The common path of every binary op. self != NULL: in place into self (returned, borrowed);
  * otherwise a new reference. */
 static pt_tensor *binary_impl(const char *name, pti_op op, operand a, operand b, double s0,
@@ -105,6 +122,9 @@ static pt_tensor *binary_impl(const char *name, pti_op op, operand a, operand b,
         if (!pti_check_same_device(name, 2, ts))
             return NULL;
     }
+    const pt_tensor *gin[2] = {a.t, b.t}; /* numbers have t == NULL */
+    if (self && pti_grad_recording(2, gin))
+        return binary_inplace_grad(name, op, self, b, s0);
     const pt_tensor *ref = a.is_number ? b.t : a.t;
     pt_device dev = ref->storage->device;
     pti_ew_rt rs;
@@ -153,7 +173,26 @@ static pt_tensor *binary_impl(const char *name, pti_op op, operand a, operand b,
     }
     if (self)
         return pti_ew_copy_back(self, pti_ew_finish(out, self->dtype)) == PT_OK ? self : NULL;
-    return pti_ew_finish(out, rt);
+    out = pti_ew_finish(out, rt);
+    if (out && rt != PT_BOOL && !fused_backward(op) && pti_grad_recording(2, gin))
+        out = pti_ew_record_binary(name, op, a.t, a.v, b.t, b.v, s0, out);
+    return out;
+}
+
+/* In place under autograd: computes op on a snapshot of self (recorded), writes it back. */
+static pt_tensor *binary_inplace_grad(const char *name, pti_op op, pt_tensor *self, operand b,
+                                      double s0)
+{
+    if (pti_inplace_check(name, self) != PT_OK)
+        return NULL;
+    pt_tensor *snap = pt_clone(self);
+    if (!snap)
+        return NULL;
+    if (!b.is_number && b.t == self)
+        b.t = snap;
+    pt_tensor *r = binary_impl(name, op, TENSOR(snap), b, s0, NULL);
+    pt_release(snap);
+    return pti_ew_inplace_finish(name, self, r) == PT_OK ? self : NULL;
 }
 
 static pt_status binary_(const char *name, pti_op op, pt_tensor *self, operand b, double s0)
@@ -332,6 +371,44 @@ pt_tensor *pt_atan2(const pt_tensor *a, const pt_tensor *b)
 pt_tensor *pt_hypot(const pt_tensor *a, const pt_tensor *b)
 {
     return binary_impl("pt_hypot", PTI_OP_hypot, TENSOR(a), TENSOR(b), 0, NULL);
+}
+
+/* ---- fused activation backwards (not recorded) ---------------------------------------------- */
+
+pt_tensor *pt_threshold_backward(const pt_tensor *grad, const pt_tensor *self, double threshold)
+{
+    return binary_impl("pt_threshold_backward", PTI_OP_threshold_backward, TENSOR(grad),
+                       TENSOR(self), threshold, NULL);
+}
+
+pt_tensor *pt_tanh_backward(const pt_tensor *grad, const pt_tensor *output)
+{
+    return binary_impl("pt_tanh_backward", PTI_OP_tanh_backward, TENSOR(grad), TENSOR(output), 0,
+                       NULL);
+}
+
+pt_tensor *pt_sigmoid_backward(const pt_tensor *grad, const pt_tensor *output)
+{
+    return binary_impl("pt_sigmoid_backward", PTI_OP_sigmoid_backward, TENSOR(grad),
+                       TENSOR(output), 0, NULL);
+}
+
+pt_tensor *pt_silu_backward(const pt_tensor *grad, const pt_tensor *input)
+{
+    return binary_impl("pt_silu_backward", PTI_OP_silu_backward, TENSOR(grad), TENSOR(input), 0,
+                       NULL);
+}
+
+pt_tensor *pt_gelu_backward(const pt_tensor *grad, const pt_tensor *input, const pt_gelu_opts *opts)
+{
+    pt_gelu_approximate a = opts ? opts->approximate : PT_GELU_NONE;
+    if (a != PT_GELU_NONE && a != PT_GELU_TANH)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_gelu_backward: unknown approximate mode %d (expected "
+                              "PT_GELU_NONE or PT_GELU_TANH)",
+                              (int)a);
+    return binary_impl("pt_gelu_backward", PTI_OP_gelu_backward, TENSOR(grad), TENSOR(input),
+                       a == PT_GELU_TANH ? 1.0 : 0.0, NULL);
 }
 
 /* ---- comparisons and logical ops --------------------------------------------------------------
@@ -530,7 +607,10 @@ pt_tensor *pt_where(const pt_tensor *cond, const pt_tensor *a, const pt_tensor *
     pti_ew_rt_tensor(&rs, b);
     pt_dtype rt = pti_ew_rt_result(&rs);
     /* where copies bytes, so it runs in the result dtype itself */
-    return ternary_run("pt_where", PTI_OP_where, cond, a, b, rt, rt, 0);
+    pt_tensor *r = ternary_run("pt_where", PTI_OP_where, cond, a, b, rt, rt, 0);
+    if (r && pti_grad_recording(3, ts))
+        r = pti_ew_record_ternary("pt_where", PTI_EW_WHERE, cond, a, b, 0, r);
+    return r;
 }
 
 pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_tensor *max)
@@ -540,12 +620,22 @@ pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_te
     if (!min && !max)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_clamp_tensor: at least one of 'min' or 'max' must be given");
-    /* min(max(t, lo), hi): NaN in any operand propagates, lo > hi gives hi (as PyTorch) */
+    /* min(max(t, lo), hi): NaN in any operand propagates, lo > hi gives hi (as PyTorch); the
+     * gradient is clamp's own (recorded below), not that of maximum/minimum */
+    const pt_tensor *ts[3] = {t, min, max};
+    bool rec = pti_grad_recording(3, ts);
+    bool prev = rec ? pt_set_grad_enabled(false) : true;
     pt_tensor *lo = min ? pt_maximum(t, min) : pt_retain((pt_tensor *)t);
-    if (!lo || !max)
-        return lo;
-    pt_tensor *r = pt_minimum(lo, max);
-    pt_release(lo);
+    pt_tensor *r = lo;
+    if (lo && max) {
+        r = pt_minimum(lo, max);
+        pt_release(lo);
+    }
+    if (rec) {
+        pt_set_grad_enabled(prev);
+        if (r)
+            r = pti_ew_record_ternary("pt_clamp_tensor", PTI_EW_CLAMP, t, min, max, 0, r);
+    }
     return r;
 }
 
@@ -569,8 +659,11 @@ pt_tensor *pt_lerp(const pt_tensor *start, const pt_tensor *end, const pt_tensor
         !lerp_check("pt_lerp", start, end, "end") ||
         !lerp_check("pt_lerp", start, weight, "weight"))
         return NULL;
-    return ternary_run("pt_lerp", PTI_OP_lerp, start, end, weight,
-                       pti_ew_compute_dtype(start->dtype), start->dtype, 0);
+    pt_tensor *r = ternary_run("pt_lerp", PTI_OP_lerp, start, end, weight,
+                               pti_ew_compute_dtype(start->dtype), start->dtype, 0);
+    if (r && pti_grad_recording(3, ts))
+        r = pti_ew_record_ternary("pt_lerp", PTI_EW_LERP, start, end, weight, 0, r);
+    return r;
 }
 
 pt_tensor *pt_lerp_scalar(const pt_tensor *start, const pt_tensor *end, double weight)
@@ -589,6 +682,8 @@ pt_tensor *pt_lerp_scalar(const pt_tensor *start, const pt_tensor *end, double w
         return NULL;
     pt_tensor *r = ternary_run("pt_lerp_scalar", PTI_OP_lerp, start, end, w, kt, start->dtype, 0);
     pti_ew_unbox(&box, w);
+    if (r && pti_grad_recording(2, ts))
+        r = pti_ew_record_ternary("pt_lerp_scalar", PTI_EW_LERP, start, end, NULL, weight, r);
     return r;
 }
 
@@ -613,7 +708,11 @@ static pt_tensor *addc(const char *name, pti_op op, const pt_tensor *self, const
         return pti_error_null(PT_ERR_DTYPE, "%s: not implemented for 'bool'", name);
     if (!pti_dtypes[rt].is_floating)
         value = (double)pti_ew_sat_i64(value);
-    return ternary_run(name, op, self, t1, t2, pti_ew_compute_dtype(rt), rt, value);
+    pt_tensor *r = ternary_run(name, op, self, t1, t2, pti_ew_compute_dtype(rt), rt, value);
+    if (r && pti_grad_recording(3, ts))
+        r = pti_ew_record_ternary(name, op == PTI_OP_addcmul ? PTI_EW_ADDCMUL : PTI_EW_ADDCDIV,
+                                  self, t1, t2, value, r);
+    return r;
 }
 
 pt_tensor *pt_addcmul(const pt_tensor *self, const pt_tensor *t1, const pt_tensor *t2, double value)

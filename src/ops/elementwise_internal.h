@@ -41,4 +41,27 @@ pt_status pti_ew_copy_back(pt_tensor *self, pt_tensor *result);
 bool pti_ew_check_inplace(const char *op, const pt_tensor *self, pt_dtype rt, int ndim,
                           const int64_t *shape);
 
+/* ---- autograd (elementwise_grad.c) ---- */
+
+/* Each records a node for `out` (the caller has checked pti_grad_recording) and returns out, or
+ * releases it and returns NULL with the error set. Numbers of `_scalar` forms are passed as a
+ * NULL tensor plus their value. */
+pt_tensor *pti_ew_record_unary(const char *name, pti_op op, const pt_tensor *in, const double *p,
+                               pt_tensor *out);
+pt_tensor *pti_ew_record_binary(const char *name, pti_op op, const pt_tensor *a, double av,
+                                const pt_tensor *b, double bv, double s0, pt_tensor *out);
+typedef enum pti_ew_ternary {
+    PTI_EW_WHERE,   /* (cond, a, b) */
+    PTI_EW_LERP,    /* (start, end, weight or NULL with value = the weight) */
+    PTI_EW_ADDCMUL, /* (self, t1, t2), value */
+    PTI_EW_ADDCDIV,
+    PTI_EW_CLAMP, /* (t, min or NULL, max or NULL) */
+} pti_ew_ternary;
+pt_tensor *pti_ew_record_ternary(const char *name, pti_ew_ternary kind, const pt_tensor *x,
+                                 const pt_tensor *y, const pt_tensor *z, double value,
+                                 pt_tensor *out);
+/* The in-place rule while recording: `result` (recorded, computed out of place from a clone of
+ * self) is written into self under no-grad and self takes its history. Releases result. */
+pt_status pti_ew_inplace_finish(const char *name, pt_tensor *self, pt_tensor *result);
+
 #endif

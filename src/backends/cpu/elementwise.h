@@ -29,6 +29,13 @@ void pti_ew_avx2_compare(pti_op op, uint8_t *out, const float *a, int64_t sa, co
 void pti_ew_avx2_where32(uint32_t *out, const uint8_t *cond, const uint32_t *a, const uint32_t *b,
                          int64_t n);
 
+/* True for the fused activation backwards (threshold/tanh/sigmoid/silu/gelu_backward). */
+bool pti_ew_avx2_has_act_backward(pti_op op);
+/* out[i] = the op's gradient from g[i] and the saved x[i] (contiguous); p0 = threshold or
+ * gelu's approximate flag. */
+void pti_ew_avx2_act_backward(pti_op op, float *out, const float *g, const float *x, int64_t n,
+                              float p0);
+
 void pti_cpu_register_elementwise_binary(pti_kernel *table);
 
 #endif

@@ -470,3 +470,95 @@ AVX2 void pti_ew_avx2_where32(uint32_t *out, const uint8_t *cond, const uint32_t
     for (; i < n; i++)
         out[i] = cond[i] ? a[i] : b[i];
 }
+
+/* ---- fused activation backwards -------------------------------------------------------------- */
+
+bool pti_ew_avx2_has_act_backward(pti_op op)
+{
+    return op == PTI_OP_threshold_backward || op == PTI_OP_tanh_backward ||
+           op == PTI_OP_sigmoid_backward || op == PTI_OP_silu_backward ||
+           op == PTI_OP_gelu_backward;
+}
+
+/* As VLOOP with two inputs: vg (gradient) and x (the saved tensor). */
+#define GLOOP(V)                                                                                   \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 8 <= n; i += 8) {                                                               \
+            __m256 vg = _mm256_loadu_ps(g + i), x = _mm256_loadu_ps(xs + i);                       \
+            _mm256_storeu_ps(out + i, (V));                                                        \
+        }                                                                                          \
+        if (i < n) {                                                                               \
+            float tg[8] = {0}, tx[8] = {0}, tout[8];                                               \
+            for (int64_t j = i; j < n; j++) {                                                      \
+                tg[j - i] = g[j];                                                                  \
+                tx[j - i] = xs[j];                                                                 \
+            }                                                                                      \
+            __m256 vg = _mm256_loadu_ps(tg), x = _mm256_loadu_ps(tx);                              \
+            _mm256_storeu_ps(tout, (V));                                                           \
+            for (int64_t j = i; j < n; j++)                                                        \
+                out[j] = tout[j - i];                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* d/dx gelu(x), erf form: Phi(x) + x phi(x). */
+AVX2 static inline __m256 v_gelu_erf_grad(__m256 x)
+{
+    __m256 cdf =
+        _mm256_mul_ps(_mm256_set1_ps(0.5f),
+                      _mm256_add_ps(_mm256_set1_ps(1.0f),
+                                    v_erf(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752f)))));
+    __m256 pdf = _mm256_mul_ps(v_exp(_mm256_mul_ps(_mm256_set1_ps(-0.5f), _mm256_mul_ps(x, x))),
+                               _mm256_set1_ps(0.39894228040143267794f));
+    return _mm256_fmadd_ps(x, pdf, cdf);
+}
+
+/* d/dx gelu(x), tanh form: (1 + t)/2 + x/2 (1 - t^2) k (1 + 3c x^2), t = tanh(u). Written with
+ * e = e^(-2|u|) so neither term cancels in float32 where t is near +-1: (1 + t)/2 is
+ * sigmoid(2u) = 1/(1 + e) for u >= 0 and e/(1 + e) below, and 1 - t^2 = 4e/(1 + e)^2. */
+AVX2 static inline __m256 v_gelu_tanh_grad(__m256 x)
+{
+    __m256 k = _mm256_set1_ps(0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+    __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(c, x2), x, x));
+    __m256 au = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), u);
+    __m256 e = v_exp(_mm256_mul_ps(_mm256_set1_ps(-2.0f), au));
+    __m256 inv = _mm256_div_ps(one, _mm256_add_ps(one, e));
+    __m256 left = _mm256_blendv_ps(_mm256_mul_ps(e, inv), inv,
+                                   _mm256_cmp_ps(u, _mm256_setzero_ps(), _CMP_GE_OQ));
+    __m256 sech2 = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(4.0f), e), _mm256_mul_ps(inv, inv));
+    __m256 dinner =
+        _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(3.0f), c), x2, one));
+    __m256 right = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), sech2), dinner);
+    return _mm256_add_ps(left, right);
+}
+
+AVX2 void pti_ew_avx2_act_backward(pti_op op, float *out, const float *g, const float *xs,
+                                   int64_t n, float p0)
+{
+    __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), vp0 = _mm256_set1_ps(p0);
+    switch (op) {
+    case PTI_OP_threshold_backward: /* x <= threshold gives 0; a NaN x passes g */
+        GLOOP(_mm256_blendv_ps(vg, zero, _mm256_cmp_ps(x, vp0, _CMP_LE_OQ)));
+        break;
+    case PTI_OP_tanh_backward: GLOOP(_mm256_mul_ps(vg, _mm256_fnmadd_ps(x, x, one))); break;
+    case PTI_OP_sigmoid_backward:
+        GLOOP(_mm256_mul_ps(vg, _mm256_mul_ps(_mm256_sub_ps(one, x), x)));
+        break;
+    case PTI_OP_silu_backward: {
+        /* s (1 + x (1 - s)), s = sigmoid(x) */
+        GLOOP(_mm256_mul_ps(
+            vg, _mm256_mul_ps(v_sigmoid(x),
+                              _mm256_fmadd_ps(x, _mm256_sub_ps(one, v_sigmoid(x)), one))));
+        break;
+    }
+    case PTI_OP_gelu_backward:
+        if (p0 != 0.0f)
+            GLOOP(_mm256_mul_ps(vg, v_gelu_tanh_grad(x)));
+        else
+            GLOOP(_mm256_mul_ps(vg, v_gelu_erf_grad(x)));
+        break;
+    default: break;
+    }
+}

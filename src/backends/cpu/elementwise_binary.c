@@ -17,6 +17,7 @@ typedef struct binary_ctx {
     pt_dtype ot;   /* output dtype */
     bool avx2;     /* the AVX2 float32 arithmetic loops apply */
     bool avx2_cmp; /* the AVX2 float32 comparison loop applies */
+    bool avx2_bwd; /* the AVX2 float32 fused activation backward loop applies */
     double s[4];
     atomic_int div_by_zero; /* integer division by zero seen */
 } binary_ctx;
@@ -91,6 +92,29 @@ static inline float floor_div_f32(float a, float b)
     return fd;
 }
 
+/* Fused activation gradients (g = output gradient, x = input); computed in double, which
+ * costs little next to the exp/erf/tanh they call. */
+static inline double silu_grad(double g, double x)
+{
+    double s = 1.0 / (1.0 + exp(-x));
+    return g * s * (1.0 + x * (1.0 - s));
+}
+
+static inline double gelu_erf_grad(double g, double x)
+{
+    double cdf = 0.5 * (1.0 + erf(x * 0.70710678118654752440));
+    double pdf = exp(-0.5 * x * x) * 0.39894228040143267794;
+    return g * (cdf + x * pdf);
+}
+
+static inline double gelu_tanh_grad(double g, double x)
+{
+    const double k = 0.79788456080286535588, c = 0.044715;
+    double x2 = x * x;
+    double t = tanh(k * (x + c * x2 * x));
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x2));
+}
+
 /* NaN-propagating max/min */
 #define FMAX(a, b) ((a != a || b != b) ? a + b : (a > b ? a : b))
 #define FMIN(a, b) ((a != a || b != b) ? a + b : (a < b ? a : b))
@@ -113,6 +137,16 @@ static inline float floor_div_f32(float a, float b)
     case PTI_OP_minimum: BINARY_LOOP(T, T, FMIN(a, b)); break;                                     \
     case PTI_OP_atan2: BINARY_LOOP(T, T, atan2(a, b)); break;                                      \
     case PTI_OP_hypot: BINARY_LOOP(T, T, hypot(a, b)); break;                                      \
+    case PTI_OP_threshold_backward: BINARY_LOOP(T, T, b <= S0 ? (T)0 : a); break;                  \
+    case PTI_OP_tanh_backward: BINARY_LOOP(T, T, (1 - b * b) * a); break;                          \
+    case PTI_OP_sigmoid_backward: BINARY_LOOP(T, T, ((1 - b) * b) * a); break;                     \
+    case PTI_OP_silu_backward: BINARY_LOOP(T, T, silu_grad(a, b)); break;                          \
+    case PTI_OP_gelu_backward:                                                                     \
+        if (c->s[0] != 0)                                                                          \
+            BINARY_LOOP(T, T, gelu_tanh_grad(a, b));                                               \
+        else                                                                                       \
+            BINARY_LOOP(T, T, gelu_erf_grad(a, b));                                                \
+        break;                                                                                     \
     case PTI_OP_eq: BINARY_LOOP(T, uint8_t, a == b); break;                                        \
     case PTI_OP_ne: BINARY_LOOP(T, uint8_t, a != b); break;                                        \
     case PTI_OP_lt: BINARY_LOOP(T, uint8_t, a < b); break;                                         \
@@ -140,6 +174,11 @@ static void binary_f32_loop(void *ctx, char **data, const int64_t *strides, int6
         !(sa == 0 && sb == 0)) {
         pti_ew_avx2_compare(c->op, (uint8_t *)out, (const float *)pa, sa / 4, (const float *)pb,
                             sb / 4, n);
+        return;
+    }
+    if (c->avx2_bwd && so == 4 && sa == 4 && sb == 4) {
+        pti_ew_avx2_act_backward(c->op, (float *)out, (const float *)pa, (const float *)pb, n,
+                                 (float)c->s[0]);
         return;
     }
     float S0 = (float)c->s[0];
@@ -296,13 +335,16 @@ static pt_status cpu_binary(const pti_call *call)
     c.avx2 = c.dt == PT_FLOAT32 && pti_ew_avx2_has_binary(call->op) &&
              !(call->op == PTI_OP_div && c.s[0] != 0) && pti_cpu_has_avx2();
     c.avx2_cmp = c.dt == PT_FLOAT32 && pti_ew_avx2_has_compare(call->op) && pti_cpu_has_avx2();
+    c.avx2_bwd = c.dt == PT_FLOAT32 && pti_ew_avx2_has_act_backward(call->op) && pti_cpu_has_avx2();
     pti_iter it;
     pti_iter_init(&it, 3, ops);
     if (c.avx2 && binary_2d_avx2(&it, &c))
         return PT_OK;
-    int64_t grain = (call->op == PTI_OP_pow || call->op == PTI_OP_atan2 || call->op == PTI_OP_hypot)
-                        ? PTI_GRAIN_ELEMENTWISE / 4
-                        : PTI_GRAIN_ELEMENTWISE;
+    int64_t grain =
+        (call->op == PTI_OP_pow || call->op == PTI_OP_atan2 || call->op == PTI_OP_hypot ||
+         call->op == PTI_OP_gelu_backward || call->op == PTI_OP_silu_backward)
+            ? PTI_GRAIN_ELEMENTWISE / 4
+            : PTI_GRAIN_ELEMENTWISE;
     pti_iter_for_each(&it, grain, fn, &c);
     if (atomic_load(&c.div_by_zero))
         return pti_error(PT_ERR_INVALID_ARG, "%s: integer division by zero (ZeroDivisionError)",
@@ -438,6 +480,9 @@ void pti_cpu_register_elementwise_binary(pti_kernel *table)
         PTI_OP_fmod, PTI_OP_maximum,     PTI_OP_minimum,    PTI_OP_atan2,       PTI_OP_hypot,
         PTI_OP_eq,   PTI_OP_ne,          PTI_OP_lt,         PTI_OP_le,          PTI_OP_gt,
         PTI_OP_ge,   PTI_OP_logical_and, PTI_OP_logical_or, PTI_OP_logical_xor,
+        /* fused activation backwards */
+        PTI_OP_threshold_backward, PTI_OP_tanh_backward, PTI_OP_sigmoid_backward,
+        PTI_OP_silu_backward, PTI_OP_gelu_backward,
     };
     for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
         table[binary_ops[i]] = cpu_binary;
