@@ -7,8 +7,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "../autograd/node.h"
 #include "common.h"
 #include "nn_params.h"
+#include "nn_grad.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------------
  */
@@ -84,9 +86,40 @@ static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w, c
 /* ---- batch_norm -------------------------------------------------------------------------------
  */
 
+static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
+                                  pt_tensor *running_var, const pt_tensor *weight,
+                                  const pt_tensor *bias, bool training, double momentum,
+                                  double eps);
+
+/* Autograd: an op records when grad mode is on and an input requires grad; its kernel then
+ * runs under no-grad and the node is added (nn_grad.c). Running stats never get gradients. */
+static bool rec_begin(int n, const pt_tensor *const *inputs)
+{
+    if (!pti_grad_recording(n, inputs))
+        return false;
+    pt_no_grad_begin();
+    return true;
+}
+
 pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
                          const pt_tensor *weight, const pt_tensor *bias, bool training,
                          double momentum, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum,
+                               eps);
+    pt_tensor *out =
+        batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    pt_no_grad_end();
+    return pti_nn_record_batch_norm(out, x, running_mean, running_var, weight, bias, training,
+                                    eps);
+}
+
+static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
+                                  pt_tensor *running_var, const pt_tensor *weight,
+                                  const pt_tensor *bias, bool training, double momentum,
+                                  double eps)
 {
     const char *op = "pt_batch_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -185,8 +218,24 @@ static bool check_normalized_shape(const char *op, const pt_tensor *x, int n, co
     return true;
 }
 
+static pt_tensor *layer_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                  const int64_t *normalized_shape, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps);
+
 pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
                          const pt_tensor *weight, const pt_tensor *bias, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return layer_norm_impl(x, n_normalized_dims, normalized_shape, weight, bias, eps);
+    pt_tensor *out = layer_norm_impl(x, n_normalized_dims, normalized_shape, weight, bias, eps);
+    pt_no_grad_end();
+    return pti_nn_record_row_norm(out, false, x, n_normalized_dims, weight, bias, eps);
+}
+
+static pt_tensor *layer_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                  const int64_t *normalized_shape, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps)
 {
     const char *op = "pt_layer_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -211,8 +260,27 @@ static double finfo_eps(pt_dtype dt)
     }
 }
 
+static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                const int64_t *normalized_shape, const pt_tensor *weight,
+                                double eps);
+
 pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
                        const pt_tensor *weight, double eps)
+{
+    const pt_tensor *ins[2] = {x, weight};
+    if (!rec_begin(2, ins))
+        return rms_norm_impl(x, n_normalized_dims, normalized_shape, weight, eps);
+    pt_tensor *out = rms_norm_impl(x, n_normalized_dims, normalized_shape, weight, eps);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    return pti_nn_record_row_norm(out, true, x, n_normalized_dims, weight, NULL,
+                                  eps < 0 ? finfo_eps(x->dtype) : eps);
+}
+
+static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                const int64_t *normalized_shape, const pt_tensor *weight,
+                                double eps)
 {
     const char *op = "pt_rms_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -229,8 +297,22 @@ pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t 
 /* ---- group_norm ---------------------------------------------------------------------------------
  */
 
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
+                                  const pt_tensor *weight, const pt_tensor *bias, double eps);
+
 pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                          const pt_tensor *bias, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return group_norm_impl(x, num_groups, weight, bias, eps);
+    pt_tensor *out = group_norm_impl(x, num_groups, weight, bias, eps);
+    pt_no_grad_end();
+    return pti_nn_record_group_norm(out, x, num_groups, weight, bias, eps);
+}
+
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
+                                  const pt_tensor *weight, const pt_tensor *bias, double eps)
 {
     const char *op = "pt_group_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -259,7 +341,30 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
 /* ---- dropout
  * ------------------------------------------------------------------------------------- */
 
+static pt_tensor *dropout_impl(const pt_tensor *x, double p, bool training, pt_tensor **mask);
+
 pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask)
+{
+    if (!rec_begin(1, &x))
+        return dropout_impl(x, p, training, mask);
+    bool applied = training && p > 0 && x->numel > 0;
+    pt_tensor *m = NULL;
+    pt_tensor *out = dropout_impl(x, p, training, applied || mask ? &m : NULL);
+    pt_no_grad_end();
+    if (out && applied) {
+        out = pti_nn_record_dropout(out, x, m, p);
+    } else if (out && pti_record_alias(out, x) != PT_OK) {
+        pt_release(out);
+        out = NULL;
+    }
+    if (mask && out)
+        *mask = m;
+    else
+        pt_release(m);
+    return out;
+}
+
+static pt_tensor *dropout_impl(const pt_tensor *x, double p, bool training, pt_tensor **mask)
 {
     const char *op = "pt_dropout";
     if (mask)
@@ -394,9 +499,78 @@ bad:
            false;
 }
 
+/* The argument checks of pt_scaled_dot_product_attention alone (for the recorded path with
+ * dropout, which runs on public ops). */
+static bool sdpa_validate(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                          const pt_tensor *attn_mask, double dropout_p)
+{
+    const char *op = "pt_scaled_dot_product_attention";
+    pti_sdpa_params p = {0};
+    const pt_tensor *all[4] = {q, k, v, attn_mask};
+    if (!pti_check_same_device(op, 4, all) || !sdpa_check_qkv(op, q, k, v, &p))
+        return false;
+    if (!(dropout_p >= 0 && dropout_p <= 1))
+        return pti_error(PT_ERR_INVALID_ARG, "%s: dropout_p must be in [0, 1], got %g", op,
+                         dropout_p) == PT_OK;
+    if (!attn_mask)
+        return true;
+    if (attn_mask->dtype != PT_BOOL && !pt_dtype_is_floating(attn_mask->dtype))
+        return pti_error(PT_ERR_DTYPE, "%s: attn_mask must be bool or floating, got %s", op,
+                         pt_dtype_name(attn_mask->dtype)) == PT_OK;
+    p.mask_is_bool = attn_mask->dtype == PT_BOOL;
+    pt_tensor *mask = pti_alias(attn_mask);
+    bool ok = mask && sdpa_mask_strides(op, mask, q, &p);
+    pt_release(mask);
+    return ok;
+}
+
+/* Recorded attention with dropout: softmax, dropout (its mask kept for backward) and the
+ * second matmul run as public ops, so the mask the forward used is the one backward applies. */
+static pt_tensor *sdpa_dropout_forward(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                                       const pt_tensor *attn_mask, double dropout_p,
+                                       bool is_causal, double scale, pt_tensor **drop_mask)
+{
+    pt_tensor *probs = pti_sdpa_probs(q, k, attn_mask, is_causal, scale);
+    pt_tensor *dropped = probs ? pt_dropout_ex(probs, dropout_p, true, drop_mask) : NULL;
+    pt_tensor *out = dropped ? pt_matmul(dropped, v) : NULL;
+    pt_release(probs);
+    pt_release(dropped);
+    return out;
+}
+
+static pt_tensor *sdpa_impl(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                            const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                            double scale);
+
 pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *k,
                                            const pt_tensor *v, const pt_tensor *attn_mask,
                                            double dropout_p, bool is_causal, double scale)
+{
+    const pt_tensor *ins[4] = {q, k, v, attn_mask};
+    if (!rec_begin(4, ins))
+        return sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    pt_tensor *out = NULL, *drop_mask = NULL;
+    double sc = scale;
+    if (q && k && v) {
+        if (scale == 0 && q->ndim > 0)
+            sc = q->shape[q->ndim - 1] > 0 ? 1.0 / sqrt((double)q->shape[q->ndim - 1]) : 1.0;
+        if (dropout_p > 0 && dropout_p <= 1 && sdpa_validate(q, k, v, attn_mask, dropout_p))
+            out = sdpa_dropout_forward(q, k, v, attn_mask, dropout_p, is_causal, sc, &drop_mask);
+        else if (!(dropout_p > 0 && dropout_p <= 1))
+            out = sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    } else {
+        out = sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    }
+    pt_no_grad_end();
+    out = pti_nn_record_sdpa(out, q, k, v, attn_mask, drop_mask, dropout_p > 0 ? dropout_p : 0,
+                             is_causal, sc);
+    pt_release(drop_mask);
+    return out;
+}
+
+static pt_tensor *sdpa_impl(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                            const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                            double scale)
 {
     const char *op = "pt_scaled_dot_product_attention";
     if (!PTI_CHECK_ARG(q, op, "q") || !PTI_CHECK_ARG(k, op, "k") || !PTI_CHECK_ARG(v, op, "v"))
