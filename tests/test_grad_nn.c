@@ -315,6 +315,43 @@ static void test_nn_recording(void **state)
     pt_release(w);
 }
 
+/* Gradients have their input's dtype: float32/float16 inputs, a float64 weight. */
+static void test_nn_grad_dtypes(void **state)
+{
+    (void)state;
+    pt_device cpu = {PT_DEVICE_CPU, 0};
+    int64_t xs[4] = {2, 3, 2, 2}, c = 3;
+    pt_dtype dts[2] = {PT_FLOAT32, PT_FLOAT16};
+    for (int i = 0; i < 2; i++) {
+        pt_tensor *x64 = gc_values(4, xs, 1), *x = pt_to_dtype(x64, dts[i]);
+        pt_tensor *w = gc_leaf(1, &c, 2), *b = pt_zeros(1, &c, PT_FLOAT32, cpu);
+        assert_int_equal(pt_requires_grad_(x, true), PT_OK);
+        assert_int_equal(pt_requires_grad_(b, true), PT_OK);
+        pt_tensor *ins[3] = {x, w, b};
+        pt_tensor *ys[3] = {pt_batch_norm(x, NULL, NULL, w, b, true, 0.1, 1e-5),
+                            pt_group_norm(x, 3, w, b, 1e-5),
+                            pt_layer_norm(x, 1, xs + 3, NULL, NULL, 1e-5)};
+        for (int k = 0; k < 3; k++) {
+            assert_non_null(ys[k]);
+            assert_int_equal(pt_dtype_of(ys[k]), dts[i]);
+            pt_tensor *g = pt_ones_like(ys[k]), *grads[3] = {0};
+            assert_int_equal(pt_autograd_grad(1, &ys[k], &g, 3, ins, false, false, true, grads),
+                             PT_OK);
+            for (int j = 0; j < 3; j++) {
+                if (grads[j])
+                    assert_int_equal(pt_dtype_of(grads[j]), pt_dtype_of(ins[j]));
+                pt_release(grads[j]);
+            }
+            pt_release(g);
+            pt_release(ys[k]);
+        }
+        pt_release(x64);
+        pt_release(x);
+        pt_release(w);
+        pt_release(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sdpa_grad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_sdpa_gradgrad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nn_recording, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_nn_grad_dtypes, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,11 @@
  * pt_conv_transpose2d says how its gradients compose from these. All functions are safe to call
  * from several threads on different tensors.
  *
+ * Autograd: the forward ops record (their formulas are the gradient ops above), and so do
+ * pt_conv{1,2}d_input_grad / pt_conv{1,2}d_weight_grad and constant pt_pad, so convolutions
+ * have second derivatives. The bias_grad output of pt_conv{1,2}d_weight_grad, the pooling /
+ * pad (reflect, replicate) / interpolate backward ops are not themselves differentiable.
+ *
  * Ownership: every function returning pt_tensor * returns a new reference, or NULL with the
  * error set (see core.h); a NULL tensor argument propagates the earlier error. Errors:
  * PT_ERR_SHAPE for shapes that do not fit (the message names them), PT_ERR_INVALID_ARG for bad

@@ -6,7 +6,15 @@
  * Dtypes: float32 and float64 are computed natively; float16/bfloat16 inputs are computed in
  * float32 and the result rounded back (as PyTorch's CPU kernels do). Integer inputs are a
  * PT_ERR_DTYPE error. Optional per-channel tensors (weight, bias) are converted to the input's
- * compute dtype. Inputs may be non-contiguous; results are contiguous. */
+ * compute dtype. Inputs may be non-contiguous; results are contiguous.
+ *
+ * Autograd: every op records when an input requires grad. The backward formulas are composed
+ * of public ops (the statistics are recomputed from the saved input), so create_graph gives
+ * second derivatives. batch_norm's running stats never get gradients (eval mode saves copies of
+ * them, so later in-place updates do not invalidate the graph). pt_scaled_dot_product_attention
+ * with dropout_p > 0, when recording, runs as public ops (scores, softmax, pt_dropout_ex on the
+ * weights, matmul) so backward reuses the forward's mask; its random draws then differ from
+ * the unrecorded (fused) call with the same seed. */
 #ifndef PROMETORCH_OPS_NN_H
 #define PROMETORCH_OPS_NN_H
 
