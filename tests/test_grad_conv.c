@@ -1,8 +1,9 @@
 /* Autograd tests of the conv family: gradcheck (float64 central differences) of conv2d, conv1d
  * and conv_transpose2d across stride/padding (incl. same/valid)/dilation/groups, unbatched and
  * non-contiguous inputs; max/avg/adaptive pooling (ceil_mode, dilation, exclude_pad, divisor),
- * pad (all modes) and interpolate; gradgradcheck of the convolutions and constant pad (their
- * formulas are recorded ops of this family); recording rules and the version-counter error. */
+ * pad (all modes) and interpolate; gradgradcheck of all of them (their formulas are ops of this
+ * family, which record in turn; max pooling's second derivative gathers at the max indices);
+ * recording rules and the version-counter error. */
 #include "grad_local.h"
 
 #include <string.h>
@@ -146,6 +147,7 @@ static void check_pool(const char *what, const pool_case *c, int nd, const int64
     }
     assert_int_equal(pt_requires_grad_(x, true), PT_OK);
     gc_check(what, pool_fn, (void *)c, 1, &x);
+    gc_gradgrad(what, pool_fn, (void *)c, 1, &x);
     pt_release(x);
 }
 
@@ -205,8 +207,7 @@ static void test_pad_grad(void **state)
         char what[64];
         snprintf(what, sizeof what, "pad case %zu", i);
         gc_check(what, pad_fn, &cases[i], 1, &x);
-        if (cases[i].mode == PT_PAD_CONSTANT)
-            gc_gradgrad(what, pad_fn, &cases[i], 1, &x);
+        gc_gradgrad(what, pad_fn, &cases[i], 1, &x);
         pt_release(x);
     }
 }
@@ -234,6 +235,7 @@ static void test_interpolate_grad(void **state)
         char what[64];
         snprintf(what, sizeof what, "interpolate case %zu", i);
         gc_check(what, interp_fn, &cases[i], 1, &x);
+        gc_gradgrad(what, interp_fn, &cases[i], 1, &x);
         pt_release(x);
     }
 }

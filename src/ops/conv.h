@@ -78,6 +78,31 @@ pt_tensor *pti_conv_record_pad(pt_tensor *out, const pt_tensor *x, int n_pad, co
                                pt_pad_mode mode);
 pt_tensor *pti_conv_record_interpolate(pt_tensor *out, const pt_tensor *x,
                                        const pt_interpolate_opts *opts);
+/* The gradient ops of pooling/pad/interpolate are linear in grad_out; recorded, their backward
+ * is the forward op (avg/adaptive pooling, pad, interpolate) or a gather at the max indices. */
+typedef enum pti_conv_bw_kind {
+    PTI_BW_MAX_POOL,
+    PTI_BW_AVG_POOL,
+    PTI_BW_ADAPTIVE_AVG_POOL,
+    PTI_BW_PAD,
+    PTI_BW_INTERPOLATE,
+} pti_conv_bw_kind;
+
+typedef struct pti_conv_bw_ctx {
+    pti_conv_bw_kind kind;
+    int64_t kernel[2];         /* avg pool */
+    pt_avg_pool2d_opts avg;    /* avg pool */
+    int64_t out_size[2];       /* adaptive pool */
+    pt_interpolate_opts interp; /* interpolate */
+    int n_pad;                 /* pad */
+    int64_t pad[2 * PT_MAX_DIMS];
+    pt_pad_mode mode;
+} pti_conv_bw_ctx;
+
+/* Records the gradient op that produced out from grad_out (indices: max pooling only). */
+pt_tensor *pti_conv_record_backward_op(pt_tensor *out, const pt_tensor *grad_out,
+                                       const pt_tensor *indices, const pti_conv_bw_ctx *c);
+
 /* True (and grad mode switched off, to be restored with pt_no_grad_end) when the op with these
  * inputs must be recorded. */
 static inline bool pti_conv_rec_begin(int n, const pt_tensor *const *inputs)

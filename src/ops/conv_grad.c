@@ -426,3 +426,69 @@ pt_tensor *pti_conv_record_interpolate(pt_tensor *out, const pt_tensor *x,
     c->interp = *opts;
     return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
 }
+
+/* ---- the gradient ops themselves (double backward) ----------------------------------------------
+ * input {grad_out}; saved {indices (max pooling)}; ctx: a copy of pti_conv_bw_ctx. */
+
+/* u (x-shaped) read at the max positions: the adjoint of pt_max_pool2d_backward. */
+static pt_tensor *gather_at_max(const pt_tensor *u, const pt_tensor *idx)
+{
+    pt_tensor *uf = pt_flatten(u, -2, -1), *idf = pt_flatten(idx, -2, -1);
+    pt_tensor *r = uf && idf ? pt_gather(uf, -1, idf) : NULL;
+    pt_tensor *out = r ? pt_reshape(r, idx->ndim, idx->shape) : NULL;
+    pt_release(uf);
+    pt_release(idf);
+    pt_release(r);
+    return out;
+}
+
+static pt_status backward_op_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    const pti_conv_bw_ctx *c = n->ctx;
+    const pt_tensor *u = grad_out[0];
+    pt_tensor *r = NULL;
+    switch (c->kind) {
+    case PTI_BW_MAX_POOL: {
+        pt_tensor *idx = pti_node_saved(n, 0);
+        r = idx ? gather_at_max(u, idx) : NULL;
+        pt_release(idx);
+        break;
+    }
+    case PTI_BW_AVG_POOL: r = pt_avg_pool2d_ex(u, c->kernel, &c->avg); break;
+    case PTI_BW_ADAPTIVE_AVG_POOL: r = pt_adaptive_avg_pool2d(u, c->out_size); break;
+    case PTI_BW_PAD: r = pt_pad(u, c->n_pad, c->pad, c->mode, 0.0); break;
+    case PTI_BW_INTERPOLATE: r = pt_interpolate(u, &c->interp); break;
+    }
+    if (r && r->dtype != n->i[0]) {
+        pt_tensor *cast = pt_to_dtype(r, (pt_dtype)n->i[0]);
+        pt_release(r);
+        r = cast;
+    }
+    set_grad(&grad_in[0], r);
+    return finish_grads(grad_in, 1);
+}
+
+pt_tensor *pti_conv_record_backward_op(pt_tensor *out, const pt_tensor *grad_out,
+                                       const pt_tensor *indices, const pti_conv_bw_ctx *c)
+{
+    static const char *const names[] = {"max_pool2d_backward", "avg_pool2d_backward",
+                                        "adaptive_avg_pool2d_backward", "pad_backward",
+                                        "interpolate_backward"};
+    if (!out)
+        return NULL;
+    pti_node *n = pti_node_new(names[c->kind], backward_op_backward, 1, &grad_out);
+    if (!n)
+        return rec_fail(NULL, out);
+    pti_conv_bw_ctx *copy = malloc(sizeof *copy);
+    if (!copy) {
+        pti_error(PT_ERR_OOM, "autograd: out of memory recording %s", n->name);
+        return rec_fail(n, out);
+    }
+    *copy = *c;
+    n->ctx = copy;
+    n->ctx_free = free;
+    n->i[0] = grad_out->dtype;
+    if (indices && pti_node_save(n, indices) < 0)
+        return rec_fail(n, out);
+    return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
+}

@@ -334,8 +334,22 @@ static pt_tensor *run_pool_backward(const char *op, pti_op kop, const pt_tensor 
     return out ? pti_conv_finish(out, nd, x->shape, x->dtype) : NULL;
 }
 
+static pt_tensor *max_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *indices);
+
 pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   const pt_tensor *indices)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return max_pool_backward_impl(grad_out, x, indices);
+    pt_tensor *out = max_pool_backward_impl(grad_out, x, indices);
+    pt_no_grad_end();
+    pti_conv_bw_ctx c = {.kind = PTI_BW_MAX_POOL};
+    return pti_conv_record_backward_op(out, grad_out, indices, &c);
+}
+
+static pt_tensor *max_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *indices)
 {
     const char *op = "pt_max_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(indices, op, "indices") ||
@@ -346,8 +360,26 @@ pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
     return run_pool_backward(op, PTI_OP_max_pool2d_backward, grad_out, x, indices, oh, ow, NULL);
 }
 
+static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const int64_t kernel[2], const pt_avg_pool2d_opts *opts);
+
 pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return avg_pool_backward_impl(grad_out, x, kernel, opts);
+    pt_tensor *out = avg_pool_backward_impl(grad_out, x, kernel, opts);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_AVG_POOL, .kernel = {kernel[0], kernel[1]}};
+    if (opts)
+        c.avg = *opts;
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
 {
     const char *op = "pt_avg_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true) ||
@@ -371,7 +403,23 @@ pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
     return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1], &p);
 }
 
+static pt_tensor *adaptive_avg_backward_impl(const pt_tensor *grad_out, const pt_tensor *x);
+
 pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return adaptive_avg_backward_impl(grad_out, x);
+    pt_tensor *out = adaptive_avg_backward_impl(grad_out, x);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_ADAPTIVE_AVG_POOL,
+                         .out_size = {grad_out->shape[grad_out->ndim - 2],
+                                      grad_out->shape[grad_out->ndim - 1]}};
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *adaptive_avg_backward_impl(const pt_tensor *grad_out, const pt_tensor *x)
 {
     const char *op = "pt_adaptive_avg_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true))
@@ -522,8 +570,27 @@ static bool check_grad_exact(const char *op, const pt_tensor *grad_out, int ndim
     return true;
 }
 
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim,
+                                    const int64_t *input_shape, int n_pad, const int64_t *pad,
+                                    pt_pad_mode mode);
+
 pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                            int n_pad, const int64_t *pad, pt_pad_mode mode)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return pad_backward_impl(grad_out, ndim, input_shape, n_pad, pad, mode);
+    pt_tensor *out = pad_backward_impl(grad_out, ndim, input_shape, n_pad, pad, mode);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_PAD, .n_pad = n_pad, .mode = mode};
+    memcpy(c.pad, pad, (size_t)n_pad * sizeof(int64_t));
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim,
+                                    const int64_t *input_shape, int n_pad, const int64_t *pad,
+                                    pt_pad_mode mode)
 {
     const char *op = "pt_pad_backward";
     pti_pad_params p;
@@ -613,8 +680,26 @@ static pt_tensor *interpolate_impl(const pt_tensor *x, const pt_interpolate_opts
     return run_image_op(PTI_OP_interpolate, x, x4, out[0], out[1], &p, NULL);
 }
 
+static pt_tensor *interpolate_backward_impl(const pt_tensor *grad_out, int ndim,
+                                            const int64_t *input_shape,
+                                            const pt_interpolate_opts *opts);
+
 pt_tensor *pt_interpolate_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                                    const pt_interpolate_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return interpolate_backward_impl(grad_out, ndim, input_shape, opts);
+    pt_tensor *out = interpolate_backward_impl(grad_out, ndim, input_shape, opts);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_INTERPOLATE, .interp = *opts};
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *interpolate_backward_impl(const pt_tensor *grad_out, int ndim,
+                                            const int64_t *input_shape,
+                                            const pt_interpolate_opts *opts)
 {
     const char *op = "pt_interpolate_backward";
     pti_interp_params p;
