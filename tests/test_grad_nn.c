@@ -245,24 +245,32 @@ static void run_sdpa_cases(bool gradgrad)
     int64_t q4[4] = {2, 2, 4, 3}, k4[4] = {2, 2, 4, 3}, v4[4] = {2, 2, 4, 2};
     bool keep[15] = {1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1, 1, 1};
     pt_tensor *bm = pt_from_data(keep, 2, ms, PT_BOOL, (pt_device){PT_DEVICE_CPU, 0});
+    int64_t m4[3] = {2, 1, 4}; /* broadcasts over heads and over L */
     struct {
         sdpa_case c;
-        bool four_d, float_mask;
+        bool four_d, float_mask, noncontig;
     } cases[] = {
-        {{0}, false, false},
-        {{.scale = 0.7}, false, true},
-        {{.bool_mask = bm}, false, false},
-        {{.causal = true}, true, false},
-        {{.causal = true}, false, true},
-        {{.dropout_p = 0.3}, false, false},
-        {{.dropout_p = 0.25, .causal = true}, true, false},
+        {{0}, false, false, false},
+        {{.scale = 0.7}, false, true, true},
+        {{.bool_mask = bm}, false, false, false},
+        {{.causal = true}, true, false, true},
+        {{.causal = true}, false, true, false},
+        {{.scale = 0.5}, true, true, false},
+        {{.dropout_p = 0.3}, false, false, false},
+        {{.dropout_p = 0.25, .causal = true}, true, false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bool f4 = cases[i].four_d;
-        pt_tensor *q = gc_leaf(f4 ? 4 : 3, f4 ? q4 : qs, 20);
+        pt_tensor *q = gc_values(f4 ? 4 : 3, f4 ? q4 : qs, 20);
+        if (cases[i].noncontig) {
+            pt_tensor *nc = pt_test_noncontig(q);
+            pt_release(q);
+            q = nc;
+        }
+        assert_int_equal(pt_requires_grad_(q, true), PT_OK);
         pt_tensor *k = gc_leaf(f4 ? 4 : 3, f4 ? k4 : ks, 21);
         pt_tensor *v = gc_leaf(f4 ? 4 : 3, f4 ? v4 : vs, 22);
-        pt_tensor *m = cases[i].float_mask ? gc_leaf(2, ms, 23) : NULL;
+        pt_tensor *m = !cases[i].float_mask ? NULL : f4 ? gc_leaf(3, m4, 23) : gc_leaf(2, ms, 23);
         pt_tensor *in[4] = {q, k, v, m};
         char what[64];
         snprintf(what, sizeof what, "sdpa case %zu", i);
