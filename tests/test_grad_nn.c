@@ -2,7 +2,8 @@
  * (training through the batch statistics, eval with running stats, affine or not, 2-D/3-D/4-D),
  * layer_norm, group_norm, rms_norm (with/without weight, default eps), dropout (reseeded so the
  * mask repeats; p = 0, 1, eval) and scaled_dot_product_attention (float/bool masks, causal,
- * scale, dropout); gradgradcheck of the norms and attention, whose formulas are composed of
+ * scale, dropout); pt_layer_norm_backward / pt_rms_norm_backward against PyTorch and against
+ * the composed formulas; gradgradcheck of the norms and attention, whose formulas are composed of
  * public elementwise/reduce/linalg ops (skipped while those ops do not record yet, i.e. before
  * the other autograd branches are merged). */
 #include "grad_local.h"
@@ -360,6 +361,82 @@ static void test_nn_grad_dtypes(void **state)
     }
 }
 
+/* ---- the fused layer_norm / rms_norm gradient ops against PyTorch ------------------------------ */
+
+static pt_fixture *fx;
+
+static pt_tensor *F(const char *tag, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s.%s", tag, name);
+    pt_tensor *t = fx_get(fx, key);
+    assert_non_null(t);
+    return t;
+}
+
+static void test_row_norm_backward_ops(void **state)
+{
+    (void)state;
+    const char *tags[2] = {"f32", "f64"};
+    int64_t n8[1] = {8}, n68[2] = {6, 8};
+    for (int i = 0; i < 2; i++) {
+        const char *tag = tags[i];
+        /* float32: PyTorch reduces in float32 in another order; the kernel accumulates in
+         * double, so the results differ by a few float32 ulps of the row sums */
+        double rtol = i == 0 ? 1e-4 : 1e-10, atol = i == 0 ? 1e-5 : 1e-12;
+        pt_tensor *x = F(tag, "x"), *g = F(tag, "g"), *gw = NULL, *gb = NULL;
+        pt_tensor *gx = pt_layer_norm_backward(g, x, 1, n8, F(tag, "w8"), 1e-5, &gw, &gb);
+        assert_tensor_close(gx, F(tag, "ln8.gx"), rtol, atol);
+        assert_tensor_close(gw, F(tag, "ln8.gw"), rtol, atol);
+        assert_tensor_close(gb, F(tag, "ln8.gb"), rtol, atol);
+        pt_tensor *gnc = pt_test_noncontig(g);
+        gx = pt_layer_norm_backward(gnc, x, 2, n68, NULL, 1e-3, NULL, NULL);
+        assert_tensor_close(gx, F(tag, "ln68plain.gx"), rtol, atol);
+        gx = pt_rms_norm_backward(g, x, 2, n68, F(tag, "w68"), 1e-5, &gw);
+        assert_tensor_close(gx, F(tag, "rms68.gx"), rtol, atol);
+        assert_tensor_close(gw, F(tag, "rms68.gw"), rtol, atol);
+        gx = pt_rms_norm_backward(g, pt_test_noncontig(x), 1, n8, NULL, -1, NULL);
+        assert_tensor_close(gx, F(tag, "rms8plain.gx"), rtol, atol);
+    }
+    /* errors */
+    pt_tensor *x = F("f64", "x"), *w8 = F("f64", "w8"), *gw = w8;
+    int64_t n8b[1] = {8}, bad[1] = {5};
+    assert_pt_error(pt_layer_norm_backward(w8, x, 1, n8b, NULL, 1e-5, &gw, NULL), PT_ERR_SHAPE,
+                    "does not match x");
+    assert_null(gw);
+    assert_pt_error(pt_layer_norm_backward(x, x, 1, bad, NULL, 1e-5, NULL, NULL), PT_ERR_SHAPE,
+                    "pt_layer_norm_backward");
+    assert_pt_error(pt_rms_norm_backward(NULL, x, 1, n8b, NULL, 1e-5, NULL), PT_ERR_NULL,
+                    "grad_output");
+}
+
+/* The composed formulas (used under create_graph) agree with the fused kernels. */
+static void test_row_norm_composed_matches_fused(void **state)
+{
+    (void)state;
+    int64_t xs[3] = {3, 4, 5}, n45[2] = {4, 5};
+    for (int rms = 0; rms < 2; rms++) {
+        pt_tensor *x = gc_leaf(3, xs, 40), *w = gc_leaf(2, n45, 41), *b = gc_leaf(2, n45, 42);
+        pt_tensor *y = rms ? pt_rms_norm(x, 2, n45, w, 1e-5) : pt_layer_norm(x, 2, n45, w, b, 1e-5);
+        pt_tensor *g = gc_values(3, xs, 43), *ins[3] = {x, w, b};
+        pt_tensor *fused[3] = {0}, *composed[3] = {0};
+        int nin = rms ? 2 : 3;
+        assert_int_equal(pt_autograd_grad(1, &y, &g, nin, ins, true, false, false, fused), PT_OK);
+        assert_int_equal(pt_autograd_grad(1, &y, &g, nin, ins, false, true, false, composed),
+                         PT_OK);
+        for (int j = 0; j < nin; j++) {
+            assert_tensor_close(composed[j], fused[j], 1e-10, 1e-12);
+            pt_release(fused[j]);
+            pt_release(composed[j]);
+        }
+        pt_release(g);
+        pt_release(y);
+        pt_release(x);
+        pt_release(w);
+        pt_release(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +450,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sdpa_gradgrad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nn_recording, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nn_grad_dtypes, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_row_norm_backward_ops, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_row_norm_composed_matches_fused, pt_test_setup,
+                                        pt_test_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    fx = fx_open("grad_nn");
+    if (!fx)
+        return 1;
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fx_close(fx);
+    return rc;
 }

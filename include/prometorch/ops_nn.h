@@ -65,6 +65,22 @@ PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt
 PT_API pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
                               const int64_t *normalized_shape, const pt_tensor *weight, double eps);
 
+/* The gradients of pt_layer_norm / pt_rms_norm (same arguments) with respect to x (returned:
+ * x's shape and dtype), and, through the out-pointers when non-NULL, to weight and bias
+ * (normalized_shape, weight's dtype; computed even for a NULL weight, as for ones). One fused
+ * pass; the statistics are recomputed from x. These are what autograd uses for the norms when
+ * no graph of the backward is needed; they are not themselves differentiable (with
+ * create_graph the formulas are composed of public ops). On failure the out-pointers are NULL.
+ * Errors: those of the forward, PT_ERR_SHAPE when grad_out's shape differs from x's. */
+PT_API pt_tensor *pt_layer_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         int n_normalized_dims, const int64_t *normalized_shape,
+                                         const pt_tensor *weight, double eps,
+                                         pt_tensor **grad_weight, pt_tensor **grad_bias);
+PT_API pt_tensor *pt_rms_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                       int n_normalized_dims, const int64_t *normalized_shape,
+                                       const pt_tensor *weight, double eps,
+                                       pt_tensor **grad_weight);
+
 /* ---- dropout -------------------------------------------------------------------------------- */
 
 /* F.dropout(x, p, training): zeroes each element with probability p and scales the kept ones

@@ -249,6 +249,72 @@ static pt_tensor *layer_norm_impl(const pt_tensor *x, int n_normalized_dims,
     return run_norm(PTI_OP_layer_norm, x, weight, bias, &p);
 }
 
+/* The fused gradients of layer_norm (rms false) / rms_norm (rms true). */
+static pt_tensor *row_norm_backward(const char *op, bool rms, const pt_tensor *grad_out,
+                                    const pt_tensor *x, int n, const int64_t *nshape,
+                                    const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                    pt_tensor **grad_bias)
+{
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[3] = {grad_out, x, weight};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    pti_row_norm_params rp = {.eps = eps};
+    if (!check_normalized_shape(op, x, n, nshape, weight, NULL, &rp))
+        return NULL;
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_row_norm_bw_params p = {.rows = rp.rows, .cols = rp.cols, .eps = rp.eps, .rms = rms};
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    pt_tensor *gx = gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(n, nshape, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(n, nshape, cdt, dev) : NULL;
+    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call c = {
+            .n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
+        ok = pti_dispatch(PTI_OP_row_norm_backward, &c) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
+pt_tensor *pt_layer_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  int n_normalized_dims, const int64_t *normalized_shape,
+                                  const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                  pt_tensor **grad_bias)
+{
+    return row_norm_backward("pt_layer_norm_backward", false, grad_out, x, n_normalized_dims,
+                             normalized_shape, weight, eps, grad_weight, grad_bias);
+}
+
 /* torch.finfo(dt).eps */
 static double finfo_eps(pt_dtype dt)
 {
@@ -263,6 +329,15 @@ static double finfo_eps(pt_dtype dt)
 static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
                                 const int64_t *normalized_shape, const pt_tensor *weight,
                                 double eps);
+
+pt_tensor *pt_rms_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                int n_normalized_dims, const int64_t *normalized_shape,
+                                const pt_tensor *weight, double eps, pt_tensor **grad_weight)
+{
+    double e = eps < 0 && x ? finfo_eps(x->dtype) : eps;
+    return row_norm_backward("pt_rms_norm_backward", true, grad_out, x, n_normalized_dims,
+                             normalized_shape, weight, e, grad_weight, NULL);
+}
 
 pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
                        const pt_tensor *weight, double eps)

@@ -231,6 +231,26 @@ static pt_status row_norm_backward(pti_node *n, pt_tensor *const *grad_out, pt_t
         for (int d = x->ndim - nn; d < x->ndim; d++)
             dims[nd++] = d;
     const int64_t *nshape = ok ? x->shape + x->ndim - nn : NULL;
+    if (ok && !pt_grad_enabled()) {
+        /* no graph of this backward is being built: the fused kernel */
+        pt_tensor *gw = NULL, *gb = NULL;
+        bool nw = pti_node_needs_grad(n, 1), nb = pti_node_needs_grad(n, 2);
+        pt_tensor *gx = rms ? pt_rms_norm_backward(g, x, nn, nshape, w, eps, nw ? &gw : NULL)
+                            : pt_layer_norm_backward(g, x, nn, nshape, w, eps, nw ? &gw : NULL,
+                                                     nb ? &gb : NULL);
+        ok = gx != NULL;
+        if (ok && pti_node_needs_grad(n, 0))
+            grad_in[0] = gx;
+        else
+            pt_release(gx);
+        if (ok && nw)
+            ok = put(grad_in, 1, gw, w ? w : x);
+        if (ok && nb)
+            ok = put_dt(grad_in, 2, gb, (pt_dtype)n->i[5]);
+        pt_release(x);
+        pt_release(w);
+        return grads_done(ok, 3, grad_in);
+    }
     if (ok && !rms) {
         ok = norm_stats(x, nd, dims, eps, &t[0], &t[1]); /* xhat, invstd */
     } else if (ok) {

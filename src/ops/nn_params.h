@@ -25,6 +25,15 @@ typedef struct pti_row_norm_params {
     double eps;
 } pti_row_norm_params;
 
+/* row_norm_backward (layer_norm / rms_norm gradients): in = {grad [rows, cols], x [rows, cols],
+ * weight [cols] or NULL}; out = {grad_x, grad_weight [cols] or NULL, grad_bias [cols] or NULL}.
+ * All contiguous in the compute dtype. rms: no mean subtraction. */
+typedef struct pti_row_norm_bw_params {
+    int64_t rows, cols;
+    double eps;
+    bool rms;
+} pti_row_norm_bw_params;
+
 /* group_norm: in = {x [N, C, S], weight [C] or NULL, bias [C] or NULL}; out = {y}. */
 typedef struct pti_group_norm_params {
     int64_t n, c, s, groups;

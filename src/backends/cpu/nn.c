@@ -272,6 +272,97 @@ static pt_status cpu_rms_norm(const pti_call *c)
     return row_norm(c, true);
 }
 
+/* ---- layer_norm / rms_norm backward ------------------------------------------------------------
+ * Pass 1 (rows in parallel): each row's mean/rstd (kept in scratch) and its input gradient
+ * rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with gw = g * weight (rms: no mean(gw) term).
+ * Pass 2 (columns in parallel): weight/bias gradients summed over the rows. */
+
+typedef struct rownorm_bw_ctx {
+    const pti_call *c;
+    const pti_row_norm_bw_params *p;
+    bool f64;
+    double *stats; /* mean, rstd per row */
+} rownorm_bw_ctx;
+
+static inline double ld(const void *base, bool f64, int64_t i)
+{
+    return f64 ? ((const double *)base)[i] : (double)((const float *)base)[i];
+}
+
+static inline void st(void *base, bool f64, int64_t i, double v)
+{
+    if (f64)
+        ((double *)base)[i] = v;
+    else
+        ((float *)base)[i] = (float)v;
+}
+
+static void rownorm_bw_rows(void *arg, int64_t r0, int64_t r1)
+{
+    rownorm_bw_ctx *r = arg;
+    int64_t d = r->p->cols;
+    bool f64 = r->f64, rms = r->p->rms;
+    const void *w = r->c->in[2] ? pti_data(r->c->in[2]) : NULL;
+    for (int64_t row = r0; row < r1; row++) {
+        size_t off = (size_t)(row * d) * (f64 ? 8 : 4);
+        const char *g = (const char *)pti_data(r->c->in[0]) + off;
+        const char *x = (const char *)pti_data(r->c->in[1]) + off;
+        char *gx = (char *)pti_data(r->c->out[0]) + off;
+        double mean = rms ? 0.0 : row_sum(x, f64, d) / (double)d;
+        double rstd = 1.0 / sqrt(row_sqdev(x, f64, d, mean) / (double)d + r->p->eps);
+        r->stats[2 * row] = mean;
+        r->stats[2 * row + 1] = rstd;
+        double sum_gw = 0, sum_gwx = 0;
+        for (int64_t i = 0; i < d; i++) {
+            double gw = ld(g, f64, i) * (w ? ld(w, f64, i) : 1.0);
+            sum_gw += gw;
+            sum_gwx += gw * (ld(x, f64, i) - mean) * rstd;
+        }
+        double a = rms ? 0.0 : sum_gw / (double)d, b = sum_gwx / (double)d;
+        for (int64_t i = 0; i < d; i++) {
+            double gw = ld(g, f64, i) * (w ? ld(w, f64, i) : 1.0);
+            double xhat = (ld(x, f64, i) - mean) * rstd;
+            st(gx, f64, i, rstd * (gw - a - xhat * b));
+        }
+    }
+}
+
+static void rownorm_bw_cols(void *arg, int64_t c0, int64_t c1)
+{
+    rownorm_bw_ctx *r = arg;
+    int64_t d = r->p->cols, rows = r->p->rows;
+    bool f64 = r->f64;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    pt_tensor *gw = r->c->out[1], *gb = r->c->out[2];
+    for (int64_t j = c0; j < c1; j++) {
+        double sw = 0, sb = 0;
+        for (int64_t row = 0; row < rows; row++) {
+            double gv = ld(g, f64, row * d + j);
+            sw += gv * (ld(x, f64, row * d + j) - r->stats[2 * row]) * r->stats[2 * row + 1];
+            sb += gv;
+        }
+        if (gw)
+            st(pti_data(gw), f64, j, sw);
+        if (gb)
+            st(pti_data(gb), f64, j, sb);
+    }
+}
+
+static pt_status cpu_row_norm_backward(const pti_call *c)
+{
+    const pti_row_norm_bw_params *p = c->params;
+    size_t nbytes = (size_t)(p->rows > 0 ? p->rows : 1) * 2 * sizeof(double);
+    rownorm_bw_ctx r = {c, p, c->in[0]->dtype == PT_FLOAT64, pti_cpu_alloc(nbytes)};
+    if (!r.stats)
+        return pti_error(PT_ERR_OOM, "layer_norm_backward: out of memory");
+    int64_t grain = 1 + 16384 / (p->cols > 0 ? p->cols : 1);
+    pti_parallel_for(p->rows, grain, rownorm_bw_rows, &r);
+    if (c->out[1] || c->out[2])
+        pti_parallel_for(p->cols, 1 + 16384 / (p->rows > 0 ? p->rows : 1), rownorm_bw_cols, &r);
+    pti_cpu_free(r.stats, nbytes);
+    return PT_OK;
+}
+
 /* ---- group_norm --------------------------------------------------------------------------------
  */
 
@@ -383,6 +474,7 @@ void pti_cpu_register_nn(pti_kernel *table)
     table[PTI_OP_batch_norm] = cpu_batch_norm;
     table[PTI_OP_layer_norm] = cpu_layer_norm;
     table[PTI_OP_rms_norm] = cpu_rms_norm;
+    table[PTI_OP_row_norm_backward] = cpu_row_norm_backward;
     table[PTI_OP_group_norm] = cpu_group_norm;
     table[PTI_OP_dropout] = cpu_dropout;
     pti_cpu_register_nn_attention(table);
