@@ -2,7 +2,8 @@
  * (training through the batch statistics, eval with running stats, affine or not, 2-D/3-D/4-D),
  * layer_norm, group_norm, rms_norm (with/without weight, default eps), dropout (reseeded so the
  * mask repeats; p = 0, 1, eval) and scaled_dot_product_attention (float/bool masks, causal,
- * scale, dropout); pt_layer_norm_backward / pt_rms_norm_backward against PyTorch and against
+ * scale, dropout); pt_batch_norm_backward / pt_layer_norm_backward / pt_rms_norm_backward
+ * against PyTorch and against
  * the composed formulas; gradgradcheck of the norms and attention, whose formulas are composed of
  * public elementwise/reduce/linalg ops (skipped while those ops do not record yet, i.e. before
  * the other autograd branches are merged). */
@@ -410,6 +411,35 @@ static void test_row_norm_backward_ops(void **state)
                     "grad_output");
 }
 
+static void test_batch_norm_backward_op(void **state)
+{
+    (void)state;
+    const char *tags[2] = {"f32", "f64"};
+    for (int i = 0; i < 2; i++) {
+        const char *tag = tags[i];
+        double rtol = i == 0 ? 1e-4 : 1e-10, atol = i == 0 ? 1e-5 : 1e-12; /* as above */
+        pt_tensor *x = F(tag, "bn.x"), *g = F(tag, "bn.g"), *w = F(tag, "bn.w");
+        pt_tensor *rm = F(tag, "bn.rm"), *rv = F(tag, "bn.rv"), *gw = NULL, *gb = NULL;
+        pt_tensor *gx = pt_batch_norm_backward(g, x, NULL, NULL, w, true, 1e-5, &gw, &gb);
+        assert_tensor_close(gx, F(tag, "bn.train.gx"), rtol, atol);
+        assert_tensor_close(gw, F(tag, "bn.train.gw"), rtol, atol);
+        assert_tensor_close(gb, F(tag, "bn.train.gb"), rtol, atol);
+        gx = pt_batch_norm_backward(pt_test_noncontig(g), x, rm, rv, w, false, 1e-5, &gw, &gb);
+        assert_tensor_close(gx, F(tag, "bn.eval.gx"), rtol, atol);
+        assert_tensor_close(gw, F(tag, "bn.eval.gw"), rtol, atol);
+        assert_tensor_close(gb, F(tag, "bn.eval.gb"), rtol, atol);
+        gx = pt_batch_norm_backward(F(tag, "bn.g2"), pt_test_noncontig(F(tag, "bn.x2")), NULL,
+                                    NULL, NULL, true, 1e-3, NULL, NULL);
+        assert_tensor_close(gx, F(tag, "bn.plain2d.gx"), rtol, atol);
+    }
+    pt_tensor *x = F("f64", "bn.x"), *w = F("f64", "bn.w"), *gw = w;
+    assert_pt_error(pt_batch_norm_backward(x, x, NULL, NULL, w, false, 1e-5, &gw, NULL),
+                    PT_ERR_INVALID_ARG, "running_mean and running_var are required");
+    assert_null(gw);
+    assert_pt_error(pt_batch_norm_backward(w, x, NULL, NULL, NULL, true, 1e-5, NULL, NULL),
+                    PT_ERR_SHAPE, "does not match x");
+}
+
 /* The composed formulas (used under create_graph) agree with the fused kernels. */
 static void test_row_norm_composed_matches_fused(void **state)
 {
@@ -437,6 +467,35 @@ static void test_row_norm_composed_matches_fused(void **state)
     }
 }
 
+static void test_batch_norm_composed_matches_fused(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {3, 2, 2, 3}, c = 2;
+    for (int training = 0; training < 2; training++) {
+        pt_tensor *x = gc_leaf(4, xs, 50), *w = gc_leaf(1, &c, 51), *b = gc_leaf(1, &c, 52);
+        pt_tensor *rm = gc_values(1, &c, 53), *rv = pt_full(1, &c, 0.7, PT_FLOAT64,
+                                                            (pt_device){PT_DEVICE_CPU, 0});
+        pt_tensor *y = pt_batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
+        pt_tensor *g = gc_values(4, xs, 54), *ins[3] = {x, w, b};
+        pt_tensor *fused[3] = {0}, *composed[3] = {0};
+        assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, true, false, false, fused), PT_OK);
+        assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, false, true, false, composed),
+                         PT_OK);
+        for (int j = 0; j < 3; j++) {
+            assert_tensor_close(composed[j], fused[j], 1e-10, 1e-12);
+            pt_release(fused[j]);
+            pt_release(composed[j]);
+        }
+        pt_release(g);
+        pt_release(y);
+        pt_release(rm);
+        pt_release(rv);
+        pt_release(x);
+        pt_release(w);
+        pt_release(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +512,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_row_norm_backward_ops, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_row_norm_composed_matches_fused, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_backward_op, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_composed_matches_fused, pt_test_setup,
                                         pt_test_teardown),
     };
     fx = fx_open("grad_nn");

@@ -44,6 +44,19 @@ PT_API pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_
                                 const pt_tensor *weight, const pt_tensor *bias, bool training,
                                 double momentum, double eps);
 
+/* The gradients of pt_batch_norm (same x, running stats, weight, training and eps) with respect
+ * to x (returned: x's shape and dtype) and, through the out-pointers when non-NULL, to weight
+ * and bias ([C], weight's dtype; computed even for a NULL weight). training: through the batch
+ * statistics (PyTorch's formula); eval: with the running stats, which are then required. One
+ * fused pass per channel; not itself differentiable (autograd composes public ops instead when
+ * create_graph). On failure the out-pointers are NULL. Errors: those of the forward, and
+ * PT_ERR_SHAPE when grad_out's shape differs from x's. */
+PT_API pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *running_mean,
+                                         const pt_tensor *running_var, const pt_tensor *weight,
+                                         bool training, double eps, pt_tensor **grad_weight,
+                                         pt_tensor **grad_bias);
+
 /* F.layer_norm(x, normalized_shape, weight, bias, eps): normalizes over the last
  * n_normalized_dims dims, which must equal normalized_shape; weight and bias (nullable) have
  * shape normalized_shape. Biased variance. Errors: PT_ERR_SHAPE when the trailing dims or the

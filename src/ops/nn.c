@@ -182,6 +182,84 @@ static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
     return finish(out, x->dtype);
 }
 
+pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  const pt_tensor *running_mean, const pt_tensor *running_var,
+                                  const pt_tensor *weight, bool training, double eps,
+                                  pt_tensor **grad_weight, pt_tensor **grad_bias)
+{
+    const char *op = "pt_batch_norm_backward";
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[5] = {grad_out, x, running_mean, running_var, weight};
+    if (!pti_check_same_device(op, 5, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_batch_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .training = training, .eps = eps};
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "running_mean", running_mean, p.c) ||
+        !check_channel_param(op, "running_var", running_var, p.c) ||
+        !check_channel_param(op, "weight", weight, p.c))
+        return NULL;
+    if (!training && (!running_mean || !running_var))
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: running_mean and running_var are required when training is "
+                              "false",
+                              op);
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    pt_tensor *rm = training ? NULL : prep(running_mean, cdt);
+    pt_tensor *rv = training ? NULL : prep(running_var, cdt);
+    bool ok = gc && xc && (!weight || wc) && (training || (rm && rv));
+    int64_t c = p.c;
+    pt_tensor *gx = ok ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
+    ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call call = {.n_in = 5,
+                         .n_out = 3,
+                         .in = {gc, xc, wc, rm, rv},
+                         .out = {gx, gw, gb},
+                         .params = &p};
+        ok = pti_dispatch(PTI_OP_batch_norm_backward, &call) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_release(rm);
+    pt_release(rv);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
 /* ---- layer_norm and rms_norm -------------------------------------------------------------------
  */
 

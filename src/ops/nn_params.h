@@ -18,6 +18,10 @@ typedef struct pti_batch_norm_params {
     double momentum, eps;
 } pti_batch_norm_params;
 
+/* batch_norm_backward (same params): in = {grad [N, C, S], x [N, C, S], weight [C] or NULL,
+ * running_mean [C], running_var [C] (eval only, else NULL)}; out = {grad_x, grad_weight [C] or
+ * NULL, grad_bias [C] or NULL}. All contiguous in the compute dtype. */
+
 /* layer_norm and rms_norm: in = {x [M, D], weight [D] or NULL, bias [D] or NULL (layer_norm
  * only)}; out = {y [M, D]}. */
 typedef struct pti_row_norm_params {

@@ -272,17 +272,10 @@ static pt_status cpu_rms_norm(const pti_call *c)
     return row_norm(c, true);
 }
 
-/* ---- layer_norm / rms_norm backward ------------------------------------------------------------
- * Pass 1 (rows in parallel): each row's mean/rstd (kept in scratch) and its input gradient
- * rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with gw = g * weight (rms: no mean(gw) term).
- * Pass 2 (columns in parallel): weight/bias gradients summed over the rows. */
-
-typedef struct rownorm_bw_ctx {
-    const pti_call *c;
-    const pti_row_norm_bw_params *p;
-    bool f64;
-    double *stats; /* mean, rstd per row */
-} rownorm_bw_ctx;
+/* ---- batch_norm backward --------------------------------------------------------------------------
+ * Per channel (channels in parallel): the statistics (batch or running), the sums of g and of
+ * g * xhat, then grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) in training (the
+ * batch statistics depend on x) or g * w * rstd in eval. */
 
 static inline double ld(const void *base, bool f64, int64_t i)
 {
@@ -296,6 +289,83 @@ static inline void st(void *base, bool f64, int64_t i, double v)
     else
         ((float *)base)[i] = (float)v;
 }
+
+typedef struct bn_bw_ctx {
+    const pti_call *c;
+    const pti_batch_norm_params *p;
+    bool f64;
+} bn_bw_ctx;
+
+static void bn_bw_range(void *arg, int64_t c0, int64_t c1)
+{
+    bn_bw_ctx *b = arg;
+    const pti_batch_norm_params *p = b->p;
+    bool f64 = b->f64;
+    const void *g = pti_data(b->c->in[0]), *x = pti_data(b->c->in[1]);
+    const void *w = b->c->in[2] ? pti_data(b->c->in[2]) : NULL;
+    void *gx = pti_data(b->c->out[0]);
+    double cnt = (double)(p->n * p->s);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double mean, rstd;
+        if (p->training) {
+            double s = 0, v = 0;
+            for (int64_t n = 0; n < p->n; n++)
+                for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++)
+                    s += ld(x, f64, o + i);
+            mean = s / cnt;
+            for (int64_t n = 0; n < p->n; n++)
+                for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                    double d = ld(x, f64, o + i) - mean;
+                    v += d * d;
+                }
+            rstd = 1.0 / sqrt(v / cnt + p->eps);
+        } else {
+            mean = ld(pti_data(b->c->in[3]), f64, ch);
+            rstd = 1.0 / sqrt(ld(pti_data(b->c->in[4]), f64, ch) + p->eps);
+        }
+        double sg = 0, sgx = 0;
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                sg += gv;
+                sgx += gv * (ld(x, f64, o + i) - mean) * rstd;
+            }
+        if (b->c->out[1])
+            st(pti_data(b->c->out[1]), f64, ch, sgx);
+        if (b->c->out[2])
+            st(pti_data(b->c->out[2]), f64, ch, sg);
+        double wv = w ? ld(w, f64, ch) : 1.0, a = sg / cnt, m = sgx / cnt;
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                double v = p->training
+                               ? wv * rstd * (gv - a - (ld(x, f64, o + i) - mean) * rstd * m)
+                               : gv * wv * rstd;
+                st(gx, f64, o + i, v);
+            }
+    }
+}
+
+static pt_status cpu_batch_norm_backward(const pti_call *c)
+{
+    const pti_batch_norm_params *p = c->params;
+    bn_bw_ctx b = {c, p, c->in[0]->dtype == PT_FLOAT64};
+    int64_t per = p->n * p->s;
+    pti_parallel_for(p->c, 1 + 16384 / (per > 0 ? per : 1), bn_bw_range, &b);
+    return PT_OK;
+}
+
+/* ---- layer_norm / rms_norm backward ------------------------------------------------------------
+ * Pass 1 (rows in parallel): each row's mean/rstd (kept in scratch) and its input gradient
+ * rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with gw = g * weight (rms: no mean(gw) term).
+ * Pass 2 (columns in parallel): weight/bias gradients summed over the rows. */
+
+typedef struct rownorm_bw_ctx {
+    const pti_call *c;
+    const pti_row_norm_bw_params *p;
+    bool f64;
+    double *stats; /* mean, rstd per row */
+} rownorm_bw_ctx;
 
 static void rownorm_bw_rows(void *arg, int64_t r0, int64_t r1)
 {
@@ -475,6 +545,7 @@ void pti_cpu_register_nn(pti_kernel *table)
     table[PTI_OP_layer_norm] = cpu_layer_norm;
     table[PTI_OP_rms_norm] = cpu_rms_norm;
     table[PTI_OP_row_norm_backward] = cpu_row_norm_backward;
+    table[PTI_OP_batch_norm_backward] = cpu_batch_norm_backward;
     table[PTI_OP_group_norm] = cpu_group_norm;
     table[PTI_OP_dropout] = cpu_dropout;
     pti_cpu_register_nn_attention(table);
