@@ -2,11 +2,10 @@
  * (training through the batch statistics, eval with running stats, affine or not, 2-D/3-D/4-D),
  * layer_norm, group_norm, rms_norm (with/without weight, default eps), dropout (reseeded so the
  * mask repeats; p = 0, 1, eval) and scaled_dot_product_attention (float/bool masks, causal,
- * scale, dropout); pt_batch_norm_backward / pt_layer_norm_backward / pt_rms_norm_backward
- * against PyTorch and against
- * the composed formulas; gradgradcheck of the norms and attention, whose formulas are composed of
- * public elementwise/reduce/linalg ops (skipped while those ops do not record yet, i.e. before
- * the other autograd branches are merged). */
+ * scale, dropout); the fused pt_{batch,group,layer,rms}_norm_backward ops against PyTorch and
+ * against the composed formulas; gradgradcheck of the norms and attention, whose formulas are
+ * composed of public elementwise/reduce/linalg ops (skipped while those ops do not record yet,
+ * i.e. before the other autograd branches are merged). */
 #include "grad_local.h"
 
 #include <string.h>
@@ -467,6 +466,49 @@ static void test_row_norm_composed_matches_fused(void **state)
     }
 }
 
+static void test_group_norm_backward_op(void **state)
+{
+    (void)state;
+    const char *tags[2] = {"f32", "f64"};
+    for (int i = 0; i < 2; i++) {
+        const char *tag = tags[i];
+        double rtol = i == 0 ? 1e-4 : 1e-10, atol = i == 0 ? 1e-5 : 1e-12; /* as above */
+        pt_tensor *x = F(tag, "gn.x"), *g = F(tag, "gn.g"), *gw = NULL, *gb = NULL;
+        pt_tensor *gx = pt_group_norm_backward(g, x, 3, F(tag, "gn.w"), 1e-5, &gw, &gb);
+        assert_tensor_close(gx, F(tag, "gn.g3.gx"), rtol, atol);
+        assert_tensor_close(gw, F(tag, "gn.g3.gw"), rtol, atol);
+        assert_tensor_close(gb, F(tag, "gn.g3.gb"), rtol, atol);
+        gx = pt_group_norm_backward(pt_test_noncontig(g), pt_test_noncontig(x), 2, NULL, 1e-3,
+                                    NULL, NULL);
+        assert_tensor_close(gx, F(tag, "gn.g2plain.gx"), rtol, atol);
+    }
+    pt_tensor *x = F("f64", "gn.x");
+    assert_pt_error(pt_group_norm_backward(x, x, 4, NULL, 1e-5, NULL, NULL), PT_ERR_INVALID_ARG,
+                    "divisible by num_groups");
+}
+
+static void test_group_norm_composed_matches_fused(void **state)
+{
+    (void)state;
+    int64_t xs[4] = {2, 4, 3, 2}, c = 4;
+    pt_tensor *x = gc_leaf(4, xs, 60), *w = gc_leaf(1, &c, 61), *b = gc_leaf(1, &c, 62);
+    pt_tensor *y = pt_group_norm(x, 2, w, b, 1e-5);
+    pt_tensor *g = gc_values(4, xs, 63), *ins[3] = {x, w, b};
+    pt_tensor *fused[3] = {0}, *composed[3] = {0};
+    assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, true, false, false, fused), PT_OK);
+    assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, false, true, false, composed), PT_OK);
+    for (int j = 0; j < 3; j++) {
+        assert_tensor_close(composed[j], fused[j], 1e-10, 1e-12);
+        pt_release(fused[j]);
+        pt_release(composed[j]);
+    }
+    pt_release(g);
+    pt_release(y);
+    pt_release(x);
+    pt_release(w);
+    pt_release(b);
+}
+
 static void test_batch_norm_composed_matches_fused(void **state)
 {
     (void)state;
@@ -516,6 +558,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_norm_backward_op, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_composed_matches_fused, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_group_norm_backward_op, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_group_norm_composed_matches_fused, pt_test_setup,
                                         pt_test_teardown),
     };
     fx = fx_open("grad_nn");

@@ -71,6 +71,13 @@ PT_API pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
 PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                                 const pt_tensor *bias, double eps);
 
+/* The gradients of pt_group_norm (same x, num_groups, weight, eps): grad_x returned, weight and
+ * bias gradients ([C]) through the out-pointers when non-NULL. Fused; not itself
+ * differentiable (see pt_batch_norm_backward). */
+PT_API pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         int64_t num_groups, const pt_tensor *weight, double eps,
+                                         pt_tensor **grad_weight, pt_tensor **grad_bias);
+
 /* F.rms_norm(x, normalized_shape, weight, eps) (PyTorch >= 2.4):
  * y = x * rsqrt(mean(x^2 over the last n dims) + eps) * weight, weight nullable.
  * A negative eps (e.g. -1) means PyTorch's default eps=None: torch.finfo(x.dtype).eps

@@ -491,6 +491,73 @@ static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
     return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
 }
 
+pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  int64_t num_groups, const pt_tensor *weight, double eps,
+                                  pt_tensor **grad_weight, pt_tensor **grad_bias)
+{
+    const char *op = "pt_group_norm_backward";
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[3] = {grad_out, x, weight};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_group_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups, .eps = eps};
+    if (num_groups <= 0 || p.c % num_groups != 0)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: expected the number of channels (%lld) to be divisible by "
+                              "num_groups (%lld)",
+                              op, (long long)p.c, (long long)num_groups);
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "weight", weight, p.c))
+        return NULL;
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    int64_t c = p.c;
+    pt_tensor *gx = gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
+    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call call = {
+            .n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
+        ok = pti_dispatch(PTI_OP_group_norm_backward, &call) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
 /* ---- dropout
  * ------------------------------------------------------------------------------------- */
 

@@ -349,6 +349,29 @@ static pt_status group_norm_backward(pti_node *n, pt_tensor *const *grad_out, pt
     pt_tensor *x = pti_node_saved(n, 0), *w = pti_node_saved(n, 1);
     pt_tensor *t[8] = {0}; /* xg, xhat_g, invstd, wb, gw_full, gw_g, gx_g, xhat */
     bool ok = x && (w || !n->saved[1]);
+    if (ok && !pt_grad_enabled()) {
+        /* no graph of this backward is being built: the fused kernel */
+        pt_tensor *gw = NULL, *gb = NULL;
+        bool nw = pti_node_needs_grad(n, 1), nb = pti_node_needs_grad(n, 2);
+        pt_tensor *gx = pt_group_norm_backward(g, x, groups, w, eps, nw ? &gw : NULL,
+                                               nb ? &gb : NULL);
+        ok = gx != NULL;
+        if (ok && pti_node_needs_grad(n, 0))
+            grad_in[0] = gx;
+        else
+            pt_release(gx);
+        if (ok && nw)
+            ok = put(grad_in, 1, gw, w);
+        else
+            pt_release(gw);
+        if (ok && nb)
+            ok = put_dt(grad_in, 2, gb, (pt_dtype)n->i[5]);
+        else
+            pt_release(gb);
+        pt_release(x);
+        pt_release(w);
+        return grads_done(ok, 3, grad_in);
+    }
     int64_t dims[PT_MAX_DIMS], two = 2;
     int nd = ok ? non_channel_dims(x->ndim, dims) : 0;
     if (ok) {

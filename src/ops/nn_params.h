@@ -44,6 +44,9 @@ typedef struct pti_group_norm_params {
     double eps;
 } pti_group_norm_params;
 
+/* group_norm_backward (same params): in = {grad [N, C, S], x [N, C, S], weight [C] or NULL};
+ * out = {grad_x, grad_weight [C] or NULL, grad_bias [C] or NULL}, contiguous compute dtype. */
+
 /* dropout: in = {x} (contiguous, any floating dtype); out = {y, keep mask (bool) or NULL}.
  * Element i keeps when uniform(word i%4 of philox(key, base + i/4)) < 1 - p. */
 typedef struct pti_dropout_params {

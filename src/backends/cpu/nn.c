@@ -474,6 +474,95 @@ static pt_status cpu_group_norm(const pti_call *c)
     return PT_OK;
 }
 
+/* group_norm backward. Pass 1 (blocks of one sample's group in parallel): the block statistics
+ * (kept in scratch) and grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with
+ * gw = g * weight[c]. Pass 2 (channels in parallel): weight/bias gradients over N and S. */
+typedef struct gn_bw_ctx {
+    const pti_call *c;
+    const pti_group_norm_params *p;
+    bool f64;
+    double *stats; /* mean, rstd per block */
+} gn_bw_ctx;
+
+static void gn_bw_blocks(void *arg, int64_t b0, int64_t b1)
+{
+    gn_bw_ctx *r = arg;
+    const pti_group_norm_params *p = r->p;
+    bool f64 = r->f64;
+    int64_t cpg = p->c / p->groups, len = cpg * p->s;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    const void *w = r->c->in[2] ? pti_data(r->c->in[2]) : NULL;
+    void *gx = pti_data(r->c->out[0]);
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t o = blk * len, ch0 = (blk % p->groups) * cpg;
+        double s = 0, v = 0;
+        for (int64_t i = 0; i < len; i++)
+            s += ld(x, f64, o + i);
+        double mean = len > 0 ? s / (double)len : 0;
+        for (int64_t i = 0; i < len; i++) {
+            double d = ld(x, f64, o + i) - mean;
+            v += d * d;
+        }
+        double rstd = 1.0 / sqrt((len > 0 ? v / (double)len : 0) + p->eps);
+        r->stats[2 * blk] = mean;
+        r->stats[2 * blk + 1] = rstd;
+        double sgw = 0, sgwx = 0;
+        for (int64_t i = 0; i < len; i++) {
+            double gw = ld(g, f64, o + i) * (w ? ld(w, f64, ch0 + i / p->s) : 1.0);
+            sgw += gw;
+            sgwx += gw * (ld(x, f64, o + i) - mean) * rstd;
+        }
+        double a = sgw / (double)len, m = sgwx / (double)len;
+        for (int64_t i = 0; i < len; i++) {
+            double gw = ld(g, f64, o + i) * (w ? ld(w, f64, ch0 + i / p->s) : 1.0);
+            double xhat = (ld(x, f64, o + i) - mean) * rstd;
+            st(gx, f64, o + i, rstd * (gw - a - xhat * m));
+        }
+    }
+}
+
+static void gn_bw_channels(void *arg, int64_t c0, int64_t c1)
+{
+    gn_bw_ctx *r = arg;
+    const pti_group_norm_params *p = r->p;
+    bool f64 = r->f64;
+    int64_t cpg = p->c / p->groups;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double sw = 0, sb = 0;
+        for (int64_t n = 0; n < p->n; n++) {
+            int64_t blk = n * p->groups + ch / cpg, o = (n * p->c + ch) * p->s;
+            double mean = r->stats[2 * blk], rstd = r->stats[2 * blk + 1];
+            for (int64_t i = 0; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                sw += gv * (ld(x, f64, o + i) - mean) * rstd;
+                sb += gv;
+            }
+        }
+        if (r->c->out[1])
+            st(pti_data(r->c->out[1]), f64, ch, sw);
+        if (r->c->out[2])
+            st(pti_data(r->c->out[2]), f64, ch, sb);
+    }
+}
+
+static pt_status cpu_group_norm_backward(const pti_call *c)
+{
+    const pti_group_norm_params *p = c->params;
+    int64_t blocks = p->n * p->groups, len = p->c / p->groups * p->s;
+    size_t nbytes = (size_t)(blocks > 0 ? blocks : 1) * 2 * sizeof(double);
+    gn_bw_ctx r = {c, p, c->in[0]->dtype == PT_FLOAT64, pti_cpu_alloc(nbytes)};
+    if (!r.stats)
+        return pti_error(PT_ERR_OOM, "group_norm_backward: out of memory");
+    pti_parallel_for(blocks, 1 + 32768 / (len > 0 ? len : 1), gn_bw_blocks, &r);
+    if (c->out[1] || c->out[2]) {
+        int64_t per = p->n * p->s;
+        pti_parallel_for(p->c, 1 + 16384 / (per > 0 ? per : 1), gn_bw_channels, &r);
+    }
+    pti_cpu_free(r.stats, nbytes);
+    return PT_OK;
+}
+
 /* ---- dropout -----------------------------------------------------------------------------------
  */
 
@@ -546,6 +635,7 @@ void pti_cpu_register_nn(pti_kernel *table)
     table[PTI_OP_rms_norm] = cpu_rms_norm;
     table[PTI_OP_row_norm_backward] = cpu_row_norm_backward;
     table[PTI_OP_batch_norm_backward] = cpu_batch_norm_backward;
+    table[PTI_OP_group_norm_backward] = cpu_group_norm_backward;
     table[PTI_OP_group_norm] = cpu_group_norm;
     table[PTI_OP_dropout] = cpu_dropout;
     pti_cpu_register_nn_attention(table);
