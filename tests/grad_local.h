@@ -105,8 +105,7 @@ static void gc_check(const char *what, gc_fn f, void *ctx, int n_in, pt_tensor *
             hr[nh++] = r[k];
         }
     if (nh > 0) {
-        pt_status st =
-            pt_autograd_grad(nh, houts, hr, n_req, req, false, false, true, grads);
+        pt_status st = pt_autograd_grad(nh, houts, hr, n_req, req, false, false, true, grads);
         if (st != PT_OK)
             fail_msg("%s: backward failed: %s", what, pt_last_error());
     }
@@ -165,8 +164,8 @@ static int gc_gg_fn(pt_tensor *const *in, void *vctx, pt_tensor **outs)
         if (in[j] && pt_requires_grad(in[j]))
             req[n_req++] = in[j];
     pt_tensor *const *u = in + c->n_in;
-    pt_status st = pt_autograd_grad(n_out, fo, (pt_tensor *const *)u, n_req, req, true, true,
-                                    true, outs);
+    pt_status st =
+        pt_autograd_grad(n_out, fo, (pt_tensor *const *)u, n_req, req, true, true, true, outs);
     for (int k = 0; k < n_out; k++)
         pt_release(fo[k]);
     if (st != PT_OK)

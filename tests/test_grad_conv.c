@@ -115,7 +115,8 @@ static void test_conv_transpose2d_grad(void **state)
     check_conv("conv_transpose2d unbatched", &c, 3, xu, ws, 3, false);
 }
 
-/* ---- pooling ----------------------------------------------------------------------------------- */
+/* ---- pooling -----------------------------------------------------------------------------------
+ */
 
 typedef struct pool_case {
     int kind; /* 0 max, 1 avg, 2 adaptive */
@@ -175,7 +176,8 @@ static void test_pool_grad(void **state)
     check_pool("adaptive_avg_pool2d unbatched", &c, 3, xu, true);
 }
 
-/* ---- pad and interpolate ---------------------------------------------------------------------- */
+/* ---- pad and interpolate ----------------------------------------------------------------------
+ */
 
 typedef struct pad_case {
     int n_pad;
@@ -195,12 +197,9 @@ static void test_pad_grad(void **state)
     (void)state;
     int64_t xs[4] = {2, 2, 4, 5}, x3[3] = {2, 3, 4};
     pad_case cases[] = {
-        {4, {1, 2, -1, 3}, PT_PAD_CONSTANT},
-        {6, {0, 1, 2, 0, 1, 1}, PT_PAD_CONSTANT},
-        {4, {2, 1, 3, 1}, PT_PAD_REFLECT},
-        {4, {2, 3, 0, 4}, PT_PAD_REPLICATE},
-        {2, {3, 1}, PT_PAD_REFLECT},
-        {2, {2, 3}, PT_PAD_REPLICATE},
+        {4, {1, 2, -1, 3}, PT_PAD_CONSTANT}, {6, {0, 1, 2, 0, 1, 1}, PT_PAD_CONSTANT},
+        {4, {2, 1, 3, 1}, PT_PAD_REFLECT},   {4, {2, 3, 0, 4}, PT_PAD_REPLICATE},
+        {2, {3, 1}, PT_PAD_REFLECT},         {2, {2, 3}, PT_PAD_REPLICATE},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pt_tensor *x = gc_leaf(i < 4 ? 4 : 3, i < 4 ? xs : x3, 7 + (unsigned)i);
@@ -240,7 +239,8 @@ static void test_interpolate_grad(void **state)
     }
 }
 
-/* ---- recording rules ---------------------------------------------------------------------------- */
+/* ---- recording rules ----------------------------------------------------------------------------
+ */
 
 static void test_recording(void **state)
 {

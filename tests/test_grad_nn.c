@@ -15,10 +15,14 @@ static bool composed_ops_record(void)
 {
     int64_t s[2] = {2, 2}, d1 = 1;
     pt_tensor *a = gc_leaf(2, s, 1);
-    pt_tensor *t[8] = {
-        pt_mul(a, a),          pt_mean_dim(a, 1, &d1, true), pt_rsqrt(a),
-        pt_reshape(a, 1, (int64_t[]){4}), pt_softmax(a, -1), pt_matmul(a, a),
-        pt_sum_dim(a, 1, &d1, false), pt_sub(a, a)};
+    pt_tensor *t[8] = {pt_mul(a, a),
+                       pt_mean_dim(a, 1, &d1, true),
+                       pt_rsqrt(a),
+                       pt_reshape(a, 1, (int64_t[]){4}),
+                       pt_softmax(a, -1),
+                       pt_matmul(a, a),
+                       pt_sum_dim(a, 1, &d1, false),
+                       pt_sub(a, a)};
     bool all = true;
     for (int i = 0; i < 8; i++) {
         all = all && t[i] && pt_requires_grad(t[i]);
@@ -152,7 +156,8 @@ static void run_row_cases(bool gradgrad)
     check_row("rms_norm default eps weight", &rn1, 3, x3, true, false, gradgrad);
     check_row("rms_norm 2 dims no weight", &rn2, 3, x3, false, true, gradgrad);
     check_row("rms_norm 2 dims weight", &rn2, 3, x3, true, false, gradgrad);
-    row_case gn3 = {.kind = 2, .groups = 3, .eps = 1e-5}, gn1 = {.kind = 2, .groups = 1, .eps = 1e-5};
+    row_case gn3 = {.kind = 2, .groups = 3, .eps = 1e-5},
+             gn1 = {.kind = 2, .groups = 1, .eps = 1e-5};
     row_case gn6 = {.kind = 2, .groups = 6, .eps = 1e-5};
     check_row("group_norm 3 groups affine", &gn3, 4, x4, true, false, gradgrad);
     check_row("group_norm 1 group", &gn1, 4, x4, false, true, gradgrad);
@@ -222,7 +227,8 @@ static void test_dropout_grad(void **state)
     pt_release(x);
 }
 
-/* ---- scaled_dot_product_attention -------------------------------------------------------------- */
+/* ---- scaled_dot_product_attention --------------------------------------------------------------
+ */
 
 typedef struct sdpa_case {
     double dropout_p, scale;
@@ -235,8 +241,9 @@ static int sdpa_fn(pt_tensor *const *in, void *ctx, pt_tensor **outs)
 {
     sdpa_case *c = ctx;
     pt_manual_seed(99);
-    outs[0] = pt_scaled_dot_product_attention(in[0], in[1], in[2], c->bool_mask ? c->bool_mask : in[3],
-                                              c->dropout_p, c->causal, c->scale);
+    outs[0] =
+        pt_scaled_dot_product_attention(in[0], in[1], in[2], c->bool_mask ? c->bool_mask : in[3],
+                                        c->dropout_p, c->causal, c->scale);
     return outs[0] ? 1 : 0;
 }
 
@@ -299,7 +306,8 @@ static void test_sdpa_gradgrad(void **state)
     run_sdpa_cases(true);
 }
 
-/* ---- recording rules ---------------------------------------------------------------------------- */
+/* ---- recording rules ----------------------------------------------------------------------------
+ */
 
 static void test_nn_recording(void **state)
 {
@@ -361,7 +369,8 @@ static void test_nn_grad_dtypes(void **state)
     }
 }
 
-/* ---- the fused layer_norm / rms_norm gradient ops against PyTorch ------------------------------ */
+/* ---- the fused layer_norm / rms_norm gradient ops against PyTorch ------------------------------
+ */
 
 static pt_fixture *fx;
 
@@ -427,8 +436,8 @@ static void test_batch_norm_backward_op(void **state)
         assert_tensor_close(gx, F(tag, "bn.eval.gx"), rtol, atol);
         assert_tensor_close(gw, F(tag, "bn.eval.gw"), rtol, atol);
         assert_tensor_close(gb, F(tag, "bn.eval.gb"), rtol, atol);
-        gx = pt_batch_norm_backward(F(tag, "bn.g2"), pt_test_noncontig(F(tag, "bn.x2")), NULL,
-                                    NULL, NULL, true, 1e-3, NULL, NULL);
+        gx = pt_batch_norm_backward(F(tag, "bn.g2"), pt_test_noncontig(F(tag, "bn.x2")), NULL, NULL,
+                                    NULL, true, 1e-3, NULL, NULL);
         assert_tensor_close(gx, F(tag, "bn.plain2d.gx"), rtol, atol);
     }
     pt_tensor *x = F("f64", "bn.x"), *w = F("f64", "bn.w"), *gw = w;
@@ -478,8 +487,8 @@ static void test_group_norm_backward_op(void **state)
         assert_tensor_close(gx, F(tag, "gn.g3.gx"), rtol, atol);
         assert_tensor_close(gw, F(tag, "gn.g3.gw"), rtol, atol);
         assert_tensor_close(gb, F(tag, "gn.g3.gb"), rtol, atol);
-        gx = pt_group_norm_backward(pt_test_noncontig(g), pt_test_noncontig(x), 2, NULL, 1e-3,
-                                    NULL, NULL);
+        gx = pt_group_norm_backward(pt_test_noncontig(g), pt_test_noncontig(x), 2, NULL, 1e-3, NULL,
+                                    NULL);
         assert_tensor_close(gx, F(tag, "gn.g2plain.gx"), rtol, atol);
     }
     pt_tensor *x = F("f64", "gn.x");
@@ -515,14 +524,13 @@ static void test_batch_norm_composed_matches_fused(void **state)
     int64_t xs[4] = {3, 2, 2, 3}, c = 2;
     for (int training = 0; training < 2; training++) {
         pt_tensor *x = gc_leaf(4, xs, 50), *w = gc_leaf(1, &c, 51), *b = gc_leaf(1, &c, 52);
-        pt_tensor *rm = gc_values(1, &c, 53), *rv = pt_full(1, &c, 0.7, PT_FLOAT64,
-                                                            (pt_device){PT_DEVICE_CPU, 0});
+        pt_tensor *rm = gc_values(1, &c, 53),
+                  *rv = pt_full(1, &c, 0.7, PT_FLOAT64, (pt_device){PT_DEVICE_CPU, 0});
         pt_tensor *y = pt_batch_norm(x, rm, rv, w, b, training, 0.1, 1e-5);
         pt_tensor *g = gc_values(4, xs, 54), *ins[3] = {x, w, b};
         pt_tensor *fused[3] = {0}, *composed[3] = {0};
         assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, true, false, false, fused), PT_OK);
-        assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, false, true, false, composed),
-                         PT_OK);
+        assert_int_equal(pt_autograd_grad(1, &y, &g, 3, ins, false, true, false, composed), PT_OK);
         for (int j = 0; j < 3; j++) {
             assert_tensor_close(composed[j], fused[j], 1e-10, 1e-12);
             pt_release(fused[j]);
@@ -542,8 +550,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_batch_norm_grad, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_batch_norm_gradgrad, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_gradgrad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_norm_grad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_norm_gradgrad, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dropout_grad, pt_test_setup, pt_test_teardown),

@@ -361,10 +361,10 @@ pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_tensor 
 
 /* ---- transposed convolution ------------------------------------------------------------------ */
 
-static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w,
-                                      const pt_tensor *bias, const int64_t stride[2],
-                                      const int64_t padding[2], const int64_t output_padding[2],
-                                      int64_t groups, const int64_t dilation[2]);
+static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
+                                      const int64_t stride[2], const int64_t padding[2],
+                                      const int64_t output_padding[2], int64_t groups,
+                                      const int64_t dilation[2]);
 
 pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
                                const int64_t stride[2], const int64_t padding[2],
@@ -385,10 +385,10 @@ pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_
     return pti_conv_record_transpose(out, x, w, bias, &o);
 }
 
-static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w,
-                                      const pt_tensor *bias, const int64_t stride[2],
-                                      const int64_t padding[2], const int64_t output_padding[2],
-                                      int64_t groups, const int64_t dilation[2])
+static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
+                                      const int64_t stride[2], const int64_t padding[2],
+                                      const int64_t output_padding[2], int64_t groups,
+                                      const int64_t dilation[2])
 {
     conv_args a = {.op = "pt_conv_transpose2d", .nsp = 2, .transposed = true, .groups = groups};
     pair_or(stride, 1, a.stride);
@@ -525,9 +525,8 @@ static pt_tensor *prepared_as(const pt_tensor *t, const int64_t s[4])
     return v;
 }
 
-static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim,
-                                       const int64_t *input_shape, const pt_tensor *w,
-                                       const pt_tensor *grad_out);
+static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim, const int64_t *input_shape,
+                                       const pt_tensor *w, const pt_tensor *grad_out);
 
 static pt_tensor *conv_input_grad(const conv_args *ca, int ndim, const int64_t *input_shape,
                                   const pt_tensor *w, const pt_tensor *grad_out)
@@ -541,9 +540,8 @@ static pt_tensor *conv_input_grad(const conv_args *ca, int ndim, const int64_t *
     return pti_conv_record_input_grad(out, ca->nsp, w, grad_out, &o);
 }
 
-static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim,
-                                       const int64_t *input_shape, const pt_tensor *w,
-                                       const pt_tensor *grad_out)
+static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim, const int64_t *input_shape,
+                                       const pt_tensor *w, const pt_tensor *grad_out)
 {
     const conv_args a = *ca;
     int nsp = a.nsp;

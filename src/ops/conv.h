@@ -90,11 +90,11 @@ typedef enum pti_conv_bw_kind {
 
 typedef struct pti_conv_bw_ctx {
     pti_conv_bw_kind kind;
-    int64_t kernel[2];         /* avg pool */
-    pt_avg_pool2d_opts avg;    /* avg pool */
-    int64_t out_size[2];       /* adaptive pool */
+    int64_t kernel[2];          /* avg pool */
+    pt_avg_pool2d_opts avg;     /* avg pool */
+    int64_t out_size[2];        /* adaptive pool */
     pt_interpolate_opts interp; /* interpolate */
-    int n_pad;                 /* pad */
+    int n_pad;                  /* pad */
     int64_t pad[2 * PT_MAX_DIMS];
     pt_pad_mode mode;
 } pti_conv_bw_ctx;

@@ -53,8 +53,7 @@ static pt_conv_opts get_opts(const pti_node *n)
     return o;
 }
 
-static pt_tensor *conv_fwd(int nsp, const pt_tensor *x, const pt_tensor *w,
-                           const pt_conv_opts *o)
+static pt_tensor *conv_fwd(int nsp, const pt_tensor *x, const pt_tensor *w, const pt_conv_opts *o)
 {
     return nsp == 1 ? pt_conv1d_ex(x, w, NULL, o) : pt_conv2d_ex(x, w, NULL, o);
 }
@@ -329,8 +328,8 @@ pt_tensor *pti_conv_record_avg_pool(pt_tensor *out, const pt_tensor *x, const in
 {
     if (!out)
         return NULL;
-    pti_node *n = pti_node_new(kernel ? "avg_pool2d" : "adaptive_avg_pool2d", avg_pool_backward,
-                               1, &x);
+    pti_node *n =
+        pti_node_new(kernel ? "avg_pool2d" : "adaptive_avg_pool2d", avg_pool_backward, 1, &x);
     if (!n)
         return rec_fail(NULL, out);
     if (kernel) {

@@ -413,9 +413,9 @@ pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_t
     pt_no_grad_end();
     if (!out)
         return NULL;
-    pti_conv_bw_ctx c = {.kind = PTI_BW_ADAPTIVE_AVG_POOL,
-                         .out_size = {grad_out->shape[grad_out->ndim - 2],
-                                      grad_out->shape[grad_out->ndim - 1]}};
+    pti_conv_bw_ctx c = {
+        .kind = PTI_BW_ADAPTIVE_AVG_POOL,
+        .out_size = {grad_out->shape[grad_out->ndim - 2], grad_out->shape[grad_out->ndim - 1]}};
     return pti_conv_record_backward_op(out, grad_out, NULL, &c);
 }
 
@@ -570,9 +570,8 @@ static bool check_grad_exact(const char *op, const pt_tensor *grad_out, int ndim
     return true;
 }
 
-static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim,
-                                    const int64_t *input_shape, int n_pad, const int64_t *pad,
-                                    pt_pad_mode mode);
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                    int n_pad, const int64_t *pad, pt_pad_mode mode);
 
 pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                            int n_pad, const int64_t *pad, pt_pad_mode mode)
@@ -588,9 +587,8 @@ pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *i
     return pti_conv_record_backward_op(out, grad_out, NULL, &c);
 }
 
-static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim,
-                                    const int64_t *input_shape, int n_pad, const int64_t *pad,
-                                    pt_pad_mode mode)
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                    int n_pad, const int64_t *pad, pt_pad_mode mode)
 {
     const char *op = "pt_pad_backward";
     pti_pad_params p;

@@ -107,19 +107,16 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
 {
     const pt_tensor *ins[3] = {x, weight, bias};
     if (!rec_begin(3, ins))
-        return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum,
-                               eps);
+        return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
     pt_tensor *out =
         batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
     pt_no_grad_end();
-    return pti_nn_record_batch_norm(out, x, running_mean, running_var, weight, bias, training,
-                                    eps);
+    return pti_nn_record_batch_norm(out, x, running_mean, running_var, weight, bias, training, eps);
 }
 
 static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
                                   pt_tensor *running_var, const pt_tensor *weight,
-                                  const pt_tensor *bias, bool training, double momentum,
-                                  double eps)
+                                  const pt_tensor *bias, bool training, double momentum, double eps)
 {
     const char *op = "pt_batch_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -231,11 +228,8 @@ pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
     pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
     ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
     if (ok && gx->numel > 0) {
-        pti_call call = {.n_in = 5,
-                         .n_out = 3,
-                         .in = {gc, xc, wc, rm, rv},
-                         .out = {gx, gw, gb},
-                         .params = &p};
+        pti_call call = {
+            .n_in = 5, .n_out = 3, .in = {gc, xc, wc, rm, rv}, .out = {gx, gw, gb}, .params = &p};
         ok = pti_dispatch(PTI_OP_batch_norm_backward, &call) == PT_OK;
     }
     pt_release(gc);
@@ -355,13 +349,13 @@ static pt_tensor *row_norm_backward(const char *op, bool rms, const pt_tensor *g
     pt_dtype cdt = compute_dtype(x->dtype);
     pt_device dev = x->storage->device;
     pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
-    pt_tensor *gx = gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gx =
+        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
     pt_tensor *gw = gx && grad_weight ? pt_zeros(n, nshape, cdt, dev) : NULL;
     pt_tensor *gb = gx && grad_bias ? pt_zeros(n, nshape, cdt, dev) : NULL;
     bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
     if (ok && gx->numel > 0) {
-        pti_call c = {
-            .n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
+        pti_call c = {.n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
         ok = pti_dispatch(PTI_OP_row_norm_backward, &c) == PT_OK;
     }
     pt_release(gc);
@@ -450,8 +444,8 @@ static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
 /* ---- group_norm ---------------------------------------------------------------------------------
  */
 
-static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
-                                  const pt_tensor *weight, const pt_tensor *bias, double eps);
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps);
 
 pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                          const pt_tensor *bias, double eps)
@@ -464,8 +458,8 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
     return pti_nn_record_group_norm(out, x, num_groups, weight, bias, eps);
 }
 
-static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
-                                  const pt_tensor *weight, const pt_tensor *bias, double eps)
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps)
 {
     const char *op = "pt_group_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -491,9 +485,9 @@ static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups,
     return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
 }
 
-pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
-                                  int64_t num_groups, const pt_tensor *weight, double eps,
-                                  pt_tensor **grad_weight, pt_tensor **grad_bias)
+pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x, int64_t num_groups,
+                                  const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                  pt_tensor **grad_bias)
 {
     const char *op = "pt_group_norm_backward";
     if (grad_weight)
@@ -529,7 +523,8 @@ pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
     pt_device dev = x->storage->device;
     pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
     int64_t c = p.c;
-    pt_tensor *gx = gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gx =
+        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
     pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
     pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
     bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
@@ -747,8 +742,8 @@ static bool sdpa_validate(const pt_tensor *q, const pt_tensor *k, const pt_tenso
 /* Recorded attention with dropout: softmax, dropout (its mask kept for backward) and the
  * second matmul run as public ops, so the mask the forward used is the one backward applies. */
 static pt_tensor *sdpa_dropout_forward(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
-                                       const pt_tensor *attn_mask, double dropout_p,
-                                       bool is_causal, double scale, pt_tensor **drop_mask)
+                                       const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                                       double scale, pt_tensor **drop_mask)
 {
     pt_tensor *probs = pti_sdpa_probs(q, k, attn_mask, is_causal, scale);
     pt_tensor *dropped = probs ? pt_dropout_ex(probs, dropout_p, true, drop_mask) : NULL;

@@ -193,7 +193,7 @@ static pt_status batch_norm_backward(pti_node *n, pt_tensor *const *grad_out, pt
     }
     if (ok && pti_node_needs_grad(n, 0)) {
         t[3] = times_weight(g, t[0]);
-        pt_tensor *gx = !t[3] ? NULL
+        pt_tensor *gx = !t[3]      ? NULL
                         : training ? normalize_grad(t[3], t[1], t[2], nd, dims)
                                    : pt_mul(t[3], t[2]);
         ok = put(grad_in, 0, gx, x);
@@ -353,8 +353,8 @@ static pt_status group_norm_backward(pti_node *n, pt_tensor *const *grad_out, pt
         /* no graph of this backward is being built: the fused kernel */
         pt_tensor *gw = NULL, *gb = NULL;
         bool nw = pti_node_needs_grad(n, 1), nb = pti_node_needs_grad(n, 2);
-        pt_tensor *gx = pt_group_norm_backward(g, x, groups, w, eps, nw ? &gw : NULL,
-                                               nb ? &gb : NULL);
+        pt_tensor *gx =
+            pt_group_norm_backward(g, x, groups, w, eps, nw ? &gw : NULL, nb ? &gb : NULL);
         ok = gx != NULL;
         if (ok && pti_node_needs_grad(n, 0))
             grad_in[0] = gx;
@@ -419,8 +419,9 @@ pt_tensor *pti_nn_record_group_norm(pt_tensor *out, const pt_tensor *x, int64_t 
     return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
 }
 
-/* ---- dropout -------------------------------------------------------------------------------------
- * saved {mask}; d[0] = p. */
+/* ---- dropout
+ * ------------------------------------------------------------------------------------- saved
+ * {mask}; d[0] = p. */
 
 static pt_tensor *apply_mask(const pt_tensor *g, const pt_tensor *mask, double p)
 {
@@ -454,9 +455,9 @@ pt_tensor *pti_nn_record_dropout(pt_tensor *out, const pt_tensor *x, const pt_te
     return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
 }
 
-/* ---- scaled_dot_product_attention ----------------------------------------------------------------
- * inputs {q, k, v, attn_mask}; saved {q, k, v, attn_mask, dropout mask}; d[0] = scale,
- * d[1] = dropout_p, i[0] = is_causal. */
+/* ---- scaled_dot_product_attention
+ * ---------------------------------------------------------------- inputs {q, k, v, attn_mask};
+ * saved {q, k, v, attn_mask, dropout mask}; d[0] = scale, d[1] = dropout_p, i[0] = is_causal. */
 
 pt_tensor *pti_sdpa_probs(const pt_tensor *q, const pt_tensor *k, const pt_tensor *mask,
                           bool is_causal, double scale)
@@ -504,7 +505,7 @@ static pt_status sdpa_backward(pti_node *n, pt_tensor *const *grad_out, pt_tenso
     pt_tensor *t[12] = {0};
     bool ok = q && k && v && (am || !n->saved[3]) && (dm || !n->saved[4]);
     if (ok) {
-        t[0] = pti_sdpa_probs(q, k, am, causal, scale);     /* P */
+        t[0] = pti_sdpa_probs(q, k, am, causal, scale);      /* P */
         t[1] = t[0] && dm ? apply_mask(t[0], dm, dp) : NULL; /* dropped P */
         const pt_tensor *pd = dm ? t[1] : t[0];
         ok = pd != NULL;
@@ -513,18 +514,18 @@ static pt_status sdpa_backward(pti_node *n, pt_tensor *const *grad_out, pt_tenso
             ok = put(grad_in, 2, t[2] ? pt_matmul(t[2], g) : NULL, v);
         }
     }
-    bool need_s = pti_node_needs_grad(n, 0) || pti_node_needs_grad(n, 1) ||
-                  pti_node_needs_grad(n, 3);
+    bool need_s =
+        pti_node_needs_grad(n, 0) || pti_node_needs_grad(n, 1) || pti_node_needs_grad(n, 3);
     if (ok && need_s) {
         t[3] = pt_transpose(v, -2, -1);
-        t[4] = t[3] ? pt_matmul(g, t[3]) : NULL;                 /* dL/d(dropped P) */
-        t[5] = t[4] && dm ? apply_mask(t[4], dm, dp) : NULL;     /* dL/dP */
+        t[4] = t[3] ? pt_matmul(g, t[3]) : NULL;             /* dL/d(dropped P) */
+        t[5] = t[4] && dm ? apply_mask(t[4], dm, dp) : NULL; /* dL/dP */
         const pt_tensor *gp = dm ? t[5] : t[4];
         t[6] = gp ? pt_mul(gp, t[0]) : NULL;
         int64_t last = -1;
         t[7] = t[6] ? pt_sum_dim(t[6], 1, &last, true) : NULL;
         t[8] = t[7] ? pt_sub(gp, t[7]) : NULL;
-        t[9] = t[8] ? pt_mul(t[0], t[8]) : NULL;                 /* dL/dS (scaled scores) */
+        t[9] = t[8] ? pt_mul(t[0], t[8]) : NULL; /* dL/dS (scaled scores) */
         ok = t[9] != NULL;
     }
     if (ok && pti_node_needs_grad(n, 0)) {

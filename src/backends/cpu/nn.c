@@ -272,10 +272,11 @@ static pt_status cpu_rms_norm(const pti_call *c)
     return row_norm(c, true);
 }
 
-/* ---- batch_norm backward --------------------------------------------------------------------------
- * Per channel (channels in parallel): the statistics (batch or running), the sums of g and of
- * g * xhat, then grad_x = w * rstd * (g - mean(g) - xhat * mean(g * xhat)) in training (the
- * batch statistics depend on x) or g * w * rstd in eval. */
+/* ---- batch_norm backward
+ * -------------------------------------------------------------------------- Per channel (channels
+ * in parallel): the statistics (batch or running), the sums of g and of g * xhat, then grad_x = w *
+ * rstd * (g - mean(g) - xhat * mean(g * xhat)) in training (the batch statistics depend on x) or g
+ * * w * rstd in eval. */
 
 static inline double ld(const void *base, bool f64, int64_t i)
 {
