@@ -12,6 +12,12 @@
  * pt_conv_transpose2d says how its gradients compose from these. All functions are safe to call
  * from several threads on different tensors.
  *
+ * Autograd: the forward ops record (their formulas are the gradient ops above), and so do the
+ * gradient ops themselves (with respect to grad_out and, for the convolution gradients, the
+ * weight/input), so every op here has second derivatives. Exception: the bias_grad output of
+ * pt_conv{1,2}d_weight_grad carries no history. pt_max_pool2d_backward's own derivative uses
+ * pt_gather.
+ *
  * Ownership: every function returning pt_tensor * returns a new reference, or NULL with the
  * error set (see core.h); a NULL tensor argument propagates the earlier error. Errors:
  * PT_ERR_SHAPE for shapes that do not fit (the message names them), PT_ERR_INVALID_ARG for bad

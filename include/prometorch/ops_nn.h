@@ -6,7 +6,15 @@
  * Dtypes: float32 and float64 are computed natively; float16/bfloat16 inputs are computed in
  * float32 and the result rounded back (as PyTorch's CPU kernels do). Integer inputs are a
  * PT_ERR_DTYPE error. Optional per-channel tensors (weight, bias) are converted to the input's
- * compute dtype. Inputs may be non-contiguous; results are contiguous. */
+ * compute dtype. Inputs may be non-contiguous; results are contiguous.
+ *
+ * Autograd: every op records when an input requires grad. The backward formulas are composed
+ * of public ops (the statistics are recomputed from the saved input), so create_graph gives
+ * second derivatives. batch_norm's running stats never get gradients (eval mode saves copies of
+ * them, so later in-place updates do not invalidate the graph). pt_scaled_dot_product_attention
+ * with dropout_p > 0, when recording, runs as public ops (scores, softmax, pt_dropout_ex on the
+ * weights, matmul) so backward reuses the forward's mask; its random draws then differ from
+ * the unrecorded (fused) call with the same seed. */
 #ifndef PROMETORCH_OPS_NN_H
 #define PROMETORCH_OPS_NN_H
 
@@ -36,6 +44,19 @@ PT_API pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_
                                 const pt_tensor *weight, const pt_tensor *bias, bool training,
                                 double momentum, double eps);
 
+/* The gradients of pt_batch_norm (same x, running stats, weight, training and eps) with respect
+ * to x (returned: x's shape and dtype) and, through the out-pointers when non-NULL, to weight
+ * and bias ([C], weight's dtype; computed even for a NULL weight). training: through the batch
+ * statistics (PyTorch's formula); eval: with the running stats, which are then required. One
+ * fused pass per channel; not itself differentiable (autograd composes public ops instead when
+ * create_graph). On failure the out-pointers are NULL. Errors: those of the forward, and
+ * PT_ERR_SHAPE when grad_out's shape differs from x's. */
+PT_API pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *running_mean,
+                                         const pt_tensor *running_var, const pt_tensor *weight,
+                                         bool training, double eps, pt_tensor **grad_weight,
+                                         pt_tensor **grad_bias);
+
 /* F.layer_norm(x, normalized_shape, weight, bias, eps): normalizes over the last
  * n_normalized_dims dims, which must equal normalized_shape; weight and bias (nullable) have
  * shape normalized_shape. Biased variance. Errors: PT_ERR_SHAPE when the trailing dims or the
@@ -50,12 +71,35 @@ PT_API pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
 PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                                 const pt_tensor *bias, double eps);
 
+/* The gradients of pt_group_norm (same x, num_groups, weight, eps): grad_x returned, weight and
+ * bias gradients ([C]) through the out-pointers when non-NULL. Fused; not itself
+ * differentiable (see pt_batch_norm_backward). */
+PT_API pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         int64_t num_groups, const pt_tensor *weight, double eps,
+                                         pt_tensor **grad_weight, pt_tensor **grad_bias);
+
 /* F.rms_norm(x, normalized_shape, weight, eps) (PyTorch >= 2.4):
  * y = x * rsqrt(mean(x^2 over the last n dims) + eps) * weight, weight nullable.
  * A negative eps (e.g. -1) means PyTorch's default eps=None: torch.finfo(x.dtype).eps
  * (float16's/bfloat16's own eps for those inputs); eps == 0 is a literal zero. */
 PT_API pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims,
                               const int64_t *normalized_shape, const pt_tensor *weight, double eps);
+
+/* The gradients of pt_layer_norm / pt_rms_norm (same arguments) with respect to x (returned:
+ * x's shape and dtype), and, through the out-pointers when non-NULL, to weight and bias
+ * (normalized_shape, weight's dtype; computed even for a NULL weight, as for ones). One fused
+ * pass; the statistics are recomputed from x. These are what autograd uses for the norms when
+ * no graph of the backward is needed; they are not themselves differentiable (with
+ * create_graph the formulas are composed of public ops). On failure the out-pointers are NULL.
+ * Errors: those of the forward, PT_ERR_SHAPE when grad_out's shape differs from x's. */
+PT_API pt_tensor *pt_layer_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                         int n_normalized_dims, const int64_t *normalized_shape,
+                                         const pt_tensor *weight, double eps,
+                                         pt_tensor **grad_weight, pt_tensor **grad_bias);
+PT_API pt_tensor *pt_rms_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                       int n_normalized_dims, const int64_t *normalized_shape,
+                                       const pt_tensor *weight, double eps,
+                                       pt_tensor **grad_weight);
 
 /* ---- dropout -------------------------------------------------------------------------------- */
 

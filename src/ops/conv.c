@@ -252,8 +252,36 @@ static bool resolve_conv(const conv_args *a, int x_ndim, const int64_t *xs, cons
     return true;
 }
 
+/* The options of a resolved call as the public struct (1-D: element [0] of each pair). */
+static pt_conv_opts args_opts(const conv_args *a)
+{
+    pt_conv_opts o = {.groups = a->groups, .padding_mode = a->mode};
+    int k0 = a->nsp == 1 ? 1 : 0;
+    for (int k = k0; k < 2; k++) {
+        o.stride[k - k0] = a->stride[k];
+        o.padding[k - k0] = a->pad[k];
+        o.dilation[k - k0] = a->dilation[k];
+    }
+    return o;
+}
+
+static pt_tensor *conv_forward_impl(const conv_args *a, const pt_tensor *x, const pt_tensor *w,
+                                    const pt_tensor *bias);
+
 static pt_tensor *conv_forward(const conv_args *a, const pt_tensor *x, const pt_tensor *w,
                                const pt_tensor *bias)
+{
+    const pt_tensor *ins[3] = {x, w, bias};
+    if (!pti_conv_rec_begin(3, ins))
+        return conv_forward_impl(a, x, w, bias);
+    pt_tensor *out = conv_forward_impl(a, x, w, bias);
+    pt_no_grad_end();
+    pt_conv_opts o = args_opts(a);
+    return pti_conv_record(out, a->nsp, x, w, bias, &o);
+}
+
+static pt_tensor *conv_forward_impl(const conv_args *a, const pt_tensor *x, const pt_tensor *w,
+                                    const pt_tensor *bias)
 {
     bool batched;
     if (!PTI_CHECK_ARG(x, a->op, "input") || !PTI_CHECK_ARG(w, a->op, "weight") ||
@@ -333,10 +361,34 @@ pt_tensor *pt_conv1d_ex(const pt_tensor *x, const pt_tensor *w, const pt_tensor 
 
 /* ---- transposed convolution ------------------------------------------------------------------ */
 
+static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
+                                      const int64_t stride[2], const int64_t padding[2],
+                                      const int64_t output_padding[2], int64_t groups,
+                                      const int64_t dilation[2]);
+
 pt_tensor *pt_conv_transpose2d(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
                                const int64_t stride[2], const int64_t padding[2],
                                const int64_t output_padding[2], int64_t groups,
                                const int64_t dilation[2])
+{
+    const pt_tensor *ins[3] = {x, w, bias};
+    if (!pti_conv_rec_begin(3, ins))
+        return conv_transpose_impl(x, w, bias, stride, padding, output_padding, groups, dilation);
+    pt_tensor *out =
+        conv_transpose_impl(x, w, bias, stride, padding, output_padding, groups, dilation);
+    pt_no_grad_end();
+    conv_args a = {.nsp = 2, .groups = groups};
+    pair_or(stride, 1, a.stride);
+    pair_or(padding, 0, a.pad);
+    pair_or(dilation, 1, a.dilation);
+    pt_conv_opts o = args_opts(&a);
+    return pti_conv_record_transpose(out, x, w, bias, &o);
+}
+
+static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias,
+                                      const int64_t stride[2], const int64_t padding[2],
+                                      const int64_t output_padding[2], int64_t groups,
+                                      const int64_t dilation[2])
 {
     conv_args a = {.op = "pt_conv_transpose2d", .nsp = 2, .transposed = true, .groups = groups};
     pair_or(stride, 1, a.stride);
@@ -473,8 +525,23 @@ static pt_tensor *prepared_as(const pt_tensor *t, const int64_t s[4])
     return v;
 }
 
+static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim, const int64_t *input_shape,
+                                       const pt_tensor *w, const pt_tensor *grad_out);
+
 static pt_tensor *conv_input_grad(const conv_args *ca, int ndim, const int64_t *input_shape,
                                   const pt_tensor *w, const pt_tensor *grad_out)
+{
+    const pt_tensor *ins[2] = {w, grad_out};
+    if (!pti_conv_rec_begin(2, ins))
+        return conv_input_grad_impl(ca, ndim, input_shape, w, grad_out);
+    pt_tensor *out = conv_input_grad_impl(ca, ndim, input_shape, w, grad_out);
+    pt_no_grad_end();
+    pt_conv_opts o = args_opts(ca);
+    return pti_conv_record_input_grad(out, ca->nsp, w, grad_out, &o);
+}
+
+static pt_tensor *conv_input_grad_impl(const conv_args *ca, int ndim, const int64_t *input_shape,
+                                       const pt_tensor *w, const pt_tensor *grad_out)
 {
     const conv_args a = *ca;
     int nsp = a.nsp;
@@ -528,9 +595,33 @@ pt_tensor *pt_conv1d_input_grad(int ndim, const int64_t *input_shape, const pt_t
     return conv_input_grad(&a, ndim, input_shape, w, grad_out);
 }
 
+static pt_tensor *conv_weight_grad_impl(const conv_args *ca, const pt_tensor *x, int ndim,
+                                        const int64_t *weight_shape, const pt_tensor *grad_out,
+                                        pt_tensor **bias_grad);
+
+/* The weight gradient records a node (for double backward); the optional bias gradient is
+ * returned without history. */
 static pt_tensor *conv_weight_grad(const conv_args *ca, const pt_tensor *x, int ndim,
                                    const int64_t *weight_shape, const pt_tensor *grad_out,
                                    pt_tensor **bias_grad)
+{
+    const pt_tensor *ins[2] = {x, grad_out};
+    if (!pti_conv_rec_begin(2, ins))
+        return conv_weight_grad_impl(ca, x, ndim, weight_shape, grad_out, bias_grad);
+    pt_tensor *out = conv_weight_grad_impl(ca, x, ndim, weight_shape, grad_out, bias_grad);
+    pt_no_grad_end();
+    pt_conv_opts o = args_opts(ca);
+    out = pti_conv_record_weight_grad(out, ca->nsp, x, grad_out, &o);
+    if (!out && bias_grad) {
+        pt_release(*bias_grad);
+        *bias_grad = NULL;
+    }
+    return out;
+}
+
+static pt_tensor *conv_weight_grad_impl(const conv_args *ca, const pt_tensor *x, int ndim,
+                                        const int64_t *weight_shape, const pt_tensor *grad_out,
+                                        pt_tensor **bias_grad)
 {
     const conv_args a = *ca;
     int nsp = a.nsp;

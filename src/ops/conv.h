@@ -4,6 +4,7 @@
 #ifndef PT_OPS_CONV_H
 #define PT_OPS_CONV_H
 
+#include "../autograd/node.h"
 #include "common.h"
 
 /* conv2d: in = {x [N,C,H,W], w [Co,C/g,kH,kW], bias [Co] or NULL}, out = {y [N,Co,oH,oW]}.
@@ -58,5 +59,58 @@ pt_tensor *pti_conv_reshape(const pt_tensor *t, int ndim, const int64_t *shape);
 /* Consumes `out` (contiguous, compute dtype): returns it viewed as (ndim, shape) and converted
  * to dt. NULL (out released) on failure. */
 pt_tensor *pti_conv_finish(pt_tensor *out, int ndim, const int64_t *shape, pt_dtype dt);
+
+/* ---- autograd (conv_grad.c) -------------------------------------------------------------------
+ * Each takes the forward result `out` (computed under no-grad; NULL passes through), records a
+ * node with the op's backward formula and returns out, or releases out and returns NULL. */
+pt_tensor *pti_conv_record(pt_tensor *out, int nsp, const pt_tensor *x, const pt_tensor *w,
+                           const pt_tensor *bias, const pt_conv_opts *o);
+pt_tensor *pti_conv_record_input_grad(pt_tensor *out, int nsp, const pt_tensor *w,
+                                      const pt_tensor *g, const pt_conv_opts *o);
+pt_tensor *pti_conv_record_weight_grad(pt_tensor *out, int nsp, const pt_tensor *x,
+                                       const pt_tensor *g, const pt_conv_opts *o);
+pt_tensor *pti_conv_record_transpose(pt_tensor *out, const pt_tensor *x, const pt_tensor *w,
+                                     const pt_tensor *bias, const pt_conv_opts *o);
+pt_tensor *pti_conv_record_max_pool(pt_tensor *out, const pt_tensor *x, const pt_tensor *indices);
+pt_tensor *pti_conv_record_avg_pool(pt_tensor *out, const pt_tensor *x, const int64_t *kernel,
+                                    const pt_avg_pool2d_opts *opts);
+pt_tensor *pti_conv_record_pad(pt_tensor *out, const pt_tensor *x, int n_pad, const int64_t *pad,
+                               pt_pad_mode mode);
+pt_tensor *pti_conv_record_interpolate(pt_tensor *out, const pt_tensor *x,
+                                       const pt_interpolate_opts *opts);
+/* The gradient ops of pooling/pad/interpolate are linear in grad_out; recorded, their backward
+ * is the forward op (avg/adaptive pooling, pad, interpolate) or a gather at the max indices. */
+typedef enum pti_conv_bw_kind {
+    PTI_BW_MAX_POOL,
+    PTI_BW_AVG_POOL,
+    PTI_BW_ADAPTIVE_AVG_POOL,
+    PTI_BW_PAD,
+    PTI_BW_INTERPOLATE,
+} pti_conv_bw_kind;
+
+typedef struct pti_conv_bw_ctx {
+    pti_conv_bw_kind kind;
+    int64_t kernel[2];          /* avg pool */
+    pt_avg_pool2d_opts avg;     /* avg pool */
+    int64_t out_size[2];        /* adaptive pool */
+    pt_interpolate_opts interp; /* interpolate */
+    int n_pad;                  /* pad */
+    int64_t pad[2 * PT_MAX_DIMS];
+    pt_pad_mode mode;
+} pti_conv_bw_ctx;
+
+/* Records the gradient op that produced out from grad_out (indices: max pooling only). */
+pt_tensor *pti_conv_record_backward_op(pt_tensor *out, const pt_tensor *grad_out,
+                                       const pt_tensor *indices, const pti_conv_bw_ctx *c);
+
+/* True (and grad mode switched off, to be restored with pt_no_grad_end) when the op with these
+ * inputs must be recorded. */
+static inline bool pti_conv_rec_begin(int n, const pt_tensor *const *inputs)
+{
+    if (!pti_grad_recording(n, inputs))
+        return false;
+    pt_no_grad_begin();
+    return true;
+}
 
 #endif

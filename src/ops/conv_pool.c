@@ -129,8 +129,27 @@ static bool check_kernel_arg(const char *op, const int64_t *kernel)
     return true;
 }
 
+static pt_tensor *max_pool_impl(const pt_tensor *x, const int64_t kernel[2],
+                                const pt_max_pool2d_opts *opts, pt_tensor **indices);
+
 pt_tensor *pt_max_pool2d_ex(const pt_tensor *x, const int64_t kernel[2],
                             const pt_max_pool2d_opts *opts, pt_tensor **indices)
+{
+    if (!pti_conv_rec_begin(1, &x))
+        return max_pool_impl(x, kernel, opts, indices);
+    pt_tensor *idx = NULL;
+    pt_tensor *out = max_pool_impl(x, kernel, opts, &idx);
+    pt_no_grad_end();
+    out = pti_conv_record_max_pool(out, x, idx);
+    if (indices)
+        *indices = out ? idx : NULL;
+    if (!out || !indices)
+        pt_release(idx);
+    return out;
+}
+
+static pt_tensor *max_pool_impl(const pt_tensor *x, const int64_t kernel[2],
+                                const pt_max_pool2d_opts *opts, pt_tensor **indices)
 {
     const char *op = "pt_max_pool2d";
     if (indices)
@@ -165,8 +184,21 @@ pt_tensor *pt_max_pool2d(const pt_tensor *x, const int64_t kernel[2], const int6
     return pt_max_pool2d_ex(x, kernel, &o, NULL);
 }
 
+static pt_tensor *avg_pool_impl(const pt_tensor *x, const int64_t kernel[2],
+                                const pt_avg_pool2d_opts *opts);
+
 pt_tensor *pt_avg_pool2d_ex(const pt_tensor *x, const int64_t kernel[2],
                             const pt_avg_pool2d_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &x))
+        return avg_pool_impl(x, kernel, opts);
+    pt_tensor *out = avg_pool_impl(x, kernel, opts);
+    pt_no_grad_end();
+    return pti_conv_record_avg_pool(out, x, kernel, opts);
+}
+
+static pt_tensor *avg_pool_impl(const pt_tensor *x, const int64_t kernel[2],
+                                const pt_avg_pool2d_opts *opts)
 {
     const char *op = "pt_avg_pool2d";
     if (!check_image(op, x, true) || !check_kernel_arg(op, kernel))
@@ -203,7 +235,18 @@ pt_tensor *pt_avg_pool2d(const pt_tensor *x, const int64_t kernel[2], const int6
     return pt_avg_pool2d_ex(x, kernel, &o);
 }
 
+static pt_tensor *adaptive_avg_impl(const pt_tensor *x, const int64_t output_size[2]);
+
 pt_tensor *pt_adaptive_avg_pool2d(const pt_tensor *x, const int64_t output_size[2])
+{
+    if (!pti_conv_rec_begin(1, &x))
+        return adaptive_avg_impl(x, output_size);
+    pt_tensor *out = adaptive_avg_impl(x, output_size);
+    pt_no_grad_end();
+    return pti_conv_record_avg_pool(out, x, NULL, NULL);
+}
+
+static pt_tensor *adaptive_avg_impl(const pt_tensor *x, const int64_t output_size[2])
 {
     const char *op = "pt_adaptive_avg_pool2d";
     if (!check_image(op, x, true))
@@ -291,8 +334,22 @@ static pt_tensor *run_pool_backward(const char *op, pti_op kop, const pt_tensor 
     return out ? pti_conv_finish(out, nd, x->shape, x->dtype) : NULL;
 }
 
+static pt_tensor *max_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *indices);
+
 pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   const pt_tensor *indices)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return max_pool_backward_impl(grad_out, x, indices);
+    pt_tensor *out = max_pool_backward_impl(grad_out, x, indices);
+    pt_no_grad_end();
+    pti_conv_bw_ctx c = {.kind = PTI_BW_MAX_POOL};
+    return pti_conv_record_backward_op(out, grad_out, indices, &c);
+}
+
+static pt_tensor *max_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const pt_tensor *indices)
 {
     const char *op = "pt_max_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(indices, op, "indices") ||
@@ -303,8 +360,26 @@ pt_tensor *pt_max_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
     return run_pool_backward(op, PTI_OP_max_pool2d_backward, grad_out, x, indices, oh, ow, NULL);
 }
 
+static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const int64_t kernel[2], const pt_avg_pool2d_opts *opts);
+
 pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return avg_pool_backward_impl(grad_out, x, kernel, opts);
+    pt_tensor *out = avg_pool_backward_impl(grad_out, x, kernel, opts);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_AVG_POOL, .kernel = {kernel[0], kernel[1]}};
+    if (opts)
+        c.avg = *opts;
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_tensor *x,
+                                         const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
 {
     const char *op = "pt_avg_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true) ||
@@ -328,7 +403,23 @@ pt_tensor *pt_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x,
     return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1], &p);
 }
 
+static pt_tensor *adaptive_avg_backward_impl(const pt_tensor *grad_out, const pt_tensor *x);
+
 pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_tensor *x)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return adaptive_avg_backward_impl(grad_out, x);
+    pt_tensor *out = adaptive_avg_backward_impl(grad_out, x);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {
+        .kind = PTI_BW_ADAPTIVE_AVG_POOL,
+        .out_size = {grad_out->shape[grad_out->ndim - 2], grad_out->shape[grad_out->ndim - 1]}};
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *adaptive_avg_backward_impl(const pt_tensor *grad_out, const pt_tensor *x)
 {
     const char *op = "pt_adaptive_avg_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true))
@@ -411,7 +502,20 @@ static bool pad_shape(const char *op, int ndim, const int64_t *in, int n_pad, co
     return true;
 }
 
+static pt_tensor *pad_impl(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode,
+                           double value);
+
 pt_tensor *pt_pad(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode, double value)
+{
+    if (!pti_conv_rec_begin(1, &x))
+        return pad_impl(x, n_pad, pad, mode, value);
+    pt_tensor *out = pad_impl(x, n_pad, pad, mode, value);
+    pt_no_grad_end();
+    return pti_conv_record_pad(out, x, n_pad, pad, mode);
+}
+
+static pt_tensor *pad_impl(const pt_tensor *x, int n_pad, const int64_t *pad, pt_pad_mode mode,
+                           double value)
 {
     const char *op = "pt_pad";
     pti_pad_params p;
@@ -466,8 +570,25 @@ static bool check_grad_exact(const char *op, const pt_tensor *grad_out, int ndim
     return true;
 }
 
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                    int n_pad, const int64_t *pad, pt_pad_mode mode);
+
 pt_tensor *pt_pad_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                            int n_pad, const int64_t *pad, pt_pad_mode mode)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return pad_backward_impl(grad_out, ndim, input_shape, n_pad, pad, mode);
+    pt_tensor *out = pad_backward_impl(grad_out, ndim, input_shape, n_pad, pad, mode);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_PAD, .n_pad = n_pad, .mode = mode};
+    memcpy(c.pad, pad, (size_t)n_pad * sizeof(int64_t));
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *pad_backward_impl(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
+                                    int n_pad, const int64_t *pad, pt_pad_mode mode)
 {
     const char *op = "pt_pad_backward";
     pti_pad_params p;
@@ -533,7 +654,18 @@ static bool interp_resolve(const char *op, const int64_t in_hw[2], const pt_inte
     return true;
 }
 
+static pt_tensor *interpolate_impl(const pt_tensor *x, const pt_interpolate_opts *opts);
+
 pt_tensor *pt_interpolate(const pt_tensor *x, const pt_interpolate_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &x))
+        return interpolate_impl(x, opts);
+    pt_tensor *out = interpolate_impl(x, opts);
+    pt_no_grad_end();
+    return pti_conv_record_interpolate(out, x, opts);
+}
+
+static pt_tensor *interpolate_impl(const pt_tensor *x, const pt_interpolate_opts *opts)
 {
     const char *op = "pt_interpolate";
     pti_interp_params p;
@@ -546,8 +678,26 @@ pt_tensor *pt_interpolate(const pt_tensor *x, const pt_interpolate_opts *opts)
     return run_image_op(PTI_OP_interpolate, x, x4, out[0], out[1], &p, NULL);
 }
 
+static pt_tensor *interpolate_backward_impl(const pt_tensor *grad_out, int ndim,
+                                            const int64_t *input_shape,
+                                            const pt_interpolate_opts *opts);
+
 pt_tensor *pt_interpolate_backward(const pt_tensor *grad_out, int ndim, const int64_t *input_shape,
                                    const pt_interpolate_opts *opts)
+{
+    if (!pti_conv_rec_begin(1, &grad_out))
+        return interpolate_backward_impl(grad_out, ndim, input_shape, opts);
+    pt_tensor *out = interpolate_backward_impl(grad_out, ndim, input_shape, opts);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    pti_conv_bw_ctx c = {.kind = PTI_BW_INTERPOLATE, .interp = *opts};
+    return pti_conv_record_backward_op(out, grad_out, NULL, &c);
+}
+
+static pt_tensor *interpolate_backward_impl(const pt_tensor *grad_out, int ndim,
+                                            const int64_t *input_shape,
+                                            const pt_interpolate_opts *opts)
 {
     const char *op = "pt_interpolate_backward";
     pti_interp_params p;

@@ -7,8 +7,10 @@
 #include <math.h>
 #include <string.h>
 
+#include "../autograd/node.h"
 #include "common.h"
 #include "nn_params.h"
+#include "nn_grad.h"
 
 /* ---- shared helpers ---------------------------------------------------------------------------
  */
@@ -84,9 +86,37 @@ static pt_tensor *run_norm(pti_op kop, const pt_tensor *x, const pt_tensor *w, c
 /* ---- batch_norm -------------------------------------------------------------------------------
  */
 
+static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
+                                  pt_tensor *running_var, const pt_tensor *weight,
+                                  const pt_tensor *bias, bool training, double momentum,
+                                  double eps);
+
+/* Autograd: an op records when grad mode is on and an input requires grad; its kernel then
+ * runs under no-grad and the node is added (nn_grad.c). Running stats never get gradients. */
+static bool rec_begin(int n, const pt_tensor *const *inputs)
+{
+    if (!pti_grad_recording(n, inputs))
+        return false;
+    pt_no_grad_begin();
+    return true;
+}
+
 pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor *running_var,
                          const pt_tensor *weight, const pt_tensor *bias, bool training,
                          double momentum, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    pt_tensor *out =
+        batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    pt_no_grad_end();
+    return pti_nn_record_batch_norm(out, x, running_mean, running_var, weight, bias, training, eps);
+}
+
+static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
+                                  pt_tensor *running_var, const pt_tensor *weight,
+                                  const pt_tensor *bias, bool training, double momentum, double eps)
 {
     const char *op = "pt_batch_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -149,6 +179,81 @@ pt_tensor *pt_batch_norm(const pt_tensor *x, pt_tensor *running_mean, pt_tensor 
     return finish(out, x->dtype);
 }
 
+pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  const pt_tensor *running_mean, const pt_tensor *running_var,
+                                  const pt_tensor *weight, bool training, double eps,
+                                  pt_tensor **grad_weight, pt_tensor **grad_bias)
+{
+    const char *op = "pt_batch_norm_backward";
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[5] = {grad_out, x, running_mean, running_var, weight};
+    if (!pti_check_same_device(op, 5, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_batch_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .training = training, .eps = eps};
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "running_mean", running_mean, p.c) ||
+        !check_channel_param(op, "running_var", running_var, p.c) ||
+        !check_channel_param(op, "weight", weight, p.c))
+        return NULL;
+    if (!training && (!running_mean || !running_var))
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: running_mean and running_var are required when training is "
+                              "false",
+                              op);
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    pt_tensor *rm = training ? NULL : prep(running_mean, cdt);
+    pt_tensor *rv = training ? NULL : prep(running_var, cdt);
+    bool ok = gc && xc && (!weight || wc) && (training || (rm && rv));
+    int64_t c = p.c;
+    pt_tensor *gx = ok ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
+    ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call call = {
+            .n_in = 5, .n_out = 3, .in = {gc, xc, wc, rm, rv}, .out = {gx, gw, gb}, .params = &p};
+        ok = pti_dispatch(PTI_OP_batch_norm_backward, &call) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_release(rm);
+    pt_release(rv);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
 /* ---- layer_norm and rms_norm -------------------------------------------------------------------
  */
 
@@ -185,8 +290,24 @@ static bool check_normalized_shape(const char *op, const pt_tensor *x, int n, co
     return true;
 }
 
+static pt_tensor *layer_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                  const int64_t *normalized_shape, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps);
+
 pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
                          const pt_tensor *weight, const pt_tensor *bias, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return layer_norm_impl(x, n_normalized_dims, normalized_shape, weight, bias, eps);
+    pt_tensor *out = layer_norm_impl(x, n_normalized_dims, normalized_shape, weight, bias, eps);
+    pt_no_grad_end();
+    return pti_nn_record_row_norm(out, false, x, n_normalized_dims, weight, bias, eps);
+}
+
+static pt_tensor *layer_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                  const int64_t *normalized_shape, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps)
 {
     const char *op = "pt_layer_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -200,6 +321,72 @@ pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims, const int64_
     return run_norm(PTI_OP_layer_norm, x, weight, bias, &p);
 }
 
+/* The fused gradients of layer_norm (rms false) / rms_norm (rms true). */
+static pt_tensor *row_norm_backward(const char *op, bool rms, const pt_tensor *grad_out,
+                                    const pt_tensor *x, int n, const int64_t *nshape,
+                                    const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                    pt_tensor **grad_bias)
+{
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[3] = {grad_out, x, weight};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    pti_row_norm_params rp = {.eps = eps};
+    if (!check_normalized_shape(op, x, n, nshape, weight, NULL, &rp))
+        return NULL;
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_row_norm_bw_params p = {.rows = rp.rows, .cols = rp.cols, .eps = rp.eps, .rms = rms};
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    pt_tensor *gx =
+        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(n, nshape, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(n, nshape, cdt, dev) : NULL;
+    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call c = {.n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
+        ok = pti_dispatch(PTI_OP_row_norm_backward, &c) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
+pt_tensor *pt_layer_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                  int n_normalized_dims, const int64_t *normalized_shape,
+                                  const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                  pt_tensor **grad_bias)
+{
+    return row_norm_backward("pt_layer_norm_backward", false, grad_out, x, n_normalized_dims,
+                             normalized_shape, weight, eps, grad_weight, grad_bias);
+}
+
 /* torch.finfo(dt).eps */
 static double finfo_eps(pt_dtype dt)
 {
@@ -211,8 +398,36 @@ static double finfo_eps(pt_dtype dt)
     }
 }
 
+static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                const int64_t *normalized_shape, const pt_tensor *weight,
+                                double eps);
+
+pt_tensor *pt_rms_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
+                                int n_normalized_dims, const int64_t *normalized_shape,
+                                const pt_tensor *weight, double eps, pt_tensor **grad_weight)
+{
+    double e = eps < 0 && x ? finfo_eps(x->dtype) : eps;
+    return row_norm_backward("pt_rms_norm_backward", true, grad_out, x, n_normalized_dims,
+                             normalized_shape, weight, e, grad_weight, NULL);
+}
+
 pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t *normalized_shape,
                        const pt_tensor *weight, double eps)
+{
+    const pt_tensor *ins[2] = {x, weight};
+    if (!rec_begin(2, ins))
+        return rms_norm_impl(x, n_normalized_dims, normalized_shape, weight, eps);
+    pt_tensor *out = rms_norm_impl(x, n_normalized_dims, normalized_shape, weight, eps);
+    pt_no_grad_end();
+    if (!out)
+        return NULL;
+    return pti_nn_record_row_norm(out, true, x, n_normalized_dims, weight, NULL,
+                                  eps < 0 ? finfo_eps(x->dtype) : eps);
+}
+
+static pt_tensor *rms_norm_impl(const pt_tensor *x, int n_normalized_dims,
+                                const int64_t *normalized_shape, const pt_tensor *weight,
+                                double eps)
 {
     const char *op = "pt_rms_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -229,8 +444,22 @@ pt_tensor *pt_rms_norm(const pt_tensor *x, int n_normalized_dims, const int64_t 
 /* ---- group_norm ---------------------------------------------------------------------------------
  */
 
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps);
+
 pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                          const pt_tensor *bias, double eps)
+{
+    const pt_tensor *ins[3] = {x, weight, bias};
+    if (!rec_begin(3, ins))
+        return group_norm_impl(x, num_groups, weight, bias, eps);
+    pt_tensor *out = group_norm_impl(x, num_groups, weight, bias, eps);
+    pt_no_grad_end();
+    return pti_nn_record_group_norm(out, x, num_groups, weight, bias, eps);
+}
+
+static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
+                                  const pt_tensor *bias, double eps)
 {
     const char *op = "pt_group_norm";
     if (!PTI_CHECK_ARG(x, op, "x") || !pti_check_floating(op, "x", x))
@@ -256,10 +485,101 @@ pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor
     return run_norm(PTI_OP_group_norm, x, weight, bias, &p);
 }
 
+pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x, int64_t num_groups,
+                                  const pt_tensor *weight, double eps, pt_tensor **grad_weight,
+                                  pt_tensor **grad_bias)
+{
+    const char *op = "pt_group_norm_backward";
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
+        return NULL;
+    const pt_tensor *all[3] = {grad_out, x, weight};
+    if (!pti_check_same_device(op, 3, all))
+        return NULL;
+    if (x->ndim < 2)
+        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                              pti_shape_str(x->ndim, x->shape));
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
+        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                              pti_shape_str(grad_out->ndim, grad_out->shape),
+                              pti_shape_str(x->ndim, x->shape));
+    pti_group_norm_params p = {
+        .n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups, .eps = eps};
+    if (num_groups <= 0 || p.c % num_groups != 0)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: expected the number of channels (%lld) to be divisible by "
+                              "num_groups (%lld)",
+                              op, (long long)p.c, (long long)num_groups);
+    for (int d = 2; d < x->ndim; d++)
+        p.s *= x->shape[d];
+    if (!check_channel_param(op, "weight", weight, p.c))
+        return NULL;
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
+    int64_t c = p.c;
+    pt_tensor *gx =
+        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
+    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call call = {
+            .n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
+        ok = pti_dispatch(PTI_OP_group_norm_backward, &call) == PT_OK;
+    }
+    pt_release(gc);
+    pt_release(xc);
+    pt_release(wc);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
 /* ---- dropout
  * ------------------------------------------------------------------------------------- */
 
+static pt_tensor *dropout_impl(const pt_tensor *x, double p, bool training, pt_tensor **mask);
+
 pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask)
+{
+    if (!rec_begin(1, &x))
+        return dropout_impl(x, p, training, mask);
+    bool applied = training && p > 0 && x->numel > 0;
+    pt_tensor *m = NULL;
+    pt_tensor *out = dropout_impl(x, p, training, applied || mask ? &m : NULL);
+    pt_no_grad_end();
+    if (out && applied) {
+        out = pti_nn_record_dropout(out, x, m, p);
+    } else if (out && pti_record_alias(out, x) != PT_OK) {
+        pt_release(out);
+        out = NULL;
+    }
+    if (mask && out)
+        *mask = m;
+    else
+        pt_release(m);
+    return out;
+}
+
+static pt_tensor *dropout_impl(const pt_tensor *x, double p, bool training, pt_tensor **mask)
 {
     const char *op = "pt_dropout";
     if (mask)
@@ -394,9 +714,78 @@ bad:
            false;
 }
 
+/* The argument checks of pt_scaled_dot_product_attention alone (for the recorded path with
+ * dropout, which runs on public ops). */
+static bool sdpa_validate(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                          const pt_tensor *attn_mask, double dropout_p)
+{
+    const char *op = "pt_scaled_dot_product_attention";
+    pti_sdpa_params p = {0};
+    const pt_tensor *all[4] = {q, k, v, attn_mask};
+    if (!pti_check_same_device(op, 4, all) || !sdpa_check_qkv(op, q, k, v, &p))
+        return false;
+    if (!(dropout_p >= 0 && dropout_p <= 1))
+        return pti_error(PT_ERR_INVALID_ARG, "%s: dropout_p must be in [0, 1], got %g", op,
+                         dropout_p) == PT_OK;
+    if (!attn_mask)
+        return true;
+    if (attn_mask->dtype != PT_BOOL && !pt_dtype_is_floating(attn_mask->dtype))
+        return pti_error(PT_ERR_DTYPE, "%s: attn_mask must be bool or floating, got %s", op,
+                         pt_dtype_name(attn_mask->dtype)) == PT_OK;
+    p.mask_is_bool = attn_mask->dtype == PT_BOOL;
+    pt_tensor *mask = pti_alias(attn_mask);
+    bool ok = mask && sdpa_mask_strides(op, mask, q, &p);
+    pt_release(mask);
+    return ok;
+}
+
+/* Recorded attention with dropout: softmax, dropout (its mask kept for backward) and the
+ * second matmul run as public ops, so the mask the forward used is the one backward applies. */
+static pt_tensor *sdpa_dropout_forward(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                                       const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                                       double scale, pt_tensor **drop_mask)
+{
+    pt_tensor *probs = pti_sdpa_probs(q, k, attn_mask, is_causal, scale);
+    pt_tensor *dropped = probs ? pt_dropout_ex(probs, dropout_p, true, drop_mask) : NULL;
+    pt_tensor *out = dropped ? pt_matmul(dropped, v) : NULL;
+    pt_release(probs);
+    pt_release(dropped);
+    return out;
+}
+
+static pt_tensor *sdpa_impl(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                            const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                            double scale);
+
 pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_tensor *k,
                                            const pt_tensor *v, const pt_tensor *attn_mask,
                                            double dropout_p, bool is_causal, double scale)
+{
+    const pt_tensor *ins[4] = {q, k, v, attn_mask};
+    if (!rec_begin(4, ins))
+        return sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    pt_tensor *out = NULL, *drop_mask = NULL;
+    double sc = scale;
+    if (q && k && v) {
+        if (scale == 0 && q->ndim > 0)
+            sc = q->shape[q->ndim - 1] > 0 ? 1.0 / sqrt((double)q->shape[q->ndim - 1]) : 1.0;
+        if (dropout_p > 0 && dropout_p <= 1 && sdpa_validate(q, k, v, attn_mask, dropout_p))
+            out = sdpa_dropout_forward(q, k, v, attn_mask, dropout_p, is_causal, sc, &drop_mask);
+        else if (!(dropout_p > 0 && dropout_p <= 1))
+            out = sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    } else {
+        out = sdpa_impl(q, k, v, attn_mask, dropout_p, is_causal, scale);
+    }
+    pt_no_grad_end();
+    out = pti_nn_record_sdpa(out, q, k, v, attn_mask, drop_mask, dropout_p > 0 ? dropout_p : 0,
+                             is_causal, sc);
+    pt_release(drop_mask);
+    return out;
+}
+
+static pt_tensor *sdpa_impl(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                            const pt_tensor *attn_mask, double dropout_p, bool is_causal,
+                            double scale)
 {
     const char *op = "pt_scaled_dot_product_attention";
     if (!PTI_CHECK_ARG(q, op, "q") || !PTI_CHECK_ARG(k, op, "k") || !PTI_CHECK_ARG(v, op, "v"))

@@ -18,6 +18,10 @@ typedef struct pti_batch_norm_params {
     double momentum, eps;
 } pti_batch_norm_params;
 
+/* batch_norm_backward (same params): in = {grad [N, C, S], x [N, C, S], weight [C] or NULL,
+ * running_mean [C], running_var [C] (eval only, else NULL)}; out = {grad_x, grad_weight [C] or
+ * NULL, grad_bias [C] or NULL}. All contiguous in the compute dtype. */
+
 /* layer_norm and rms_norm: in = {x [M, D], weight [D] or NULL, bias [D] or NULL (layer_norm
  * only)}; out = {y [M, D]}. */
 typedef struct pti_row_norm_params {
@@ -25,11 +29,23 @@ typedef struct pti_row_norm_params {
     double eps;
 } pti_row_norm_params;
 
+/* row_norm_backward (layer_norm / rms_norm gradients): in = {grad [rows, cols], x [rows, cols],
+ * weight [cols] or NULL}; out = {grad_x, grad_weight [cols] or NULL, grad_bias [cols] or NULL}.
+ * All contiguous in the compute dtype. rms: no mean subtraction. */
+typedef struct pti_row_norm_bw_params {
+    int64_t rows, cols;
+    double eps;
+    bool rms;
+} pti_row_norm_bw_params;
+
 /* group_norm: in = {x [N, C, S], weight [C] or NULL, bias [C] or NULL}; out = {y}. */
 typedef struct pti_group_norm_params {
     int64_t n, c, s, groups;
     double eps;
 } pti_group_norm_params;
+
+/* group_norm_backward (same params): in = {grad [N, C, S], x [N, C, S], weight [C] or NULL};
+ * out = {grad_x, grad_weight [C] or NULL, grad_bias [C] or NULL}, contiguous compute dtype. */
 
 /* dropout: in = {x} (contiguous, any floating dtype); out = {y, keep mask (bool) or NULL}.
  * Element i keeps when uniform(word i%4 of philox(key, base + i/4)) < 1 - p. */

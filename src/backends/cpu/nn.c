@@ -279,6 +279,168 @@ static pt_status cpu_rms_norm(const pti_call *c)
     return row_norm(c, true);
 }
 
+/* ---- batch_norm backward
+ * -------------------------------------------------------------------------- Per channel (channels
+ * in parallel): the statistics (batch or running), the sums of g and of g * xhat, then grad_x = w *
+ * rstd * (g - mean(g) - xhat * mean(g * xhat)) in training (the batch statistics depend on x) or g
+ * * w * rstd in eval. */
+
+static inline double ld(const void *base, bool f64, int64_t i)
+{
+    return f64 ? ((const double *)base)[i] : (double)((const float *)base)[i];
+}
+
+static inline void st(void *base, bool f64, int64_t i, double v)
+{
+    if (f64)
+        ((double *)base)[i] = v;
+    else
+        ((float *)base)[i] = (float)v;
+}
+
+typedef struct bn_bw_ctx {
+    const pti_call *c;
+    const pti_batch_norm_params *p;
+    bool f64;
+} bn_bw_ctx;
+
+static void bn_bw_range(void *arg, int64_t c0, int64_t c1)
+{
+    bn_bw_ctx *b = arg;
+    const pti_batch_norm_params *p = b->p;
+    bool f64 = b->f64;
+    const void *g = pti_data(b->c->in[0]), *x = pti_data(b->c->in[1]);
+    const void *w = b->c->in[2] ? pti_data(b->c->in[2]) : NULL;
+    void *gx = pti_data(b->c->out[0]);
+    double cnt = (double)(p->n * p->s);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double mean, rstd;
+        if (p->training) {
+            double s = 0, v = 0;
+            for (int64_t n = 0; n < p->n; n++)
+                for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++)
+                    s += ld(x, f64, o + i);
+            mean = s / cnt;
+            for (int64_t n = 0; n < p->n; n++)
+                for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                    double d = ld(x, f64, o + i) - mean;
+                    v += d * d;
+                }
+            rstd = 1.0 / sqrt(v / cnt + p->eps);
+        } else {
+            mean = ld(pti_data(b->c->in[3]), f64, ch);
+            rstd = 1.0 / sqrt(ld(pti_data(b->c->in[4]), f64, ch) + p->eps);
+        }
+        double sg = 0, sgx = 0;
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                sg += gv;
+                sgx += gv * (ld(x, f64, o + i) - mean) * rstd;
+            }
+        if (b->c->out[1])
+            st(pti_data(b->c->out[1]), f64, ch, sgx);
+        if (b->c->out[2])
+            st(pti_data(b->c->out[2]), f64, ch, sg);
+        double wv = w ? ld(w, f64, ch) : 1.0, a = sg / cnt, m = sgx / cnt;
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t i = 0, o = (n * p->c + ch) * p->s; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                double v = p->training
+                               ? wv * rstd * (gv - a - (ld(x, f64, o + i) - mean) * rstd * m)
+                               : gv * wv * rstd;
+                st(gx, f64, o + i, v);
+            }
+    }
+}
+
+static pt_status cpu_batch_norm_backward(const pti_call *c)
+{
+    const pti_batch_norm_params *p = c->params;
+    bn_bw_ctx b = {c, p, c->in[0]->dtype == PT_FLOAT64};
+    int64_t per = p->n * p->s;
+    pti_parallel_for(p->c, 1 + 16384 / (per > 0 ? per : 1), bn_bw_range, &b);
+    return PT_OK;
+}
+
+/* ---- layer_norm / rms_norm backward ------------------------------------------------------------
+ * Pass 1 (rows in parallel): each row's mean/rstd (kept in scratch) and its input gradient
+ * rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with gw = g * weight (rms: no mean(gw) term).
+ * Pass 2 (columns in parallel): weight/bias gradients summed over the rows. */
+
+typedef struct rownorm_bw_ctx {
+    const pti_call *c;
+    const pti_row_norm_bw_params *p;
+    bool f64;
+    double *stats; /* mean, rstd per row */
+} rownorm_bw_ctx;
+
+static void rownorm_bw_rows(void *arg, int64_t r0, int64_t r1)
+{
+    rownorm_bw_ctx *r = arg;
+    int64_t d = r->p->cols;
+    bool f64 = r->f64, rms = r->p->rms;
+    const void *w = r->c->in[2] ? pti_data(r->c->in[2]) : NULL;
+    for (int64_t row = r0; row < r1; row++) {
+        size_t off = (size_t)(row * d) * (f64 ? 8 : 4);
+        const char *g = (const char *)pti_data(r->c->in[0]) + off;
+        const char *x = (const char *)pti_data(r->c->in[1]) + off;
+        char *gx = (char *)pti_data(r->c->out[0]) + off;
+        double mean = rms ? 0.0 : row_sum(x, f64, d) / (double)d;
+        double rstd = 1.0 / sqrt(row_sqdev(x, f64, d, mean) / (double)d + r->p->eps);
+        r->stats[2 * row] = mean;
+        r->stats[2 * row + 1] = rstd;
+        double sum_gw = 0, sum_gwx = 0;
+        for (int64_t i = 0; i < d; i++) {
+            double gw = ld(g, f64, i) * (w ? ld(w, f64, i) : 1.0);
+            sum_gw += gw;
+            sum_gwx += gw * (ld(x, f64, i) - mean) * rstd;
+        }
+        double a = rms ? 0.0 : sum_gw / (double)d, b = sum_gwx / (double)d;
+        for (int64_t i = 0; i < d; i++) {
+            double gw = ld(g, f64, i) * (w ? ld(w, f64, i) : 1.0);
+            double xhat = (ld(x, f64, i) - mean) * rstd;
+            st(gx, f64, i, rstd * (gw - a - xhat * b));
+        }
+    }
+}
+
+static void rownorm_bw_cols(void *arg, int64_t c0, int64_t c1)
+{
+    rownorm_bw_ctx *r = arg;
+    int64_t d = r->p->cols, rows = r->p->rows;
+    bool f64 = r->f64;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    pt_tensor *gw = r->c->out[1], *gb = r->c->out[2];
+    for (int64_t j = c0; j < c1; j++) {
+        double sw = 0, sb = 0;
+        for (int64_t row = 0; row < rows; row++) {
+            double gv = ld(g, f64, row * d + j);
+            sw += gv * (ld(x, f64, row * d + j) - r->stats[2 * row]) * r->stats[2 * row + 1];
+            sb += gv;
+        }
+        if (gw)
+            st(pti_data(gw), f64, j, sw);
+        if (gb)
+            st(pti_data(gb), f64, j, sb);
+    }
+}
+
+static pt_status cpu_row_norm_backward(const pti_call *c)
+{
+    const pti_row_norm_bw_params *p = c->params;
+    size_t nbytes = (size_t)(p->rows > 0 ? p->rows : 1) * 2 * sizeof(double);
+    rownorm_bw_ctx r = {c, p, c->in[0]->dtype == PT_FLOAT64, pti_cpu_alloc(nbytes)};
+    if (!r.stats)
+        return pti_error(PT_ERR_OOM, "layer_norm_backward: out of memory");
+    int64_t grain = 1 + 16384 / (p->cols > 0 ? p->cols : 1);
+    pti_parallel_for(p->rows, grain, rownorm_bw_rows, &r);
+    if (c->out[1] || c->out[2])
+        pti_parallel_for(p->cols, 1 + 16384 / (p->rows > 0 ? p->rows : 1), rownorm_bw_cols, &r);
+    pti_cpu_free(r.stats, nbytes);
+    return PT_OK;
+}
+
 /* ---- group_norm --------------------------------------------------------------------------------
  */
 
@@ -317,6 +479,95 @@ static pt_status cpu_group_norm(const pti_call *c)
     gn_ctx g = {c, p, c->in[0]->dtype == PT_FLOAT64};
     int64_t len = p->c / p->groups * p->s;
     pti_parallel_for(p->n * p->groups, 1 + 32768 / (len > 0 ? len : 1), gn_range, &g);
+    return PT_OK;
+}
+
+/* group_norm backward. Pass 1 (blocks of one sample's group in parallel): the block statistics
+ * (kept in scratch) and grad_x = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) with
+ * gw = g * weight[c]. Pass 2 (channels in parallel): weight/bias gradients over N and S. */
+typedef struct gn_bw_ctx {
+    const pti_call *c;
+    const pti_group_norm_params *p;
+    bool f64;
+    double *stats; /* mean, rstd per block */
+} gn_bw_ctx;
+
+static void gn_bw_blocks(void *arg, int64_t b0, int64_t b1)
+{
+    gn_bw_ctx *r = arg;
+    const pti_group_norm_params *p = r->p;
+    bool f64 = r->f64;
+    int64_t cpg = p->c / p->groups, len = cpg * p->s;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    const void *w = r->c->in[2] ? pti_data(r->c->in[2]) : NULL;
+    void *gx = pti_data(r->c->out[0]);
+    for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t o = blk * len, ch0 = (blk % p->groups) * cpg;
+        double s = 0, v = 0;
+        for (int64_t i = 0; i < len; i++)
+            s += ld(x, f64, o + i);
+        double mean = len > 0 ? s / (double)len : 0;
+        for (int64_t i = 0; i < len; i++) {
+            double d = ld(x, f64, o + i) - mean;
+            v += d * d;
+        }
+        double rstd = 1.0 / sqrt((len > 0 ? v / (double)len : 0) + p->eps);
+        r->stats[2 * blk] = mean;
+        r->stats[2 * blk + 1] = rstd;
+        double sgw = 0, sgwx = 0;
+        for (int64_t i = 0; i < len; i++) {
+            double gw = ld(g, f64, o + i) * (w ? ld(w, f64, ch0 + i / p->s) : 1.0);
+            sgw += gw;
+            sgwx += gw * (ld(x, f64, o + i) - mean) * rstd;
+        }
+        double a = sgw / (double)len, m = sgwx / (double)len;
+        for (int64_t i = 0; i < len; i++) {
+            double gw = ld(g, f64, o + i) * (w ? ld(w, f64, ch0 + i / p->s) : 1.0);
+            double xhat = (ld(x, f64, o + i) - mean) * rstd;
+            st(gx, f64, o + i, rstd * (gw - a - xhat * m));
+        }
+    }
+}
+
+static void gn_bw_channels(void *arg, int64_t c0, int64_t c1)
+{
+    gn_bw_ctx *r = arg;
+    const pti_group_norm_params *p = r->p;
+    bool f64 = r->f64;
+    int64_t cpg = p->c / p->groups;
+    const void *g = pti_data(r->c->in[0]), *x = pti_data(r->c->in[1]);
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double sw = 0, sb = 0;
+        for (int64_t n = 0; n < p->n; n++) {
+            int64_t blk = n * p->groups + ch / cpg, o = (n * p->c + ch) * p->s;
+            double mean = r->stats[2 * blk], rstd = r->stats[2 * blk + 1];
+            for (int64_t i = 0; i < p->s; i++) {
+                double gv = ld(g, f64, o + i);
+                sw += gv * (ld(x, f64, o + i) - mean) * rstd;
+                sb += gv;
+            }
+        }
+        if (r->c->out[1])
+            st(pti_data(r->c->out[1]), f64, ch, sw);
+        if (r->c->out[2])
+            st(pti_data(r->c->out[2]), f64, ch, sb);
+    }
+}
+
+static pt_status cpu_group_norm_backward(const pti_call *c)
+{
+    const pti_group_norm_params *p = c->params;
+    int64_t blocks = p->n * p->groups, len = p->c / p->groups * p->s;
+    size_t nbytes = (size_t)(blocks > 0 ? blocks : 1) * 2 * sizeof(double);
+    gn_bw_ctx r = {c, p, c->in[0]->dtype == PT_FLOAT64, pti_cpu_alloc(nbytes)};
+    if (!r.stats)
+        return pti_error(PT_ERR_OOM, "group_norm_backward: out of memory");
+    pti_parallel_for(blocks, 1 + 32768 / (len > 0 ? len : 1), gn_bw_blocks, &r);
+    if (c->out[1] || c->out[2]) {
+        int64_t per = p->n * p->s;
+        pti_parallel_for(p->c, 1 + 16384 / (per > 0 ? per : 1), gn_bw_channels, &r);
+    }
+    pti_cpu_free(r.stats, nbytes);
     return PT_OK;
 }
 
@@ -390,6 +641,9 @@ void pti_cpu_register_nn(pti_kernel *table)
     table[PTI_OP_batch_norm] = cpu_batch_norm;
     table[PTI_OP_layer_norm] = cpu_layer_norm;
     table[PTI_OP_rms_norm] = cpu_rms_norm;
+    table[PTI_OP_row_norm_backward] = cpu_row_norm_backward;
+    table[PTI_OP_batch_norm_backward] = cpu_batch_norm_backward;
+    table[PTI_OP_group_norm_backward] = cpu_group_norm_backward;
     table[PTI_OP_group_norm] = cpu_group_norm;
     table[PTI_OP_dropout] = cpu_dropout;
     pti_cpu_register_nn_attention(table);
