@@ -1247,6 +1247,24 @@ static char *read_text(const char *rel)
     return b;
 }
 
+/* Writing in place through a view while recording would leave the base's history stale
+ * (no CopySlices): it must be a clear error, and fine under no-grad or on a clone. */
+static void test_inplace_on_view_is_refused(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_ones(PT_SHAPE(2, 3), PT_FLOAT64, pt_cpu());
+    pt_requires_grad_(x, true);
+    pt_tensor *y = pt_mul_scalar(x, 2.0);
+    pt_tensor *row = pt_select(y, 0, 0);
+    assert_pt_status_error(pt_mul_scalar_(row, 3.0), PT_ERR_UNSUPPORTED, "view");
+    pt_tensor *ycopy = pt_clone(row);
+    assert_int_equal(pt_mul_scalar_(ycopy, 3.0), PT_OK);
+    pt_no_grad_begin();
+    assert_int_equal(pt_mul_scalar_(row, 3.0), PT_OK);
+    pt_no_grad_end();
+    assert_true(pt_test_get(y, 0) == 6.0 && pt_test_get(y, 3) == 2.0);
+}
+
 static void test_doc_example_runs_and_is_in_the_doc(void **state)
 {
     (void)state;
@@ -1282,6 +1300,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkpoint_matches_plain_graph, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_saves_memory, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conversions_are_differentiable, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_inplace_on_view_is_refused, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_doc_example_runs_and_is_in_the_doc, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

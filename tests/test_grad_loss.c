@@ -608,14 +608,19 @@ static void test_recording(void **state)
     pt_release(g);
     pt_release(l);
     pt_release(x32);
-    /* class weights are constants, as in PyTorch (which has no derivative for them) */
+    /* class weights have no derivative (as in PyTorch): a weight that requires grad is a
+     * clear error while recording, and fine once detached */
     int64_t s4[1] = {4};
     pt_tensor *w = leaf(wave(1, s4, 0.3, 0.0, 1.0));
     pt_cross_entropy_opts o = {.weight = w};
+    assert_pt_error(pt_cross_entropy_ex(x, y, &o), PT_ERR_UNSUPPORTED, "class weight");
+    pt_tensor *wd = pt_detach(w);
+    o.weight = wd;
     l = pt_cross_entropy_ex(x, y, &o);
     assert_int_equal(pt_backward(l, NULL, false, false), PT_OK);
     assert_null(pt_grad(w));
     pt_release(l);
+    pt_release(wd);
     pt_release(w);
     pt_release(x);
     pt_release(t);

@@ -322,6 +322,13 @@ pt_status pti_inplace_check(const char *op, const pt_tensor *self)
                          "%s: a leaf tensor that requires grad (%s) is being used in an in-place "
                          "operation",
                          op, pti_tensor_desc(self));
+    /* Writing through a view changes its base, whose history would not know (PyTorch's
+     * CopySlices is not implemented): refuse rather than give silently wrong gradients. */
+    if (pt_grad_enabled() && self->is_view)
+        return pti_error(PT_ERR_UNSUPPORTED,
+                         "%s: in-place operation on a view (%s) while autograd records is not "
+                         "supported; clone the view first, or run it under pt_no_grad_begin()",
+                         op, pti_tensor_desc(self));
     return PT_OK;
 }
 

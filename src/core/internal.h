@@ -39,6 +39,7 @@ struct pt_tensor {
      * a recorded op has grad_fn (a retained pti_node) and output_nr (which of its outputs). */
     bool requires_grad;
     bool retains_grad; /* a non-leaf whose .grad is kept (pt_retain_grad) */
+    bool is_view;      /* made by a view op over another tensor's storage (pti_tensor_view) */
     int32_t output_nr;
     pt_tensor *grad;
     void *grad_fn;

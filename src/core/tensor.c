@@ -184,6 +184,7 @@ pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int
     t->numel = pti_shape_numel(ndim, shape);
     t->requires_grad = false;
     t->retains_grad = false;
+    t->is_view = false;
     t->output_nr = 0;
     t->grad = NULL;
     t->grad_fn = NULL;
@@ -237,7 +238,10 @@ pt_tensor *pti_tensor_view(const pt_tensor *base, int ndim, const int64_t *shape
                                   pti_shape_str(ndim, shape), (long long)offset,
                                   (long long)capacity);
     }
-    return pti_tensor_on_storage(base->storage, base->dtype, ndim, shape, stride, offset);
+    pt_tensor *t = pti_tensor_on_storage(base->storage, base->dtype, ndim, shape, stride, offset);
+    if (t)
+        t->is_view = true;
+    return t;
 }
 
 /* ---- reference counting ------------------------------------------------------------------------ */

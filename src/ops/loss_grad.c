@@ -189,12 +189,30 @@ static const char *pointwise_name(pti_pointwise_loss_kind kind)
     return "loss";
 }
 
+/* PyTorch has no derivative for class weights / pos_weight either; refuse instead of
+ * silently returning none. Releases out on failure. */
+static pt_tensor *refuse_weight_grad(const char *op, const pt_tensor *weight,
+                                     const pt_tensor *pos_weight, pt_tensor *out)
+{
+    bool recording = pt_grad_enabled() && ((weight && weight->requires_grad) ||
+                                           (pos_weight && pos_weight->requires_grad));
+    if (!recording)
+        return out;
+    pt_release(out);
+    return pti_error_null(PT_ERR_UNSUPPORTED,
+                          "%s: the derivative with respect to the %s is not implemented (it is a "
+                          "constant; detach it)",
+                          op, weight && weight->requires_grad ? "class weight" : "pos_weight");
+}
+
 pt_tensor *pti_loss_record_pointwise(pti_pointwise_loss_kind kind, const pt_tensor *input,
                                      const pt_tensor *target, const pt_tensor *weight,
                                      const pt_tensor *pos_weight,
                                      const pti_pointwise_loss_params *p, pt_tensor *out)
 {
     const pt_tensor *ins[2] = {input, target};
+    if (out)
+        out = refuse_weight_grad(pointwise_name(kind), weight, pos_weight, out);
     if (!out || !pti_grad_recording(2, ins))
         return out;
     pti_node *n = pti_node_new(pointwise_name(kind), pointwise_backward, 2, ins);
@@ -356,6 +374,8 @@ pt_tensor *pti_loss_record_class(bool cross_entropy, const pt_tensor *input,
                                  const pti_class_loss_params *p, pt_tensor *out)
 {
     const pt_tensor *ins[2] = {input, target};
+    if (out)
+        out = refuse_weight_grad(cross_entropy ? "cross_entropy" : "nll_loss", weight, NULL, out);
     if (!out || !pti_grad_recording(2, ins))
         return out;
     pti_node *n =

@@ -164,7 +164,7 @@ pt_tensor *pti_fwd_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_di
                               "end_dim (%d)",
                               s, e);
     if (s == e)
-        return pti_alias(t);
+        return pti_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
     int64_t shape[PT_MAX_DIMS];
     int nd = 0;
     for (int i = 0; i < s; i++)
@@ -247,7 +247,7 @@ pt_tensor *pti_fwd_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *di
         return NULL;
     bool mask[PT_MAX_DIMS];
     if (ndims == 0)
-        return pti_alias(t); /* an empty list squeezes nothing */
+        return pti_tensor_view(t, t->ndim, t->shape, t->stride, t->offset); /* an empty list squeezes nothing */
     if (!pti_dims_mask(op, ndims, dims, t->ndim, mask))
         return NULL;
     return squeeze_mask(t, mask);
@@ -290,7 +290,7 @@ pt_tensor *pti_fwd_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1)
     if (!pti_wrap_dim(op, dim0, t->ndim, &a) || !pti_wrap_dim(op, dim1, t->ndim, &b))
         return NULL;
     if (t->ndim == 0)
-        return pti_alias(t);
+        return pti_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
     int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS];
     memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
     memcpy(stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
@@ -311,7 +311,7 @@ pt_tensor *pt_t(const pt_tensor *t)
                               "got a %d-D tensor of shape %s",
                               t->ndim, pti_shape_str(t->ndim, t->shape));
     if (t->ndim < 2) {
-        pt_tensor *r = pti_alias(t);
+        pt_tensor *r = pti_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
         if (r && pti_record_alias(r, t) != PT_OK) {
             pt_release(r);
             return NULL;

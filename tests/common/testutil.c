@@ -243,7 +243,9 @@ pt_tensor *pt_test_noncontig(const pt_tensor *t)
     memcpy(stride, pt_stride(big), sizeof(int64_t) * (size_t)nd);
     stride[nd - 1] = 2;
     pt_tensor *view = pt_as_strided(big, nd, pt_shape(t), stride, 0);
+    bool grad_mode = pt_set_grad_enabled(false); /* a fresh input: no history from t */
     pt_copy_(view, t);
+    pt_set_grad_enabled(grad_mode);
     pt_release(big);
     return view;
 }
