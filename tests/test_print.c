@@ -26,12 +26,12 @@ static void check_repr(const pt_tensor *t, const char *expected, const char *wha
 {
     char *got = pt_to_string(t);
     assert_non_null(got);
-    if (strcmp(got, expected) != 0) {
+    bool same = strcmp(got, expected) == 0;
+    if (!same)
         print_error("%s:\n--- expected (PyTorch)\n%s\n--- got\n%s\n", what, expected, got);
-        free(got);
-        fail();
-    }
     free(got);
+    if (!same)
+        fail();
 }
 
 static int case_count(void)

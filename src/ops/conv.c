@@ -283,7 +283,7 @@ static pt_tensor *conv_forward(const conv_args *a, const pt_tensor *x, const pt_
 static pt_tensor *conv_forward_impl(const conv_args *a, const pt_tensor *x, const pt_tensor *w,
                                     const pt_tensor *bias)
 {
-    bool batched;
+    bool batched = false;
     if (!PTI_CHECK_ARG(x, a->op, "input") || !PTI_CHECK_ARG(w, a->op, "weight") ||
         !check_conv_tensors(a, x, w, bias, &batched))
         return NULL;
@@ -395,7 +395,7 @@ static pt_tensor *conv_transpose_impl(const pt_tensor *x, const pt_tensor *w, co
     pair_or(padding, 0, a.pad);
     pair_or(output_padding, 0, a.out_pad);
     pair_or(dilation, 1, a.dilation);
-    bool batched;
+    bool batched = false;
     if (!PTI_CHECK_ARG(x, a.op, "input") || !PTI_CHECK_ARG(w, a.op, "weight") ||
         !check_conv_tensors(&a, x, w, bias, &batched))
         return NULL;

@@ -66,7 +66,7 @@ static pt_tensor *kernel_operand(const pt_tensor *t, int nd, const int64_t *shap
 {
     int nb = nd - 2;
     int64_t B = pti_shape_numel(nb, shape), rows = shape[nb], cols = shape[nb + 1];
-    int64_t sr = stride[nb], sc = stride[nb + 1], sb;
+    int64_t sr = stride[nb], sc = stride[nb + 1], sb = 0;
     if (flat_stride(nb, shape, stride, &sb) && matrix_layout_ok(rows, cols, &sr, &sc))
         return pti_tensor_on_storage(t->storage, t->dtype, 3, (const int64_t[]){B, rows, cols},
                                      (const int64_t[]){sb, sr, sc}, offset);
@@ -707,7 +707,7 @@ pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
     gb.stride[nb + 1] = sbc;
     /* b shared by every batch and a's batch and row dims flatten: one big 2-D product
      * [(batch * n), m] @ [m, p], as PyTorch folds it */
-    int64_t fold_stride;
+    int64_t fold_stride = 0;
     if (nbb == 0 && nb > 0 && flat_stride(nb + 1, ga.shape, ga.stride, &fold_stride)) {
         int64_t rows = pti_shape_numel(nb + 1, ga.shape);
         ga = geom2(rows, m, fold_stride, sac);
