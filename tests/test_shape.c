@@ -301,6 +301,23 @@ static void test_cat_stack(void **state)
     for (int i = 0; i < 11; i++)
         many[i] = pt_full(PT_SHAPE(1, 2), i, PT_FLOAT32, pt_cpu());
     assert_tensor_equal(pt_cat(11, (const pt_tensor *const *)many, 0), get("cat.many"));
+    /* along dim 1, large enough to be split across threads, in two kernel calls (8 + 3
+     * inputs: the second writes a column block of out): input i is all i, i + 1 columns wide */
+    pt_tensor *wide[11];
+    for (int i = 0; i < 11; i++)
+        wide[i] = pt_full(PT_SHAPE(2001, i + 1), i, PT_FLOAT32, pt_cpu());
+    pt_tensor *w = pt_cat(11, (const pt_tensor *const *)wide, 1);
+    assert_non_null(w);
+    assert_int_equal(pt_shape(w)[1], 66);
+    const float *wd = pt_data_ptr(w);
+    for (int64_t r = 0, bad = 0; r < 2001 && !bad; r++)
+        for (int i = 0, col = 0; i < 11; i++)
+            for (int k = 0; k <= i; k++, col++)
+                if (wd[r * 66 + col] != (float)i) {
+                    bad = 1;
+                    fail_msg("cat wide: [%lld, %d] is %g, expected %d", (long long)r, col,
+                             (double)wd[r * 66 + col], i);
+                }
     /* [0] tensors are skipped */
     pt_tensor *e = pt_empty(PT_SHAPE(0), PT_FLOAT32, pt_cpu());
     assert_tensor_equal(pt_cat(3, (const pt_tensor *[]){a, e, a}, 0), get("cat.empty"));

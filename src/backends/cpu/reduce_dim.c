@@ -126,8 +126,8 @@ __attribute__((target("avx2,fma"))) static float hmax256(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x, float *y,
-                                                                 int64_t n, bool lg)
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+softmax_row_avx2(const float *x, float *y, int64_t n, bool lg)
 {
     if (n < 8) {
         softmax_row_scalar(x, y, n, lg);
@@ -201,6 +201,22 @@ __attribute__((target("avx2,fma"))) static void softmax_row_avx2(const float *x,
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
     for (; i < n; i++)
         y[i] *= 1.0f / s;
+}
+
+/* Rows [begin, end) of length n: the row body is inlined here so its constants (the exp
+ * polynomial, masks) are set up once per call rather than once per row, which dominated
+ * short rows. */
+__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(const float *x, float *y,
+                                                                  int64_t n, int64_t begin,
+                                                                  int64_t end, bool lg)
+{
+    if (lg) {
+        for (int64_t o = begin; o < end; o++)
+            softmax_row_avx2(x + o * n, y + o * n, n, true);
+    } else {
+        for (int64_t o = begin; o < end; o++)
+            softmax_row_avx2(x + o * n, y + o * n, n, false);
+    }
 }
 #endif
 
@@ -426,15 +442,14 @@ static void f32_range(void *arg, int64_t begin, int64_t end)
     float *y = pti_data(j->c->out[0]);
     int64_t D = j->D, K = j->K;
     if (K == 1) {
-        for (int64_t o = begin; o < end; o++) {
 #ifdef __x86_64__
-            if (j->avx2) {
-                softmax_row_avx2(x + o * D, y + o * D, D, j->log);
-                continue;
-            }
-#endif
-            softmax_row_scalar(x + o * D, y + o * D, D, j->log);
+        if (j->avx2) {
+            softmax_rows_avx2(x, y, D, begin, end, j->log);
+            return;
         }
+#endif
+        for (int64_t o = begin; o < end; o++)
+            softmax_row_scalar(x + o * D, y + o * D, D, j->log);
         return;
     }
     int64_t nb = (K + SMW - 1) / SMW;
@@ -468,7 +483,7 @@ static pt_status cpu_dim_op(const pti_call *c)
         int64_t O = in->numel / (j.D * j.K);
         int64_t units = j.K == 1 ? O : O * ((j.K + SMW - 1) / SMW);
         int64_t per = j.K == 1 ? j.D : j.D * SMW;
-        int64_t grain = 8192 / per;
+        int64_t grain = 2048 / per;
         pti_parallel_for(units, grain > 1 ? grain : 1, f32_range, &j);
         return PT_OK;
     }

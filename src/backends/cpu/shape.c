@@ -77,10 +77,91 @@ static void copy_view(const pt_tensor *dst, const pt_tensor *src)
 
 /* ---- cat, flip, roll ------------------------------------------------------------------------- */
 
+/* Fast cat: contiguous inputs, out a stack of rows at one stride. Row r of out (dims d.. of
+ * one outer index) is row r of input 0, then row r of input 1, ...: each piece is one memcpy.
+ * Work is split by output bytes across the pool. */
+typedef struct cat_job {
+    int n;
+    const char *src[PTI_MAX_IN];
+    int64_t rowb[PTI_MAX_IN]; /* bytes of one row of input k */
+    char *dst;
+    int64_t out_rowb, out_stride; /* bytes of one out row, bytes between out rows */
+} cat_job;
+
+static void cat_range(void *arg, int64_t begin, int64_t end)
+{
+    const cat_job *j = arg;
+    int64_t r = begin / j->out_rowb, off = begin % j->out_rowb;
+    while (begin < end) {
+        int64_t pre = 0;
+        int k = 0;
+        while (off >= pre + j->rowb[k]) /* off < out_rowb, so k stays < n */
+            pre += j->rowb[k++];
+        for (; k < j->n && begin < end; k++) {
+            int64_t in_off = off - pre, len = j->rowb[k] - in_off;
+            if (len > end - begin)
+                len = end - begin;
+            memcpy(j->dst + r * j->out_stride + off, j->src[k] + r * j->rowb[k] + in_off,
+                   (size_t)len);
+            begin += len;
+            off += len;
+            pre += j->rowb[k];
+        }
+        r++;
+        off = 0;
+    }
+}
+
+/* Sets j->out_rowb/out_stride when dims d.. of out are dense and dims ..d-1 are rows at one
+ * stride; false otherwise. */
+static bool cat_out_rows(const pt_tensor *out, int d, cat_job *j)
+{
+    size_t es = pti_dtypes[out->dtype].size;
+    int64_t expect = 1, outer_stride = -1, outer_size = 1;
+    for (int i = out->ndim - 1; i >= d; i--) {
+        if (out->shape[i] != 1 && out->stride[i] != expect)
+            return false;
+        expect *= out->shape[i];
+    }
+    for (int i = d - 1; i >= 0; i--) {
+        if (out->shape[i] == 1)
+            continue;
+        if (outer_stride < 0)
+            outer_stride = out->stride[i];
+        else if (out->stride[i] != outer_stride * outer_size)
+            return false;
+        outer_size *= out->shape[i];
+    }
+    j->out_rowb = expect * (int64_t)es;
+    j->out_stride = (outer_stride < 0 ? expect : outer_stride) * (int64_t)es;
+    return outer_stride < 0 || outer_stride >= expect;
+}
+
+static bool cat_fast(const pti_call *c, int d)
+{
+    pt_tensor *out = c->out[0];
+    cat_job j = {.n = c->n_in, .dst = pti_data(out)};
+    if (out->numel == 0 || !cat_out_rows(out, d, &j))
+        return false;
+    size_t es = pti_dtypes[out->dtype].size;
+    for (int k = 0; k < c->n_in; k++) {
+        const pt_tensor *in = c->in[k];
+        if (!pti_is_contiguous(in) || in->dtype != out->dtype)
+            return false;
+        j.src[k] = pti_data(in);
+        j.rowb[k] = in->shape[d] * (j.out_rowb / (out->shape[d] * (int64_t)es)) * (int64_t)es;
+    }
+    int64_t rows = out->numel * (int64_t)es / j.out_rowb;
+    pti_parallel_for(rows * j.out_rowb, COPY_GRAIN * 4, cat_range, &j);
+    return true;
+}
+
 static pt_status cpu_cat(const pti_call *c)
 {
     pt_tensor *out = c->out[0];
     int d = (int)c->scalar[0];
+    if (cat_fast(c, d))
+        return PT_OK;
     int64_t pos = 0;
     for (int k = 0; k < c->n_in; k++) {
         const pt_tensor *in = c->in[k];
