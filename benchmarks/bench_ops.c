@@ -1,7 +1,7 @@
 /* The C half of benchmarks/ops_vs_torch.py: times ~28 common ops at 64x64 and 1024x1024
  * float32 and prints "name size ns_per_call" lines. Each op mirrors the PyTorch lambda of
  * the same name in ops_vs_torch.py. A call's time includes creating and releasing its result,
- * as in PyTorch. Usage: bench_ops [min_seconds]. */
+ * as in PyTorch. Usage: bench_ops [min_seconds [op,op,...]]. */
 #include <prometorch/prometorch.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +70,20 @@ static const struct {
     {"index_select", op_index_select}, {"layer_norm", op_layer_norm},
 };
 
+/* True when name is one of the comma-separated entries of list. */
+static int listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p += len + (end != NULL);
+    }
+    return 0;
+}
+
 static double now_ns(void)
 {
     struct timespec ts;
@@ -124,6 +138,7 @@ static void make_inputs(inputs *x, int64_t rows, int64_t cols)
 int main(int argc, char **argv)
 {
     double min_seconds = argc > 1 ? atof(argv[1]) : 0.5;
+    const char *only = argc > 2 ? argv[2] : NULL; /* comma-separated op names */
     static const struct {
         const char *name;
         int64_t rows, cols;
@@ -134,6 +149,8 @@ int main(int argc, char **argv)
         inputs x;
         make_inputs(&x, sizes[s].rows, sizes[s].cols);
         for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+            if (only && !listed(only, ops[i].name))
+                continue;
             pt_scope_begin();
             ops[i].fn(&x);
             pt_scope_end();

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Ops benchmark: PromeTorch against PyTorch, in one run, on the same threads.
 
-Runs build/bin/bench_ops (the C side: prints "name size ns_per_call" per op) and the same
-ops in PyTorch with the same shapes, dtypes and thread count, then prints ours/PyTorch per
-op and the geometric mean per size. A ratio below 1 means PromeTorch is faster.
+For each op, runs build/bin/bench_ops for that op (the C side: prints "name size
+ns_per_call") and then the same op in PyTorch with the same shapes, dtypes and thread count,
+and prints ours/PyTorch per op and the geometric mean per size. A ratio below 1 means
+PromeTorch is faster.
 
     python3 benchmarks/ops_vs_torch.py --bin build/bin/bench_ops --threads 2 [--markdown]
 """
@@ -88,10 +89,10 @@ def time_torch(fn, inputs, min_seconds):
     return statistics.median(trials)
 
 
-def run_ours(binary, threads, min_seconds):
+def run_ours(binary, threads, min_seconds, only):
     env = dict(os.environ, PT_NUM_THREADS=str(threads))
-    out = subprocess.run([binary, str(min_seconds)], env=env, check=True, capture_output=True,
-                         text=True).stdout
+    cmd = [binary, str(min_seconds)] + ([",".join(only)] if only else [])
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     result = {}
     for line in out.splitlines():
         parts = line.split()
@@ -106,38 +107,61 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--min-seconds", type=float, default=0.5)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated op names (default: all)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="measure each op this many times (ours then PyTorch's each time) and "
+                         "report the median ratio and its range")
     args = ap.parse_args()
+    only = [o for o in args.only.split(",") if o]
 
     torch.set_num_threads(args.threads)
-    ours = run_ours(args.bin, args.threads, args.min_seconds)
+    inputs = {size_name: make_inputs(r, c) for size_name, (r, c) in SIZES.items()}
     rows = []
-    for size_name, (r, c) in SIZES.items():
-        inputs = make_inputs(r, c)
-        for name, fn in OPS.items():
-            key = (name, size_name)
-            if key not in ours:
-                print(f"warning: bench_ops printed no {name} {size_name}", file=sys.stderr)
+    # Per op, ours then PyTorch's, back to back, so slow drifts of a shared machine (other
+    # load, clock changes) hit both sides of a ratio alike.
+    for name, fn in OPS.items():
+        if only and name not in only:
+            continue
+        trials = {size_name: [] for size_name in SIZES}
+        for _ in range(args.repeat):
+            ours = run_ours(args.bin, args.threads, args.min_seconds, [name])
+            for size_name in SIZES:
+                if (name, size_name) not in ours:
+                    print(f"warning: bench_ops printed no {name} {size_name}", file=sys.stderr)
+                    continue
+                theirs = time_torch(fn, inputs[size_name], args.min_seconds)
+                trials[size_name].append((ours[(name, size_name)], theirs))
+        for size_name, pairs in trials.items():
+            if not pairs:
                 continue
-            theirs = time_torch(fn, inputs, args.min_seconds)
-            rows.append((name, size_name, ours[key], theirs, ours[key] / theirs))
+            ratios = sorted(o / t for o, t in pairs)
+            rows.append((name, size_name, statistics.median(o for o, _ in pairs),
+                         statistics.median(t for _, t in pairs), statistics.median(ratios),
+                         ratios[0], ratios[-1]))
+    rows.sort(key=lambda row: list(SIZES).index(row[1]))
 
     print(f"# ops_vs_torch: {platform.processor() or platform.machine()}, threads={args.threads}, "
           f"torch {torch.__version__}, {time.strftime('%Y-%m-%d')}")
+    ranged = args.repeat > 1
     if args.markdown:
-        print("| op | size | PromeTorch µs | PyTorch µs | ours/PyTorch |")
-        print("|---|---|---:|---:|---:|")
+        print("| op | size | PromeTorch µs | PyTorch µs | ours/PyTorch |" + (" range |" if ranged else ""))
+        print("|---|---|---:|---:|---:|" + ("---|" if ranged else ""))
     else:
-        print(f"{'op':24s} {'size':6s} {'ours us':>10s} {'torch us':>10s} {'ratio':>7s}")
-    for name, size, o, t, ratio in rows:
+        print(f"{'op':24s} {'size':6s} {'ours us':>10s} {'torch us':>10s} {'ratio':>7s}" +
+              ("  range" if ranged else ""))
+    for name, size, o, t, ratio, lo, hi in rows:
+        span = f"{lo:.2f}-{hi:.2f}"
         if args.markdown:
-            print(f"| {name} | {size} | {o / 1e3:.2f} | {t / 1e3:.2f} | {ratio:.2f} |")
+            print(f"| {name} | {size} | {o / 1e3:.2f} | {t / 1e3:.2f} | {ratio:.2f} |" +
+                  (f" {span} |" if ranged else ""))
         else:
-            print(f"{name:24s} {size:6s} {o / 1e3:10.2f} {t / 1e3:10.2f} {ratio:7.2f}")
+            print(f"{name:24s} {size:6s} {o / 1e3:10.2f} {t / 1e3:10.2f} {ratio:7.2f}" +
+                  (f"  {span}" if ranged else ""))
     for size_name in SIZES:
         ratios = [row[4] for row in rows if row[1] == size_name]
         if ratios:
             gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-            worst = max(rows, key=lambda row: row[4] if row[1] == size_name else 0)
+            worst = max((row for row in rows if row[1] == size_name), key=lambda row: row[4])
             line = f"geomean {size_name}: {gm:.3f} (worst: {worst[0]} {worst[4]:.2f})"
             print(f"\n**{line}**" if args.markdown else line)
 
