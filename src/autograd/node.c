@@ -1,7 +1,9 @@
 /* Autograd nodes: creation, saved tensors (with version checks), attaching nodes to their
  * outputs, iterative destruction, grad mode, and the helpers backward formulas share
  * (pti_sum_to, alias and in-place recording). The engine that runs nodes is engine.c. */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "node.h"
 
@@ -59,6 +61,42 @@ void pti_node_retain(pti_node *n)
         atomic_fetch_add_explicit(&n->refcount, 1, memory_order_relaxed);
 }
 
+/* Node structs come from a free list (like tensor structs), so recording a steady-state
+ * training step does not call malloc once the list is warm. */
+static pthread_mutex_t node_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pti_node *node_pool; /* linked through ->ctx */
+static int node_pool_count;
+#define NODE_POOL_MAX 8192
+
+static pti_node *node_alloc(void)
+{
+    pthread_mutex_lock(&node_pool_lock);
+    pti_node *n = node_pool;
+    if (n) {
+        node_pool = n->ctx;
+        node_pool_count--;
+    }
+    pthread_mutex_unlock(&node_pool_lock);
+    if (n)
+        memset(n, 0, sizeof *n);
+    else
+        n = calloc(1, sizeof *n);
+    return n;
+}
+
+static void node_dealloc(pti_node *n)
+{
+    pthread_mutex_lock(&node_pool_lock);
+    if (node_pool_count < NODE_POOL_MAX) {
+        n->ctx = node_pool;
+        node_pool = n;
+        node_pool_count++;
+        n = NULL;
+    }
+    pthread_mutex_unlock(&node_pool_lock);
+    free(n);
+}
+
 /* Destroying a node drops its edges and saved tensors, which may destroy more nodes; a long
  * chain would recurse as deep as the graph, so dying nodes go on a thread-local worklist. */
 static _Thread_local pti_node **dying;
@@ -84,7 +122,7 @@ static void node_free_contents(pti_node *n)
     }
     if (n->ctx_free)
         n->ctx_free(n->ctx);
-    free(n);
+    node_dealloc(n);
 }
 
 static bool push_dying(pti_node *n)
@@ -143,7 +181,7 @@ pti_node *pti_node_new(const char *name, pti_backward_fn fn, int n, const pt_ten
     if (n > PTI_NODE_MAX_IN)
         return pti_error_null(PT_ERR_RUNTIME, "autograd: %s has %d inputs (at most %d)", name, n,
                               PTI_NODE_MAX_IN);
-    pti_node *node = calloc(1, sizeof *node);
+    pti_node *node = node_alloc();
     if (!node)
         return pti_error_null(PT_ERR_OOM, "autograd: out of memory recording %s", name);
     atomic_init(&node->refcount, 1);

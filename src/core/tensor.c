@@ -11,6 +11,38 @@
 
 /* ---- storage ---------------------------------------------------------------------------------- */
 
+/* Storage structs come from a free list, like tensor structs, so steady-state loops do not
+ * malloc them. */
+static pthread_mutex_t storage_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pt_storage *storage_pool; /* linked through ->data */
+static int storage_pool_count;
+#define STORAGE_POOL_MAX 4096
+
+static pt_storage *storage_struct_alloc(void)
+{
+    pthread_mutex_lock(&storage_pool_lock);
+    pt_storage *s = storage_pool;
+    if (s) {
+        storage_pool = s->data;
+        storage_pool_count--;
+    }
+    pthread_mutex_unlock(&storage_pool_lock);
+    return s ? s : pti_malloc(sizeof *s);
+}
+
+static void storage_struct_free(pt_storage *s)
+{
+    pthread_mutex_lock(&storage_pool_lock);
+    if (storage_pool_count < STORAGE_POOL_MAX) {
+        s->data = storage_pool;
+        storage_pool = s;
+        storage_pool_count++;
+        s = NULL;
+    }
+    pthread_mutex_unlock(&storage_pool_lock);
+    free(s);
+}
+
 pt_storage *pti_storage_new(pt_device dev, size_t nbytes)
 {
     const pt_backend *b = pti_backend_for(dev);
@@ -18,12 +50,12 @@ pt_storage *pti_storage_new(pt_device dev, size_t nbytes)
     if (!b || !pt_device_available(dev))
         return pti_error_null(PT_ERR_DEVICE, "device %s is not available in this build/machine",
                               pt_device_str(dev, name, sizeof name));
-    pt_storage *s = pti_malloc(sizeof *s);
+    pt_storage *s = storage_struct_alloc();
     if (!s)
         return NULL;
     s->data = b->alloc(dev.index, nbytes);
     if (!s->data) {
-        free(s);
+        storage_struct_free(s);
         return pti_error_null(PT_ERR_OOM, "out of memory allocating %zu bytes on %s", nbytes,
                               pt_device_str(dev, name, sizeof name));
     }
@@ -43,7 +75,7 @@ pt_storage *pti_storage_wrap(pt_device dev, void *data, size_t nbytes,
     const pt_backend *b = pti_backend_for(dev);
     if (!b)
         return pti_error_null(PT_ERR_DEVICE, "no backend for the wrapped storage's device");
-    pt_storage *s = pti_malloc(sizeof *s);
+    pt_storage *s = storage_struct_alloc();
     if (!s)
         return NULL;
     atomic_init(&s->refcount, 1);
@@ -67,7 +99,7 @@ void pti_storage_release(pt_storage *s)
         s->external_free(s->external_ctx, s->data);
     else if (s->data || s->nbytes)
         s->backend->free(s->device.index, s->data, s->nbytes);
-    free(s);
+    storage_struct_free(s);
 }
 
 /* ---- tensor struct pool ----------------------------------------------------------------------- */
