@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "nn_simd.h"
+#include "simd_math.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -263,30 +264,6 @@ AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, in
     }
 }
 
-/* exp(x) for x <= 0 or NaN (arguments are max-subtracted): Cody-Waite range reduction and a
- * degree-5 polynomial (relative error ~1e-7); arguments below -87 (and -inf) give exactly 0. */
-AVX2 static inline __m256 exp_nonpos_avx2(__m256 x)
-{
-    /* max_ps returns its second operand when either is NaN: NaN inputs stay NaN (the max
-     * above may have skipped them, so this is what makes a NaN logit give a NaN result) */
-    __m256 live = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_NLT_UQ); /* else exp -> 0 */
-    x = _mm256_max_ps(_mm256_set1_ps(-87.0f), x);
-    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), live);
-}
-
 AVX2 static double logsumexp_avx2(const float *x, int64_t n)
 {
     if (n < 8)
@@ -302,7 +279,7 @@ AVX2 static double logsumexp_avx2(const float *x, int64_t n)
         return logsumexp_scalar(x, n); /* NaN/inf inputs: exact special-value handling */
     __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     for (i = 0; i + 8 <= n; i += 8)
-        acc = _mm256_add_ps(acc, exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
+        acc = _mm256_add_ps(acc, pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax)));
     double s = hsum_ps(acc);
     for (; i < n; i++)
         s += exp((double)x[i] - m);
@@ -314,7 +291,7 @@ AVX2 static double exp_sum_avx2(float *x, int64_t n, float m)
     __m256 vmax = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 e = exp_nonpos_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+        __m256 e = pti_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
         _mm256_storeu_ps(x + i, e);
         acc = _mm256_add_ps(acc, e);
     }
