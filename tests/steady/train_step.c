@@ -9,6 +9,13 @@
 
 typedef unsigned long (*counter_fn)(void);
 
+/* Reports a failed check in the plain result-line format and returns the exit status. */
+static int fail(const char *why)
+{
+    printf("train_step: %s\n0 passed, 1 failed\n", why);
+    return 1;
+}
+
 static int step(pt_tensor **w, pt_tensor **b, const pt_tensor *x, const pt_tensor *y)
 {
     pt_scope_begin();
@@ -34,10 +41,8 @@ static int step(pt_tensor **w, pt_tensor **b, const pt_tensor *x, const pt_tenso
 int main(void)
 {
     counter_fn calls = (counter_fn)dlsym(RTLD_DEFAULT, "malloc_counter_calls");
-    if (!calls) {
-        printf("train_step: run with LD_PRELOAD=libmalloc_counter.so\n0 passed, 1 failed\n");
-        return 1;
-    }
+    if (!calls)
+        return fail("run with LD_PRELOAD=libmalloc_counter.so");
     pt_set_num_threads(1);
     pt_manual_seed(0);
     const int64_t dims[4] = {784, 128, 64, 10};
@@ -51,18 +56,19 @@ int main(void)
     pt_tensor *x = pt_randn(PT_SHAPE(32, 784), PT_FLOAT32, pt_cpu());
     pt_tensor *y = pt_randint(0, 10, PT_SHAPE(32), PT_INT64, pt_cpu());
     for (int i = 0; i < 5; i++)
-        if (!step(w, b, x, y)) {
-            printf("train_step: %s\n0 passed, 1 failed\n", pt_last_error());
-            return 1;
-        }
+        if (!step(w, b, x, y))
+            return fail(pt_last_error());
     unsigned long before = calls();
     size_t live = pt_memory_allocated();
     for (int i = 0; i < 20; i++)
         step(w, b, x, y);
     unsigned long made = calls() - before;
-    int ok = made == 0 && pt_memory_allocated() == live;
     printf("train_step: %lu allocator calls in 20 steady-state steps, live bytes %zu -> %zu\n", made,
            live, pt_memory_allocated());
-    printf("%d passed, %d failed\n", ok, !ok);
-    return ok ? 0 : 1;
+    if (made != 0)
+        return fail("the steady-state steps called the allocator");
+    if (pt_memory_allocated() != live)
+        return fail("the steady-state steps changed the live tensor bytes");
+    printf("1 passed, 0 failed\n");
+    return 0;
 }
