@@ -202,7 +202,7 @@ static void test_bad_idx_files(void **state)
     /* absurd dims: never allocated (rejected against the real size) */
     memcpy(bad, buf, n);
     put_be32(bad + 4, 0xFFFFFFFFu);
-    put_be32(bad + 8, 0xFFFFFFFFu);
+    put_be32(bad + 8, 0x10000u);
     expect_idx_error("huge.idx", bad, n, PT_ERR_FORMAT, "needs");
     unsigned char b4[64];
     size_t n4 = make_idx(b4, 0x0E, 4, (uint32_t[]){0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 9},
@@ -258,7 +258,10 @@ static void test_cifar_read_and_bad_files(void **state)
     (void)state;
     write_cifar("c1.bin", 3, 0);
     write_cifar("c2.bin", 2, 3);
-    const char *paths[2] = {tmp_path("c1.bin"), tmp_path("c2.bin")};
+    char p1[512], p2[512]; /* tmp_path's buffers rotate */
+    snprintf(p1, sizeof p1, "%s", tmp_path("c1.bin"));
+    snprintf(p2, sizeof p2, "%s", tmp_path("c2.bin"));
+    const char *paths[2] = {p1, p2};
     pt_tensor *img, *lab;
     assert_int_equal(pt_read_cifar10(2, paths, &img, &lab), PT_OK);
     assert_shape(img, 5, 3, 32, 32);
