@@ -263,13 +263,15 @@ int pt_dataloader_next(pt_dataloader *dl, pt_tensor **fields)
     while (!s->ready)
         pthread_cond_wait(&dl->ready_cv, &dl->lock);
     pt_status st = s->status;
+    char msg[sizeof s->msg];
+    memcpy(msg, s->msg, sizeof msg); /* the slot is reused once we unlock */
     memcpy(fields, s->fields, sizeof(pt_tensor *) * (size_t)nf);
     s->ready = false;
     dl->next_return++;
     pthread_cond_broadcast(&dl->work_cv);
     pthread_mutex_unlock(&dl->lock);
     if (st != PT_OK) {
-        pti_error(st, "%s", s->msg);
+        pti_error(st, "%s", msg);
         return -1;
     }
     for (int k = 0; k < nf; k++)
