@@ -1,6 +1,7 @@
 /* Tests of the data API: idx / gzip / CIFAR-10 readers on small files written here (and every
  * kind of bad file), the datasets, random_split, transforms and the DataLoader (coverage,
  * reproducibility across num_workers, drop_last, early free, error propagation). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -604,6 +605,67 @@ static void test_dataloader_worker_errors_and_custom_dataset(void **state)
                     "fields");
 }
 
+static atomic_int get_calls;
+
+static pt_status counting_get(void *ctx, int64_t i, pt_tensor **f)
+{
+    atomic_fetch_add(&get_calls, 1);
+    return failing_get(ctx, i, f);
+}
+
+/* Adds the per-sample seed's low bit * 1000 to the label: a user transform. */
+static pt_status seed_transform(void *ctx, pt_tensor **f, uint64_t seed)
+{
+    (void)ctx;
+    pt_tensor *t = pt_scalar_tensor(pt_item(f[0]) + (double)(seed & 1) * 1000, PT_INT64,
+                                    pt_cpu());
+    if (!t)
+        return pt_last_status();
+    pt_release(f[0]);
+    f[0] = t;
+    return PT_OK;
+}
+
+static void test_dataloader_bounded_prefetch_and_user_transform(void **state)
+{
+    (void)state;
+    pt_dataset *ds = pt_dataset_new(1, failing_len, counting_get, NULL, NULL);
+    atomic_store(&get_calls, 0);
+    pt_dataloader_opts o = {.batch_size = 1, .num_workers = 2, .prefetch = 2};
+    pt_dataloader *dl = pt_dataloader_new(ds, &o);
+    pt_tensor *f[1];
+    assert_int_equal(pt_dataloader_next(dl, f), 1);
+    pt_release(f[0]);
+    usleep(50000);
+    /* batch 0 returned: at most batches 1 and 2 may be loaded ahead */
+    assert_true(atomic_load(&get_calls) <= 3);
+    assert_int_equal(pt_dataloader_next(dl, f), 1);
+    pt_release(f[0]);
+    pt_dataloader_free(dl);
+
+    int64_t out[2][12], idx[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    pt_dataset *sub = pt_subset(ds, 12, idx); /* without the failing item 13 */
+    for (int w = 0; w < 2; w++) {
+        pt_dataloader_opts t = {.batch_size = 4, .shuffle = true, .num_workers = 3 * w,
+                                .has_seed = true, .seed = 11, .transform = seed_transform};
+        dl = pt_dataloader_new(sub, &t);
+        for (int b = 0; b < 3; b++) {
+            assert_int_equal(pt_dataloader_next(dl, f), 1);
+            for (int i = 0; i < 4; i++)
+                out[w][b * 4 + i] = (int64_t)pt_test_get(f[0], i);
+            pt_release(f[0]);
+        }
+        pt_dataloader_free(dl);
+    }
+    assert_memory_equal(out[0], out[1], sizeof out[0]);
+    int transformed = 0;
+    for (int i = 0; i < 12; i++)
+        transformed += out[0][i] >= 1000;
+    assert_true(transformed > 0 && transformed < 12);
+    pt_dataset_free(sub);
+    pt_dataset_free(ds);
+}
+
 static void test_transforms(void **state)
 {
     (void)state;
@@ -717,6 +779,7 @@ int main(void)
         T(test_dataloader_coverage_and_reproducibility),
         T(test_dataloader_scope_reset_and_early_free),
         T(test_dataloader_worker_errors_and_custom_dataset),
+        T(test_dataloader_bounded_prefetch_and_user_transform),
         T(test_transforms),
         T(test_dataloader_stress),
     };
