@@ -65,7 +65,7 @@ void pt_dataset_free(pt_dataset *ds)
     free(ds);
 }
 
-/* ---- TensorDataset ---------------------------------------------------------------------------- */
+/* ---- TensorDataset --------------------------------------------------------------------------- */
 
 typedef struct tensor_ds {
     int n;
@@ -128,7 +128,7 @@ pt_dataset *pt_tensor_dataset(int n, pt_tensor *const *tensors)
     return ds;
 }
 
-/* ---- Subset ------------------------------------------------------------------------------------ */
+/* ---- Subset ---------------------------------------------------------------------------------- */
 
 typedef struct subset_ds {
     pt_dataset *base;
@@ -176,7 +176,7 @@ pt_dataset *pt_subset(pt_dataset *base, int64_t n, const int64_t *indices)
     return ds;
 }
 
-/* ---- ConcatDataset ----------------------------------------------------------------------------- */
+/* ---- ConcatDataset --------------------------------------------------------------------------- */
 
 typedef struct concat_ds {
     int n;
@@ -245,7 +245,7 @@ pt_dataset *pt_concat_dataset(int n, pt_dataset *const *datasets)
     return ds;
 }
 
-/* ---- random_split ------------------------------------------------------------------------------ */
+/* ---- random_split ---------------------------------------------------------------------------- */
 
 void pti_data_permutation(int64_t n, uint64_t key, int64_t *out)
 {
@@ -296,7 +296,7 @@ pt_status pt_random_split(pt_dataset *ds, int n, const int64_t *lengths, const u
     return PT_OK;
 }
 
-/* ---- MNIST / CIFAR-10 ------------------------------------------------------------------------- */
+/* ---- MNIST / CIFAR-10 ------------------------------------------------------------------------ */
 
 /* Converts uint8 [N, C, ...] images to float32 per opts; returns a new reference. */
 static pt_tensor *convert_images(pt_tensor *img, const pt_image_dataset_opts *o)

@@ -48,7 +48,8 @@ static void free_fields(pt_tensor **f, int n)
 /* Built-in augmentation and the user transform for the sample at `pos` of the epoch. */
 static pt_status transform_sample(pt_dataloader *dl, int64_t pos, pt_tensor **f)
 {
-    uint64_t seed = pti_data_rand64(dl->seed + 0x9E3779B97F4A7C15ULL, (dl->epoch << 40) + (uint64_t)pos);
+    uint64_t seed = pti_data_rand64(dl->seed + 0x9E3779B97F4A7C15ULL,
+                                    (dl->epoch << 40) + (uint64_t)pos);
     if (dl->o.crop_padding > 0) {
         pt_tensor *t = pt_transform_random_crop(f[0], dl->o.crop_padding, seed);
         if (!t)
