@@ -19,6 +19,7 @@
 #include "ops_loss.h"
 #include "ops_random.h"
 #include "autograd.h"
+#include "data.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
