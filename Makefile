@@ -3,13 +3,16 @@
 #   make test   set up, build, run the whole test suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make fuzz   libFuzzer on the file parsers for FUZZ_SECONDS (clang; default 60)
 #   make install PREFIX=/usr/local
 BUILD ?= build
 PREFIX ?= /usr/local
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= $(shell nproc)
 
-.PHONY: all setup build run test bench asan install clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup build run test bench asan fuzz install clean
 
 all: build
 
@@ -37,8 +40,15 @@ asan: setup
 	@cmake --build $(BUILD)-asan -j $(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1 ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS)
 
+fuzz: setup
+	@scripts/setup.sh clang libclang-rt-14-dev
+	@CC=clang cmake -S . -B $(BUILD)-fuzz $(GENERATOR) -DPT_FUZZ=ON -DPT_WITH_CUDA=OFF -DPT_BUILD_BENCHMARKS=OFF -DPT_BUILD_EXAMPLES=OFF >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_readers fuzz_readers_smoke
+	@mkdir -p $(BUILD)-fuzz/corpus-readers && $(BUILD)-fuzz/bin/fuzz_readers_smoke --write-seeds $(BUILD)-fuzz/corpus-readers
+	@$(BUILD)-fuzz/bin/fuzz_readers -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=2048 $(BUILD)-fuzz/corpus-readers
+
 install: build
 	@cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz
