@@ -4,8 +4,9 @@
 # may be given as arguments (the benchmarks pass python3-torch).
 set -euo pipefail
 
+# dataset-fashion-mnist: the default training data (/usr/share/datasets/fashion-mnist)
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-          binutils "$@")
+          binutils dataset-fashion-mnist "$@")
 
 missing=()
 for p in "${packages[@]}"; do
