@@ -34,7 +34,7 @@ typedef struct pool {
     pti_range_fn fn;
     void *ctx;
     int64_t n;
-    int chunks;
+    atomic_int chunks; /* atomic: a late worker reads it before its claim can fail */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
 } pool;
@@ -78,7 +78,7 @@ static bool spin_until(bool (*cond)(const void *), const void *arg)
 
 static void run_chunk(int chunk)
 {
-    int64_t n = the_pool.n, chunks = the_pool.chunks;
+    int64_t n = the_pool.n, chunks = atomic_load_explicit(&the_pool.chunks, memory_order_relaxed);
     int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
     if (begin < end)
         the_pool.fn(the_pool.ctx, begin, end);
@@ -94,7 +94,9 @@ static bool generation_moved(const void *arg)
 static bool job_done(const void *arg)
 {
     (void)arg;
-    return atomic_load(&the_pool.chunks_done) == the_pool.chunks; /* seq_cst: see run_claimed_chunks */
+    /* seq_cst on chunks_done: see run_claimed_chunks */
+    return atomic_load(&the_pool.chunks_done) ==
+           atomic_load_explicit(&the_pool.chunks, memory_order_relaxed);
 }
 
 static uint64_t wait_for_generation(uint64_t seen)
@@ -114,7 +116,8 @@ static int claim_chunk(uint32_t gen)
 {
     uint64_t w = atomic_load_explicit(&the_pool.claim, memory_order_acquire);
     for (;;) {
-        if ((uint32_t)(w >> 32) != gen || (int64_t)(uint32_t)w >= the_pool.chunks)
+        if ((uint32_t)(w >> 32) != gen ||
+            (int64_t)(uint32_t)w >= atomic_load_explicit(&the_pool.chunks, memory_order_relaxed))
             return -1;
         if (atomic_compare_exchange_weak_explicit(&the_pool.claim, &w, w + 1,
                                                   memory_order_acq_rel, memory_order_acquire))
@@ -130,7 +133,8 @@ static void run_claimed_chunks(uint32_t gen)
     int c;
     while ((c = claim_chunk(gen)) >= 0) {
         run_chunk(c);
-        if (atomic_fetch_add(&the_pool.chunks_done, 1) + 1 == the_pool.chunks &&
+        if (atomic_fetch_add(&the_pool.chunks_done, 1) + 1 ==
+                atomic_load_explicit(&the_pool.chunks, memory_order_relaxed) &&
             atomic_load(&the_pool.sleepers_waiting_done)) {
             pthread_mutex_lock(&the_pool.mu);
             pthread_cond_signal(&the_pool.done_cv);
@@ -253,7 +257,7 @@ void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx)
     the_pool.fn = fn;
     the_pool.ctx = ctx;
     the_pool.n = n;
-    the_pool.chunks = (int)chunks;
+    atomic_store_explicit(&the_pool.chunks, (int)chunks, memory_order_relaxed);
     atomic_store(&the_pool.chunks_done, 0);
     atomic_store_explicit(&the_pool.claim, (gen & 0xffffffffu) << 32, memory_order_release);
     pthread_mutex_lock(&the_pool.mu);
