@@ -44,6 +44,75 @@ static pt_tensor *finish(pt_tensor *out, pt_dtype want)
     return r;
 }
 
+/* Argument checks shared by the fused norm backwards: clears the gradient out-pointers, then
+ * checks grad_out and x (floating, same shape), that all n tensors share a device, and, when
+ * need_channels, that x is [N, C, *]. */
+static bool check_norm_backward(const char *op, const pt_tensor *grad_out, const pt_tensor *x,
+                                int n, const pt_tensor *const *all, bool need_channels,
+                                pt_tensor **grad_weight, pt_tensor **grad_bias)
+{
+    if (grad_weight)
+        *grad_weight = NULL;
+    if (grad_bias)
+        *grad_bias = NULL;
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
+        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out) ||
+        !pti_check_same_device(op, n, all))
+        return false;
+    if (need_channels && x->ndim < 2) {
+        pti_error(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
+                  pti_shape_str(x->ndim, x->shape));
+        return false;
+    }
+    if (grad_out->ndim != x->ndim ||
+        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0) {
+        pti_error(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
+                  pti_shape_str(grad_out->ndim, grad_out->shape), pti_shape_str(x->ndim, x->shape));
+        return false;
+    }
+    return true;
+}
+
+/* Runs a fused norm backward kernel. ins[0..n_in) are the prepared (contiguous, compute
+ * dtype) inputs, grad_out first; this function releases them. ins_ok says they were all
+ * prepared. The weight/bias gradients have shape (pn, pshape) and weight's dtype. Returns
+ * the input gradient and fills the requested out-pointers, or NULL with nothing leaked. */
+static pt_tensor *run_norm_backward(pti_op op, const void *params, int n_in, pt_tensor **ins,
+                                    bool ins_ok, const pt_tensor *x, const pt_tensor *weight,
+                                    int pn, const int64_t *pshape, pt_tensor **grad_weight,
+                                    pt_tensor **grad_bias)
+{
+    pt_dtype cdt = compute_dtype(x->dtype);
+    pt_device dev = x->storage->device;
+    pt_tensor *gx = ins_ok ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
+    pt_tensor *gw = gx && grad_weight ? pt_zeros(pn, pshape, cdt, dev) : NULL;
+    pt_tensor *gb = gx && grad_bias ? pt_zeros(pn, pshape, cdt, dev) : NULL;
+    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
+    if (ok && gx->numel > 0) {
+        pti_call call = {.n_in = n_in, .n_out = 3, .out = {gx, gw, gb}, .params = params};
+        for (int i = 0; i < n_in; i++)
+            call.in[i] = ins[i];
+        ok = pti_dispatch(op, &call) == PT_OK;
+    }
+    for (int i = 0; i < n_in; i++)
+        pt_release(ins[i]);
+    pt_dtype wdt = weight ? weight->dtype : x->dtype;
+    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
+    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
+    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
+    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
+        pt_release(gx);
+        pt_release(gw);
+        pt_release(gb);
+        return NULL;
+    }
+    if (grad_weight)
+        *grad_weight = gw;
+    if (grad_bias)
+        *grad_bias = gb;
+    return gx;
+}
+
 /* An optional 1-D per-channel tensor: NULL, or floating of shape [c]. */
 static bool check_channel_param(const char *op, const char *arg, const pt_tensor *t, int64_t c)
 {
@@ -185,24 +254,9 @@ pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   pt_tensor **grad_weight, pt_tensor **grad_bias)
 {
     const char *op = "pt_batch_norm_backward";
-    if (grad_weight)
-        *grad_weight = NULL;
-    if (grad_bias)
-        *grad_bias = NULL;
-    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
-        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
-        return NULL;
     const pt_tensor *all[5] = {grad_out, x, running_mean, running_var, weight};
-    if (!pti_check_same_device(op, 5, all))
+    if (!check_norm_backward(op, grad_out, x, 5, all, true, grad_weight, grad_bias))
         return NULL;
-    if (x->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
-                              pti_shape_str(x->ndim, x->shape));
-    if (grad_out->ndim != x->ndim ||
-        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
-                              pti_shape_str(grad_out->ndim, grad_out->shape),
-                              pti_shape_str(x->ndim, x->shape));
     pti_batch_norm_params p = {
         .n = x->shape[0], .c = x->shape[1], .s = 1, .training = training, .eps = eps};
     for (int d = 2; d < x->ndim; d++)
@@ -217,41 +271,12 @@ pt_tensor *pt_batch_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
                               "false",
                               op);
     pt_dtype cdt = compute_dtype(x->dtype);
-    pt_device dev = x->storage->device;
-    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
-    pt_tensor *rm = training ? NULL : prep(running_mean, cdt);
-    pt_tensor *rv = training ? NULL : prep(running_var, cdt);
-    bool ok = gc && xc && (!weight || wc) && (training || (rm && rv));
-    int64_t c = p.c;
-    pt_tensor *gx = ok ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
-    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
-    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
-    ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
-    if (ok && gx->numel > 0) {
-        pti_call call = {
-            .n_in = 5, .n_out = 3, .in = {gc, xc, wc, rm, rv}, .out = {gx, gw, gb}, .params = &p};
-        ok = pti_dispatch(PTI_OP_batch_norm_backward, &call) == PT_OK;
-    }
-    pt_release(gc);
-    pt_release(xc);
-    pt_release(wc);
-    pt_release(rm);
-    pt_release(rv);
-    pt_dtype wdt = weight ? weight->dtype : x->dtype;
-    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
-    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
-    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
-    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
-        pt_release(gx);
-        pt_release(gw);
-        pt_release(gb);
-        return NULL;
-    }
-    if (grad_weight)
-        *grad_weight = gw;
-    if (grad_bias)
-        *grad_bias = gb;
-    return gx;
+    pt_tensor *ins[5] = {prep(grad_out, cdt), prep(x, cdt), prep(weight, cdt),
+                         training ? NULL : prep(running_mean, cdt),
+                         training ? NULL : prep(running_var, cdt)};
+    bool ins_ok = ins[0] && ins[1] && (!weight || ins[2]) && (training || (ins[3] && ins[4]));
+    return run_norm_backward(PTI_OP_batch_norm_backward, &p, 5, ins, ins_ok, x, weight, 1, &p.c,
+                             grad_weight, grad_bias);
 }
 
 /* ---- layer_norm and rms_norm -------------------------------------------------------------------
@@ -327,55 +352,18 @@ static pt_tensor *row_norm_backward(const char *op, bool rms, const pt_tensor *g
                                     const pt_tensor *weight, double eps, pt_tensor **grad_weight,
                                     pt_tensor **grad_bias)
 {
-    if (grad_weight)
-        *grad_weight = NULL;
-    if (grad_bias)
-        *grad_bias = NULL;
-    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
-        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
-        return NULL;
     const pt_tensor *all[3] = {grad_out, x, weight};
-    if (!pti_check_same_device(op, 3, all))
+    if (!check_norm_backward(op, grad_out, x, 3, all, false, grad_weight, grad_bias))
         return NULL;
     pti_row_norm_params rp = {.eps = eps};
     if (!check_normalized_shape(op, x, n, nshape, weight, NULL, &rp))
         return NULL;
-    if (grad_out->ndim != x->ndim ||
-        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
-                              pti_shape_str(grad_out->ndim, grad_out->shape),
-                              pti_shape_str(x->ndim, x->shape));
     pti_row_norm_bw_params p = {.rows = rp.rows, .cols = rp.cols, .eps = rp.eps, .rms = rms};
     pt_dtype cdt = compute_dtype(x->dtype);
-    pt_device dev = x->storage->device;
-    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
-    pt_tensor *gx =
-        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
-    pt_tensor *gw = gx && grad_weight ? pt_zeros(n, nshape, cdt, dev) : NULL;
-    pt_tensor *gb = gx && grad_bias ? pt_zeros(n, nshape, cdt, dev) : NULL;
-    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
-    if (ok && gx->numel > 0) {
-        pti_call c = {.n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
-        ok = pti_dispatch(PTI_OP_row_norm_backward, &c) == PT_OK;
-    }
-    pt_release(gc);
-    pt_release(xc);
-    pt_release(wc);
-    pt_dtype wdt = weight ? weight->dtype : x->dtype;
-    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
-    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
-    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
-    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
-        pt_release(gx);
-        pt_release(gw);
-        pt_release(gb);
-        return NULL;
-    }
-    if (grad_weight)
-        *grad_weight = gw;
-    if (grad_bias)
-        *grad_bias = gb;
-    return gx;
+    pt_tensor *ins[3] = {prep(grad_out, cdt), prep(x, cdt), prep(weight, cdt)};
+    bool ins_ok = ins[0] && ins[1] && (!weight || ins[2]);
+    return run_norm_backward(PTI_OP_row_norm_backward, &p, 3, ins, ins_ok, x, weight, n, nshape,
+                             grad_weight, grad_bias);
 }
 
 pt_tensor *pt_layer_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
@@ -490,24 +478,9 @@ pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
                                   pt_tensor **grad_bias)
 {
     const char *op = "pt_group_norm_backward";
-    if (grad_weight)
-        *grad_weight = NULL;
-    if (grad_bias)
-        *grad_bias = NULL;
-    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(x, op, "x") ||
-        !pti_check_floating(op, "x", x) || !pti_check_floating(op, "grad_output", grad_out))
-        return NULL;
     const pt_tensor *all[3] = {grad_out, x, weight};
-    if (!pti_check_same_device(op, 3, all))
+    if (!check_norm_backward(op, grad_out, x, 3, all, true, grad_weight, grad_bias))
         return NULL;
-    if (x->ndim < 2)
-        return pti_error_null(PT_ERR_SHAPE, "%s: x must be [N, C, *] (at least 2 dims), got %s", op,
-                              pti_shape_str(x->ndim, x->shape));
-    if (grad_out->ndim != x->ndim ||
-        memcmp(grad_out->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim) != 0)
-        return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s does not match x %s", op,
-                              pti_shape_str(grad_out->ndim, grad_out->shape),
-                              pti_shape_str(x->ndim, x->shape));
     pti_group_norm_params p = {
         .n = x->shape[0], .c = x->shape[1], .s = 1, .groups = num_groups, .eps = eps};
     if (num_groups <= 0 || p.c % num_groups != 0)
@@ -520,37 +493,10 @@ pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
     if (!check_channel_param(op, "weight", weight, p.c))
         return NULL;
     pt_dtype cdt = compute_dtype(x->dtype);
-    pt_device dev = x->storage->device;
-    pt_tensor *gc = prep(grad_out, cdt), *xc = prep(x, cdt), *wc = prep(weight, cdt);
-    int64_t c = p.c;
-    pt_tensor *gx =
-        gc && xc && (!weight || wc) ? pti_tensor_new(x->ndim, x->shape, cdt, dev) : NULL;
-    pt_tensor *gw = gx && grad_weight ? pt_zeros(1, &c, cdt, dev) : NULL;
-    pt_tensor *gb = gx && grad_bias ? pt_zeros(1, &c, cdt, dev) : NULL;
-    bool ok = gx && (!grad_weight || gw) && (!grad_bias || gb);
-    if (ok && gx->numel > 0) {
-        pti_call call = {
-            .n_in = 3, .n_out = 3, .in = {gc, xc, wc}, .out = {gx, gw, gb}, .params = &p};
-        ok = pti_dispatch(PTI_OP_group_norm_backward, &call) == PT_OK;
-    }
-    pt_release(gc);
-    pt_release(xc);
-    pt_release(wc);
-    pt_dtype wdt = weight ? weight->dtype : x->dtype;
-    gx = ok ? finish(gx, x->dtype) : (pt_release(gx), NULL);
-    gw = ok && gx ? finish(gw, wdt) : (pt_release(gw), NULL);
-    gb = ok && gx ? finish(gb, wdt) : (pt_release(gb), NULL);
-    if (!gx || (grad_weight && !gw) || (grad_bias && !gb)) {
-        pt_release(gx);
-        pt_release(gw);
-        pt_release(gb);
-        return NULL;
-    }
-    if (grad_weight)
-        *grad_weight = gw;
-    if (grad_bias)
-        *grad_bias = gb;
-    return gx;
+    pt_tensor *ins[3] = {prep(grad_out, cdt), prep(x, cdt), prep(weight, cdt)};
+    bool ins_ok = ins[0] && ins[1] && (!weight || ins[2]);
+    return run_norm_backward(PTI_OP_group_norm_backward, &p, 3, ins, ins_ok, x, weight, 1, &p.c,
+                             grad_weight, grad_bias);
 }
 
 /* ---- dropout
