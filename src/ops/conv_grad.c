@@ -118,19 +118,29 @@ static pt_status conv_backward(pti_node *n, pt_tensor *const *grad_out, pt_tenso
     return finish_grads(grad_in, 3);
 }
 
-pt_tensor *pti_conv_record(pt_tensor *out, int nsp, const pt_tensor *x, const pt_tensor *w,
-                           const pt_tensor *bias, const pt_conv_opts *o)
+/* Records a convolution-family node on out: inputs ins (n of them), the conv options, and
+ * the two tensors its formula needs saved. Returns out, or NULL (out released) on failure. */
+static pt_tensor *record_conv_node(pt_tensor *out, const char *name, pti_backward_fn fn, int n_in,
+                                   const pt_tensor *const *ins, const pt_conv_opts *o, int nsp,
+                                   const pt_tensor *save0, const pt_tensor *save1)
 {
     if (!out)
         return NULL;
-    const pt_tensor *ins[3] = {x, w, bias};
-    pti_node *n = pti_node_new(nsp == 1 ? "conv1d" : "conv2d", conv_backward, 3, ins);
+    pti_node *n = pti_node_new(name, fn, n_in, ins);
     if (!n)
         return rec_fail(NULL, out);
     put_opts(n, o, nsp);
-    if (pti_node_save(n, x) < 0 || pti_node_save(n, w) < 0)
+    if (pti_node_save(n, save0) < 0 || pti_node_save(n, save1) < 0)
         return rec_fail(n, out);
     return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
+}
+
+pt_tensor *pti_conv_record(pt_tensor *out, int nsp, const pt_tensor *x, const pt_tensor *w,
+                           const pt_tensor *bias, const pt_conv_opts *o)
+{
+    const pt_tensor *ins[3] = {x, w, bias};
+    return record_conv_node(out, nsp == 1 ? "conv1d" : "conv2d", conv_backward, 3, ins, o, nsp, x,
+                            w);
 }
 
 /* input_grad(shape, w, g) is linear in w and g: d/dg = conv(u, w), d/dw = weight_grad(u, g). */
@@ -157,17 +167,9 @@ static pt_status input_grad_backward(pti_node *n, pt_tensor *const *grad_out, pt
 pt_tensor *pti_conv_record_input_grad(pt_tensor *out, int nsp, const pt_tensor *w,
                                       const pt_tensor *g, const pt_conv_opts *o)
 {
-    if (!out)
-        return NULL;
     const pt_tensor *ins[2] = {w, g};
-    pti_node *n = pti_node_new(nsp == 1 ? "conv1d_input_grad" : "conv2d_input_grad",
-                               input_grad_backward, 2, ins);
-    if (!n)
-        return rec_fail(NULL, out);
-    put_opts(n, o, nsp);
-    if (pti_node_save(n, w) < 0 || pti_node_save(n, g) < 0)
-        return rec_fail(n, out);
-    return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
+    return record_conv_node(out, nsp == 1 ? "conv1d_input_grad" : "conv2d_input_grad",
+                            input_grad_backward, 2, ins, o, nsp, w, g);
 }
 
 /* weight_grad(x, shape, g): d/dx = input_grad(x.shape, u, g), d/dg = conv(x, u). */
@@ -194,17 +196,9 @@ static pt_status weight_grad_backward(pti_node *n, pt_tensor *const *grad_out, p
 pt_tensor *pti_conv_record_weight_grad(pt_tensor *out, int nsp, const pt_tensor *x,
                                        const pt_tensor *g, const pt_conv_opts *o)
 {
-    if (!out)
-        return NULL;
     const pt_tensor *ins[2] = {x, g};
-    pti_node *n = pti_node_new(nsp == 1 ? "conv1d_weight_grad" : "conv2d_weight_grad",
-                               weight_grad_backward, 2, ins);
-    if (!n)
-        return rec_fail(NULL, out);
-    put_opts(n, o, nsp);
-    if (pti_node_save(n, x) < 0 || pti_node_save(n, g) < 0)
-        return rec_fail(n, out);
-    return pti_node_finish(n, 1, &out) == PT_OK ? out : rec_fail(NULL, out);
+    return record_conv_node(out, nsp == 1 ? "conv1d_weight_grad" : "conv2d_weight_grad",
+                            weight_grad_backward, 2, ins, o, nsp, x, g);
 }
 
 /* ---- conv_transpose2d -------------------------------------------------------------------------
