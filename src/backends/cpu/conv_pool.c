@@ -384,24 +384,37 @@ static void interp_fill_axis(interp_axis *a, const pti_interp_params *p, int axi
     }
 }
 
+/* The source index/weight tables of both axes for a task (OH + OW entries each), in one
+ * scratch block from the caching allocator; the caller frees it with *bytes. NULL on OOM. */
+static char *interp_tables(plane_task *t, const pti_interp_params *p, bool f64, interp_axis ax[2],
+                           size_t *bytes)
+{
+    int64_t n = t->OH + t->OW;
+    *bytes = (size_t)n * (2 * sizeof(int64_t) + 2 * sizeof(double));
+    char *buf = pti_cpu_alloc(*bytes);
+    if (!buf)
+        return NULL;
+    int64_t *ib = (int64_t *)buf;
+    double *lb = (double *)(buf + (size_t)n * 2 * sizeof(int64_t));
+    ax[0] = (interp_axis){ib, ib + t->OH, lb, lb + t->OH};
+    ax[1] = (interp_axis){ib + 2 * t->OH, ib + 2 * t->OH + t->OW, lb + 2 * t->OH,
+                          lb + 2 * t->OH + t->OW};
+    interp_fill_axis(&ax[0], p, 0, f64, t->H, t->OH);
+    interp_fill_axis(&ax[1], p, 1, f64, t->W, t->OW);
+    t->aux = ax;
+    return buf;
+}
+
 static pt_status cpu_interpolate(const pti_call *c)
 {
     plane_task t = make_task(c);
     const pti_interp_params *p = c->params;
     bool f64 = c->in[0]->dtype == PT_FLOAT64;
-    int64_t n = t.OH + t.OW;
-    size_t bytes = (size_t)n * (2 * sizeof(int64_t) + 2 * sizeof(double));
-    char *buf = pti_cpu_alloc(bytes);
+    interp_axis ax[2];
+    size_t bytes;
+    char *buf = interp_tables(&t, p, f64, ax, &bytes);
     if (!buf)
         return pti_error(PT_ERR_OOM, "interpolate: out of memory for %zu bytes of tables", bytes);
-    interp_axis ax[2];
-    int64_t *ib = (int64_t *)buf;
-    double *lb = (double *)(buf + (size_t)n * 2 * sizeof(int64_t));
-    ax[0] = (interp_axis){ib, ib + t.OH, lb, lb + t.OH};
-    ax[1] = (interp_axis){ib + 2 * t.OH, ib + 2 * t.OH + t.OW, lb + 2 * t.OH, lb + 2 * t.OH + t.OW};
-    interp_fill_axis(&ax[0], p, 0, f64, t.H, t.OH);
-    interp_fill_axis(&ax[1], p, 1, f64, t.W, t.OW);
-    t.aux = ax;
     int64_t planes = c->out[0]->shape[0] * c->out[0]->shape[1];
     pti_parallel_for(planes, plane_grain(t.OH * t.OW * 4), run_planes, &t);
     pti_cpu_free(buf, bytes);
@@ -556,19 +569,11 @@ static pt_status cpu_interpolate_backward(const pti_call *c)
     plane_task t = make_backward_task(c);
     const pti_interp_params *p = c->params;
     bool f64 = c->in[0]->dtype == PT_FLOAT64;
-    int64_t n = t.OH + t.OW;
-    size_t bytes = (size_t)n * (2 * sizeof(int64_t) + 2 * sizeof(double));
-    char *buf = pti_cpu_alloc(bytes);
+    interp_axis ax[2];
+    size_t bytes;
+    char *buf = interp_tables(&t, p, f64, ax, &bytes);
     if (!buf)
         return pti_error(PT_ERR_OOM, "interpolate_backward: out of memory for %zu bytes", bytes);
-    interp_axis ax[2];
-    int64_t *ib = (int64_t *)buf;
-    double *lb = (double *)(buf + (size_t)n * 2 * sizeof(int64_t));
-    ax[0] = (interp_axis){ib, ib + t.OH, lb, lb + t.OH};
-    ax[1] = (interp_axis){ib + 2 * t.OH, ib + 2 * t.OH + t.OW, lb + 2 * t.OH, lb + 2 * t.OH + t.OW};
-    interp_fill_axis(&ax[0], p, 0, f64, t.H, t.OH);
-    interp_fill_axis(&ax[1], p, 1, f64, t.W, t.OW);
-    t.aux = ax;
     int64_t planes = c->out[0]->shape[0] * c->out[0]->shape[1];
     pti_parallel_for(planes, plane_grain(t.H * t.W + t.OH * t.OW * 4), run_interp_backward, &t);
     pti_cpu_free(buf, bytes);
