@@ -20,6 +20,8 @@
 #include "ops_random.h"
 #include "autograd.h"
 #include "data.h"
+#include "value.h"
+#include "nn.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
