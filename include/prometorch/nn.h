@@ -89,8 +89,8 @@ PT_API pt_module *pt_nn_child_at(const pt_module *m, int i, const char **name);
 /* All parameters of m and its descendants in PyTorch's order (module.named_parameters():
  * the module's own first, then each child's, depth first; a tensor registered twice is
  * listed once). Returns the count, or -1 on error. When names/params are non-NULL they
- * receive malloc'd arrays the caller frees with free(); the names are owned by the module,
- * the tensors are borrowed. */
+ * receive malloc'd arrays the caller frees with free(); the name strings belong to m and stay
+ * valid until the next pt_nn_named_* call on m or pt_nn_free(m); the tensors are borrowed. */
 PT_API int pt_nn_named_parameters(pt_module *m, const char ***names, pt_tensor ***params);
 /* Same for buffers (persistent and not). */
 PT_API int pt_nn_named_buffers(pt_module *m, const char ***names, pt_tensor ***buffers);
