@@ -1,0 +1,344 @@
+/* mnist_cnn: trains a small convolutional network on Fashion-MNIST or MNIST with Adam and
+ * cross-entropy, evaluates it on the test set after every epoch, and can save the weights
+ * (.safetensors) with a chart of the loss and accuracy curves (.svg).
+ *
+ *     build/bin/mnist_cnn --epochs 1
+ *     build/bin/mnist_cnn --epochs 5 --save cnn.safetensors
+ *
+ * The network: two blocks of conv 3x3 (padding 1, no bias) -> BatchNorm -> ReLU -> max-pool 2x2
+ * (1 -> 32 channels at 28x28, 32 -> 64 at 14x14), then Flatten, Linear(64*7*7, 128), ReLU,
+ * Dropout(0.5), Linear(128, 10). The last line printed is
+ * `final: test_accuracy=0.XXXX train_seconds=S epochs=N`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <prometorch/prometorch.h>
+#include <prometorch/io.h>
+#include <prometorch/nn_activation.h>
+#include <prometorch/nn_layers.h>
+#include <prometorch/optim.h>
+#include <prometorch/train_utils.h>
+
+typedef struct options {
+    const char *data;   /* directory with the four idx files (plain or .gz) */
+    const char *norm;   /* "fashion" or "mnist": which mean/std normalize the pixels */
+    int epochs;
+    int64_t batch_size;
+    double lr;
+    const char *device; /* "cpu", "cuda", "cuda:1", ... */
+    int threads;        /* 0: the library's default (all cores) */
+    const char *save;   /* NULL: save nothing */
+    uint64_t seed;
+    int64_t limit;      /* > 0: train on only this many batches per epoch (quick checks) */
+    int workers;        /* DataLoader threads */
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mnist_cnn [options]\n"
+            "  --data DIR        MNIST-format directory (default "
+            "/usr/share/datasets/fashion-mnist)\n"
+            "  --norm NAME       fashion (mean 0.2860, std 0.3530) or mnist (0.1307, 0.3081);\n"
+            "                    default: fashion when DIR's name contains \"fashion\"\n"
+            "  --epochs N        epochs (default 1)\n"
+            "  --batch-size N    training batch size (default 64)\n"
+            "  --lr X            Adam learning rate (default 1e-3)\n"
+            "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
+            "  --threads N       CPU threads (default: all cores)\n"
+            "  --workers N       data-loading threads (default 1)\n"
+            "  --save FILE       write the weights to FILE (safetensors) and the curves to\n"
+            "                    FILE without .safetensors + .svg\n"
+            "  --seed N          random seed (default 0): same seed, same results\n"
+            "  --limit N         train on only N batches per epoch (quick checks)\n"
+            "  --help            this text\n");
+}
+
+/* Returns 0 to run, 1 to exit successfully (--help), -1 on a bad option. */
+static int parse_options(int argc, char **argv, options *o)
+{
+    static const struct option longopts[] = {
+        {"data", required_argument, NULL, 'd'},   {"norm", required_argument, NULL, 'n'},
+        {"epochs", required_argument, NULL, 'e'}, {"batch-size", required_argument, NULL, 'b'},
+        {"lr", required_argument, NULL, 'l'},     {"device", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 't'}, {"workers", required_argument, NULL, 'w'},
+        {"save", required_argument, NULL, 's'},   {"seed", required_argument, NULL, 'S'},
+        {"limit", required_argument, NULL, 'L'},  {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (options){.data = "/usr/share/datasets/fashion-mnist", .epochs = 1, .batch_size = 64,
+                   .lr = 1e-3, .device = "cpu", .workers = 1};
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': o->data = optarg; break;
+        case 'n': o->norm = optarg; break;
+        case 'e': o->epochs = atoi(optarg); break;
+        case 'b': o->batch_size = atoll(optarg); break;
+        case 'l': o->lr = atof(optarg); break;
+        case 'D': o->device = optarg; break;
+        case 't': o->threads = atoi(optarg); break;
+        case 'w': o->workers = atoi(optarg); break;
+        case 's': o->save = optarg; break;
+        case 'S': o->seed = strtoull(optarg, NULL, 10); break;
+        case 'L': o->limit = atoll(optarg); break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return -1;
+        }
+    }
+    if (optind < argc || o->epochs < 1 || o->batch_size < 1 || !(o->lr > 0) || o->workers < 0) {
+        fprintf(stderr, "mnist_cnn: bad arguments (epochs, batch size and lr must be positive)\n");
+        usage(stderr);
+        return -1;
+    }
+    if (!o->norm)
+        o->norm = strstr(o->data, "fashion") || strstr(o->data, "Fashion") ? "fashion" : "mnist";
+    if (strcmp(o->norm, "fashion") != 0 && strcmp(o->norm, "mnist") != 0) {
+        fprintf(stderr, "mnist_cnn: --norm must be fashion or mnist, not '%s'\n", o->norm);
+        return -1;
+    }
+    return 0;
+}
+
+/* Prints what failed with the library's message; returns the process exit code. */
+static int fail(const char *what)
+{
+    fprintf(stderr, "mnist_cnn: %s: %s\n", what, pt_last_error());
+    return 1;
+}
+
+/* conv 3x3 -> BatchNorm -> ReLU -> max-pool 2x2: one feature-extraction block (a Sequential,
+ * so its state-dict keys are "0.weight", "1.running_mean", ...). */
+static pt_module *conv_block(int64_t in, int64_t out)
+{
+    pt_module *layers[] = {
+        pt_nn_conv2d(in, out, 3, 1, 1, false), /* the BatchNorm's shift makes a bias useless */
+        pt_nn_batch_norm2d(out),
+        pt_nn_relu(),
+        pt_nn_max_pool2d(2, 2, 0),
+    };
+    return pt_nn_sequential(4, layers);
+}
+
+/* [B, 1, 28, 28] -> block 32 -> [B, 32, 14, 14] -> block 64 -> [B, 64, 7, 7] -> classifier
+ * -> [B, 10] logits. */
+static pt_module *build_model(void)
+{
+    pt_module *layers[] = {
+        conv_block(1, 32),
+        conv_block(32, 64),
+        pt_nn_flatten(1, -1),
+        pt_nn_linear(64 * 7 * 7, 128, true),
+        pt_nn_relu(),
+        pt_nn_dropout(0.5),
+        pt_nn_linear(128, 10, true),
+    };
+    return pt_nn_sequential((int)(sizeof(layers) / sizeof(layers[0])), layers);
+}
+
+/* One optimization step on a batch: forward, loss, backward, Adam. Runs inside the caller's
+ * scope, which frees every tensor made here (the batch, activations, the loss). */
+static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch,
+                            pt_device dev, double *loss_value)
+{
+    pt_tensor *x = pt_to(batch[0], dev);   /* [B, 1, 28, 28] float32, normalized */
+    pt_tensor *y = pt_to(batch[1], dev);   /* [B] int64 class indices */
+    pt_tensor *logits = pt_nn_forward(model, x); /* [B, 10] */
+    pt_tensor *loss = pt_cross_entropy(logits, y);
+    if (!loss)
+        return pt_last_status();
+    pt_optim_zero_grad(opt);
+    pt_status st = pt_backward(loss, NULL, false, false);
+    if (st == PT_OK)
+        st = pt_optim_step(opt);
+    *loss_value = pt_item(loss);
+    return st;
+}
+
+/* One epoch over the training loader (or its first o->limit batches) with a progress bar.
+ * Returns the mean training loss in *mean_loss and the seconds spent in *seconds. */
+static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train,
+                             pt_device dev, const options *o, int epoch, double *mean_loss,
+                             double *seconds)
+{
+    int64_t steps = pt_dataloader_num_batches(train);
+    if (o->limit > 0 && o->limit < steps)
+        steps = o->limit;
+    char label[32];
+    snprintf(label, sizeof(label), "epoch %d/%d", epoch, o->epochs);
+    pt_progress *bar = pt_progress_new(label, steps, o->batch_size);
+    pt_nn_train(model, true);
+    pt_status st = PT_OK;
+    for (int64_t step = 1; step <= steps && st == PT_OK; step++) {
+        double loss = 0;
+        pt_scope_begin(); /* everything of this step is freed at pt_scope_end */
+        pt_tensor *batch[2];
+        int got = pt_dataloader_next(train, batch);
+        if (got == 1)
+            st = train_step(model, opt, batch, dev, &loss);
+        else
+            st = got == 0 ? PT_ERR_RUNTIME : pt_last_status();
+        pt_scope_end();
+        pt_progress_update(bar, step, loss);
+    }
+    if (st == PT_OK)
+        st = pt_dataloader_reset(train); /* ends the epoch (needed when --limit cut it short) */
+    *mean_loss = pt_progress_mean_loss(bar);
+    *seconds = pt_progress_elapsed(bar);
+    pt_progress_finish(bar);
+    return st;
+}
+
+/* Accuracy and mean cross-entropy over the whole test loader, in eval mode without autograd. */
+static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, double *accuracy,
+                          double *mean_loss)
+{
+    pt_nn_eval(model);
+    pt_no_grad_begin();
+    int64_t correct = 0, total = 0;
+    double loss_sum = 0;
+    pt_status st = PT_OK;
+    int got;
+    do {
+        pt_scope_begin();
+        pt_tensor *batch[2];
+        got = pt_dataloader_next(test, batch);
+        if (got == 1) {
+            pt_tensor *y = pt_to(batch[1], dev);
+            pt_tensor *logits = pt_nn_forward(model, pt_to(batch[0], dev));
+            pt_cross_entropy_opts sum = {.reduction = PT_REDUCTION_SUM};
+            pt_tensor *loss = pt_cross_entropy_ex(logits, y, &sum);
+            pt_tensor *hits = pt_sum(pt_eq(pt_argmax(logits, 1, false), y));
+            if (loss && hits) {
+                loss_sum += pt_item(loss);
+                correct += (int64_t)pt_item(hits);
+                total += pt_size(y, 0);
+            } else {
+                st = pt_last_status();
+            }
+        } else if (got < 0) {
+            st = pt_last_status();
+        }
+        pt_scope_end();
+    } while (got == 1 && st == PT_OK);
+    pt_no_grad_end();
+    if (st == PT_OK && got == 1)
+        pt_dataloader_reset(test);
+    *accuracy = total ? (double)correct / (double)total : 0;
+    *mean_loss = total ? loss_sum / (double)total : 0;
+    return st;
+}
+
+/* Writes the weights to o->save and the curves next to it ("cnn.safetensors" -> "cnn.svg"). */
+static pt_status save_results(pt_module *model, const options *o, int epochs,
+                              const double *train_loss, const double *test_loss,
+                              const double *test_acc)
+{
+    pt_value *sd = pt_nn_state_dict(model);
+    pt_status st = sd ? pt_save_safetensors(o->save, sd, NULL) : pt_last_status();
+    pt_value_free(sd);
+    if (st != PT_OK)
+        return st;
+    char svg[4096];
+    size_t n = strlen(o->save);
+    const char *ext = ".safetensors";
+    if (n > strlen(ext) && strcmp(o->save + n - strlen(ext), ext) == 0)
+        n -= strlen(ext);
+    snprintf(svg, sizeof(svg), "%.*s.svg", (int)n, o->save);
+    pt_plot_series curves[] = {
+        {.name = "train loss", .n = epochs, .y = train_loss},
+        {.name = "test loss", .n = epochs, .y = test_loss},
+        {.name = "test accuracy", .n = epochs, .y = test_acc, .panel = 1},
+    };
+    st = pt_plot_svg(svg, "CNN conv32-conv64-fc128", "epoch", 3, curves);
+    if (st == PT_OK)
+        printf("saved %s and %s\n", o->save, svg);
+    return st;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int r = parse_options(argc, argv, &o);
+    if (r != 0)
+        return r > 0 ? 0 : 2;
+    pt_manual_seed(o.seed);
+    if (o.threads > 0)
+        pt_set_num_threads(o.threads);
+    pt_clear_error();
+    pt_device dev = pt_device_parse(o.device);
+    if (pt_last_status() != PT_OK || !pt_device_available(dev))
+        return fprintf(stderr, "mnist_cnn: device '%s' is not available\n", o.device), 1;
+
+    /* Data: pixels scaled to [0, 1], then (x - mean) / std. */
+    bool fashion = strcmp(o.norm, "fashion") == 0;
+    pt_image_dataset_opts img = {.to_float = true, .n_norm = 1,
+                                 .mean = {fashion ? 0.2860 : 0.1307},
+                                 .std = {fashion ? 0.3530 : 0.3081}};
+    pt_dataset *train_set = pt_mnist_dataset_dir(o.data, true, &img);
+    pt_dataset *test_set = pt_mnist_dataset_dir(o.data, false, &img);
+    if (!train_set || !test_set)
+        return fail("loading the data set (try --data DIR)");
+    pt_dataloader_opts train_opts = {.batch_size = o.batch_size, .shuffle = true,
+                                     .num_workers = o.workers, .has_seed = true,
+                                     .seed = o.seed};
+    pt_dataloader_opts test_opts = {.batch_size = 1000, .num_workers = o.workers};
+    int64_t n_train = pt_dataset_len(train_set);
+    pt_dataloader *train = pt_dataloader_new(train_set, &train_opts);
+    pt_dataloader *test = pt_dataloader_new(test_set, &test_opts);
+    pt_dataset_free(train_set); /* the loaders hold their own references */
+    pt_dataset_free(test_set);
+    if (!train || !test)
+        return fail("creating the data loaders");
+
+    /* Model and optimizer. */
+    pt_module *model = build_model();
+    if (!model || pt_nn_to(model, dev) != PT_OK)
+        return fail("building the model");
+    pt_nn_print(model);
+    printf("%lld parameters, %lld training samples, device %s, norm %s\n",
+           (long long)pt_nn_num_parameters(model), (long long)n_train,
+           o.device, o.norm);
+    pt_adam_opts adam = PT_ADAM_DEFAULTS;
+    adam.lr = o.lr;
+    pt_optim *opt = pt_optim_adam(model, adam);
+    if (!opt)
+        return fail("creating the optimizer");
+
+    /* Train, evaluating after every epoch. */
+    double *train_loss = calloc((size_t)o.epochs, sizeof(double));
+    double *test_loss = calloc((size_t)o.epochs, sizeof(double));
+    double *test_acc = calloc((size_t)o.epochs, sizeof(double));
+    double train_seconds = 0, acc = 0;
+    int status = 0;
+    for (int epoch = 1; epoch <= o.epochs && status == 0; epoch++) {
+        double seconds = 0, loss = 0;
+        if (train_epoch(model, opt, train, dev, &o, epoch, &train_loss[epoch - 1], &seconds))
+            status = fail("training");
+        else if (evaluate(model, test, dev, &acc, &loss))
+            status = fail("evaluating");
+        else
+            printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f (%.1f s)\n",
+                   epoch, train_loss[epoch - 1], loss, acc, seconds);
+        train_seconds += seconds;
+        test_loss[epoch - 1] = loss;
+        test_acc[epoch - 1] = acc;
+    }
+    if (status == 0 && o.save &&
+        save_results(model, &o, o.epochs, train_loss, test_loss, test_acc) != PT_OK)
+        status = fail("saving");
+    if (status == 0)
+        printf("final: test_accuracy=%.4f train_seconds=%.1f epochs=%d\n", acc, train_seconds,
+               o.epochs);
+
+    free(train_loss);
+    free(test_loss);
+    free(test_acc);
+    pt_optim_free(opt);
+    pt_nn_free(model);
+    pt_dataloader_free(train);
+    pt_dataloader_free(test);
+    return status;
+}
