@@ -38,8 +38,8 @@ static void test_scalars(void **state)
     assert_true(pt_value_is(f, PT_VALUE_FLOAT));
     assert_false(pt_value_is(f, PT_VALUE_INT));
     assert_false(pt_value_is(NULL, PT_VALUE_NONE));
-    const char *names[] = {"None", "bool", "int", "float", "str", "bytes", "tensor", "list",
-                           "tuple", "dict"};
+    const char *names[] = {"None",  "bool",   "int",  "float", "str",
+                           "bytes", "tensor", "list", "tuple", "dict"};
     for (int k = PT_VALUE_NONE; k <= PT_VALUE_DICT; k++)
         assert_string_equal(pt_value_kind_name((pt_value_kind)k), names[k]);
 
@@ -61,14 +61,16 @@ static void test_scalars(void **state)
 
     /* kind mismatches leave *out alone */
     iv = 42;
-    assert_pt_status_error(pt_value_as_int(f, &iv), PT_ERR_DTYPE, "expected int or bool, got float");
+    assert_pt_status_error(pt_value_as_int(f, &iv), PT_ERR_DTYPE,
+                           "expected int or bool, got float");
     assert_int_equal(iv, 42);
     bv = false;
     assert_pt_status_error(pt_value_as_bool(i, &bv), PT_ERR_DTYPE, "expected bool, got int");
     assert_false(bv);
     assert_pt_status_error(pt_value_as_float(n, &fv), PT_ERR_DTYPE, "got None");
     assert_true(fv == 1.0);
-    assert_pt_error(pt_value_as_str(i, NULL), PT_ERR_DTYPE, "pt_value_as_str: expected str, got int");
+    assert_pt_error(pt_value_as_str(i, NULL), PT_ERR_DTYPE,
+                    "pt_value_as_str: expected str, got int");
     assert_pt_error(pt_value_tensor_ref(i), PT_ERR_DTYPE, "expected tensor, got int");
     assert_int_equal(pt_value_len(i), -1);
     assert_int_equal(pt_value_len(NULL), -1);
@@ -183,8 +185,8 @@ static void test_lists_and_tuples(void **state)
     assert_int_equal(pt_value_len(t), 1);
     assert_repr(t, 0, "('a',)");
 
-    pt_value *t2 = pt_value_tuple_of(3, (pt_value *[]){pt_value_int(1), pt_value_float(2.0),
-                                                        pt_value_none()});
+    pt_value *t2 =
+        pt_value_tuple_of(3, (pt_value *[]){pt_value_int(1), pt_value_float(2.0), pt_value_none()});
     assert_repr(t2, 0, "(1, 2.0, None)");
     pt_value *t0 = pt_value_tuple_of(0, NULL);
     assert_repr(t0, 0, "()");
@@ -253,9 +255,10 @@ static void test_dict_basics(void **state)
                            PT_ERR_INVALID_ARG, "unhashable dict key of kind list");
     assert_pt_status_error(pt_value_dict_set(d, pt_value_dict(), pt_value_int(1)),
                            PT_ERR_INVALID_ARG, "unhashable dict key of kind dict");
-    assert_pt_status_error(
-        pt_value_dict_set(d, pt_value_tuple_of(1, (pt_value *[]){pt_value_list()}), pt_value_none()),
-        PT_ERR_INVALID_ARG, "unhashable dict key of kind list");
+    assert_pt_status_error(pt_value_dict_set(d,
+                                             pt_value_tuple_of(1, (pt_value *[]){pt_value_list()}),
+                                             pt_value_none()),
+                           PT_ERR_INVALID_ARG, "unhashable dict key of kind list");
     pt_tensor *t = pt_zeros(PT_SHAPE(2), PT_FLOAT32, pt_cpu());
     assert_pt_status_error(pt_value_dict_set(d, pt_value_tensor(t), pt_value_int(1)),
                            PT_ERR_INVALID_ARG, "unhashable dict key of kind tensor");
@@ -265,8 +268,8 @@ static void test_dict_basics(void **state)
     assert_pt_status_error(pt_value_dict_set_str(NULL, "a", pt_value_int(1)), PT_ERR_NULL, "dict");
     assert_pt_status_error(pt_value_dict_set_str(d, NULL, pt_value_int(1)), PT_ERR_NULL, "key");
     assert_pt_status_error(pt_value_dict_set(d, pt_value_int(1), NULL), PT_ERR_NULL, "val");
-    assert_pt_status_error(pt_value_dict_set_str(d, "self", pt_value_retain(d)),
-                           PT_ERR_INVALID_ARG, "cannot contain itself");
+    assert_pt_status_error(pt_value_dict_set_str(d, "self", pt_value_retain(d)), PT_ERR_INVALID_ARG,
+                           "cannot contain itself");
     assert_pt_error(pt_value_get_str_ref(k, "a"), PT_ERR_DTYPE, "expected dict, got str");
     assert_pt_error(pt_value_get_ref(d, NULL), PT_ERR_NULL, "key");
     assert_int_equal(pt_value_len(d), 3);
@@ -315,7 +318,8 @@ static void test_dict_python_key_equality(void **state)
     assert_int_equal(pt_value_dict_set(td, pt_value_none(), pt_value_str("n")), PT_OK);
     pt_value *probe = pt_value_tuple_of(2, (pt_value *[]){pt_value_float(1.0), pt_value_str("a")});
     assert_string_equal(pt_value_as_str(pt_value_get_ref(td, probe), NULL), "t");
-    pt_value *probe2 = pt_value_tuple_of(2, (pt_value *[]){pt_value_int(1), pt_value_bytes("a", 1)});
+    pt_value *probe2 =
+        pt_value_tuple_of(2, (pt_value *[]){pt_value_int(1), pt_value_bytes("a", 1)});
     assert_pt_error(pt_value_get_ref(td, probe2), PT_ERR_INDEX, "key (1, b'a') not found");
     pt_value *none = pt_value_none();
     assert_string_equal(pt_value_as_str(pt_value_get_ref(td, none), NULL), "n");
@@ -429,8 +433,7 @@ static void test_path_lookup(void **state)
     assert_pt_error(pt_value_path_ref(root, "model.layers.2.w"), PT_ERR_INDEX, "'2' not found");
     assert_pt_error(pt_value_path_ref(root, "model.layers.x"), PT_ERR_INDEX, "'x' not found");
     assert_pt_error(pt_value_path_ref(root, "state.1.step"), PT_ERR_INDEX, "'1' not found");
-    assert_pt_error(pt_value_path_ref(root, "model.fc1.weight.x"), PT_ERR_INDEX,
-                    "'x' not found");
+    assert_pt_error(pt_value_path_ref(root, "model.fc1.weight.x"), PT_ERR_INDEX, "'x' not found");
     assert_pt_error(pt_value_path_ref(root, "nope"), PT_ERR_INDEX, "'nope' not found");
     assert_pt_error(pt_value_path_ref(NULL, "a"), PT_ERR_NULL, "root");
     assert_pt_error(pt_value_path_ref(root, NULL), PT_ERR_NULL, "path");
@@ -518,8 +521,9 @@ static void test_to_string_matches_python_repr(void **state)
 
     /* python3: repr([None, True, False, 0.1, 1.0, -0.0, 1e16, 1e-5, 0.0001,
      * 1234567890123456.0, 1.5e-7, 1e100, inf, -inf, nan, 2.5, 100.0, 1/3, -2**63]) */
-    double fs[] = {0.1, 1.0, -0.0, 1e16, 1e-5, 0.0001, 1234567890123456.0, 1.5e-7, 1e100,
-                   INFINITY, -INFINITY, NAN, 2.5, 100.0, 1.0 / 3};
+    double fs[] = {0.1,    1.0,   -0.0,     1e16,      1e-5, 0.0001, 1234567890123456.0,
+                   1.5e-7, 1e100, INFINITY, -INFINITY, NAN,  2.5,    100.0,
+                   1.0 / 3};
     pt_value *l = pt_value_list();
     pt_value_append(l, pt_value_none());
     pt_value_append(l, pt_value_bool(true));
@@ -542,8 +546,8 @@ static void test_to_string_matches_python_repr(void **state)
 
     /* python3: repr(["it's", 'say "hi"', 'both \' and "', 'tab\there\nnl\\', '\x01\x7f',
      * 'café', '\x85']) */
-    const char *strs[] = {"it's", "say \"hi\"", "both ' and \"", "tab\there\nnl\\", "\x01\x7f",
-                          "caf\xc3\xa9", "\xc2\x85"};
+    const char *strs[] = {"it's",     "say \"hi\"",  "both ' and \"", "tab\there\nnl\\",
+                          "\x01\x7f", "caf\xc3\xa9", "\xc2\x85"};
     pt_value *sl = pt_value_list();
     for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
         pt_value_append(sl, pt_value_str(strs[k]));

@@ -1,6 +1,6 @@
 /* Internal layout of pt_value (include/prometorch/value.h) shared by the value files:
- * value.c (nodes, containers, dict hash index, equality, copy), value_path.c (dotted path
- * lookup) and value_repr.c (Python-repr rendering). Never installed. */
+ * value.c (nodes, free, getters, lists), value_dict.c (hashing, equality, dicts, copy),
+ * value_path.c (dotted path lookup) and value_repr.c (Python-repr rendering). Never installed. */
 #ifndef PT_IO_VALUE_INTERNAL_H
 #define PT_IO_VALUE_INTERNAL_H
 
@@ -29,21 +29,27 @@ struct pt_value {
         struct {
             char *data; /* NUL-terminated; lives in the same allocation as the node */
             size_t len;
-        } s;            /* str, bytes */
-        pt_tensor *t;   /* one reference taken with pt_retain, dropped with pti_unref */
+        } s;          /* str, bytes */
+        pt_tensor *t; /* one reference taken with pt_retain, dropped with pti_unref */
         struct {
             pt_value **items;
             int64_t len, cap;
-        } seq;          /* list, tuple */
+        } seq; /* list, tuple */
         struct {
             pti_dict_entry *entries; /* insertion order, no holes */
             int64_t len, cap;
-            int64_t *index;          /* open addressing: entry number or -1; power-of-2 size */
+            int64_t *index; /* open addressing: entry number or -1; power-of-2 size */
             int64_t index_cap;
         } dict;
     } u;
 };
 
+/* A zeroed node of `kind` with refcount 1 and `extra` bytes after it; NULL with PT_ERR_OOM. */
+pt_value *pti_value_node_new(pt_value_kind kind, size_t extra);
+/* Grows an array of `elem`-byte items to hold at least `need`; false with PT_ERR_OOM. */
+bool pti_value_grow(void **arr, int64_t *cap, int64_t need, size_t elem);
+/* PT_ERR_DTYPE "fn: expected <expected>, got <kind of v>". */
+pt_status pti_value_kind_error(const char *fn, const char *expected, const pt_value *v);
 /* Python hash of a key value (same value for keys that compare equal: 1, 1.0, True).
  * Returns false with PT_ERR_INVALID_ARG for unhashable kinds (list, dict, tensor). */
 bool pti_value_hash(const pt_value *v, uint64_t *out, int depth);

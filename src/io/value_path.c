@@ -97,9 +97,9 @@ static const pt_value *resolve(const pt_value *v, const char *path, size_t pos, 
     for (size_t end = left;;) {
         const pt_value *next = step(v, seg, end);
         if (next) {
-            const pt_value *r = end == left ? next
-                                            : resolve(next, path, pos + end + 1, plen, depth + 1,
-                                                      fail, too_deep);
+            const pt_value *r =
+                end == left ? next
+                            : resolve(next, path, pos + end + 1, plen, depth + 1, fail, too_deep);
             if (r || *too_deep)
                 return r;
         }
@@ -132,8 +132,9 @@ pt_value *pt_value_path_ref(const pt_value *root, const char *path)
     if (r)
         return (pt_value *)r;
     if (too_deep)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_value_path_ref: path '%s' is deeper than %d levels",
-                              path, PTI_VALUE_MAX_DEPTH);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_value_path_ref: path '%s' is deeper than %d levels", path,
+                              PTI_VALUE_MAX_DEPTH);
     const char *seg = path + fail.pos;
     const char *dot = strchr(seg, '.');
     int seglen = (int)(dot ? (size_t)(dot - seg) : strlen(seg));
@@ -154,7 +155,8 @@ pt_value *pt_value_path_keys_ref(const pt_value *root, int n, const char *const 
             return pti_error_null(PT_ERR_NULL, "pt_value_path_keys_ref: keys[%d] is NULL", k);
         const pt_value *next = step(v, keys[k], strlen(keys[k]));
         if (!next)
-            return pti_error_null(PT_ERR_INDEX, "pt_value_path_keys_ref: key '%s' (keys[%d]) not found in %s",
+            return pti_error_null(PT_ERR_INDEX,
+                                  "pt_value_path_keys_ref: key '%s' (keys[%d]) not found in %s",
                                   keys[k], k, pt_value_kind_name(v->kind));
         v = next;
     }

@@ -36,7 +36,10 @@ static void sb_put(sbuf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_str(sbuf *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
 
 /* Python's float repr: the shortest digits that round-trip, fixed notation for decimal
  * exponents in [-4, 16), else d.ddde+XX. */
