@@ -120,6 +120,9 @@ static void test_strings_and_bytes(void **state)
     pt_value *s2 = pt_value_str("ab"), *b2 = pt_value_bytes("ab", 2);
     assert_false(pt_value_equal(s2, b2));
 
+    /* impossible sizes are PT_ERR_OOM before any copy (the data is never read) */
+    assert_pt_error(pt_value_strn("x", SIZE_MAX), PT_ERR_OOM, "out of memory");
+    assert_pt_error(pt_value_bytes("x", SIZE_MAX - 8), PT_ERR_OOM, "out of memory");
     assert_pt_error(pt_value_str(NULL), PT_ERR_NULL, "pt_value_str");
     assert_pt_error(pt_value_strn(NULL, 3), PT_ERR_NULL, "pt_value_strn");
     assert_pt_error(pt_value_bytes(NULL, 1), PT_ERR_NULL, "pt_value_bytes");
