@@ -31,7 +31,7 @@ typedef struct options {
     int threads;        /* 0: the library's default (all cores) */
     const char *save;   /* NULL: save nothing */
     uint64_t seed;
-    int64_t limit;      /* > 0: train on only this many batches per epoch (quick checks) */
+    int64_t limit;      /* > 0: only this many training and test batches (quick checks) */
     int workers;        /* DataLoader threads */
 } options;
 
@@ -52,7 +52,8 @@ static void usage(FILE *f)
             "  --save FILE       write the weights to FILE (safetensors) and the curves to\n"
             "                    FILE without .safetensors + .svg\n"
             "  --seed N          random seed (default 0): same seed, same results\n"
-            "  --limit N         train on only N batches per epoch (quick checks)\n"
+            "  --limit N         use only N batches per epoch for training and for testing\n"
+            "                    (quick checks)\n"
             "  --help            this text\n");
 }
 
@@ -191,9 +192,10 @@ static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *tra
     return st;
 }
 
-/* Accuracy and mean cross-entropy over the whole test loader, in eval mode without autograd. */
-static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, double *accuracy,
-                          double *mean_loss)
+/* Accuracy and mean cross-entropy over the test loader (its first `limit` batches when
+ * limit > 0), in eval mode without autograd. */
+static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, int64_t limit,
+                          double *accuracy, double *mean_loss)
 {
     pt_nn_eval(model);
     pt_no_grad_begin();
@@ -201,6 +203,7 @@ static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, 
     double loss_sum = 0;
     pt_status st = PT_OK;
     int got;
+    int64_t batches = 0;
     do {
         pt_scope_begin();
         pt_tensor *batch[2];
@@ -222,7 +225,7 @@ static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, 
             st = pt_last_status();
         }
         pt_scope_end();
-    } while (got == 1 && st == PT_OK);
+    } while (got == 1 && st == PT_OK && (limit <= 0 || ++batches < limit));
     pt_no_grad_end();
     if (st == PT_OK && got == 1)
         pt_dataloader_reset(test);
@@ -317,7 +320,7 @@ int main(int argc, char **argv)
         double seconds = 0, loss = 0;
         if (train_epoch(model, opt, train, dev, &o, epoch, &train_loss[epoch - 1], &seconds))
             status = fail("training");
-        else if (evaluate(model, test, dev, &acc, &loss))
+        else if (evaluate(model, test, dev, o.limit, &acc, &loss))
             status = fail("evaluating");
         else
             printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f (%.1f s)\n",
