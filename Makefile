@@ -1,5 +1,6 @@
 # PromeTorch: thin wrapper over scripts/ and CMake.
-#   make run    set up, build, run the demo (examples/tensor_demo.c)
+#   make run    set up, build, train the MLP of examples/mnist_mlp.c for one epoch on
+#               Fashion-MNIST (build/bin/tensor_demo is the smaller tensor demo)
 #   make test   set up, build, run the whole test suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -24,7 +25,7 @@ build: setup
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@$(BUILD)/bin/tensor_demo
+	@$(BUILD)/bin/mnist_mlp --epochs 1
 
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
