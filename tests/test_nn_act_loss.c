@@ -164,6 +164,24 @@ static void test_activations_noncontiguous(void **state)
         check_act(&act_cases[i], true);
 }
 
+/* NaN, the option boundaries (|x| == lambd, x == threshold) and large |x| give torch's values
+ * for the activations composed of several ops. */
+static void test_activation_edge_values(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"threshold", "softshrink", "hardshrink", "softsign",
+                                        "log_sigmoid", "tanhshrink", "celu_07", "prelu",
+                                        "hardtanh", "softplus_2_1"};
+    pt_tensor *x = fx_get(fx, "act.edge");
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        print_message("  %s\n", names[i]);
+        pt_module *m = make_act(names[i]);
+        assert_tensor_close(pt_nn_forward(m, x), getf("act.edge.%s", names[i]), F32_RTOL,
+                            F32_ATOL);
+        pt_nn_free(m);
+    }
+}
+
 static void test_activation_float64(void **state)
 {
     (void)state;
@@ -583,6 +601,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_activations_match_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_activations_noncontiguous, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_activation_edge_values, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_activation_float64, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_prelu_parameter, pt_test_setup, pt_test_teardown),

@@ -341,15 +341,15 @@ static pt_tensor *scalar_like(const pt_tensor *x, double v)
     return pt_scalar_tensor(v, pt_dtype_of(x), pt_device_of(x));
 }
 
-/* where(x > threshold, x, value) */
+/* where(x <= threshold, value, x): NaN stays NaN, as PyTorch's kernel. */
 static pt_tensor *threshold_forward(pt_module *self, const pt_tensor *x)
 {
     if (!PTI_CHECK_ARG(x, "Threshold", "input"))
         return NULL;
-    pt_tensor *keep = pt_gt_scalar(x, ctx_of(self)->a);
+    pt_tensor *low = pt_le_scalar(x, ctx_of(self)->a);
     pt_tensor *value = scalar_like(x, ctx_of(self)->b);
-    pt_tensor *y = keep && value ? pt_where(keep, x, value) : NULL;
-    pt_release(keep);
+    pt_tensor *y = low && value ? pt_where(low, value, x) : NULL;
+    pt_release(low);
     pt_release(value);
     return y;
 }
@@ -379,17 +379,17 @@ static pt_tensor *softshrink_forward(pt_module *self, const pt_tensor *x)
     return y;
 }
 
-/* where(|x| > l, x, 0) */
+/* where(|x| <= l, 0, x): NaN stays NaN, as PyTorch's kernel. */
 static pt_tensor *hardshrink_forward(pt_module *self, const pt_tensor *x)
 {
     if (!PTI_CHECK_ARG(x, "Hardshrink", "input"))
         return NULL;
     pt_tensor *ax = pt_abs(x);
-    pt_tensor *keep = pt_gt_scalar(ax, ctx_of(self)->a);
+    pt_tensor *inside = pt_le_scalar(ax, ctx_of(self)->a);
     pt_release(ax);
     pt_tensor *zero = scalar_like(x, 0.0);
-    pt_tensor *y = keep && zero ? pt_where(keep, x, zero) : NULL;
-    pt_release(keep);
+    pt_tensor *y = inside && zero ? pt_where(inside, zero, x) : NULL;
+    pt_release(inside);
     pt_release(zero);
     return y;
 }
