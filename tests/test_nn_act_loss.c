@@ -22,10 +22,10 @@ static pt_tensor *getf(const char *fmt, const char *name)
     return fx_get(fx, key);
 }
 
-/* ---- activations ------------------------------------------------------------------------------ */
+/* ---- activations ----------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *name; /* fixture prefix act.<name> */
+    const char *name;  /* fixture prefix act.<name> */
     const char *input; /* act.<input> */
 } act_case;
 
@@ -36,18 +36,12 @@ static pt_module *make_act(const char *name)
         const char *name;
         pt_module *(*make0)(void);
     } plain[] = {
-        {"relu", pt_nn_relu},
-        {"relu6", pt_nn_relu6},
-        {"selu", pt_nn_selu},
-        {"silu", pt_nn_silu},
-        {"mish", pt_nn_mish},
-        {"hardsigmoid", pt_nn_hardsigmoid},
-        {"hardswish", pt_nn_hardswish},
-        {"sigmoid", pt_nn_sigmoid},
-        {"tanh", pt_nn_tanh},
-        {"log_sigmoid", pt_nn_log_sigmoid},
-        {"softsign", pt_nn_softsign},
-        {"tanhshrink", pt_nn_tanhshrink},
+        {"relu", pt_nn_relu},           {"relu6", pt_nn_relu6},
+        {"selu", pt_nn_selu},           {"silu", pt_nn_silu},
+        {"mish", pt_nn_mish},           {"hardsigmoid", pt_nn_hardsigmoid},
+        {"hardswish", pt_nn_hardswish}, {"sigmoid", pt_nn_sigmoid},
+        {"tanh", pt_nn_tanh},           {"log_sigmoid", pt_nn_log_sigmoid},
+        {"softsign", pt_nn_softsign},   {"tanhshrink", pt_nn_tanhshrink},
         {"softmax2d", pt_nn_softmax2d},
     };
     for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++)
@@ -108,16 +102,16 @@ static pt_module *make_act(const char *name)
 }
 
 static const act_case act_cases[] = {
-    {"relu", "x"},         {"relu6", "x"},        {"leaky_relu", "x"},    {"leaky_relu_02", "x"},
-    {"elu", "x"},          {"elu_05", "x"},       {"selu", "x"},          {"celu", "x"},
-    {"celu_07", "x"},      {"gelu", "x"},         {"gelu_tanh", "x"},     {"silu", "x"},
-    {"mish", "x"},         {"softplus", "x"},     {"softplus_2_1", "x"},  {"hardtanh", "x"},
-    {"hardtanh_m2_3", "x"}, {"hardsigmoid", "x"}, {"hardswish", "x"},     {"sigmoid", "x"},
-    {"tanh", "x"},         {"log_sigmoid", "x"},  {"softsign", "x"},      {"tanhshrink", "x"},
-    {"threshold", "x"},    {"softshrink", "x"},   {"softshrink_1", "x"},  {"hardshrink", "x"},
-    {"hardshrink_1", "x"}, {"prelu", "x"},        {"prelu3", "x"},        {"glu", "x6"},
-    {"glu0", "x6"},        {"softmax", "x"},      {"softmax_neg", "x"},   {"log_softmax", "x"},
-    {"softmin", "x"},      {"softmax2d", "x4"},
+    {"relu", "x"},          {"relu6", "x"},       {"leaky_relu", "x"},   {"leaky_relu_02", "x"},
+    {"elu", "x"},           {"elu_05", "x"},      {"selu", "x"},         {"celu", "x"},
+    {"celu_07", "x"},       {"gelu", "x"},        {"gelu_tanh", "x"},    {"silu", "x"},
+    {"mish", "x"},          {"softplus", "x"},    {"softplus_2_1", "x"}, {"hardtanh", "x"},
+    {"hardtanh_m2_3", "x"}, {"hardsigmoid", "x"}, {"hardswish", "x"},    {"sigmoid", "x"},
+    {"tanh", "x"},          {"log_sigmoid", "x"}, {"softsign", "x"},     {"tanhshrink", "x"},
+    {"threshold", "x"},     {"softshrink", "x"},  {"softshrink_1", "x"}, {"hardshrink", "x"},
+    {"hardshrink_1", "x"},  {"prelu", "x"},       {"prelu3", "x"},       {"glu", "x6"},
+    {"glu0", "x6"},         {"softmax", "x"},     {"softmax_neg", "x"},  {"log_softmax", "x"},
+    {"softmin", "x"},       {"softmax2d", "x4"},
 };
 
 /* Runs one activation case: output, input gradient and (PReLU) weight gradient vs torch. */
@@ -169,15 +163,14 @@ static void test_activations_noncontiguous(void **state)
 static void test_activation_edge_values(void **state)
 {
     (void)state;
-    static const char *const names[] = {"threshold", "softshrink", "hardshrink", "softsign",
-                                        "log_sigmoid", "tanhshrink", "celu_07", "prelu",
-                                        "hardtanh", "softplus_2_1"};
+    static const char *const names[] = {"threshold",   "softshrink",  "hardshrink", "softsign",
+                                        "log_sigmoid", "tanhshrink",  "celu_07",    "prelu",
+                                        "hardtanh",    "softplus_2_1"};
     pt_tensor *x = fx_get(fx, "act.edge");
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         print_message("  %s\n", names[i]);
         pt_module *m = make_act(names[i]);
-        assert_tensor_close(pt_nn_forward(m, x), getf("act.edge.%s", names[i]), F32_RTOL,
-                            F32_ATOL);
+        assert_tensor_close(pt_nn_forward(m, x), getf("act.edge.%s", names[i]), F32_RTOL, F32_ATOL);
         pt_nn_free(m);
     }
 }
@@ -238,7 +231,7 @@ static void test_sequential_of_activations(void **state)
     pt_nn_free(seq);
 }
 
-/* ---- reprs ------------------------------------------------------------------------------------ */
+/* ---- reprs ----------------------------------------------------------------------------------- */
 
 static void check_repr(pt_module *m, const char *expected)
 {
@@ -312,7 +305,7 @@ static void test_reprs(void **state)
     check_repr(pt_nn_kl_div_loss(PT_REDUCTION_BATCHMEAN, true), "KLDivLoss()");
 }
 
-/* ---- losses ----------------------------------------------------------------------------------- */
+/* ---- losses ---------------------------------------------------------------------------------- */
 
 /* The loss module torch's gen script builds under `name` (weights from the fixture). */
 static pt_module *make_loss(const char *name)
@@ -320,11 +313,11 @@ static pt_module *make_loss(const char *name)
     if (!strcmp(name, "ce") || !strcmp(name, "ce_prob") || !strcmp(name, "ce_3d"))
         return pt_nn_cross_entropy_loss(NULL);
     if (!strcmp(name, "ce_w_ign_sum"))
-        return pt_nn_cross_entropy_loss(&(pt_cross_entropy_loss_opts){
-            .weight = getf("loss.%s.weight", name),
-            .has_ignore_index = true,
-            .ignore_index = 1,
-            .reduction = PT_REDUCTION_SUM});
+        return pt_nn_cross_entropy_loss(
+            &(pt_cross_entropy_loss_opts){.weight = getf("loss.%s.weight", name),
+                                          .has_ignore_index = true,
+                                          .ignore_index = 1,
+                                          .reduction = PT_REDUCTION_SUM});
     if (!strcmp(name, "ce_smooth_w"))
         return pt_nn_cross_entropy_loss(&(pt_cross_entropy_loss_opts){
             .weight = getf("loss.%s.weight", name), .label_smoothing = 0.1});
@@ -368,8 +361,7 @@ static pt_module *make_loss(const char *name)
         return pt_nn_bce_with_logits_loss(getf("loss.%s.weight", name), PT_REDUCTION_MEAN,
                                           getf("loss.%s.pos_weight", name));
     if (!strcmp(name, "bcel_pw_sum"))
-        return pt_nn_bce_with_logits_loss(NULL, PT_REDUCTION_SUM,
-                                          getf("loss.%s.pos_weight", name));
+        return pt_nn_bce_with_logits_loss(NULL, PT_REDUCTION_SUM, getf("loss.%s.pos_weight", name));
     if (!strcmp(name, "kl"))
         return pt_nn_kl_div_loss(PT_REDUCTION_MEAN, false);
     if (!strcmp(name, "kl_batchmean"))
@@ -381,11 +373,11 @@ static pt_module *make_loss(const char *name)
 }
 
 static const char *const loss_cases[] = {
-    "ce",     "ce_w_ign_sum", "ce_smooth_w", "ce_none",  "ce_prob",       "ce_3d",
-    "nll",    "nll_w",        "nll_none_ign", "mse",     "mse_sum",       "mse_none",
-    "l1",     "l1_sum",       "smooth_l1",   "smooth_l1_b05", "huber",   "huber_d05_sum",
-    "bce",    "bce_w",        "bce_none",    "bcel",     "bcel_w_pw",     "bcel_pw_sum",
-    "kl",     "kl_batchmean", "kl_log_sum",
+    "ce",  "ce_w_ign_sum", "ce_smooth_w",  "ce_none",       "ce_prob",   "ce_3d",
+    "nll", "nll_w",        "nll_none_ign", "mse",           "mse_sum",   "mse_none",
+    "l1",  "l1_sum",       "smooth_l1",    "smooth_l1_b05", "huber",     "huber_d05_sum",
+    "bce", "bce_w",        "bce_none",     "bcel",          "bcel_w_pw", "bcel_pw_sum",
+    "kl",  "kl_batchmean", "kl_log_sum",
 };
 
 /* One loss case through pt_nn_loss (or pt_nn_forward_n): loss and input gradient vs torch. */
@@ -477,13 +469,13 @@ static void test_loss_weight_updated_in_place(void **state)
     pt_status st = pt_copy_(pt_nn_buffer_ref(m, "weight"), fx_get(fx, "loss.ce_smooth_w.weight"));
     pt_no_grad_end();
     assert_int_equal(st, PT_OK);
-    pt_tensor *out = pt_nn_loss(m, fx_get(fx, "loss.ce_smooth_w.input"),
-                                fx_get(fx, "loss.ce_smooth_w.target"));
+    pt_tensor *out =
+        pt_nn_loss(m, fx_get(fx, "loss.ce_smooth_w.input"), fx_get(fx, "loss.ce_smooth_w.target"));
     assert_tensor_close(out, fx_get(fx, "loss.ce_smooth_w.out"), F32_RTOL, F32_ATOL);
     pt_nn_free(m);
 }
 
-/* ---- errors ----------------------------------------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 
 static void test_wrong_input_counts(void **state)
 {
@@ -549,8 +541,7 @@ static void test_forward_errors(void **state)
     pt_nn_free(m);
     m = pt_nn_prelu(3, 0.25);
     pt_tensor *x24 = pt_ones(PT_SHAPE(2, 4), PT_FLOAT32, pt_cpu());
-    assert_pt_error(pt_nn_forward(m, x24), PT_ERR_SHAPE,
-                    "num_parameters = 3, channel size = 4");
+    assert_pt_error(pt_nn_forward(m, x24), PT_ERR_SHAPE, "num_parameters = 3, channel size = 4");
     pt_tensor *x3 = pt_ones(PT_SHAPE(3), PT_FLOAT32, pt_cpu());
     assert_pt_error(pt_nn_forward(m, x3), PT_ERR_SHAPE, "num_parameters = 3, channel size = 1");
     pt_nn_free(m);

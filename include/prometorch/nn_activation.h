@@ -56,7 +56,7 @@ PT_API pt_module *pt_nn_softsign(void);
 /* nn.Tanhshrink(): x - tanh(x). */
 PT_API pt_module *pt_nn_tanhshrink(void);
 
-/* ---- pointwise activations with options (PyTorch's defaults in the comments) ------------------ */
+/* ---- pointwise activations with options (PyTorch's defaults in the comments) ----------------- */
 
 /* nn.LeakyReLU(negative_slope=0.01): x if x >= 0 else negative_slope * x (pt_leaky_relu).
  * Repr "LeakyReLU(negative_slope=0.01)". */

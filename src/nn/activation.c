@@ -20,7 +20,7 @@ typedef struct {
     pt_gelu_approximate approximate;
 } act_ctx;
 
-/* ---- repr helpers ----------------------------------------------------------------------------- */
+/* ---- repr helpers ---------------------------------------------------------------------------- */
 
 /* Writes v as Python's repr(float) does: the shortest digits that read back as v, in fixed
  * notation for decimal exponents in [-4, 16) with at least one fractional digit ("1.0",
@@ -113,8 +113,7 @@ static void repr_float1(const pt_module *m, char *buf, size_t cap, const char *n
 }
 
 /* "<name_a>=<float>, <name_b>=<float>" */
-static void repr_float2(const pt_module *m, char *buf, size_t cap, const char *na,
-                        const char *nb)
+static void repr_float2(const pt_module *m, char *buf, size_t cap, const char *na, const char *nb)
 {
     char a[40], b[40];
     py_float(ctx_of(m)->a, a, sizeof(a));
@@ -122,7 +121,7 @@ static void repr_float2(const pt_module *m, char *buf, size_t cap, const char *n
     snprintf(buf, cap, "%s=%s, %s=%s", na, a, nb, b);
 }
 
-/* ---- construction ----------------------------------------------------------------------------- */
+/* ---- construction ---------------------------------------------------------------------------- */
 
 /* A module of `def` owning a copy of *opts (NULL: all zero). */
 static pt_module *act_new(const pt_module_def *def, const act_ctx *opts)
@@ -138,7 +137,7 @@ static pt_module *act_new(const pt_module_def *def, const act_ctx *opts)
     return m;
 }
 
-/* ---- activations with no options -------------------------------------------------------------- */
+/* ---- activations with no options ------------------------------------------------------------- */
 
 static pt_tensor *relu_forward(pt_module *self, const pt_tensor *x)
 {
@@ -228,45 +227,92 @@ static pt_tensor *tanhshrink_forward(pt_module *self, const pt_tensor *x)
     return y;
 }
 
-static const pt_module_def relu_def = {.type_name = "ReLU", .forward = relu_forward,
-                                       .free_ctx = free};
-static const pt_module_def relu6_def = {.type_name = "ReLU6", .forward = relu6_forward,
-                                        .free_ctx = free};
-static const pt_module_def selu_def = {.type_name = "SELU", .forward = selu_forward,
-                                       .free_ctx = free};
-static const pt_module_def silu_def = {.type_name = "SiLU", .forward = silu_forward,
-                                       .free_ctx = free};
-static const pt_module_def mish_def = {.type_name = "Mish", .forward = mish_forward,
-                                       .free_ctx = free};
+static const pt_module_def relu_def = {
+    .type_name = "ReLU", .forward = relu_forward, .free_ctx = free};
+static const pt_module_def relu6_def = {
+    .type_name = "ReLU6", .forward = relu6_forward, .free_ctx = free};
+static const pt_module_def selu_def = {
+    .type_name = "SELU", .forward = selu_forward, .free_ctx = free};
+static const pt_module_def silu_def = {
+    .type_name = "SiLU", .forward = silu_forward, .free_ctx = free};
+static const pt_module_def mish_def = {
+    .type_name = "Mish", .forward = mish_forward, .free_ctx = free};
 static const pt_module_def hardsigmoid_def = {
     .type_name = "Hardsigmoid", .forward = hardsigmoid_forward, .free_ctx = free};
-static const pt_module_def hardswish_def = {.type_name = "Hardswish",
-                                            .forward = hardswish_forward, .free_ctx = free};
-static const pt_module_def sigmoid_def = {.type_name = "Sigmoid", .forward = sigmoid_forward,
-                                          .free_ctx = free};
-static const pt_module_def tanh_def = {.type_name = "Tanh", .forward = tanh_forward,
-                                       .free_ctx = free};
+static const pt_module_def hardswish_def = {
+    .type_name = "Hardswish", .forward = hardswish_forward, .free_ctx = free};
+static const pt_module_def sigmoid_def = {
+    .type_name = "Sigmoid", .forward = sigmoid_forward, .free_ctx = free};
+static const pt_module_def tanh_def = {
+    .type_name = "Tanh", .forward = tanh_forward, .free_ctx = free};
 static const pt_module_def log_sigmoid_def = {
     .type_name = "LogSigmoid", .forward = log_sigmoid_forward, .free_ctx = free};
-static const pt_module_def softsign_def = {.type_name = "Softsign", .forward = softsign_forward,
-                                           .free_ctx = free};
+static const pt_module_def softsign_def = {
+    .type_name = "Softsign", .forward = softsign_forward, .free_ctx = free};
 static const pt_module_def tanhshrink_def = {
     .type_name = "Tanhshrink", .forward = tanhshrink_forward, .free_ctx = free};
 
-pt_module *pt_nn_relu(void) { return act_new(&relu_def, NULL); }
-pt_module *pt_nn_relu6(void) { return act_new(&relu6_def, NULL); }
-pt_module *pt_nn_selu(void) { return act_new(&selu_def, NULL); }
-pt_module *pt_nn_silu(void) { return act_new(&silu_def, NULL); }
-pt_module *pt_nn_mish(void) { return act_new(&mish_def, NULL); }
-pt_module *pt_nn_hardsigmoid(void) { return act_new(&hardsigmoid_def, NULL); }
-pt_module *pt_nn_hardswish(void) { return act_new(&hardswish_def, NULL); }
-pt_module *pt_nn_sigmoid(void) { return act_new(&sigmoid_def, NULL); }
-pt_module *pt_nn_tanh(void) { return act_new(&tanh_def, NULL); }
-pt_module *pt_nn_log_sigmoid(void) { return act_new(&log_sigmoid_def, NULL); }
-pt_module *pt_nn_softsign(void) { return act_new(&softsign_def, NULL); }
-pt_module *pt_nn_tanhshrink(void) { return act_new(&tanhshrink_def, NULL); }
+pt_module *pt_nn_relu(void)
+{
+    return act_new(&relu_def, NULL);
+}
 
-/* ---- pointwise activations with options ------------------------------------------------------- */
+pt_module *pt_nn_relu6(void)
+{
+    return act_new(&relu6_def, NULL);
+}
+
+pt_module *pt_nn_selu(void)
+{
+    return act_new(&selu_def, NULL);
+}
+
+pt_module *pt_nn_silu(void)
+{
+    return act_new(&silu_def, NULL);
+}
+
+pt_module *pt_nn_mish(void)
+{
+    return act_new(&mish_def, NULL);
+}
+
+pt_module *pt_nn_hardsigmoid(void)
+{
+    return act_new(&hardsigmoid_def, NULL);
+}
+
+pt_module *pt_nn_hardswish(void)
+{
+    return act_new(&hardswish_def, NULL);
+}
+
+pt_module *pt_nn_sigmoid(void)
+{
+    return act_new(&sigmoid_def, NULL);
+}
+
+pt_module *pt_nn_tanh(void)
+{
+    return act_new(&tanh_def, NULL);
+}
+
+pt_module *pt_nn_log_sigmoid(void)
+{
+    return act_new(&log_sigmoid_def, NULL);
+}
+
+pt_module *pt_nn_softsign(void)
+{
+    return act_new(&softsign_def, NULL);
+}
+
+pt_module *pt_nn_tanhshrink(void)
+{
+    return act_new(&tanhshrink_def, NULL);
+}
+
+/* ---- pointwise activations with options ------------------------------------------------------ */
 
 static pt_tensor *leaky_relu_forward(pt_module *self, const pt_tensor *x)
 {
@@ -489,7 +535,7 @@ pt_module *pt_nn_hardshrink(double lambd)
     return act_new(&hardshrink_def, &(act_ctx){.a = lambd});
 }
 
-/* ---- PReLU ------------------------------------------------------------------------------------ */
+/* ---- PReLU ----------------------------------------------------------------------------------- */
 
 /* The weight shaped to broadcast against x: 0-dim for one parameter, [C, 1, ..., 1] (over x's
  * dims after the batch dim) otherwise. */
@@ -534,15 +580,14 @@ static void prelu_repr(const pt_module *self, char *buf, size_t cap)
     snprintf(buf, cap, "num_parameters=%lld", (long long)ctx_of(self)->dim);
 }
 
-static const pt_module_def prelu_def = {.type_name = "PReLU",
-                                        .forward = prelu_forward,
-                                        .free_ctx = free,
-                                        .extra_repr = prelu_repr};
+static const pt_module_def prelu_def = {
+    .type_name = "PReLU", .forward = prelu_forward, .free_ctx = free, .extra_repr = prelu_repr};
 
 pt_module *pt_nn_prelu(int64_t num_parameters, double init)
 {
     if (num_parameters < 1)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_prelu: num_parameters must be >= 1, got %lld",
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_prelu: num_parameters must be >= 1, got %lld",
                               (long long)num_parameters);
     pt_module *m = act_new(&prelu_def, &(act_ctx){.dim = num_parameters, .a = init});
     if (!m)
@@ -557,7 +602,7 @@ pt_module *pt_nn_prelu(int64_t num_parameters, double init)
     return m;
 }
 
-/* ---- activations along a dim ------------------------------------------------------------------ */
+/* ---- activations along a dim ----------------------------------------------------------------- */
 
 /* a * sigmoid(b), a and b the halves of x along dim */
 static pt_tensor *glu_forward(pt_module *self, const pt_tensor *x)
@@ -572,9 +617,9 @@ static pt_tensor *glu_forward(pt_module *self, const pt_tensor *x)
                               (long long)dim, nd);
     int64_t size = pt_shape(x)[d];
     if (size % 2 != 0)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "GLU: halving dimension must be even, but dimension %lld is size %lld",
-                              (long long)d, (long long)size);
+        return pti_error_null(
+            PT_ERR_SHAPE, "GLU: halving dimension must be even, but dimension %lld is size %lld",
+            (long long)d, (long long)size);
     pt_tensor *a = pt_narrow(x, d, 0, size / 2);
     pt_tensor *b = pt_narrow(x, d, size / 2, size / 2);
     pt_tensor *sb = pt_sigmoid(b);
@@ -609,8 +654,8 @@ static pt_tensor *softmax2d_forward(pt_module *self, const pt_tensor *x)
     if (!PTI_CHECK_ARG(x, "Softmax2d", "input"))
         return NULL;
     if (pt_ndim(x) != 3 && pt_ndim(x) != 4)
-        return pti_error_null(PT_ERR_SHAPE,
-                              "Softmax2d: expected a 3D or 4D input, got %dD", pt_ndim(x));
+        return pti_error_null(PT_ERR_SHAPE, "Softmax2d: expected a 3D or 4D input, got %dD",
+                              pt_ndim(x));
     return pt_softmax(x, -3);
 }
 
@@ -632,11 +677,27 @@ static const pt_module_def softmin_def = {
 static const pt_module_def softmax2d_def = {
     .type_name = "Softmax2d", .forward = softmax2d_forward, .free_ctx = free};
 
-pt_module *pt_nn_glu(int64_t dim) { return act_new(&glu_def, &(act_ctx){.dim = dim}); }
-pt_module *pt_nn_softmax(int64_t dim) { return act_new(&softmax_def, &(act_ctx){.dim = dim}); }
+pt_module *pt_nn_glu(int64_t dim)
+{
+    return act_new(&glu_def, &(act_ctx){.dim = dim});
+}
+
+pt_module *pt_nn_softmax(int64_t dim)
+{
+    return act_new(&softmax_def, &(act_ctx){.dim = dim});
+}
+
 pt_module *pt_nn_log_softmax(int64_t dim)
 {
     return act_new(&log_softmax_def, &(act_ctx){.dim = dim});
 }
-pt_module *pt_nn_softmin(int64_t dim) { return act_new(&softmin_def, &(act_ctx){.dim = dim}); }
-pt_module *pt_nn_softmax2d(void) { return act_new(&softmax2d_def, NULL); }
+
+pt_module *pt_nn_softmin(int64_t dim)
+{
+    return act_new(&softmin_def, &(act_ctx){.dim = dim});
+}
+
+pt_module *pt_nn_softmax2d(void)
+{
+    return act_new(&softmax2d_def, NULL);
+}

@@ -38,7 +38,7 @@ static const pt_tensor *pos_weight_of(const pt_module *m)
 /* The loss op a module calls: (module, input, target) -> loss. */
 typedef pt_tensor *(*loss_fn)(const pt_module *m, const pt_tensor *input, const pt_tensor *target);
 
-/* ---- forwards --------------------------------------------------------------------------------- */
+/* ---- forwards -------------------------------------------------------------------------------- */
 
 static pt_tensor *cross_entropy_call(const pt_module *m, const pt_tensor *in, const pt_tensor *tg)
 {
@@ -172,7 +172,8 @@ static const pt_module_def nll_def = {
     .type_name = "NLLLoss", .forward_n = nll_forward, .free_ctx = free};
 static const pt_module_def mse_def = {
     .type_name = "MSELoss", .forward_n = mse_forward, .free_ctx = free};
-static const pt_module_def l1_def = {.type_name = "L1Loss", .forward_n = l1_forward, .free_ctx = free};
+static const pt_module_def l1_def = {
+    .type_name = "L1Loss", .forward_n = l1_forward, .free_ctx = free};
 static const pt_module_def smooth_l1_def = {
     .type_name = "SmoothL1Loss", .forward_n = smooth_l1_forward, .free_ctx = free};
 static const pt_module_def huber_def = {
@@ -191,7 +192,7 @@ pt_tensor *pt_nn_loss(pt_module *loss, const pt_tensor *input, const pt_tensor *
     return pt_nn_forward_n(loss, 2, in, 1, &out) == PT_OK ? out : NULL;
 }
 
-/* ---- construction ----------------------------------------------------------------------------- */
+/* ---- construction ---------------------------------------------------------------------------- */
 
 /* PT_OK when r is a reduction the loss accepts (batchmean only for KLDivLoss). */
 static pt_status check_reduction(const char *fn, pt_reduction r, bool batchmean_ok)
@@ -201,7 +202,8 @@ static pt_status check_reduction(const char *fn, pt_reduction r, bool batchmean_
     if (r == PT_REDUCTION_BATCHMEAN && batchmean_ok)
         return PT_OK;
     if (r == PT_REDUCTION_BATCHMEAN)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: batchmean is not a valid value for reduction", fn);
+        return pti_error(PT_ERR_INVALID_ARG, "%s: batchmean is not a valid value for reduction",
+                         fn);
     return pti_error(PT_ERR_INVALID_ARG, "%s: bad reduction value %d", fn, (int)r);
 }
 
@@ -291,7 +293,8 @@ pt_module *pt_nn_smooth_l1_loss(pt_reduction reduction, double beta)
     if (check_reduction(fn, reduction, false) != PT_OK)
         return NULL;
     if (!(beta >= 0.0))
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: beta must not be negative, got %g", fn, beta);
+        return pti_error_null(PT_ERR_INVALID_ARG, "%s: beta must not be negative, got %g", fn,
+                              beta);
     return loss_new(&smooth_l1_def, fn, &(loss_ctx){.reduction = reduction, .param = beta}, NULL,
                     NULL);
 }
