@@ -475,6 +475,24 @@ static void test_loss_weight_updated_in_place(void **state)
     pt_nn_free(m);
 }
 
+/* pt_nn_to_dtype converts the weight buffers with the module (module.double() in PyTorch):
+ * the float64 loss on float64 inputs matches torch's float32 result to float32 precision. */
+static void test_loss_to_float64(void **state)
+{
+    (void)state;
+    pt_module *m = make_loss("bcel_w_pw");
+    assert_int_equal(pt_nn_to_dtype(m, PT_FLOAT64), PT_OK);
+    assert_int_equal(pt_dtype_of(pt_nn_buffer_ref(m, "weight")), PT_FLOAT64);
+    assert_int_equal(pt_dtype_of(pt_nn_buffer_ref(m, "pos_weight")), PT_FLOAT64);
+    pt_tensor *x = pt_to_dtype(fx_get(fx, "loss.bcel_w_pw.input"), PT_FLOAT64);
+    pt_tensor *t = pt_to_dtype(fx_get(fx, "loss.bcel_w_pw.target"), PT_FLOAT64);
+    pt_tensor *out = pt_nn_loss(m, x, t);
+    assert_non_null(out);
+    assert_int_equal(pt_dtype_of(out), PT_FLOAT64);
+    assert_tensor_close_any_dtype(out, fx_get(fx, "loss.bcel_w_pw.out"), F32_RTOL, F32_ATOL);
+    pt_nn_free(m);
+}
+
 /* ---- errors ---------------------------------------------------------------------------------- */
 
 static void test_wrong_input_counts(void **state)
@@ -606,6 +624,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_loss_weight_buffers, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_loss_weight_updated_in_place, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_loss_to_float64, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_wrong_input_counts, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_constructor_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_forward_errors, pt_test_setup, pt_test_teardown),
