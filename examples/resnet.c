@@ -449,8 +449,9 @@ int main(int argc, char **argv)
         else if (evaluate(model, test, dev, o.limit, &acc, &loss))
             status = fail("evaluating");
         else
-            printf("epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f (%.1f s)\n",
-                   epoch, train_loss[epoch - 1], loss, acc, seconds);
+            printf("epoch %d: lr %.4g, train loss %.4f, test loss %.4f, test accuracy %.4f "
+                   "(%.1f s)\n", epoch, pt_optim_get_lr(opt, 0), train_loss[epoch - 1], loss, acc,
+                   seconds);
         train_seconds += seconds;
         test_loss[epoch - 1] = loss;
         test_acc[epoch - 1] = acc;
