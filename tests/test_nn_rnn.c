@@ -226,6 +226,37 @@ static void test_cells_match_torch(void **state)
         run_case(&cases[k]);
 }
 
+/* LSTM with h0 but no c0 (zeros, as torch given an explicit zero c0), and a non-contiguous x. */
+static void test_lstm_h0_only_noncontig(void **state)
+{
+    (void)state;
+    const char *c = "lstm_h0_only";
+    pt_module *m = mk_lstm1();
+    assert_int_equal(pt_nn_to_dtype(m, PT_FLOAT64), PT_OK);
+    load_params(m, c);
+    pt_tensor *x = pt_test_noncontig(getf(c, "x")), *h0 = getf(c, "s0");
+    assert_false(pt_is_contiguous(x));
+    pt_set_requires_grad(x, true);
+    pt_set_requires_grad(h0, true);
+    const pt_tensor *in[3] = {x, h0, NULL};
+    pt_tensor *out[3];
+    assert_int_equal(pt_nn_forward_n(m, 3, in, 3, out), PT_OK);
+    pt_tensor *loss = NULL;
+    for (int k = 0; k < 3; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "out%d", k);
+        assert_tensor_close(out[k], getf(c, key), F64_RTOL, F64_ATOL);
+        snprintf(key, sizeof key, "w%d", k);
+        pt_tensor *term = pt_sum(pt_mul(out[k], getf(c, key)));
+        loss = loss ? pt_add(loss, term) : term;
+    }
+    assert_int_equal(pt_backward(loss, NULL, false, false), PT_OK);
+    assert_tensor_close(pt_grad(x), getf(c, "gx"), F64_RTOL, F64_ATOL);
+    assert_tensor_close(pt_grad(h0), getf(c, "gs0"), F64_RTOL, F64_ATOL);
+    check_param_grads(m, c, F64_RTOL, F64_ATOL);
+    pt_nn_free(m);
+}
+
 /* ---- parameters ---------------------------------------------------------------------------------- */
 
 /* Names and order as torch's named_parameters() lists them; shapes from the fixture. */
@@ -475,6 +506,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gru_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_rnn_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_cells_match_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_lstm_h0_only_noncontig, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_parameter_names_and_shapes, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_init, pt_test_setup, pt_test_teardown),
