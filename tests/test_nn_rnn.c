@@ -25,11 +25,14 @@ static pt_tensor *getf(const char *c, const char *what)
     return fx_get(fx, key);
 }
 
-/* ---- module makers, one per fixture case ------------------------------------------------------- */
+/* ---- module makers, one per fixture case ----------------------------------------------------- */
 
 enum { I = 4, H = 6 };
 
-static pt_module *mk_lstm1(void) { return pt_nn_lstm(I, H, NULL); }
+static pt_module *mk_lstm1(void)
+{
+    return pt_nn_lstm(I, H, NULL);
+}
 static pt_module *mk_lstm2(void)
 {
     pt_rnn_opts o = PT_RNN_DEFAULTS;
@@ -51,7 +54,10 @@ static pt_module *mk_lstm_bi_nobias(void)
     o.bidirectional = true;
     return pt_nn_lstm(I, H, &o);
 }
-static pt_module *mk_gru1(void) { return pt_nn_gru(I, H, NULL); }
+static pt_module *mk_gru1(void)
+{
+    return pt_nn_gru(I, H, NULL);
+}
 static pt_module *mk_gru2_bi(void)
 {
     pt_rnn_opts o = PT_RNN_DEFAULTS;
@@ -86,11 +92,26 @@ static pt_module *mk_rnn_relu(void)
     o.nonlinearity = PT_RNN_RELU;
     return pt_nn_rnn(I, H, &o);
 }
-static pt_module *mk_lstm_cell(void) { return pt_nn_lstm_cell(I, H, true); }
-static pt_module *mk_gru_cell(void) { return pt_nn_gru_cell(I, H, true); }
-static pt_module *mk_gru_cell_nobias(void) { return pt_nn_gru_cell(I, H, false); }
-static pt_module *mk_rnn_cell_relu(void) { return pt_nn_rnn_cell(I, H, true, PT_RNN_RELU); }
-static pt_module *mk_rnn_cell(void) { return pt_nn_rnn_cell(I, H, true, PT_RNN_TANH); }
+static pt_module *mk_lstm_cell(void)
+{
+    return pt_nn_lstm_cell(I, H, true);
+}
+static pt_module *mk_gru_cell(void)
+{
+    return pt_nn_gru_cell(I, H, true);
+}
+static pt_module *mk_gru_cell_nobias(void)
+{
+    return pt_nn_gru_cell(I, H, false);
+}
+static pt_module *mk_rnn_cell_relu(void)
+{
+    return pt_nn_rnn_cell(I, H, true, PT_RNN_RELU);
+}
+static pt_module *mk_rnn_cell(void)
+{
+    return pt_nn_rnn_cell(I, H, true, PT_RNN_TANH);
+}
 
 typedef struct {
     const char *name;
@@ -149,9 +170,8 @@ static void run_case(const rnn_case *c)
     for (int k = 0; k <= c->n_states; k++)
         assert_int_equal(pt_requires_grad_(in[k], true), PT_OK);
     pt_tensor *out[3] = {NULL, NULL, NULL};
-    assert_int_equal(pt_nn_forward_n(m, 1 + c->n_states, (const pt_tensor *const *)in, c->n_out,
-                                     out),
-                     PT_OK);
+    assert_int_equal(
+        pt_nn_forward_n(m, 1 + c->n_states, (const pt_tensor *const *)in, c->n_out, out), PT_OK);
     pt_tensor *loss = NULL;
     for (int k = 0; k < c->n_out; k++) {
         char key[16];
@@ -257,7 +277,7 @@ static void test_lstm_h0_only_noncontig(void **state)
     pt_nn_free(m);
 }
 
-/* ---- parameters ---------------------------------------------------------------------------------- */
+/* ---- parameters ------------------------------------------------------------------------------ */
 
 /* Names and order as torch's named_parameters() lists them; shapes from the fixture. */
 static void test_parameter_names_and_shapes(void **state)
@@ -265,9 +285,9 @@ static void test_parameter_names_and_shapes(void **state)
     (void)state;
     pt_module *m = mk_lstm_bi_bf();
     const char *want[] = {
-        "weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+        "weight_ih_l0",         "weight_hh_l0",         "bias_ih_l0",         "bias_hh_l0",
         "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse",
-        "weight_ih_l1", "weight_hh_l1", "bias_ih_l1", "bias_hh_l1",
+        "weight_ih_l1",         "weight_hh_l1",         "bias_ih_l1",         "bias_hh_l1",
         "weight_ih_l1_reverse", "weight_hh_l1_reverse", "bias_ih_l1_reverse", "bias_hh_l1_reverse",
     };
     const char **names = NULL;
@@ -346,7 +366,7 @@ static void test_init(void **state)
     pt_nn_free(m2);
 }
 
-/* ---- dropout, repr, no-grad -------------------------------------------------------------------- */
+/* ---- dropout, repr, no-grad ------------------------------------------------------------------ */
 
 /* Dropout acts between layers in training only: eval matches torch's run without dropout;
  * dropout = 1 in training feeds zeros to layer 2, so its output no longer depends on x. */
@@ -359,7 +379,8 @@ static void test_dropout_between_layers(void **state)
     pt_module *m = pt_nn_lstm(I, H, &o);
     assert_int_equal(pt_nn_to_dtype(m, PT_FLOAT64), PT_OK);
     load_params(m, "lstm2_h0");
-    const pt_tensor *in[3] = {getf("lstm2_h0", "x"), getf("lstm2_h0", "s0"), getf("lstm2_h0", "s1")};
+    const pt_tensor *in[3] = {getf("lstm2_h0", "x"), getf("lstm2_h0", "s0"),
+                              getf("lstm2_h0", "s1")};
     pt_tensor *out[3];
     pt_nn_eval(m);
     assert_int_equal(pt_nn_forward_n(m, 3, in, 3, out), PT_OK);
@@ -417,7 +438,7 @@ static void test_no_grad(void **state)
     pt_nn_free(m);
 }
 
-/* ---- errors ---------------------------------------------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 
 static void test_constructor_errors(void **state)
 {
@@ -472,8 +493,8 @@ static void test_forward_errors(void **state)
     m = mk_gru_cell();
     assert_pt_error(pt_nn_forward(m, pt_zeros(PT_SHAPE(1, 3, 4), PT_FLOAT32, pt_cpu())),
                     PT_ERR_SHAPE, "GRUCell: Expected input to be 1-D or 2-D but received 3-D");
-    assert_pt_error(pt_nn_forward(m, pt_zeros(PT_SHAPE(3, 5), PT_FLOAT32, pt_cpu())),
-                    PT_ERR_SHAPE, "input has inconsistent input_size: got 5 expected 4");
+    assert_pt_error(pt_nn_forward(m, pt_zeros(PT_SHAPE(3, 5), PT_FLOAT32, pt_cpu())), PT_ERR_SHAPE,
+                    "input has inconsistent input_size: got 5 expected 4");
     const pt_tensor *cin[2] = {pt_zeros(PT_SHAPE(3, 4), PT_FLOAT32, pt_cpu()),
                                pt_zeros(PT_SHAPE(2, 6), PT_FLOAT32, pt_cpu())};
     assert_pt_status_error(pt_nn_forward_n(m, 2, cin, 1, out), PT_ERR_SHAPE,

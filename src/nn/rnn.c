@@ -35,9 +35,12 @@ static const char *mode_name(const rnn_ctx *c)
     return c->cell ? cells[c->mode] : layers[c->mode];
 }
 
-static int n_dirs(const rnn_ctx *c) { return c->bidirectional ? 2 : 1; }
+static int n_dirs(const rnn_ctx *c)
+{
+    return c->bidirectional ? 2 : 1;
+}
 
-/* ---- argument checks ----------------------------------------------------------------------------- */
+/* ---- argument checks ------------------------------------------------------------------------- */
 
 static pt_status check_float(const rnn_ctx *c, const char *what, const pt_tensor *t,
                              const pt_tensor *w)
@@ -59,9 +62,11 @@ static pt_status check_state(const rnn_ctx *c, const char *what, const pt_tensor
     int64_t LD = c->num_layers * n_dirs(c), H = c->hidden_size;
     int want = batched ? 3 : 2;
     if (pt_ndim(h) != want)
-        return pti_error(PT_ERR_SHAPE, "%s: for %s %d-D input, %s should also be %d-D but got "
-                         "%d-D tensor", mode_name(c), batched ? "batched" : "unbatched",
-                         batched ? 3 : 2, what, want, pt_ndim(h));
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: for %s %d-D input, %s should also be %d-D but got "
+                         "%d-D tensor",
+                         mode_name(c), batched ? "batched" : "unbatched", batched ? 3 : 2, what,
+                         want, pt_ndim(h));
     const int64_t *s = pt_shape(h);
     bool ok = batched ? (s[0] == LD && s[1] == B && s[2] == H) : (s[0] == LD && s[1] == H);
     if (!ok) {
@@ -71,31 +76,34 @@ static pt_status check_state(const rnn_ctx *c, const char *what, const pt_tensor
                      (long long)H);
         else
             snprintf(exp, sizeof exp, "(%lld, %lld)", (long long)LD, (long long)H);
-        return pti_error(PT_ERR_SHAPE, "%s: Expected %s size %s, got %s", mode_name(c), what,
-                         exp, pti_shape_str(pt_ndim(h), s));
+        return pti_error(PT_ERR_SHAPE, "%s: Expected %s size %s, got %s", mode_name(c), what, exp,
+                         pti_shape_str(pt_ndim(h), s));
     }
     return check_float(c, what, h, c->params[1]);
 }
 
-static pt_status check_layer_args(const rnn_ctx *c, int n_in, const pt_tensor *const *in,
-                                  int n_out)
+static pt_status check_layer_args(const rnn_ctx *c, int n_in, const pt_tensor *const *in, int n_out)
 {
     int max_io = c->mode == PTI_RNN_LSTM ? 3 : 2;
     if (n_in < 1 || n_in > max_io || n_out > max_io)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: takes 1..%d inputs (x, h0%s) and gives 1..%d "
-                         "outputs, got %d and %d", mode_name(c), max_io,
-                         max_io == 3 ? ", c0" : "", max_io, n_in, n_out);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: takes 1..%d inputs (x, h0%s) and gives 1..%d "
+                         "outputs, got %d and %d",
+                         mode_name(c), max_io, max_io == 3 ? ", c0" : "", max_io, n_in, n_out);
     const pt_tensor *x = in[0];
     if (!PTI_CHECK_ARG(x, mode_name(c), "input"))
         return pt_last_status();
     if (pt_ndim(x) != 2 && pt_ndim(x) != 3)
-        return pti_error(PT_ERR_SHAPE, "%s: Expected input to be 2-D or 3-D but received %d-D "
-                         "tensor", mode_name(c), pt_ndim(x));
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: Expected input to be 2-D or 3-D but received %d-D "
+                         "tensor",
+                         mode_name(c), pt_ndim(x));
     int64_t feat = pt_shape(x)[pt_ndim(x) - 1];
     if (feat != c->input_size)
-        return pti_error(PT_ERR_SHAPE, "%s: input.size(-1) must be equal to input_size. "
-                         "Expected %lld, got %lld", mode_name(c), (long long)c->input_size,
-                         (long long)feat);
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: input.size(-1) must be equal to input_size. "
+                         "Expected %lld, got %lld",
+                         mode_name(c), (long long)c->input_size, (long long)feat);
     bool batched = pt_ndim(x) == 3;
     int64_t T = pt_shape(x)[batched && c->batch_first ? 1 : 0];
     if (T < 1)
@@ -110,7 +118,7 @@ static pt_status check_layer_args(const rnn_ctx *c, int n_in, const pt_tensor *c
     return st;
 }
 
-/* ---- forward of the layers --------------------------------------------------------------------- */
+/* ---- forward of the layers ------------------------------------------------------------------- */
 
 /* W_ih x + b_ih (+ b_hh except for GRU) for all steps: [T, B, G*H] from x [T, B, in]. */
 static pt_tensor *input_projection(const rnn_ctx *c, pt_tensor *const *p, const pt_tensor *x)
@@ -142,8 +150,7 @@ static pt_tensor *initial_state(const pt_tensor *given, int64_t ld, pt_tensor *z
 
 /* One layer, both directions: returns its output [T, B, D*H] and writes the final states. */
 static pt_tensor *run_layer(const rnn_ctx *c, int64_t l, const pt_tensor *x, const pt_tensor *h0,
-                            const pt_tensor *c0, pt_tensor *zeros, pt_tensor **hn,
-                            pt_tensor **cn)
+                            const pt_tensor *c0, pt_tensor *zeros, pt_tensor **hn, pt_tensor **cn)
 {
     pt_tensor *outs[2] = {NULL, NULL};
     int D = n_dirs(c);
@@ -154,8 +161,8 @@ static pt_tensor *run_layer(const rnn_ctx *c, int64_t l, const pt_tensor *x, con
         pt_tensor *gi = input_projection(c, p, x);
         pt_tensor *hs = initial_state(h0, ld, zeros);
         pt_tensor *cs = c->mode == PTI_RNN_LSTM ? initial_state(c0, ld, zeros) : NULL;
-        st = pti_rnn_layer(c->mode, d == 1, gi, p[1], c->mode == PTI_RNN_GRU ? p[3] : NULL, hs,
-                           cs, &outs[d], &hn[d], c->mode == PTI_RNN_LSTM ? &cn[d] : NULL);
+        st = pti_rnn_layer(c->mode, d == 1, gi, p[1], c->mode == PTI_RNN_GRU ? p[3] : NULL, hs, cs,
+                           &outs[d], &hn[d], c->mode == PTI_RNN_LSTM ? &cn[d] : NULL);
         pt_release(gi);
     }
     if (st != PT_OK)
@@ -175,8 +182,9 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
     int64_t L = c->num_layers, D = n_dirs(c), H = c->hidden_size;
     pt_scope_begin();
     /* everything below works on [T, B, feature] and [L*D, B, H] */
-    pt_tensor *xs = !batched ? pt_unsqueeze(x, 1) : c->batch_first ? pt_transpose(x, 0, 1)
-                                                                   : (pt_tensor *)x;
+    pt_tensor *xs = !batched         ? pt_unsqueeze(x, 1)
+                    : c->batch_first ? pt_transpose(x, 0, 1)
+                                     : (pt_tensor *)x;
     const pt_tensor *h0 = n_in > 1 ? in[1] : NULL, *c0 = n_in > 2 ? in[2] : NULL;
     if (!batched) {
         h0 = h0 ? pt_unsqueeze(h0, 1) : NULL;
@@ -198,8 +206,9 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
         cur = y;
     }
     if (st == PT_OK) {
-        pt_tensor *y = !batched ? pt_squeeze_dim(cur, 1)
-                                : c->batch_first ? pt_transpose(cur, 0, 1) : cur;
+        pt_tensor *y = !batched         ? pt_squeeze_dim(cur, 1)
+                       : c->batch_first ? pt_transpose(cur, 0, 1)
+                                        : cur;
         pt_tensor *finals[2] = {NULL, NULL};
         for (int k = 0; k < (c->mode == PTI_RNN_LSTM ? 2 : 1); k++) {
             pt_tensor *s = pt_stack((int)(L * D), (const pt_tensor *const *)(k ? cn : hn), 0);
@@ -217,26 +226,30 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
     return st;
 }
 
-/* ---- forward of the cells ---------------------------------------------------------------------- */
+/* ---- forward of the cells -------------------------------------------------------------------- */
 
-static pt_status check_cell_args(const rnn_ctx *c, int n_in, const pt_tensor *const *in,
-                                 int n_out)
+static pt_status check_cell_args(const rnn_ctx *c, int n_in, const pt_tensor *const *in, int n_out)
 {
     int max_io = c->mode == PTI_RNN_LSTM ? 3 : 2;
     if (n_in < 1 || n_in > max_io || n_out > max_io - 1)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: takes 1..%d inputs (x, h%s) and gives 1..%d "
-                         "outputs, got %d and %d", mode_name(c), max_io,
-                         max_io == 3 ? ", c" : "", max_io - 1, n_in, n_out);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: takes 1..%d inputs (x, h%s) and gives 1..%d "
+                         "outputs, got %d and %d",
+                         mode_name(c), max_io, max_io == 3 ? ", c" : "", max_io - 1, n_in, n_out);
     const pt_tensor *x = in[0];
     if (!PTI_CHECK_ARG(x, mode_name(c), "input"))
         return pt_last_status();
     if (pt_ndim(x) != 1 && pt_ndim(x) != 2)
-        return pti_error(PT_ERR_SHAPE, "%s: Expected input to be 1-D or 2-D but received %d-D "
-                         "tensor", mode_name(c), pt_ndim(x));
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: Expected input to be 1-D or 2-D but received %d-D "
+                         "tensor",
+                         mode_name(c), pt_ndim(x));
     int64_t feat = pt_shape(x)[pt_ndim(x) - 1];
     if (feat != c->input_size)
-        return pti_error(PT_ERR_SHAPE, "%s: input has inconsistent input_size: got %lld expected "
-                         "%lld", mode_name(c), (long long)feat, (long long)c->input_size);
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: input has inconsistent input_size: got %lld expected "
+                         "%lld",
+                         mode_name(c), (long long)feat, (long long)c->input_size);
     pt_status st = check_float(c, "input", x, c->params[0]);
     for (int k = 1; k < n_in && st == PT_OK; k++) {
         const pt_tensor *h = in[k];
@@ -247,14 +260,17 @@ static pt_status check_cell_args(const rnn_ctx *c, int n_in, const pt_tensor *co
             return pti_error(PT_ERR_SHAPE, "%s: %s must be %d-D like the input, got %d-D",
                              mode_name(c), what, pt_ndim(x), pt_ndim(h));
         if (pt_ndim(x) == 2 && pt_shape(h)[0] != pt_shape(x)[0])
-            return pti_error(PT_ERR_SHAPE, "%s: Input batch size %lld doesn't match hidden%d "
-                             "batch size %lld", mode_name(c), (long long)pt_shape(x)[0], k - 1,
+            return pti_error(PT_ERR_SHAPE,
+                             "%s: Input batch size %lld doesn't match hidden%d "
+                             "batch size %lld",
+                             mode_name(c), (long long)pt_shape(x)[0], k - 1,
                              (long long)pt_shape(h)[0]);
         int64_t hs = pt_shape(h)[pt_ndim(h) - 1];
         if (hs != c->hidden_size)
-            return pti_error(PT_ERR_SHAPE, "%s: hidden%d has inconsistent hidden_size: got %lld, "
-                             "expected %lld", mode_name(c), k - 1, (long long)hs,
-                             (long long)c->hidden_size);
+            return pti_error(PT_ERR_SHAPE,
+                             "%s: hidden%d has inconsistent hidden_size: got %lld, "
+                             "expected %lld",
+                             mode_name(c), k - 1, (long long)hs, (long long)c->hidden_size);
         st = check_float(c, what, h, c->params[1]);
     }
     return st;
@@ -299,11 +315,11 @@ static pt_tensor *forward_1(pt_module *self, const pt_tensor *x)
 {
     pt_tensor *y = NULL;
     pt_status st = ((rnn_ctx *)pt_nn_ctx(self))->cell ? cell_forward(self, 1, &x, 1, &y)
-                                                       : layers_forward(self, 1, &x, 1, &y);
+                                                      : layers_forward(self, 1, &x, 1, &y);
     return st == PT_OK ? y : NULL;
 }
 
-/* ---- repr and construction --------------------------------------------------------------------- */
+/* ---- repr and construction ------------------------------------------------------------------- */
 
 static void rnn_extra_repr(const pt_module *self, char *buf, size_t cap)
 {
@@ -395,17 +411,21 @@ static pt_module *make_layers(pti_rnn_mode mode, const char *name, int64_t input
 {
     pt_rnn_opts o = opts ? *opts : PT_RNN_DEFAULTS;
     if (input_size < 1 || hidden_size < 1)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: input_size and hidden_size must be "
-                              ">= 1, got %lld and %lld", name, (long long)input_size,
-                              (long long)hidden_size);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_%s: input_size and hidden_size must be "
+                              ">= 1, got %lld and %lld",
+                              name, (long long)input_size, (long long)hidden_size);
     if (o.num_layers < 1 || o.num_layers > 64)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: num_layers must be in 1..64, got "
-                              "%lld (start the options from PT_RNN_DEFAULTS)", name,
-                              (long long)o.num_layers);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_%s: num_layers must be in 1..64, got "
+                              "%lld (start the options from PT_RNN_DEFAULTS)",
+                              name, (long long)o.num_layers);
     if (!(o.dropout >= 0 && o.dropout <= 1))
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: dropout should be a number in range "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_%s: dropout should be a number in range "
                               "[0, 1] representing the probability of an element being zeroed, "
-                              "got %g", name, o.dropout);
+                              "got %g",
+                              name, o.dropout);
     if (o.proj_size != 0)
         return pti_error_null(mode == PTI_RNN_LSTM ? PT_ERR_UNSUPPORTED : PT_ERR_INVALID_ARG,
                               "pt_nn_%s: proj_size is %s (got %lld)", name,
@@ -420,8 +440,15 @@ static pt_module *make_layers(pti_rnn_mode mode, const char *name, int64_t input
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_%s: out of memory", name);
     *c = (rnn_ctx){mode == PTI_RNN_TANH && o.nonlinearity == PT_RNN_RELU ? PTI_RNN_RELU : mode,
-                   false, input_size, hidden_size, o.num_layers, o.bias, o.batch_first,
-                   o.bidirectional, o.dropout, NULL};
+                   false,
+                   input_size,
+                   hidden_size,
+                   o.num_layers,
+                   o.bias,
+                   o.batch_first,
+                   o.bidirectional,
+                   o.dropout,
+                   NULL};
     return build(c);
 }
 
@@ -444,9 +471,10 @@ static pt_module *make_cell(pti_rnn_mode mode, const char *name, int64_t input_s
                             int64_t hidden_size, bool bias)
 {
     if (input_size < 1 || hidden_size < 1)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: input_size and hidden_size must be "
-                              ">= 1, got %lld and %lld", name, (long long)input_size,
-                              (long long)hidden_size);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_%s: input_size and hidden_size must be "
+                              ">= 1, got %lld and %lld",
+                              name, (long long)input_size, (long long)hidden_size);
     rnn_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_%s: out of memory", name);

@@ -79,7 +79,7 @@ static pt_tensor *shifted(const layer_cfg *cfg, const pt_tensor *xs, const pt_te
     return r;
 }
 
-/* ---- forward steps (grad mode off; results written into the step's rows) ---------------------- */
+/* ---- forward steps (grad mode off; results written into the step's rows) --------------------- */
 
 static pt_status step_rnn(const layer_cfg *cfg, const pt_tensor *gi_t, const pt_tensor *h,
                           const pt_tensor *w_t, pt_tensor *out_t)
@@ -128,7 +128,7 @@ static pt_status step_gru(const pt_tensor *gi_t, const pt_tensor *h, const pt_te
     return st;
 }
 
-/* ---- the node ---------------------------------------------------------------------------------- */
+/* ---- the node -------------------------------------------------------------------------------- */
 
 static pt_status layer_forward(pt_autograd_ctx *ctx, int n_in, pt_tensor *const *in,
                                pt_tensor **outs)
@@ -200,8 +200,8 @@ typedef struct {
 /* d pre = dh * act'(pre), with act' precomputed from the outputs. */
 static pt_status back_rnn(bptt *b, const pt_tensor *out)
 {
-    pt_tensor *d = b->cfg->mode == PTI_RNN_TANH ? pt_rsub_scalar(pt_mul(out, out), 1.0)
-                                                 : pt_sign(out);
+    pt_tensor *d =
+        b->cfg->mode == PTI_RNN_TANH ? pt_rsub_scalar(pt_mul(out, out), 1.0) : pt_sign(out);
     pt_status st = d ? PT_OK : pt_last_status();
     for (int64_t s = b->T - 1; s >= 0 && st == PT_OK; s--) {
         int64_t t = step_at(b->cfg, b->T, s);
@@ -253,13 +253,14 @@ static pt_status back_lstm(bptt *b, const pt_tensor *act, const pt_tensor *cs, c
 /* h_t = n + z * (h - n), n = tanh(gi_n + r * ghn):
  *   dn = d (1-z)(1-n^2); dz = d (h - n) z(1-z); dr = dn * ghn * r(1-r);
  *   dgi = [dr, dz, dn]; dgh = [dr, dz, dn * r]; dh = d * z + dgh W_hh. */
-static pt_status back_gru(bptt *b, const pt_tensor *act, const pt_tensor *ghn,
-                          const pt_tensor *out, const pt_tensor *h0)
+static pt_status back_gru(bptt *b, const pt_tensor *act, const pt_tensor *ghn, const pt_tensor *out,
+                          const pt_tensor *h0)
 {
     int64_t T = b->T, H = b->H;
     pt_tensor *r = part(act, 0, H), *z = part(act, 1, H), *n = part(act, 2, H);
     pt_tensor *dn_f = pt_mul(pt_rsub_scalar(z, 1.0), pt_rsub_scalar(pt_mul(n, n), 1.0));
-    pt_tensor *dz_f = pt_mul(pt_sub(shifted(b->cfg, out, h0), n), pt_mul(z, pt_rsub_scalar(z, 1.0)));
+    pt_tensor *dz_f =
+        pt_mul(pt_sub(shifted(b->cfg, out, h0), n), pt_mul(z, pt_rsub_scalar(z, 1.0)));
     pt_tensor *dr_f = pt_mul(ghn, pt_mul(r, pt_rsub_scalar(r, 1.0)));
     pt_status st = dn_f && dz_f && dr_f ? PT_OK : pt_last_status();
     for (int64_t s = T - 1; s >= 0 && st == PT_OK; s--) {
@@ -290,15 +291,15 @@ static pt_status layer_backward(pt_autograd_ctx *ctx, int n_out, pt_tensor *cons
     pti_rnn_mode mode = cfg->mode;
     if (pt_grad_enabled())
         return pti_error(PT_ERR_UNSUPPORTED, "rnn: double backward (create_graph) through a "
-                         "recurrent layer is not supported");
+                                             "recurrent layer is not supported");
     pt_scope_begin();
     pt_tensor *saved[6] = {NULL};
     for (int k = 0; k < pt_ctx_n_saved(ctx); k++)
         saved[k] = pt_ctx_saved(ctx, k);
     pt_tensor *w_hh = saved[0], *h0 = saved[1], *out = saved[2];
     pt_status st = w_hh && h0 && out ? PT_OK : pt_last_status();
-    if (st == PT_OK && mode >= PTI_RNN_LSTM && !(saved[3] && saved[4] &&
-                                                 (mode == PTI_RNN_GRU || saved[5])))
+    if (st == PT_OK && mode >= PTI_RNN_LSTM &&
+        !(saved[3] && saved[4] && (mode == PTI_RNN_GRU || saved[5])))
         st = pt_last_status();
     bptt b = {cfg, 0, 0, 0, w_hh, gout[0], NULL, NULL, NULL, NULL};
     if (st == PT_OK) {
