@@ -471,7 +471,7 @@ static void test_forward_errors(void **state)
     x = pt_zeros(PT_SHAPE(5, 3, 4), PT_FLOAT32, pt_cpu());
     pt_tensor *h = pt_zeros(PT_SHAPE(2, 2, 6), PT_FLOAT32, pt_cpu());
     const pt_tensor *in[3] = {x, h, NULL};
-    pt_tensor *out[3];
+    pt_tensor *out[4]; /* room for the n_out = 4 call below */
     assert_pt_status_error(pt_nn_forward_n(m, 2, in, 1, out), PT_ERR_SHAPE,
                            "Expected hx[0] size (2, 3, 6), got [2, 2, 6]");
     in[1] = pt_zeros(PT_SHAPE(2, 6), PT_FLOAT32, pt_cpu());
