@@ -214,6 +214,7 @@ static void test_gru_matches_torch(void **state)
         {"gru1", mk_gru1, 0, 2, false},
         {"gru2_bi_h0", mk_gru2_bi, 1, 2, false},
         {"gru_nobias_bf", mk_gru_nobias_bf, 1, 2, false},
+        {"gru1_f32", mk_gru1, 0, 2, true},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         run_case(&cases[k]);
@@ -226,6 +227,7 @@ static void test_rnn_matches_torch(void **state)
         {"rnn_tanh_bi_bf", mk_rnn_tanh_bi_bf, 0, 2, false},
         {"rnn_relu2_h0", mk_rnn_relu2, 1, 2, false},
         {"rnn_relu_unbatched", mk_rnn_relu, 0, 2, false},
+        {"rnn_relu2_f32", mk_rnn_relu2, 0, 2, true},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
         run_case(&cases[k]);
