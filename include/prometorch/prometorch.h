@@ -24,6 +24,7 @@
 #include "nn.h"
 #include "nn_activation.h"
 #include "nn_loss.h"
+#include "nn_rnn.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
