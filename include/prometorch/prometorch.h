@@ -22,6 +22,8 @@
 #include "data.h"
 #include "value.h"
 #include "nn.h"
+#include "nn_layers.h"
+#include "nn_init.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
