@@ -14,10 +14,19 @@ static pt_fixture *fx;
 #define N_ROWS 200
 #define N_COLS 200
 
-static double mean_of(const pt_tensor *t) { return pt_item(pt_mean(t)); }
-static double std_of(const pt_tensor *t) { return pt_item(pt_std(t, 0, NULL, 1, false)); }
+static double mean_of(const pt_tensor *t)
+{
+    return pt_item(pt_mean(t));
+}
+static double std_of(const pt_tensor *t)
+{
+    return pt_item(pt_std(t, 0, NULL, 1, false));
+}
 
-static pt_tensor *big(void) { return pt_empty(PT_SHAPE(N_ROWS, N_COLS), PT_FLOAT32, pt_cpu()); }
+static pt_tensor *big(void)
+{
+    return pt_empty(PT_SHAPE(N_ROWS, N_COLS), PT_FLOAT32, pt_cpu());
+}
 
 static void assert_near(double got, double want, double tol)
 {
@@ -44,8 +53,8 @@ static void test_gain_and_fans_match_torch(void **state)
 {
     (void)state;
     pt_tensor *g = fx_get(fx, "init.gains");
-    const char *names[] = {"linear", "conv2d", "sigmoid", "tanh", "relu", "leaky_relu",
-                           "leaky_relu", "selu", "conv_transpose2d"};
+    const char *names[] = {"linear",     "conv2d", "sigmoid",         "tanh", "relu", "leaky_relu",
+                           "leaky_relu", "selu",   "conv_transpose2d"};
     double params[] = {0, 0, 0, 0, 0, 0.2, 0.01, 0, 0};
     for (int i = 0; i < 9; i++)
         assert_near(pt_nn_init_calculate_gain(names[i], params[i]), pt_test_get(g, i), 1e-12);
@@ -179,8 +188,7 @@ static void test_reproducible_and_in_place_on_parameters(void **state)
     assert_int_equal(pt_nn_init_orthogonal_(w, 1.0), PT_OK);
     assert_true(pt_requires_grad(w) && pt_is_leaf(w));
     assert_orthogonal(w, 1.0);
-    assert_tensor_equal(pt_nn_param_ref(lin, "bias"),
-                        pt_zeros(PT_SHAPE(4), PT_FLOAT32, pt_cpu()));
+    assert_tensor_equal(pt_nn_param_ref(lin, "bias"), pt_zeros(PT_SHAPE(4), PT_FLOAT32, pt_cpu()));
     pt_nn_free(lin);
 }
 
@@ -217,8 +225,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_xavier_and_kaiming, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_trunc_normal, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_orthogonal, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_reproducible_and_in_place_on_parameters,
-                                        pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_reproducible_and_in_place_on_parameters, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_init_errors, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

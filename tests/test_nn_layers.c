@@ -165,7 +165,7 @@ static void run_case(const char *c, pt_module *m)
     pt_nn_free(m);
 }
 
-/* ---- forward / backward / repr vs torch ----------------------------------------------------------- */
+/* ---- forward / backward / repr vs torch ------------------------------------------------------ */
 
 static void test_linear_and_shape_layers(void **state)
 {
@@ -187,8 +187,8 @@ static void test_conv_layers(void **state)
 {
     (void)state;
     run_case("conv2d", pt_nn_conv2d(3, 4, 3, 1, 1, true));
-    pt_nn_conv_opts ex = {.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}, .groups = 2,
-                          .no_bias = true};
+    pt_nn_conv_opts ex = {
+        .stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}, .groups = 2, .no_bias = true};
     run_case("conv2d_ex", pt_nn_conv2d_ex(4, 6, (const int64_t[]){3, 2}, &ex));
     pt_nn_conv_opts same = {.padding_type = PT_CONV_PADDING_SAME};
     run_case("conv2d_same", pt_nn_conv2d_ex(2, 3, (const int64_t[]){3, 4}, &same));
@@ -202,8 +202,8 @@ static void test_conv_layers(void **state)
     pt_nn_conv_opts c1 = {.dilation = {2}, .groups = 2, .no_bias = true};
     run_case("conv1d_ex", pt_nn_conv1d_ex(4, 2, 2, &c1));
     run_case("convt", pt_nn_conv_transpose2d(3, 2, 2, 2, 0, true));
-    pt_nn_conv_transpose_opts t = {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1},
-                                   .groups = 2};
+    pt_nn_conv_transpose_opts t = {
+        .stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}, .groups = 2};
     run_case("convt_ex", pt_nn_conv_transpose2d_ex(4, 6, (const int64_t[]){3, 3}, &t));
 }
 
@@ -263,8 +263,8 @@ static void test_pool_layers(void **state)
     pt_max_pool2d_opts mr = {.stride = {1, 2}, .dilation = {2, 1}};
     run_case("maxpool_rect", pt_nn_max_pool2d_ex((const int64_t[]){2, 3}, &mr));
     run_case("avgpool", pt_nn_avg_pool2d(2, 0, 0));
-    pt_avg_pool2d_opts ap = {.stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true,
-                             .exclude_pad = true};
+    pt_avg_pool2d_opts ap = {
+        .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .exclude_pad = true};
     run_case("avgpool_ex", pt_nn_avg_pool2d_ex((const int64_t[]){3, 3}, &ap));
     run_case("adaptive", pt_nn_adaptive_avg_pool2d_ex((const int64_t[]){2, 3}));
     run_case("adaptive_1", pt_nn_adaptive_avg_pool2d(1));
@@ -276,7 +276,7 @@ static void test_pool_layers(void **state)
     run_case("upsample_rect", pt_nn_upsample(&ur));
 }
 
-/* ---- initialization ----------------------------------------------------------------------------- */
+/* ---- initialization -------------------------------------------------------------------------- */
 
 /* Every element in [-bound, bound], and the values spread over most of it. */
 static void assert_uniform_bound(const pt_tensor *t, double bound)
@@ -322,7 +322,7 @@ static void test_default_init(void **state)
     pt_nn_free(emb);
 }
 
-/* ---- modes, dropout, module behaviour -------------------------------------------------------------- */
+/* ---- modes, dropout, module behaviour -------------------------------------------------------- */
 
 static void test_dropout_modes(void **state)
 {
@@ -384,8 +384,8 @@ static void test_repr_strings(void **state)
          "LayerNorm((4,), eps=1e-05, elementwise_affine=True)"},
         {pt_nn_batch_norm2d_ex(3, &(pt_nn_batch_norm_opts){.momentum_none = true}),
          "BatchNorm2d(3, eps=1e-05, momentum=None, affine=True, track_running_stats=True)"},
-        {pt_nn_embedding_ex(10, 3, &(pt_nn_embedding_opts){.has_padding_idx = true,
-                                                          .padding_idx = -1}),
+        {pt_nn_embedding_ex(10, 3,
+                            &(pt_nn_embedding_opts){.has_padding_idx = true, .padding_idx = -1}),
          "Embedding(10, 3, padding_idx=9)"},
         {pt_nn_max_pool2d(3, 1, 1),
          "MaxPool2d(kernel_size=3, stride=1, padding=1, dilation=1, ceil_mode=False)"},
@@ -401,15 +401,15 @@ static void test_repr_strings(void **state)
         pt_nn_free(cases[i].m);
     }
     /* LayerNorm(bias=False) registers only the weight */
-    pt_module *ln = pt_nn_layer_norm_ex(1, (const int64_t[]){4},
-                                        &(pt_nn_layer_norm_opts){.no_bias = true});
+    pt_module *ln =
+        pt_nn_layer_norm_ex(1, (const int64_t[]){4}, &(pt_nn_layer_norm_opts){.no_bias = true});
     assert_int_equal(pt_nn_num_direct_params(ln), 1);
     assert_null(pt_nn_param_ref(ln, "bias"));
     pt_clear_error();
     pt_nn_free(ln);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 
 static void test_constructor_errors(void **state)
 {
@@ -443,11 +443,11 @@ static void test_constructor_errors(void **state)
                     "normalized_shape");
     assert_pt_error(pt_nn_group_norm(3, 4), PT_ERR_INVALID_ARG, "divisible by num_groups");
     assert_pt_error(pt_nn_embedding(0, 3), PT_ERR_INVALID_ARG, "num_embeddings");
-    assert_pt_error(pt_nn_embedding_ex(5, 3, &(pt_nn_embedding_opts){.has_max_norm = true,
-                                                                     .max_norm = 1.0}),
-                    PT_ERR_UNSUPPORTED, "max_norm");
-    assert_pt_error(pt_nn_embedding_ex(5, 3, &(pt_nn_embedding_opts){.has_padding_idx = true,
-                                                                     .padding_idx = 5}),
+    assert_pt_error(
+        pt_nn_embedding_ex(5, 3, &(pt_nn_embedding_opts){.has_max_norm = true, .max_norm = 1.0}),
+        PT_ERR_UNSUPPORTED, "max_norm");
+    assert_pt_error(pt_nn_embedding_ex(
+                        5, 3, &(pt_nn_embedding_opts){.has_padding_idx = true, .padding_idx = 5}),
                     PT_ERR_INVALID_ARG, "padding_idx");
     assert_pt_error(pt_nn_dropout(1.5), PT_ERR_INVALID_ARG, "between 0 and 1");
     assert_pt_error(pt_nn_max_pool2d(2, 0, 2), PT_ERR_INVALID_ARG, "half");
@@ -456,9 +456,9 @@ static void test_constructor_errors(void **state)
     assert_pt_error(pt_nn_adaptive_avg_pool2d(0), PT_ERR_INVALID_ARG, "output_size");
     assert_pt_error(pt_nn_upsample(&(pt_interpolate_opts){0}), PT_ERR_INVALID_ARG,
                     "exactly one of size or scale_factor");
-    assert_pt_error(pt_nn_upsample(&(pt_interpolate_opts){.scale_factor = {2, 2},
-                                                         .align_corners = true}),
-                    PT_ERR_INVALID_ARG, "align_corners");
+    assert_pt_error(
+        pt_nn_upsample(&(pt_interpolate_opts){.scale_factor = {2, 2}, .align_corners = true}),
+        PT_ERR_INVALID_ARG, "align_corners");
     assert_pt_error(pt_nn_unflatten(1, 2, (const int64_t[]){-1, -1}), PT_ERR_INVALID_ARG,
                     "only one");
 }

@@ -22,7 +22,7 @@
 extern "C" {
 #endif
 
-/* ---- linear and shape layers ------------------------------------------------------------------ */
+/* ---- linear and shape layers ----------------------------------------------------------------- */
 
 /* nn.Linear(in, out, bias): weight [out, in], bias [out] (when bias), both U(-k, k) with
  * k = 1/sqrt(in) (PyTorch's kaiming_uniform_(a=sqrt(5)) and bias rule). Forward: x [..., in]
@@ -48,7 +48,7 @@ PT_API pt_module *pt_nn_unflatten(int64_t dim, int n, const int64_t *sizes);
  * in eval mode. Error unless 0 <= p <= 1. */
 PT_API pt_module *pt_nn_dropout(double p);
 
-/* ---- convolution ------------------------------------------------------------------------------ */
+/* ---- convolution ----------------------------------------------------------------------------- */
 
 /* Options of pt_nn_conv2d_ex / pt_nn_conv1d_ex (1-D uses element [0] of each pair). The zero
  * value is PyTorch's default: stride 1, padding 0, dilation 1, groups 1, bias on,
@@ -84,7 +84,7 @@ PT_API pt_module *pt_nn_conv1d_ex(int64_t in, int64_t out, int64_t kernel,
 
 /* Options of pt_nn_conv_transpose2d_ex; zero value = PyTorch's default. */
 typedef struct pt_nn_conv_transpose_opts {
-    int64_t stride[2];         /* 0 = 1 */
+    int64_t stride[2]; /* 0 = 1 */
     int64_t padding[2];
     int64_t output_padding[2]; /* must be smaller than stride or dilation */
     int64_t dilation[2];       /* 0 = 1 */
@@ -100,16 +100,16 @@ PT_API pt_module *pt_nn_conv_transpose2d(int64_t in, int64_t out, int kernel, in
 PT_API pt_module *pt_nn_conv_transpose2d_ex(int64_t in, int64_t out, const int64_t kernel[2],
                                             const pt_nn_conv_transpose_opts *opts);
 
-/* ---- normalization ---------------------------------------------------------------------------- */
+/* ---- normalization --------------------------------------------------------------------------- */
 
 /* Options of the BatchNorm constructors; zero value = PyTorch's default (eps 1e-5,
  * momentum 0.1, affine, track_running_stats). */
 typedef struct pt_nn_batch_norm_opts {
-    double eps;            /* 0 = 1e-5 */
-    bool has_momentum;     /* false: momentum 0.1 */
-    double momentum;       /* used when has_momentum */
-    bool momentum_none;    /* momentum=None: cumulative average, 1/num_batches_tracked */
-    bool no_affine;        /* affine=False: no weight/bias */
+    double eps;                  /* 0 = 1e-5 */
+    bool has_momentum;           /* false: momentum 0.1 */
+    double momentum;             /* used when has_momentum */
+    bool momentum_none;          /* momentum=None: cumulative average, 1/num_batches_tracked */
+    bool no_affine;              /* affine=False: no weight/bias */
     bool no_track_running_stats; /* track_running_stats=False: no buffers, batch stats always */
 } pt_nn_batch_norm_opts;
 
@@ -142,9 +142,9 @@ PT_API pt_module *pt_nn_instance_norm2d_ex(int64_t num_features,
 
 /* Options of pt_nn_layer_norm_ex; zero value = PyTorch's default. */
 typedef struct pt_nn_layer_norm_opts {
-    double eps;                  /* 0 = 1e-5 */
-    bool no_elementwise_affine;  /* elementwise_affine=False: no parameters */
-    bool no_bias;                /* bias=False (PyTorch >= 2.1): weight only */
+    double eps;                 /* 0 = 1e-5 */
+    bool no_elementwise_affine; /* elementwise_affine=False: no parameters */
+    bool no_bias;               /* bias=False (PyTorch >= 2.1): weight only */
 } pt_nn_layer_norm_opts;
 
 /* nn.LayerNorm(normalized_shape): weight (ones) and bias (zeros) of normalized_shape (n dims,
@@ -177,7 +177,7 @@ PT_API pt_module *pt_nn_rms_norm(int n, const int64_t *normalized_shape);
 PT_API pt_module *pt_nn_rms_norm_ex(int n, const int64_t *normalized_shape,
                                     const pt_nn_rms_norm_opts *opts);
 
-/* ---- embedding -------------------------------------------------------------------------------- */
+/* ---- embedding ------------------------------------------------------------------------------- */
 
 /* Options of pt_nn_embedding_ex; zero value = PyTorch's default. max_norm,
  * scale_grad_by_freq and sparse are not supported: setting them fails with
@@ -198,7 +198,7 @@ PT_API pt_module *pt_nn_embedding(int64_t num_embeddings, int64_t embedding_dim)
 PT_API pt_module *pt_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim,
                                      const pt_nn_embedding_opts *opts);
 
-/* ---- pooling and upsampling ------------------------------------------------------------------- */
+/* ---- pooling and upsampling ------------------------------------------------------------------ */
 
 /* nn.MaxPool2d(kernel, stride, padding) (stride 0 = kernel, PyTorch's stride=None). */
 PT_API pt_module *pt_nn_max_pool2d(int64_t kernel, int64_t stride, int64_t padding);

@@ -71,16 +71,16 @@ static pt_tensor *conv_forward(pt_module *self, const pt_tensor *x)
     if (!PTI_CHECK_ARG(x, pt_nn_type_name(self), "input"))
         return NULL;
     if (c->transposed)
-        return pt_conv_transpose2d(x, c->weight, c->bias, c->stride, c->padding,
-                                   c->output_padding, c->groups, c->dilation);
+        return pt_conv_transpose2d(x, c->weight, c->bias, c->stride, c->padding, c->output_padding,
+                                   c->groups, c->dilation);
     if (c->padmode == PADMODE_ZEROS) {
         pt_conv_opts o = conv_op_opts(c, false);
         return conv_run(c, x, &o);
     }
     int64_t pad[4];
     int n = reversed_padding(c, pad);
-    pt_tensor *xp = pt_pad(x, n, pad, c->padmode == PADMODE_REFLECT ? PT_PAD_REFLECT
-                                                                    : PT_PAD_REPLICATE, 0.0);
+    pt_tensor *xp =
+        pt_pad(x, n, pad, c->padmode == PADMODE_REFLECT ? PT_PAD_REFLECT : PT_PAD_REPLICATE, 0.0);
     if (!xp)
         return NULL;
     pt_conv_opts o = conv_op_opts(c, true);
@@ -150,41 +150,55 @@ static pt_status parse_padmode(const char *op, const char *name, conv_padmode *o
         }
     if (strcmp(name, "circular") == 0)
         return pti_error(PT_ERR_UNSUPPORTED, "%s: padding_mode 'circular' is not supported", op);
-    return pti_error(PT_ERR_INVALID_ARG, "%s: padding_mode must be one of 'zeros', 'reflect', "
-                     "'replicate' or 'circular', but got '%s'", op, name);
+    return pti_error(PT_ERR_INVALID_ARG,
+                     "%s: padding_mode must be one of 'zeros', 'reflect', "
+                     "'replicate' or 'circular', but got '%s'",
+                     op, name);
 }
 
 /* Checks the sizes (zero stride/dilation/groups already mapped to 1). */
 static pt_status check_conv(const char *op, const conv_ctx *c)
 {
     if (c->in <= 0 || c->out <= 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: in_channels (%lld) and out_channels (%lld) "
-                         "must be > 0", op, (long long)c->in, (long long)c->out);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: in_channels (%lld) and out_channels (%lld) "
+                         "must be > 0",
+                         op, (long long)c->in, (long long)c->out);
     if (c->groups <= 0)
         return pti_error(PT_ERR_INVALID_ARG, "%s: groups must be a positive integer, got %lld", op,
                          (long long)c->groups);
     if (c->in % c->groups != 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: in_channels (%lld) must be divisible by groups "
-                         "(%lld)", op, (long long)c->in, (long long)c->groups);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: in_channels (%lld) must be divisible by groups "
+                         "(%lld)",
+                         op, (long long)c->in, (long long)c->groups);
     if (c->out % c->groups != 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: out_channels (%lld) must be divisible by groups "
-                         "(%lld)", op, (long long)c->out, (long long)c->groups);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: out_channels (%lld) must be divisible by groups "
+                         "(%lld)",
+                         op, (long long)c->out, (long long)c->groups);
     for (int d = 0; d < c->nd; d++) {
         if (c->kernel[d] <= 0 || c->stride[d] <= 0 || c->dilation[d] <= 0)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: kernel_size (%lld), stride (%lld) and "
-                             "dilation (%lld) must be > 0", op, (long long)c->kernel[d],
-                             (long long)c->stride[d], (long long)c->dilation[d]);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: kernel_size (%lld), stride (%lld) and "
+                             "dilation (%lld) must be > 0",
+                             op, (long long)c->kernel[d], (long long)c->stride[d],
+                             (long long)c->dilation[d]);
         if (c->padding[d] < 0 || c->output_padding[d] < 0)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: padding (%lld) and output_padding (%lld) "
-                             "must be >= 0", op, (long long)c->padding[d],
-                             (long long)c->output_padding[d]);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: padding (%lld) and output_padding (%lld) "
+                             "must be >= 0",
+                             op, (long long)c->padding[d], (long long)c->output_padding[d]);
         if (c->padding_type == PT_CONV_PADDING_SAME && c->stride[d] != 1)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: padding='same' is not supported for strided "
-                             "convolutions", op);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: padding='same' is not supported for strided "
+                             "convolutions",
+                             op);
     }
     if (c->padding_type != PT_CONV_PADDING_EXPLICIT && c->padding_type != PT_CONV_PADDING_SAME &&
         c->padding_type != PT_CONV_PADDING_VALID)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding type %d", op, (int)c->padding_type);
+        return pti_error(PT_ERR_INVALID_ARG, "%s: unknown padding type %d", op,
+                         (int)c->padding_type);
     return PT_OK;
 }
 
@@ -216,10 +230,13 @@ static pt_module *conv_build(const pt_module_def *def, const char *op, conv_ctx 
     return m;
 }
 
-static int64_t or_one(int64_t v) { return v == 0 ? 1 : v; }
+static int64_t or_one(int64_t v)
+{
+    return v == 0 ? 1 : v;
+}
 
-static pt_module *conv_nd(const pt_module_def *def, const char *op, int nd, int64_t in,
-                          int64_t out, const int64_t *kernel, const pt_nn_conv_opts *opts)
+static pt_module *conv_nd(const pt_module_def *def, const char *op, int nd, int64_t in, int64_t out,
+                          const int64_t *kernel, const pt_nn_conv_opts *opts)
 {
     pt_nn_conv_opts o = opts ? *opts : (pt_nn_conv_opts){0};
     conv_ctx *c = calloc(1, sizeof(*c));
@@ -258,8 +275,8 @@ pt_module *pt_nn_conv2d(int64_t in, int64_t out, int kernel, int stride, int pad
     if (stride <= 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_conv2d: stride must be > 0, got %d",
                               stride);
-    pt_nn_conv_opts o = {.stride = {stride, stride}, .padding = {padding, padding},
-                         .no_bias = !bias};
+    pt_nn_conv_opts o = {
+        .stride = {stride, stride}, .padding = {padding, padding}, .no_bias = !bias};
     return conv_nd(&conv2d_def, "pt_nn_conv2d", 2, in, out, k, &o);
 }
 
@@ -301,10 +318,11 @@ pt_module *pt_nn_conv_transpose2d_ex(int64_t in, int64_t out, const int64_t kern
         c->dilation[d] = or_one(o.dilation[d]);
         if (c->output_padding[d] >= c->stride[d] && c->output_padding[d] >= c->dilation[d]) {
             free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG, "%s: output_padding (%lld) must be smaller "
-                                  "than either stride (%lld) or dilation (%lld)", op,
-                                  (long long)o.output_padding[d], (long long)or_one(o.stride[d]),
-                                  (long long)or_one(o.dilation[d]));
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "%s: output_padding (%lld) must be smaller "
+                                  "than either stride (%lld) or dilation (%lld)",
+                                  op, (long long)o.output_padding[d],
+                                  (long long)or_one(o.stride[d]), (long long)or_one(o.dilation[d]));
         }
     }
     return conv_build(&conv_transpose2d_def, op, c, !o.no_bias);
@@ -315,9 +333,11 @@ pt_module *pt_nn_conv_transpose2d(int64_t in, int64_t out, int kernel, int strid
 {
     int64_t k[2] = {kernel, kernel};
     if (stride <= 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_conv_transpose2d: stride must be > 0, "
-                              "got %d", stride);
-    pt_nn_conv_transpose_opts o = {.stride = {stride, stride}, .padding = {padding, padding},
-                                   .no_bias = !bias};
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_conv_transpose2d: stride must be > 0, "
+                              "got %d",
+                              stride);
+    pt_nn_conv_transpose_opts o = {
+        .stride = {stride, stride}, .padding = {padding, padding}, .no_bias = !bias};
     return pt_nn_conv_transpose2d_ex(in, out, k, &o);
 }

@@ -52,8 +52,10 @@ static pt_status check_embedding(const char *op, int64_t num, int64_t dim,
                                  const pt_nn_embedding_opts *o)
 {
     if (num <= 0 || dim <= 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: num_embeddings (%lld) and embedding_dim (%lld) "
-                         "must be > 0", op, (long long)num, (long long)dim);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: num_embeddings (%lld) and embedding_dim (%lld) "
+                         "must be > 0",
+                         op, (long long)num, (long long)dim);
     if (o->has_max_norm)
         return pti_error(PT_ERR_UNSUPPORTED, "%s: max_norm is not supported", op);
     if (o->scale_grad_by_freq)
@@ -61,8 +63,10 @@ static pt_status check_embedding(const char *op, int64_t num, int64_t dim,
     if (o->sparse)
         return pti_error(PT_ERR_UNSUPPORTED, "%s: sparse gradients are not supported", op);
     if (o->has_padding_idx && (o->padding_idx < -num || o->padding_idx >= num))
-        return pti_error(PT_ERR_INVALID_ARG, "%s: padding_idx (%lld) must be within "
-                         "num_embeddings (%lld)", op, (long long)o->padding_idx, (long long)num);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: padding_idx (%lld) must be within "
+                         "num_embeddings (%lld)",
+                         op, (long long)o->padding_idx, (long long)num);
     return PT_OK;
 }
 

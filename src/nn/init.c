@@ -12,8 +12,8 @@
 
 double pt_nn_init_calculate_gain(const char *nl, double param)
 {
-    static const char *const unit[] = {"linear", "conv1d", "conv2d", "conv3d",
-                                       "conv_transpose1d", "conv_transpose2d",
+    static const char *const unit[] = {"linear",           "conv1d",           "conv2d",
+                                       "conv3d",           "conv_transpose1d", "conv_transpose2d",
                                        "conv_transpose3d", "sigmoid"};
     if (!nl) {
         pti_error(PT_ERR_NULL, "pt_nn_init_calculate_gain: nonlinearity is NULL");
@@ -41,7 +41,8 @@ pt_status pt_nn_init_calculate_fan(const pt_tensor *t, int64_t *fan_in, int64_t 
     if (t->ndim < 2)
         return pti_error(PT_ERR_SHAPE,
                          "pt_nn_init: fan in and fan out can not be computed for a tensor with "
-                         "fewer than 2 dimensions (got %d)", t->ndim);
+                         "fewer than 2 dimensions (got %d)",
+                         t->ndim);
     int64_t rf = 1;
     for (int d = 2; d < t->ndim; d++)
         rf *= t->shape[d];
@@ -68,8 +69,8 @@ pt_status pt_nn_init_uniform_(pt_tensor *t, double a, double b)
     if (st != PT_OK)
         return st;
     if (!(a <= b))
-        return pti_error(PT_ERR_INVALID_ARG, "pt_nn_init_uniform_: expected a <= b, got %g > %g",
-                         a, b);
+        return pti_error(PT_ERR_INVALID_ARG, "pt_nn_init_uniform_: expected a <= b, got %g > %g", a,
+                         b);
     pt_no_grad_begin();
     st = pt_uniform_(t, a, b);
     pt_no_grad_end();
@@ -99,16 +100,24 @@ pt_status pt_nn_init_constant_(pt_tensor *t, double v)
     return st;
 }
 
-pt_status pt_nn_init_zeros_(pt_tensor *t) { return pt_nn_init_constant_(t, 0.0); }
-pt_status pt_nn_init_ones_(pt_tensor *t) { return pt_nn_init_constant_(t, 1.0); }
+pt_status pt_nn_init_zeros_(pt_tensor *t)
+{
+    return pt_nn_init_constant_(t, 0.0);
+}
+pt_status pt_nn_init_ones_(pt_tensor *t)
+{
+    return pt_nn_init_constant_(t, 1.0);
+}
 
 pt_status pt_nn_init_eye_(pt_tensor *t)
 {
     if (!PTI_CHECK_ARG(t, "pt_nn_init_eye_", "t"))
         return PT_ERR_NULL;
     if (t->ndim != 2)
-        return pti_error(PT_ERR_SHAPE, "pt_nn_init_eye_: only 2-D tensors are supported, got %d "
-                         "dims", t->ndim);
+        return pti_error(PT_ERR_SHAPE,
+                         "pt_nn_init_eye_: only 2-D tensors are supported, got %d "
+                         "dims",
+                         t->ndim);
     pt_tensor *e = pt_eye(t->shape[0], t->shape[1], t->dtype, pt_device_of(t));
     if (!e)
         return pt_last_status();
@@ -194,9 +203,12 @@ pt_status pt_nn_init_kaiming_normal_(pt_tensor *t, double a, pt_fan_mode mode, c
     return pt_nn_init_normal_(t, 0.0, std);
 }
 
-/* ---- trunc_normal_ ---------------------------------------------------------------------------- */
+/* ---- trunc_normal_ --------------------------------------------------------------------------- */
 
-static double norm_cdf(double x) { return 0.5 * (1.0 + erf(x / sqrt(2.0))); }
+static double norm_cdf(double x)
+{
+    return 0.5 * (1.0 + erf(x / sqrt(2.0)));
+}
 
 /* Inverse of the standard normal CDF for p in (0, 1): a bisection start refined by Newton
  * steps on norm_cdf (double precision is plenty for float weights). */
@@ -261,8 +273,10 @@ pt_status pt_nn_init_trunc_normal_(pt_tensor *t, double mean, double std, double
     if (st != PT_OK)
         return st;
     if (!(std > 0) || !(a < b))
-        return pti_error(PT_ERR_INVALID_ARG, "pt_nn_init_trunc_normal_: need std > 0 and a < b "
-                         "(got std=%g, a=%g, b=%g)", std, a, b);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_nn_init_trunc_normal_: need std > 0 and a < b "
+                         "(got std=%g, a=%g, b=%g)",
+                         std, a, b);
     int64_t n = pt_numel(t);
     double *v = host_uniform(n);
     if (!v)
@@ -279,7 +293,7 @@ pt_status pt_nn_init_trunc_normal_(pt_tensor *t, double mean, double std, double
     return st;
 }
 
-/* ---- orthogonal_ ------------------------------------------------------------------------------ */
+/* ---- orthogonal_ ----------------------------------------------------------------------------- */
 
 /* Orthonormalizes the r rows (length c, r <= c) of a in place by modified Gram-Schmidt, run
  * twice for stability. Returns false when a row is (numerically) dependent. Gram-Schmidt's Q
@@ -315,8 +329,10 @@ pt_status pt_nn_init_orthogonal_(pt_tensor *t, double gain)
     if (st != PT_OK)
         return st;
     if (t->ndim < 2)
-        return pti_error(PT_ERR_SHAPE, "pt_nn_init_orthogonal_: only tensors with 2 or more "
-                         "dimensions are supported, got %d", t->ndim);
+        return pti_error(PT_ERR_SHAPE,
+                         "pt_nn_init_orthogonal_: only tensors with 2 or more "
+                         "dimensions are supported, got %d",
+                         t->ndim);
     int64_t n = pt_numel(t);
     if (n == 0)
         return PT_OK;

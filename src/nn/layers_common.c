@@ -19,7 +19,10 @@ void pti_nn_catf(char *buf, size_t cap, const char *fmt, ...)
     va_end(ap);
 }
 
-const char *pti_nn_bool(bool b) { return b ? "True" : "False"; }
+const char *pti_nn_bool(bool b)
+{
+    return b ? "True" : "False";
+}
 
 /* Python's float repr: the shortest digits that round-trip, fixed notation for decimal
  * exponents in [-4, 16), otherwise d.ddde+XX with at least two exponent digits. */

@@ -14,7 +14,7 @@
 #include "prometorch/ops_reduce.h"
 #include "prometorch/ops_shape.h"
 
-/* ---- Linear ----------------------------------------------------------------------------------- */
+/* ---- Linear ---------------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t in, out;
@@ -30,8 +30,10 @@ static pt_tensor *linear_forward(pt_module *self, const pt_tensor *x)
     if (x->ndim == 0 || x->shape[x->ndim - 1] != c->in) {
         char shp[128] = "";
         pti_nn_cat_tuple(shp, sizeof(shp), x->ndim, x->shape);
-        return pti_error_null(PT_ERR_SHAPE, "Linear: input shape %s does not end in "
-                              "in_features=%lld", shp, (long long)c->in);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "Linear: input shape %s does not end in "
+                              "in_features=%lld",
+                              shp, (long long)c->in);
     }
     pt_tensor *wt = pt_t(c->weight);
     if (!wt)
@@ -78,8 +80,10 @@ static const pt_module_def linear_def = {
 pt_module *pt_nn_linear(int64_t in, int64_t out, bool bias)
 {
     if (in <= 0 || out <= 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_linear: in_features (%lld) and "
-                              "out_features (%lld) must be > 0", (long long)in, (long long)out);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_linear: in_features (%lld) and "
+                              "out_features (%lld) must be > 0",
+                              (long long)in, (long long)out);
     linear_ctx *c = calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_linear: out of memory");
@@ -101,7 +105,7 @@ pt_module *pt_nn_linear(int64_t in, int64_t out, bool bias)
     return m;
 }
 
-/* ---- Bilinear --------------------------------------------------------------------------------- */
+/* ---- Bilinear -------------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t in1, in2, out;
@@ -147,8 +151,10 @@ static pt_status bilinear_forward_n(pt_module *self, int n_in, const pt_tensor *
 {
     bilinear_ctx *c = self->ctx;
     if (n_in != 2 || n_out != 1)
-        return pti_error(PT_ERR_INVALID_ARG, "Bilinear: expects 2 inputs and 1 output, got %d "
-                         "and %d", n_in, n_out);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "Bilinear: expects 2 inputs and 1 output, got %d "
+                         "and %d",
+                         n_in, n_out);
     const pt_tensor *x1 = in[0], *x2 = in[1];
     if (!PTI_CHECK_ARG(x1, "Bilinear", "input1") || !PTI_CHECK_ARG(x2, "Bilinear", "input2"))
         return PT_ERR_NULL;
@@ -160,9 +166,10 @@ static pt_status bilinear_forward_n(pt_module *self, int n_in, const pt_tensor *
         char s1[128] = "", s2[128] = "";
         pti_nn_cat_tuple(s1, sizeof(s1), x1->ndim, x1->shape);
         pti_nn_cat_tuple(s2, sizeof(s2), x2->ndim, x2->shape);
-        return pti_error(PT_ERR_SHAPE, "Bilinear: input shapes %s and %s do not fit "
-                         "in1_features=%lld, in2_features=%lld (same leading dims expected)", s1,
-                         s2, (long long)c->in1, (long long)c->in2);
+        return pti_error(PT_ERR_SHAPE,
+                         "Bilinear: input shapes %s and %s do not fit "
+                         "in1_features=%lld, in2_features=%lld (same leading dims expected)",
+                         s1, s2, (long long)c->in1, (long long)c->in2);
     }
     pt_tensor *a = flatten_rows(x1, c->in1), *b = flatten_rows(x2, c->in2);
     pt_tensor *y2 = (a && b) ? bilinear_rows(c, a, b) : NULL;
@@ -194,7 +201,8 @@ static const pt_module_def bilinear_def = {.type_name = "Bilinear",
 pt_module *pt_nn_bilinear(int64_t in1, int64_t in2, int64_t out, bool bias)
 {
     if (in1 <= 0 || in2 <= 0 || out <= 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_bilinear: in1_features (%lld), "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_bilinear: in1_features (%lld), "
                               "in2_features (%lld) and out_features (%lld) must be > 0",
                               (long long)in1, (long long)in2, (long long)out);
     bilinear_ctx *c = calloc(1, sizeof(*c));
@@ -218,7 +226,7 @@ pt_module *pt_nn_bilinear(int64_t in1, int64_t in2, int64_t out, bool bias)
     return m;
 }
 
-/* ---- Identity --------------------------------------------------------------------------------- */
+/* ---- Identity -------------------------------------------------------------------------------- */
 
 static pt_tensor *identity_forward(pt_module *self, const pt_tensor *x)
 {
@@ -232,9 +240,12 @@ static pt_tensor *identity_forward(pt_module *self, const pt_tensor *x)
 
 static const pt_module_def identity_def = {.type_name = "Identity", .forward = identity_forward};
 
-pt_module *pt_nn_identity(void) { return pt_nn_module_new(&identity_def, NULL); }
+pt_module *pt_nn_identity(void)
+{
+    return pt_nn_module_new(&identity_def, NULL);
+}
 
-/* ---- Flatten / Unflatten ---------------------------------------------------------------------- */
+/* ---- Flatten / Unflatten --------------------------------------------------------------------- */
 
 typedef struct {
     int64_t start, end;
@@ -252,8 +263,10 @@ static void flatten_repr(const pt_module *self, char *buf, size_t cap)
     pti_nn_catf(buf, cap, "start_dim=%lld, end_dim=%lld", (long long)c->start, (long long)c->end);
 }
 
-static const pt_module_def flatten_def = {
-    .type_name = "Flatten", .forward = flatten_forward, .free_ctx = free, .extra_repr = flatten_repr};
+static const pt_module_def flatten_def = {.type_name = "Flatten",
+                                          .forward = flatten_forward,
+                                          .free_ctx = free,
+                                          .extra_repr = flatten_repr};
 
 pt_module *pt_nn_flatten(int64_t start_dim, int64_t end_dim)
 {
@@ -292,8 +305,10 @@ static const pt_module_def unflatten_def = {.type_name = "Unflatten",
 pt_module *pt_nn_unflatten(int64_t dim, int n, const int64_t *sizes)
 {
     if (n < 1 || n > PT_MAX_DIMS || !sizes)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_unflatten: unflattened_size must have "
-                              "1 to %d sizes, got %d", PT_MAX_DIMS, n);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_unflatten: unflattened_size must have "
+                              "1 to %d sizes, got %d",
+                              PT_MAX_DIMS, n);
     int n_infer = 0;
     for (int i = 0; i < n; i++) {
         if (sizes[i] < -1)
@@ -312,7 +327,7 @@ pt_module *pt_nn_unflatten(int64_t dim, int n, const int64_t *sizes)
     return pt_nn_module_new(&unflatten_def, c);
 }
 
-/* ---- Dropout ---------------------------------------------------------------------------------- */
+/* ---- Dropout --------------------------------------------------------------------------------- */
 
 typedef struct {
     double p;
@@ -334,14 +349,18 @@ static void dropout_repr(const pt_module *self, char *buf, size_t cap)
     pti_nn_catf(buf, cap, ", inplace=False");
 }
 
-static const pt_module_def dropout_def = {
-    .type_name = "Dropout", .forward = dropout_forward, .free_ctx = free, .extra_repr = dropout_repr};
+static const pt_module_def dropout_def = {.type_name = "Dropout",
+                                          .forward = dropout_forward,
+                                          .free_ctx = free,
+                                          .extra_repr = dropout_repr};
 
 pt_module *pt_nn_dropout(double p)
 {
     if (!(p >= 0 && p <= 1))
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_dropout: dropout probability has to be "
-                              "between 0 and 1, but got %g", p);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_dropout: dropout probability has to be "
+                              "between 0 and 1, but got %g",
+                              p);
     dropout_ctx *c = malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_dropout: out of memory");

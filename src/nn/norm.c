@@ -16,7 +16,7 @@
 #define DEFAULT_EPS 1e-5
 #define DEFAULT_MOMENTUM 0.1
 
-/* ---- BatchNorm / InstanceNorm (PyTorch's _NormBase) ---------------------------------------------- */
+/* ---- BatchNorm / InstanceNorm (PyTorch's _NormBase) ------------------------------------------ */
 
 typedef struct {
     int64_t num_features;
@@ -65,16 +65,15 @@ static pt_tensor *batch_norm_forward(pt_module *self, const pt_tensor *x)
         return pti_error_null(PT_ERR_SHAPE, "%s: expected 2D or 3D input (got %dD input)", name,
                               x->ndim);
     if (c->kind == 2 && x->ndim != 4)
-        return pti_error_null(PT_ERR_SHAPE, "%s: expected 4D input (got %dD input)", name,
-                              x->ndim);
+        return pti_error_null(PT_ERR_SHAPE, "%s: expected 4D input (got %dD input)", name, x->ndim);
     bool training = pt_nn_is_training(self);
     double factor = 0.0;
     if (training && c->track && count_batch(c, &factor) != PT_OK)
         return NULL;
     /* Without running stats PyTorch normalizes with the batch statistics in eval mode too. */
     bool use_batch = training || !c->track;
-    return pt_batch_norm(x, c->running_mean, c->running_var, c->weight, c->bias, use_batch,
-                         factor, c->eps);
+    return pt_batch_norm(x, c->running_mean, c->running_var, c->weight, c->bias, use_batch, factor,
+                         c->eps);
 }
 
 /* Registers weight/bias and the running statistics in PyTorch's order. */
@@ -89,9 +88,8 @@ static pt_status norm_register(pt_module *m, norm_ctx *c)
     }
     if (c->track) {
         c->running_mean = pti_nn_new_buffer(m, "running_mean", 1, shape, PT_FLOAT32, 0.0);
-        c->running_var = c->running_mean
-                             ? pti_nn_new_buffer(m, "running_var", 1, shape, PT_FLOAT32, 1.0)
-                             : NULL;
+        c->running_var =
+            c->running_mean ? pti_nn_new_buffer(m, "running_var", 1, shape, PT_FLOAT32, 1.0) : NULL;
         c->num_batches_tracked =
             c->running_var ? pti_nn_new_buffer(m, "num_batches_tracked", 0, shape, PT_INT64, 0.0)
                            : NULL;
@@ -149,18 +147,24 @@ static pt_module *batch_norm_nd(int kind, int64_t n, const pt_nn_batch_norm_opts
     return norm_build(kind == 1 ? &batch_norm1d_def : &batch_norm2d_def, op, c);
 }
 
-pt_module *pt_nn_batch_norm1d(int64_t num_features) { return batch_norm_nd(1, num_features, NULL); }
+pt_module *pt_nn_batch_norm1d(int64_t num_features)
+{
+    return batch_norm_nd(1, num_features, NULL);
+}
 pt_module *pt_nn_batch_norm1d_ex(int64_t num_features, const pt_nn_batch_norm_opts *opts)
 {
     return batch_norm_nd(1, num_features, opts);
 }
-pt_module *pt_nn_batch_norm2d(int64_t num_features) { return batch_norm_nd(2, num_features, NULL); }
+pt_module *pt_nn_batch_norm2d(int64_t num_features)
+{
+    return batch_norm_nd(2, num_features, NULL);
+}
 pt_module *pt_nn_batch_norm2d_ex(int64_t num_features, const pt_nn_batch_norm_opts *opts)
 {
     return batch_norm_nd(2, num_features, opts);
 }
 
-/* ---- LayerNorm / RMSNorm ------------------------------------------------------------------------ */
+/* ---- LayerNorm / RMSNorm --------------------------------------------------------------------- */
 
 typedef struct {
     int n;
@@ -204,19 +208,23 @@ static const pt_module_def rms_norm_def = {.type_name = "RMSNorm",
                                            .free_ctx = free,
                                            .extra_repr = layer_norm_repr};
 
-static pt_module *shape_norm(const pt_module_def *def, const char *op, int n,
-                             const int64_t *shape, layer_norm_ctx *c, bool bias)
+static pt_module *shape_norm(const pt_module_def *def, const char *op, int n, const int64_t *shape,
+                             layer_norm_ctx *c, bool bias)
 {
     if (n < 1 || n > PT_MAX_DIMS || !shape) {
         free(c);
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: normalized_shape must have 1 to %d dims, "
-                              "got %d", op, PT_MAX_DIMS, n);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: normalized_shape must have 1 to %d dims, "
+                              "got %d",
+                              op, PT_MAX_DIMS, n);
     }
     for (int i = 0; i < n; i++)
         if (shape[i] <= 0) {
             free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG, "%s: normalized_shape[%d] = %lld must be "
-                                  "> 0", op, i, (long long)shape[i]);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "%s: normalized_shape[%d] = %lld must be "
+                                  "> 0",
+                                  op, i, (long long)shape[i]);
         }
     if (c->has_eps && !(c->eps >= 0)) {
         free(c);
@@ -275,7 +283,7 @@ pt_module *pt_nn_rms_norm(int n, const int64_t *normalized_shape)
     return pt_nn_rms_norm_ex(n, normalized_shape, NULL);
 }
 
-/* ---- GroupNorm ---------------------------------------------------------------------------------- */
+/* ---- GroupNorm ------------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t groups, channels;
@@ -308,12 +316,15 @@ pt_module *pt_nn_group_norm_ex(int64_t num_groups, int64_t num_channels,
     const char *op = "pt_nn_group_norm";
     pt_nn_group_norm_opts o = opts ? *opts : (pt_nn_group_norm_opts){0};
     if (num_groups <= 0 || num_channels <= 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: num_groups (%lld) and num_channels (%lld) "
-                              "must be > 0", op, (long long)num_groups, (long long)num_channels);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: num_groups (%lld) and num_channels (%lld) "
+                              "must be > 0",
+                              op, (long long)num_groups, (long long)num_channels);
     if (num_channels % num_groups != 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: num_channels (%lld) must be divisible by "
-                              "num_groups (%lld)", op, (long long)num_channels,
-                              (long long)num_groups);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: num_channels (%lld) must be divisible by "
+                              "num_groups (%lld)",
+                              op, (long long)num_channels, (long long)num_groups);
     if (!(o.eps >= 0))
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: eps must be >= 0, got %g", op, o.eps);
     group_norm_ctx *c = calloc(1, sizeof(*c));
@@ -340,7 +351,7 @@ pt_module *pt_nn_group_norm(int64_t num_groups, int64_t num_channels)
     return pt_nn_group_norm_ex(num_groups, num_channels, NULL);
 }
 
-/* ---- InstanceNorm2d ----------------------------------------------------------------------------- */
+/* ---- InstanceNorm2d -------------------------------------------------------------------------- */
 
 /* running = (1 - m) * running + m * mean over the batch of the per-instance statistics (what
  * PyTorch's instance_norm does with its repeated running stats). x is 4-D. */
@@ -374,14 +385,16 @@ static pt_status update_instance_stats(const norm_ctx *c, const pt_tensor *x)
 static pt_tensor *instance_norm4d(const norm_ctx *c, bool training, const pt_tensor *x)
 {
     if (c->affine && x->shape[1] != c->num_features)
-        return pti_error_null(PT_ERR_SHAPE, "InstanceNorm2d: expected input's size at dim=1 to "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "InstanceNorm2d: expected input's size at dim=1 to "
                               "match num_features (%lld), but got: %lld.",
                               (long long)c->num_features, (long long)x->shape[1]);
     if (c->track && !training) /* per-channel normalization with the running statistics */
         return pt_batch_norm(x, c->running_mean, c->running_var, c->weight, c->bias, false, 0.0,
                              c->eps);
     if (c->track && x->shape[1] != c->num_features)
-        return pti_error_null(PT_ERR_SHAPE, "InstanceNorm2d: expected input's size at dim=1 to "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "InstanceNorm2d: expected input's size at dim=1 to "
                               "match num_features (%lld), but got: %lld.",
                               (long long)c->num_features, (long long)x->shape[1]);
     if (c->track && update_instance_stats(c, x) != PT_OK)
@@ -395,8 +408,10 @@ static pt_tensor *instance_norm_forward(pt_module *self, const pt_tensor *x)
     if (!PTI_CHECK_ARG(x, "InstanceNorm2d", "input"))
         return NULL;
     if (x->ndim != 3 && x->ndim != 4)
-        return pti_error_null(PT_ERR_SHAPE, "InstanceNorm2d: expected 3D or 4D input (got %dD "
-                              "input)", x->ndim);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "InstanceNorm2d: expected 3D or 4D input (got %dD "
+                              "input)",
+                              x->ndim);
     bool training = pt_nn_is_training(self);
     if (x->ndim == 4)
         return instance_norm4d(c, training, x);

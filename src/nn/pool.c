@@ -29,7 +29,7 @@ static pt_status check_pair(const char *op, const char *arg, const int64_t *v, i
     return PT_OK;
 }
 
-/* ---- MaxPool2d ---------------------------------------------------------------------------------- */
+/* ---- MaxPool2d ------------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t kernel[2];
@@ -84,7 +84,8 @@ pt_module *pt_nn_max_pool2d_ex(const int64_t kernel[2], const pt_max_pool2d_opts
             c->o.dilation[d] = 1;
         if (c->o.padding[d] * 2 > kernel[d]) {
             free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG, "%s: pad should be at most half of "
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "%s: pad should be at most half of "
                                   "effective kernel size, but got pad=%lld, kernel_size=%lld",
                                   op, (long long)o.padding[d], (long long)kernel[d]);
         }
@@ -103,7 +104,7 @@ pt_module *pt_nn_max_pool2d(int64_t kernel, int64_t stride, int64_t padding)
     return pt_nn_max_pool2d_ex(k, &o);
 }
 
-/* ---- AvgPool2d ---------------------------------------------------------------------------------- */
+/* ---- AvgPool2d ------------------------------------------------------------------------------- */
 
 typedef struct {
     int64_t kernel[2];
@@ -154,9 +155,10 @@ pt_module *pt_nn_avg_pool2d_ex(const int64_t kernel[2], const pt_avg_pool2d_opts
             c->o.stride[d] = kernel[d];
         if (o.padding[d] * 2 > kernel[d]) {
             free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG, "%s: pad should be at most half of kernel "
-                                  "size, but got pad=%lld, kernel_size=%lld", op,
-                                  (long long)o.padding[d], (long long)kernel[d]);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "%s: pad should be at most half of kernel "
+                                  "size, but got pad=%lld, kernel_size=%lld",
+                                  op, (long long)o.padding[d], (long long)kernel[d]);
         }
     }
     if (c->o.stride[0] <= 0 || c->o.stride[1] <= 0) {
@@ -173,7 +175,7 @@ pt_module *pt_nn_avg_pool2d(int64_t kernel, int64_t stride, int64_t padding)
     return pt_nn_avg_pool2d_ex(k, &o);
 }
 
-/* ---- AdaptiveAvgPool2d -------------------------------------------------------------------------- */
+/* ---- AdaptiveAvgPool2d ----------------------------------------------------------------------- */
 
 typedef struct {
     int64_t size[2];
@@ -228,7 +230,7 @@ pt_module *pt_nn_adaptive_avg_pool2d_ex(const int64_t output_size[2])
     return adaptive_new(output_size, true);
 }
 
-/* ---- Upsample ----------------------------------------------------------------------------------- */
+/* ---- Upsample -------------------------------------------------------------------------------- */
 
 static pt_tensor *upsample_forward(pt_module *self, const pt_tensor *x)
 {
@@ -270,18 +272,21 @@ pt_module *pt_nn_upsample(const pt_interpolate_opts *opts)
     bool has_size = opts->size[0] != 0 || opts->size[1] != 0;
     bool has_scale = opts->scale_factor[0] != 0 || opts->scale_factor[1] != 0;
     if (has_size == has_scale)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: exactly one of size or scale_factor "
-                              "should be defined", op);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: exactly one of size or scale_factor "
+                              "should be defined",
+                              op);
     if (has_size && (opts->size[0] <= 0 || opts->size[1] <= 0))
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: size must be > 0, got (%lld, %lld)", op,
                               (long long)opts->size[0], (long long)opts->size[1]);
     if (has_scale && !(opts->scale_factor[0] > 0 && opts->scale_factor[1] > 0))
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: scale_factor must be > 0, got (%g, %g)",
-                              op, opts->scale_factor[0], opts->scale_factor[1]);
+        return pti_error_null(PT_ERR_INVALID_ARG, "%s: scale_factor must be > 0, got (%g, %g)", op,
+                              opts->scale_factor[0], opts->scale_factor[1]);
     if (opts->mode != PT_INTERP_NEAREST && opts->mode != PT_INTERP_BILINEAR)
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: unknown mode %d", op, (int)opts->mode);
     if (opts->mode == PT_INTERP_NEAREST && opts->align_corners)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: align_corners option can only be set with "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: align_corners option can only be set with "
                               "the interpolating modes: linear | bilinear | bicubic | trilinear",
                               op);
     pt_interpolate_opts *c = malloc(sizeof(*c));
