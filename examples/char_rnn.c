@@ -33,64 +33,77 @@
 #include <prometorch/train_utils.h>
 
 typedef struct options {
-    const char *data;   /* a text file or a directory of text files */
-    const char *model;  /* "lstm" or "transformer" */
+    const char *data;  /* a text file or a directory of text files */
+    const char *model; /* "lstm" or "transformer" */
     int epochs;
-    int64_t steps;      /* training batches per epoch */
+    int64_t steps; /* training batches per epoch */
     int64_t batch_size;
-    int64_t seq_len;    /* characters per training window */
+    int64_t seq_len; /* characters per training window */
     double lr;
     const char *device;
     int threads;
     const char *save;
     uint64_t seed;
-    int64_t limit;       /* > 0: cap training steps and validation batches (quick checks) */
+    int64_t limit;        /* > 0: cap training steps and validation batches (quick checks) */
     int64_t eval_batches; /* validation batches per evaluation */
-    int64_t sample_len;  /* characters sampled after each epoch */
+    int64_t sample_len;   /* characters sampled after each epoch */
     double temperature;
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: char_rnn [options]\n"
-            "  --data PATH       text file or directory (default /usr/share/games/fortunes)\n"
-            "  --model NAME      lstm (default) or transformer\n"
-            "  --epochs N        epochs (default 1)\n"
-            "  --steps N         training batches per epoch (default 300)\n"
-            "  --batch-size N    windows per batch (default 32)\n"
-            "  --seq-len N       characters per window (default 64)\n"
-            "  --lr X            Adam learning rate (default 2e-3 lstm, 1e-3 transformer)\n"
-            "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
-            "  --threads N       CPU threads (default: all cores)\n"
-            "  --save FILE       write the weights to FILE (safetensors, the vocabulary in its\n"
-            "                    metadata) and the curves to FILE without .safetensors + .svg\n"
-            "  --seed N          random seed (default 0): same seed, same results\n"
-            "  --limit N         cap training steps and validation batches at N (quick checks)\n"
-            "  --eval-batches N  validation batches per evaluation (default 50)\n"
-            "  --sample N        characters to sample after each epoch (default 300)\n"
-            "  --temperature X   sampling temperature (default 0.8)\n"
-            "  --help            this text\n");
+    fprintf(f, "usage: char_rnn [options]\n"
+               "  --data PATH       text file or directory (default /usr/share/games/fortunes)\n"
+               "  --model NAME      lstm (default) or transformer\n"
+               "  --epochs N        epochs (default 1)\n"
+               "  --steps N         training batches per epoch (default 300)\n"
+               "  --batch-size N    windows per batch (default 32)\n"
+               "  --seq-len N       characters per window (default 64)\n"
+               "  --lr X            Adam learning rate (default 2e-3 lstm, 1e-3 transformer)\n"
+               "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
+               "  --threads N       CPU threads (default: all cores)\n"
+               "  --save FILE       write the weights to FILE (safetensors, the vocabulary in its\n"
+               "                    metadata) and the curves to FILE without .safetensors + .svg\n"
+               "  --seed N          random seed (default 0): same seed, same results\n"
+               "  --limit N         cap training steps and validation batches at N (quick checks)\n"
+               "  --eval-batches N  validation batches per evaluation (default 50)\n"
+               "  --sample N        characters to sample after each epoch (default 300)\n"
+               "  --temperature X   sampling temperature (default 0.8)\n"
+               "  --help            this text\n");
 }
 
 /* Returns 0 to run, 1 to exit successfully (--help), -1 on a bad option. */
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option longopts[] = {
-        {"data", required_argument, NULL, 'd'},       {"model", required_argument, NULL, 'm'},
-        {"epochs", required_argument, NULL, 'e'},     {"steps", required_argument, NULL, 'n'},
-        {"batch-size", required_argument, NULL, 'b'}, {"seq-len", required_argument, NULL, 'T'},
-        {"lr", required_argument, NULL, 'l'},         {"device", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 't'},    {"save", required_argument, NULL, 's'},
-        {"seed", required_argument, NULL, 'S'},       {"limit", required_argument, NULL, 'L'},
+        {"data", required_argument, NULL, 'd'},
+        {"model", required_argument, NULL, 'm'},
+        {"epochs", required_argument, NULL, 'e'},
+        {"steps", required_argument, NULL, 'n'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"seq-len", required_argument, NULL, 'T'},
+        {"lr", required_argument, NULL, 'l'},
+        {"device", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 't'},
+        {"save", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {"limit", required_argument, NULL, 'L'},
         {"eval-batches", required_argument, NULL, 'E'},
         {"sample", required_argument, NULL, 'g'},
-        {"temperature", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
+        {"temperature", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.data = "/usr/share/games/fortunes", .model = "lstm", .epochs = 1,
-                   .steps = 300, .batch_size = 32, .seq_len = 64, .device = "cpu",
-                   .eval_batches = 50, .sample_len = 300, .temperature = 0.8};
+    *o = (options){.data = "/usr/share/games/fortunes",
+                   .model = "lstm",
+                   .epochs = 1,
+                   .steps = 300,
+                   .batch_size = 32,
+                   .seq_len = 64,
+                   .device = "cpu",
+                   .eval_batches = 50,
+                   .sample_len = 300,
+                   .temperature = 0.8};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -141,10 +154,10 @@ static int fail(const char *what)
 /* ---- the corpus -------------------------------------------------------------------------- */
 
 typedef struct corpus {
-    int64_t *ids;       /* the text as vocabulary indices */
-    int64_t n;          /* characters */
-    int64_t n_train;    /* the first n_train are for training, the rest for validation */
-    int vocab;          /* distinct bytes */
+    int64_t *ids;             /* the text as vocabulary indices */
+    int64_t n;                /* characters */
+    int64_t n_train;          /* the first n_train are for training, the rest for validation */
+    int vocab;                /* distinct bytes */
     unsigned char chars[256]; /* index -> byte */
 } corpus;
 
@@ -227,8 +240,10 @@ static bool load_corpus(const char *path, int64_t seq_len, corpus *c)
     size_t len;
     char *text = read_text(path, &len);
     if (!text || (int64_t)len < 20 * (seq_len + 1)) {
-        fprintf(stderr, "char_rnn: cannot read enough text from '%s' (%zu bytes; install the "
-                        "fortunes package or pass --data FILE)\n", path, text ? len : 0);
+        fprintf(stderr,
+                "char_rnn: cannot read enough text from '%s' (%zu bytes; install the "
+                "fortunes package or pass --data FILE)\n",
+                path, text ? len : 0);
         free(text);
         return false;
     }
@@ -257,8 +272,8 @@ static bool load_corpus(const char *path, int64_t seq_len, corpus *c)
 
 /* A batch of windows starting at starts[0..B): x = ids[s .. s+T), y = ids[s+1 .. s+T+1),
  * both int64 [B, T] on dev. `buf` holds 2 * B * T int64 of scratch. */
-static void make_batch(const corpus *c, const int64_t *starts, int64_t B, int64_t T,
-                       int64_t *buf, pt_device dev, pt_tensor **x, pt_tensor **y)
+static void make_batch(const corpus *c, const int64_t *starts, int64_t B, int64_t T, int64_t *buf,
+                       pt_device dev, pt_tensor **x, pt_tensor **y)
 {
     for (int64_t b = 0; b < B; b++) {
         memcpy(buf + b * T, c->ids + starts[b], (size_t)T * sizeof(int64_t));
@@ -275,16 +290,15 @@ static void make_batch(const corpus *c, const int64_t *starts, int64_t B, int64_
 /* CharLSTM: children 0 embed, 1 lstm, 2 fc. x [B, T] int64 -> logits [B, T, V]. */
 static pt_tensor *char_lstm_forward(pt_module *self, const pt_tensor *x)
 {
-    pt_tensor *e = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x);  /* [B, T, 64] */
-    pt_tensor *h = pt_nn_forward(pt_nn_child_at(self, 1, NULL), e);  /* [B, T, 256] */
+    pt_tensor *e = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x); /* [B, T, 64] */
+    pt_tensor *h = pt_nn_forward(pt_nn_child_at(self, 1, NULL), e); /* [B, T, 256] */
     pt_release(e);
     pt_tensor *logits = pt_nn_forward(pt_nn_child_at(self, 2, NULL), h);
     pt_release(h);
     return logits;
 }
 
-static const pt_module_def char_lstm_def = {.type_name = "CharLSTM",
-                                            .forward = char_lstm_forward};
+static const pt_module_def char_lstm_def = {.type_name = "CharLSTM", .forward = char_lstm_forward};
 
 static pt_module *char_lstm(int vocab)
 {
@@ -309,8 +323,8 @@ static pt_tensor *char_transformer_forward(pt_module *self, const pt_tensor *x)
 {
     int64_t T = pt_size(x, 1);
     pt_device dev = pt_device_of(x);
-    pt_tensor *positions = pt_arange(0, (double)T, 1, PT_INT64, dev);     /* [T] */
-    pt_tensor *tok = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x);     /* [B, T, D] */
+    pt_tensor *positions = pt_arange(0, (double)T, 1, PT_INT64, dev);         /* [T] */
+    pt_tensor *tok = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x);         /* [B, T, D] */
     pt_tensor *pos = pt_nn_forward(pt_nn_child_at(self, 1, NULL), positions); /* [T, D] */
     pt_tensor *h = pt_add(tok, pos);
     /* causal mask: -inf above the diagonal, so position t attends to 0..t only
@@ -321,8 +335,7 @@ static pt_tensor *char_transformer_forward(pt_module *self, const pt_tensor *x)
     pt_tensor *out = NULL;
     pt_status st = h && mask ? pt_nn_forward_n(pt_nn_child_at(self, 2, NULL), 3, in, 1, &out)
                              : pt_last_status();
-    pt_tensor *logits =
-        st == PT_OK ? pt_nn_forward(pt_nn_child_at(self, 3, NULL), out) : NULL;
+    pt_tensor *logits = st == PT_OK ? pt_nn_forward(pt_nn_child_at(self, 3, NULL), out) : NULL;
     pt_release(positions);
     pt_release(tok);
     pt_release(pos);
@@ -389,14 +402,14 @@ static pt_status train_epoch(pt_module *model, pt_optim *opt, const corpus *c, p
     for (int64_t step = 1; step <= o->steps && st == PT_OK; step++) {
         double loss_value = 0;
         pt_scope_begin();
-        pt_tensor *s = pt_randint(0, c->n_train - o->seq_len - 1, PT_SHAPE(o->batch_size),
-                                  PT_INT64, pt_cpu());
+        pt_tensor *s =
+            pt_randint(0, c->n_train - o->seq_len - 1, PT_SHAPE(o->batch_size), PT_INT64, pt_cpu());
         st = pt_copy_to_host(s, starts, (size_t)o->batch_size * sizeof(int64_t));
         pt_tensor *x = NULL, *y = NULL;
         if (st == PT_OK)
             make_batch(c, starts, o->batch_size, o->seq_len, buf, dev, &x, &y);
-        pt_tensor *loss = st == PT_OK ? lm_loss(pt_nn_forward(model, x), y, PT_REDUCTION_MEAN)
-                                      : NULL;
+        pt_tensor *loss =
+            st == PT_OK ? lm_loss(pt_nn_forward(model, x), y, PT_REDUCTION_MEAN) : NULL;
         if (st == PT_OK && !loss)
             st = pt_last_status();
         if (st == PT_OK) {
@@ -474,8 +487,8 @@ static pt_status sample_text(pt_module *model, const corpus *c, pt_device dev, c
         pt_scope_begin();
         int64_t start = i > o->seq_len ? i - o->seq_len : 0;
         pt_tensor *xh = pt_from_data(ctx + start, PT_SHAPE(1, i - start), PT_INT64, pt_cpu());
-        pt_tensor *logits = pt_nn_forward(model, pt_to(xh, dev));        /* [1, t, V] */
-        pt_tensor *last = pt_select(pt_select(logits, 0, 0), 0, -1);      /* [V] */
+        pt_tensor *logits = pt_nn_forward(model, pt_to(xh, dev));    /* [1, t, V] */
+        pt_tensor *last = pt_select(pt_select(logits, 0, 0), 0, -1); /* [V] */
         pt_tensor *probs = pt_softmax(pt_div_scalar(last, o->temperature), 0);
         pt_tensor *next = pt_multinomial(pt_to(probs, pt_cpu()), 1, false);
         if (next) {
@@ -500,8 +513,8 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
     char vocab[256 * 4 + 1] = "";
     size_t len = 0;
     for (int i = 0; i < c->vocab; i++)
-        len += (size_t)snprintf(vocab + len, sizeof(vocab) - len, "%s%d", i ? "," : "",
-                                c->chars[i]);
+        len +=
+            (size_t)snprintf(vocab + len, sizeof(vocab) - len, "%s%d", i ? "," : "", c->chars[i]);
     pt_value *meta = pt_value_dict();
     pt_status st = meta ? PT_OK : pt_last_status();
     if (st == PT_OK)
@@ -525,8 +538,8 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
         {.name = "validation loss", .n = epochs, .y = val_loss},
         {.name = "next-char accuracy", .n = epochs, .y = val_acc, .panel = 1},
     };
-    st = pt_plot_svg(svg, strcmp(o->model, "lstm") == 0 ? "char LSTM" : "char Transformer",
-                     "epoch", 3, curves);
+    st = pt_plot_svg(svg, strcmp(o->model, "lstm") == 0 ? "char LSTM" : "char Transformer", "epoch",
+                     3, curves);
     if (st == PT_OK)
         printf("saved %s and %s\n", o->save, svg);
     return st;
@@ -555,8 +568,8 @@ int main(int argc, char **argv)
         return fail("building the model");
     pt_nn_print(model);
     printf("%lld parameters; %lld characters (%lld for validation), vocabulary %d, device %s\n",
-           (long long)pt_nn_num_parameters(model), (long long)c.n,
-           (long long)(c.n - c.n_train), c.vocab, o.device);
+           (long long)pt_nn_num_parameters(model), (long long)c.n, (long long)(c.n - c.n_train),
+           c.vocab, o.device);
     pt_adam_opts adam = PT_ADAM_DEFAULTS;
     adam.lr = o.lr;
     pt_optim *opt = pt_optim_adam(model, adam);
@@ -572,14 +585,15 @@ int main(int argc, char **argv)
     int status = buf && starts && train_loss && val_loss && val_acc ? 0 : 1;
     for (int epoch = 1; epoch <= o.epochs && status == 0; epoch++) {
         double seconds = 0, loss = 0;
-        if (train_epoch(model, opt, &c, dev, &o, epoch, buf, starts, &train_loss[epoch - 1], &seconds))
+        if (train_epoch(model, opt, &c, dev, &o, epoch, buf, starts, &train_loss[epoch - 1],
+                        &seconds))
             status = fail("training");
         else if (evaluate(model, &c, dev, &o, buf, starts, &loss, &acc))
             status = fail("evaluating");
         else
             printf("epoch %d: train loss %.4f, validation loss %.4f (perplexity %.2f), "
-                   "next-char accuracy %.4f (%.1f s)\n", epoch, train_loss[epoch - 1], loss,
-                   exp(loss), acc, seconds);
+                   "next-char accuracy %.4f (%.1f s)\n",
+                   epoch, train_loss[epoch - 1], loss, exp(loss), acc, seconds);
         if (status == 0 && o.sample_len > 0 && sample_text(model, &c, dev, &o) != PT_OK)
             status = fail("sampling");
         train_seconds += seconds;

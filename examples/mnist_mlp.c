@@ -21,8 +21,8 @@
 #include <prometorch/train_utils.h>
 
 typedef struct options {
-    const char *data;   /* directory with the four idx files (plain or .gz) */
-    const char *norm;   /* "fashion" or "mnist": which mean/std normalize the pixels */
+    const char *data; /* directory with the four idx files (plain or .gz) */
+    const char *norm; /* "fashion" or "mnist": which mean/std normalize the pixels */
     int epochs;
     int64_t batch_size;
     double lr;
@@ -30,46 +30,55 @@ typedef struct options {
     int threads;        /* 0: the library's default (all cores) */
     const char *save;   /* NULL: save nothing */
     uint64_t seed;
-    int64_t limit;      /* > 0: only this many training and test batches (quick checks) */
-    int workers;        /* DataLoader threads */
+    int64_t limit; /* > 0: only this many training and test batches (quick checks) */
+    int workers;   /* DataLoader threads */
 } options;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: mnist_mlp [options]\n"
-            "  --data DIR        MNIST-format directory (default "
-            "/usr/share/datasets/fashion-mnist)\n"
-            "  --norm NAME       fashion (mean 0.2860, std 0.3530) or mnist (0.1307, 0.3081);\n"
-            "                    default: fashion when DIR's name contains \"fashion\"\n"
-            "  --epochs N        epochs (default 1)\n"
-            "  --batch-size N    training batch size (default 64)\n"
-            "  --lr X            Adam learning rate (default 1e-3)\n"
-            "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
-            "  --threads N       CPU threads (default: all cores)\n"
-            "  --workers N       data-loading threads (default 1)\n"
-            "  --save FILE       write the weights to FILE (safetensors) and the curves to\n"
-            "                    FILE without .safetensors + .svg\n"
-            "  --seed N          random seed (default 0): same seed, same results\n"
-            "  --limit N         use only N batches per epoch for training and for testing\n"
-            "                    (quick checks)\n"
-            "  --help            this text\n");
+    fprintf(f, "usage: mnist_mlp [options]\n"
+               "  --data DIR        MNIST-format directory (default "
+               "/usr/share/datasets/fashion-mnist)\n"
+               "  --norm NAME       fashion (mean 0.2860, std 0.3530) or mnist (0.1307, 0.3081);\n"
+               "                    default: fashion when DIR's name contains \"fashion\"\n"
+               "  --epochs N        epochs (default 1)\n"
+               "  --batch-size N    training batch size (default 64)\n"
+               "  --lr X            Adam learning rate (default 1e-3)\n"
+               "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
+               "  --threads N       CPU threads (default: all cores)\n"
+               "  --workers N       data-loading threads (default 1)\n"
+               "  --save FILE       write the weights to FILE (safetensors) and the curves to\n"
+               "                    FILE without .safetensors + .svg\n"
+               "  --seed N          random seed (default 0): same seed, same results\n"
+               "  --limit N         use only N batches per epoch for training and for testing\n"
+               "                    (quick checks)\n"
+               "  --help            this text\n");
 }
 
 /* Returns 0 to run, 1 to exit successfully (--help), -1 on a bad option. */
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option longopts[] = {
-        {"data", required_argument, NULL, 'd'},   {"norm", required_argument, NULL, 'n'},
-        {"epochs", required_argument, NULL, 'e'}, {"batch-size", required_argument, NULL, 'b'},
-        {"lr", required_argument, NULL, 'l'},     {"device", required_argument, NULL, 'D'},
-        {"threads", required_argument, NULL, 't'}, {"workers", required_argument, NULL, 'w'},
-        {"save", required_argument, NULL, 's'},   {"seed", required_argument, NULL, 'S'},
-        {"limit", required_argument, NULL, 'L'},  {"help", no_argument, NULL, 'h'},
+        {"data", required_argument, NULL, 'd'},
+        {"norm", required_argument, NULL, 'n'},
+        {"epochs", required_argument, NULL, 'e'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"lr", required_argument, NULL, 'l'},
+        {"device", required_argument, NULL, 'D'},
+        {"threads", required_argument, NULL, 't'},
+        {"workers", required_argument, NULL, 'w'},
+        {"save", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {"limit", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    *o = (options){.data = "/usr/share/datasets/fashion-mnist", .epochs = 1, .batch_size = 64,
-                   .lr = 1e-3, .device = "cpu", .workers = 1};
+    *o = (options){.data = "/usr/share/datasets/fashion-mnist",
+                   .epochs = 1,
+                   .batch_size = 64,
+                   .lr = 1e-3,
+                   .device = "cpu",
+                   .workers = 1};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -114,22 +123,25 @@ static int fail(const char *what)
 static pt_module *build_model(void)
 {
     pt_module *layers[] = {
-        pt_nn_flatten(1, -1),
-        pt_nn_linear(784, 512, true), pt_nn_relu(),
-        pt_nn_linear(512, 256, true), pt_nn_relu(),
-        pt_nn_linear(256, 128, true), pt_nn_relu(),
-        pt_nn_linear(128, 10, true),
+        pt_nn_flatten(1, -1),         /* [B, 1, 28, 28] -> [B, 784] */
+        pt_nn_linear(784, 512, true), /* -> [B, 512] */
+        pt_nn_relu(),
+        pt_nn_linear(512, 256, true), /* -> [B, 256] */
+        pt_nn_relu(),
+        pt_nn_linear(256, 128, true), /* -> [B, 128] */
+        pt_nn_relu(),
+        pt_nn_linear(128, 10, true), /* -> [B, 10] logits */
     };
     return pt_nn_sequential((int)(sizeof(layers) / sizeof(layers[0])), layers);
 }
 
 /* One optimization step on a batch: forward, loss, backward, Adam. Runs inside the caller's
  * scope, which frees every tensor made here (the batch, activations, the loss). */
-static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch,
-                            pt_device dev, double *loss_value)
+static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch, pt_device dev,
+                            double *loss_value)
 {
-    pt_tensor *x = pt_to(batch[0], dev);   /* [B, 1, 28, 28] float32, normalized */
-    pt_tensor *y = pt_to(batch[1], dev);   /* [B] int64 class indices */
+    pt_tensor *x = pt_to(batch[0], dev);         /* [B, 1, 28, 28] float32, normalized */
+    pt_tensor *y = pt_to(batch[1], dev);         /* [B] int64 class indices */
     pt_tensor *logits = pt_nn_forward(model, x); /* [B, 10] */
     pt_tensor *loss = pt_cross_entropy(logits, y);
     if (!loss)
@@ -144,9 +156,8 @@ static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *b
 
 /* One epoch over the training loader (or its first o->limit batches) with a progress bar.
  * Returns the mean training loss in *mean_loss and the seconds spent in *seconds. */
-static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train,
-                             pt_device dev, const options *o, int epoch, double *mean_loss,
-                             double *seconds)
+static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train, pt_device dev,
+                             const options *o, int epoch, double *mean_loss, double *seconds)
 {
     int64_t steps = pt_dataloader_num_batches(train);
     if (o->limit > 0 && o->limit < steps)
@@ -261,15 +272,18 @@ int main(int argc, char **argv)
 
     /* Data: pixels scaled to [0, 1], then (x - mean) / std. */
     bool fashion = strcmp(o.norm, "fashion") == 0;
-    pt_image_dataset_opts img = {.to_float = true, .n_norm = 1,
+    pt_image_dataset_opts img = {.to_float = true,
+                                 .n_norm = 1,
                                  .mean = {fashion ? 0.2860 : 0.1307},
                                  .std = {fashion ? 0.3530 : 0.3081}};
     pt_dataset *train_set = pt_mnist_dataset_dir(o.data, true, &img);
     pt_dataset *test_set = pt_mnist_dataset_dir(o.data, false, &img);
     if (!train_set || !test_set)
         return fail("loading the data set (try --data DIR)");
-    pt_dataloader_opts train_opts = {.batch_size = o.batch_size, .shuffle = true,
-                                     .num_workers = o.workers, .has_seed = true,
+    pt_dataloader_opts train_opts = {.batch_size = o.batch_size,
+                                     .shuffle = true,
+                                     .num_workers = o.workers,
+                                     .has_seed = true,
                                      .seed = o.seed};
     pt_dataloader_opts test_opts = {.batch_size = 1000, .num_workers = o.workers};
     int64_t n_train = pt_dataset_len(train_set);
@@ -286,8 +300,7 @@ int main(int argc, char **argv)
         return fail("building the model");
     pt_nn_print(model);
     printf("%lld parameters, %lld training samples, device %s, norm %s\n",
-           (long long)pt_nn_num_parameters(model), (long long)n_train,
-           o.device, o.norm);
+           (long long)pt_nn_num_parameters(model), (long long)n_train, o.device, o.norm);
     pt_adam_opts adam = PT_ADAM_DEFAULTS;
     adam.lr = o.lr;
     pt_optim *opt = pt_optim_adam(model, adam);

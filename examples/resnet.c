@@ -28,8 +28,8 @@
 #include <prometorch/train_utils.h>
 
 typedef struct options {
-    const char *data;   /* CIFAR-10 binary batches, or the four MNIST idx files */
-    const char *norm;   /* MNIST only: "fashion" or "mnist" mean/std */
+    const char *data; /* CIFAR-10 binary batches, or the four MNIST idx files */
+    const char *norm; /* MNIST only: "fashion" or "mnist" mean/std */
     int epochs;
     int64_t batch_size;
     double lr;
@@ -38,8 +38,8 @@ typedef struct options {
     int threads;        /* 0: the library's default (all cores) */
     const char *save;   /* NULL: save nothing */
     uint64_t seed;
-    int64_t limit;      /* > 0: only this many training and test batches (quick checks) */
-    int workers;        /* DataLoader threads */
+    int64_t limit; /* > 0: only this many training and test batches (quick checks) */
+    int workers;   /* DataLoader threads */
 } options;
 
 static void usage(FILE *f)
@@ -69,17 +69,21 @@ static void usage(FILE *f)
 static int parse_options(int argc, char **argv, options *o)
 {
     static const struct option longopts[] = {
-        {"data", required_argument, NULL, 'd'},   {"norm", required_argument, NULL, 'n'},
-        {"epochs", required_argument, NULL, 'e'}, {"batch-size", required_argument, NULL, 'b'},
-        {"lr", required_argument, NULL, 'l'},     {"device", required_argument, NULL, 'D'},
+        {"data", required_argument, NULL, 'd'},    {"norm", required_argument, NULL, 'n'},
+        {"epochs", required_argument, NULL, 'e'},  {"batch-size", required_argument, NULL, 'b'},
+        {"lr", required_argument, NULL, 'l'},      {"device", required_argument, NULL, 'D'},
         {"threads", required_argument, NULL, 't'}, {"workers", required_argument, NULL, 'w'},
-        {"save", required_argument, NULL, 's'},   {"seed", required_argument, NULL, 'S'},
-        {"limit", required_argument, NULL, 'L'},  {"wd", required_argument, NULL, 'W'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"save", required_argument, NULL, 's'},    {"seed", required_argument, NULL, 'S'},
+        {"limit", required_argument, NULL, 'L'},   {"wd", required_argument, NULL, 'W'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
     };
-    *o = (options){.data = "/usr/share/datasets/fashion-mnist", .epochs = 1, .batch_size = 128,
-                   .lr = 0.1, .weight_decay = 5e-4, .device = "cpu", .workers = 1};
+    *o = (options){.data = "/usr/share/datasets/fashion-mnist",
+                   .epochs = 1,
+                   .batch_size = 128,
+                   .lr = 0.1,
+                   .weight_decay = 5e-4,
+                   .device = "cpu",
+                   .workers = 1};
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -200,7 +204,8 @@ static pt_tensor *resnet_forward(pt_module *self, const pt_tensor *x)
 {
     pt_tensor *h = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x); /* [B, 16, H, W] */
     h = relu_owned(child_forward(self, 1, h));
-    for (int i = 2; i <= 5; i++) /* [B, 16, H, W] -> [B, 32, H/2] -> [B, 64, H/4] -> [B, 64, 1, 1] */
+    for (int i = 2; i <= 5;
+         i++) /* [B, 16, H, W] -> [B, 32, H/2] -> [B, 64, H/4] -> [B, 64, 1, 1] */
         h = child_forward(self, i, h);
     pt_tensor *flat = pt_flatten(h, 1, -1); /* [B, 64] */
     pt_release(h);
@@ -237,11 +242,11 @@ static pt_module *build_model(int64_t in_channels)
 
 /* One optimization step on a batch: forward, loss, backward, SGD. Runs inside the caller's
  * scope, which frees every tensor made here (the batch, activations, the loss). */
-static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch,
-                            pt_device dev, double *loss_value)
+static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch, pt_device dev,
+                            double *loss_value)
 {
-    pt_tensor *x = pt_to(batch[0], dev);   /* [B, C, H, W] float32, normalized */
-    pt_tensor *y = pt_to(batch[1], dev);   /* [B] int64 class indices */
+    pt_tensor *x = pt_to(batch[0], dev);         /* [B, C, H, W] float32, normalized */
+    pt_tensor *y = pt_to(batch[1], dev);         /* [B] int64 class indices */
     pt_tensor *logits = pt_nn_forward(model, x); /* [B, 10] */
     pt_tensor *loss = pt_cross_entropy(logits, y);
     if (!loss)
@@ -256,9 +261,8 @@ static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *b
 
 /* One epoch over the training loader (or its first o->limit batches) with a progress bar.
  * Returns the mean training loss in *mean_loss and the seconds spent in *seconds. */
-static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train,
-                             pt_device dev, const options *o, int epoch, double *mean_loss,
-                             double *seconds)
+static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train, pt_device dev,
+                             const options *o, int epoch, double *mean_loss, double *seconds)
 {
     int64_t steps = pt_dataloader_num_batches(train);
     if (o->limit > 0 && o->limit < steps)
@@ -372,7 +376,8 @@ static bool open_cifar(const char *dir, pt_dataset **train, pt_dataset **test)
     for (int i = 0; i < 6; i++)
         if (access(paths[i], R_OK) != 0)
             return false;
-    pt_image_dataset_opts img = {.to_float = true, .n_norm = 3,
+    pt_image_dataset_opts img = {.to_float = true,
+                                 .n_norm = 3,
                                  .mean = {0.4914, 0.4822, 0.4465},
                                  .std = {0.2470, 0.2435, 0.2616}};
     const char *test_path = paths[5];
@@ -400,7 +405,8 @@ int main(int argc, char **argv)
     bool cifar = open_cifar(o.data, &train_set, &test_set);
     if (!cifar) {
         bool fashion = strcmp(o.norm, "fashion") == 0;
-        pt_image_dataset_opts img = {.to_float = true, .n_norm = 1,
+        pt_image_dataset_opts img = {.to_float = true,
+                                     .n_norm = 1,
                                      .mean = {fashion ? 0.2860 : 0.1307},
                                      .std = {fashion ? 0.3530 : 0.3081}};
         train_set = pt_mnist_dataset_dir(o.data, true, &img);
@@ -408,10 +414,13 @@ int main(int argc, char **argv)
     }
     if (!train_set || !test_set)
         return fail("loading the data set (try --data DIR)");
-    pt_dataloader_opts train_opts = {.batch_size = o.batch_size, .shuffle = true,
-                                     .num_workers = o.workers, .has_seed = true,
+    pt_dataloader_opts train_opts = {.batch_size = o.batch_size,
+                                     .shuffle = true,
+                                     .num_workers = o.workers,
+                                     .has_seed = true,
                                      .seed = o.seed,
-                                     .crop_padding = cifar ? 4 : 0, .hflip = cifar};
+                                     .crop_padding = cifar ? 4 : 0,
+                                     .hflip = cifar};
     pt_dataloader_opts test_opts = {.batch_size = 1000, .num_workers = o.workers};
     int64_t n_train = pt_dataset_len(train_set);
     pt_dataloader *train = pt_dataloader_new(train_set, &train_opts);
@@ -427,8 +436,8 @@ int main(int argc, char **argv)
         return fail("building the model");
     pt_nn_print(model);
     printf("%lld parameters, %lld training samples (%s), device %s\n",
-           (long long)pt_nn_num_parameters(model), (long long)n_train,
-           cifar ? "CIFAR-10" : o.norm, o.device);
+           (long long)pt_nn_num_parameters(model), (long long)n_train, cifar ? "CIFAR-10" : o.norm,
+           o.device);
     pt_sgd_opts sgd = {.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
     pt_optim *opt = pt_optim_sgd(model, sgd);
     if (!opt)
@@ -450,8 +459,8 @@ int main(int argc, char **argv)
             status = fail("evaluating");
         else
             printf("epoch %d: lr %.4g, train loss %.4f, test loss %.4f, test accuracy %.4f "
-                   "(%.1f s)\n", epoch, pt_optim_get_lr(opt, 0), train_loss[epoch - 1], loss, acc,
-                   seconds);
+                   "(%.1f s)\n",
+                   epoch, pt_optim_get_lr(opt, 0), train_loss[epoch - 1], loss, acc, seconds);
         train_seconds += seconds;
         test_loss[epoch - 1] = loss;
         test_acc[epoch - 1] = acc;

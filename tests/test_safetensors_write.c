@@ -137,8 +137,7 @@ static void test_errors(void **state)
     pt_value *notdict = pt_value_list();
     assert_pt_status_error(pt_save_safetensors(path, notdict, NULL), PT_ERR_INVALID_ARG,
                            "not a dict");
-    assert_pt_status_error(pt_save_safetensors(path, NULL, NULL), PT_ERR_INVALID_ARG,
-                           "not a dict");
+    assert_pt_status_error(pt_save_safetensors(path, NULL, NULL), PT_ERR_INVALID_ARG, "not a dict");
     pt_value *sd = pt_value_dict();
     assert_int_equal(pt_value_dict_set_str(sd, "x", pt_value_int(3)), PT_OK);
     assert_pt_status_error(pt_save_safetensors(path, sd, NULL), PT_ERR_INVALID_ARG,
@@ -152,8 +151,7 @@ static void test_errors(void **state)
     pt_value_free(sd);
     sd = pt_value_dict();
     assert_int_equal(pt_value_dict_set_str(sd, "__metadata__", pt_value_tensor(t)), PT_OK);
-    assert_pt_status_error(pt_save_safetensors(path, sd, NULL), PT_ERR_INVALID_ARG,
-                           "__metadata__");
+    assert_pt_status_error(pt_save_safetensors(path, sd, NULL), PT_ERR_INVALID_ARG, "__metadata__");
     pt_value_free(sd);
     sd = pt_value_dict();
     assert_int_equal(pt_value_dict_set_str(sd, "a", pt_value_tensor(t)), PT_OK);

@@ -252,8 +252,8 @@ static void test_plot_errors(void **state)
                            "n = -1");
     assert_pt_status_error(pt_plot_svg("/tmp/x.svg", "t", "x", 1, &no_y), PT_ERR_INVALID_ARG,
                            "y NULL");
-    assert_pt_status_error(pt_plot_svg("/tmp/x.svg", "t", "x", 1, &bad_panel),
-                           PT_ERR_INVALID_ARG, "panel 2");
+    assert_pt_status_error(pt_plot_svg("/tmp/x.svg", "t", "x", 1, &bad_panel), PT_ERR_INVALID_ARG,
+                           "panel 2");
     pt_plot_series ok = {.n = 2, .y = y};
     assert_pt_status_error(pt_plot_svg("/nonexistent-dir/x.svg", "t", "x", 1, &ok), PT_ERR_IO,
                            "/nonexistent-dir/x.svg");

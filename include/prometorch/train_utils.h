@@ -36,7 +36,7 @@ typedef enum pt_progress_mode {
 
 /* Options of pt_progress_new_ex; the zero value is the default (stderr, AUTO). */
 typedef struct pt_progress_opts {
-    FILE *stream;          /* NULL = stderr */
+    FILE *stream; /* NULL = stderr */
     pt_progress_mode mode;
 } pt_progress_opts;
 
@@ -96,8 +96,8 @@ typedef struct pt_plot_series {
  * Returns PT_OK, or PT_ERR_INVALID_ARG (n_series < 0, a series with n < 0 or n > 0 and y
  * NULL, panel not 0 or 1) or PT_ERR_IO (the file cannot be written; the message names the
  * path). */
-PT_API pt_status pt_plot_svg(const char *path, const char *title, const char *x_label,
-                             int n_series, const pt_plot_series *series);
+PT_API pt_status pt_plot_svg(const char *path, const char *title, const char *x_label, int n_series,
+                             const pt_plot_series *series);
 
 #ifdef __cplusplus
 }

@@ -109,8 +109,10 @@ static pt_status build_header(const pt_value *sd, const pt_value *metadata, strb
                              "pt_save_safetensors: value of '%s' is not a tensor", key);
         const char *dt = safetensors_dtype(t->dtype);
         if (!dt)
-            return pti_error(PT_ERR_DTYPE, "pt_save_safetensors: '%s' has dtype %s, which "
-                             "safetensors cannot store", key, pt_dtype_name(t->dtype));
+            return pti_error(PT_ERR_DTYPE,
+                             "pt_save_safetensors: '%s' has dtype %s, which "
+                             "safetensors cannot store",
+                             key, pt_dtype_name(t->dtype));
         uint64_t nbytes = pti_dtype_nbytes(t->dtype, t->numel);
         char num[64];
         sb_str(b, i ? "," : "");
@@ -122,8 +124,8 @@ static pt_status build_header(const pt_value *sd, const pt_value *metadata, strb
             snprintf(num, sizeof(num), "%s%lld", d ? "," : "", (long long)t->shape[d]);
             sb_str(b, num);
         }
-        snprintf(num, sizeof(num), "],\"data_offsets\":[%llu,%llu]}",
-                 (unsigned long long)offset, (unsigned long long)(offset + nbytes));
+        snprintf(num, sizeof(num), "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
+                 (unsigned long long)(offset + nbytes));
         sb_str(b, num);
         offset += nbytes;
     }
@@ -164,8 +166,7 @@ static pt_status write_data(FILE *f, const pt_value *sd, const char *path)
             continue;
         void *buf = malloc(nbytes);
         if (!buf)
-            return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory (%zu bytes)",
-                             nbytes);
+            return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory (%zu bytes)", nbytes);
         pt_status st = pt_copy_to_host(t, buf, nbytes);
         if (st == PT_OK && fwrite(buf, 1, nbytes, f) != nbytes)
             st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
@@ -210,8 +211,7 @@ pt_status pt_save_safetensors(const char *path, const pt_value *state_dict,
         if (fclose(f) != 0 && st == PT_OK)
             st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
         if (st == PT_OK && rename(tmp, path) != 0)
-            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot rename '%s' to '%s'", tmp,
-                           path);
+            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot rename '%s' to '%s'", tmp, path);
         if (st != PT_OK)
             remove(tmp);
     }

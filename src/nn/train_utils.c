@@ -30,13 +30,13 @@ struct pt_progress {
     double t0;             /* monotonic seconds at creation */
     double last_draw;      /* time of the last TTY redraw (-1: never) */
     int64_t step;
-    int next_decile;       /* LINES mode: next 10% mark to print (1..10) */
+    int next_decile; /* LINES mode: next 10% mark to print (1..10) */
     double loss_sum;
     int64_t loss_count;
     int n_metrics;
     char metric_name[PROGRESS_MAX_METRICS][16];
     double metric_value[PROGRESS_MAX_METRICS];
-    char line[512];        /* the line being composed */
+    char line[512]; /* the line being composed */
 };
 
 static double monotonic_seconds(void)
@@ -139,8 +139,7 @@ static void compose(pt_progress *p, double now, bool final)
         line_add(p, &len, " %s %.4f", p->metric_name[i], p->metric_value[i]);
     double elapsed = now - p->t0;
     if (p->samples_per_step > 0 && elapsed > 0 && p->step > 0)
-        line_add(p, &len, " %.0f samples/s",
-                 (double)(p->step * p->samples_per_step) / elapsed);
+        line_add(p, &len, " %.0f samples/s", (double)(p->step * p->samples_per_step) / elapsed);
     char t[32];
     if (final) {
         format_duration(t, sizeof(t), elapsed);
@@ -296,19 +295,17 @@ static pt_status plot_check(const char *path, int n_series, const pt_plot_series
     for (int i = 0; i < n_series; i++) {
         const pt_plot_series *s = &series[i];
         if (s->n < 0 || (s->n > 0 && !s->y))
-            return pti_error(PT_ERR_INVALID_ARG,
-                             "pt_plot_svg: series %d has n = %lld and y %s", i, (long long)s->n,
-                             s->y ? "set" : "NULL");
+            return pti_error(PT_ERR_INVALID_ARG, "pt_plot_svg: series %d has n = %lld and y %s", i,
+                             (long long)s->n, s->y ? "set" : "NULL");
         if (s->panel != 0 && s->panel != 1)
-            return pti_error(PT_ERR_INVALID_ARG, "pt_plot_svg: series %d has panel %d (0 or 1)",
-                             i, s->panel);
+            return pti_error(PT_ERR_INVALID_ARG, "pt_plot_svg: series %d has panel %d (0 or 1)", i,
+                             s->panel);
     }
     return PT_OK;
 }
 
 /* Finite data ranges: x over every series, y per panel. */
-static void plot_ranges(int n_series, const pt_plot_series *series, double xr[2],
-                        double yr[2][2])
+static void plot_ranges(int n_series, const pt_plot_series *series, double xr[2], double yr[2][2])
 {
     xr[0] = yr[0][0] = yr[1][0] = INFINITY;
     xr[1] = yr[0][1] = yr[1][1] = -INFINITY;
@@ -345,8 +342,10 @@ static double py(const plot_panel *p, double y)
 /* Frame, grid lines, tick labels; x tick labels only on the lowest panel. */
 static void plot_axes(FILE *f, const plot_panel *p, bool x_labels)
 {
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-               "stroke=\"#333\"/>\n", p->left, p->top, p->width, p->height);
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#333\"/>\n",
+            p->left, p->top, p->width, p->height);
     int ny = (int)floor((p->y.hi - p->y.lo) / p->y.step + 0.5);
     for (int i = 0; i <= ny; i++) {
         double v = p->y.lo + i * p->y.step, y = py(p, v);
@@ -361,9 +360,10 @@ static void plot_axes(FILE *f, const plot_panel *p, bool x_labels)
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x,
                 p->top, x, p->top + p->height);
         if (x_labels)
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\">"
-                       "%.6g</text>\n", x, p->top + p->height + 16,
-                    fabs(v) < 1e-12 * p->x.step ? 0.0 : v);
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\">"
+                    "%.6g</text>\n",
+                    x, p->top + p->height + 16, fabs(v) < 1e-12 * p->x.step ? 0.0 : v);
     }
 }
 
@@ -388,8 +388,10 @@ static void plot_series(FILE *f, const plot_panel *p, const pt_plot_series *s, i
         }
     }
     double lx = p->left + p->width + 15, ly = p->top + 10 + 20 * legend_row;
-    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-               "stroke-width=\"2\"/>\n", lx, ly, lx + 20, ly, color);
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"2\"/>\n",
+            lx, ly, lx + 20, ly, color);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">", lx + 26, ly + 4);
     if (s->name)
         xml_text(f, s->name);
@@ -419,16 +421,17 @@ pt_status pt_plot_svg(const char *path, const char *title, const char *x_label, 
         panels[k].x = nice_axis(xr[0], xr[1]);
         panels[k].y = nice_axis(yr[k][0], yr[k][1]);
     }
-    double height = PLOT_MARGIN_T + n_panels * PLOT_PANEL_H + (n_panels - 1) * PLOT_PANEL_GAP +
-                    PLOT_MARGIN_B;
+    double height =
+        PLOT_MARGIN_T + n_panels * PLOT_PANEL_H + (n_panels - 1) * PLOT_PANEL_GAP + PLOT_MARGIN_B;
 
     FILE *f = fopen(path, "w");
     if (!f)
         return pti_error(PT_ERR_IO, "pt_plot_svg: cannot write '%s'", path);
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" "
-               "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
-               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" "
+            "height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             PLOT_W, height, PLOT_W, height);
     if (title) {
         fprintf(f, "<text x=\"%.1f\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">",
