@@ -1,0 +1,342 @@
+/* Tests for the optimizers (include/prometorch/optim.h): 20-step trajectories against
+ * torch.optim 1.13 (foreach=False) on the least-squares problem of tests/fixtures/gen/optim.py,
+ * on the fused float32 path and the generic path; parameter groups and options by name;
+ * state dicts; error paths. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/testutil.h"
+
+static pt_fixture *fx;
+
+#define STEPS 20
+
+/* ---- the problem: loss = mean((x W^T + b - y)^2) + 0.05 sum(W^3) ------------------------------ */
+
+typedef struct problem {
+    pt_tensor *W, *b, *x, *y;
+} problem;
+
+static problem problem_new(void)
+{
+    problem pr;
+    pr.W = pt_clone(fx_get(fx, "init.W"));
+    pr.b = pt_clone(fx_get(fx, "init.b"));
+    pr.x = fx_get(fx, "data.x");
+    pr.y = fx_get(fx, "data.y");
+    pt_set_requires_grad(pr.W, true);
+    pt_set_requires_grad(pr.b, true);
+    return pr;
+}
+
+static pt_status problem_backward(problem *pr)
+{
+    pt_scope_begin();
+    pt_tensor *pred = pt_add(pt_matmul(pr->x, pt_transpose(pr->W, 0, 1)), pr->b);
+    pt_tensor *mse = pt_mean(pt_square(pt_sub(pred, pr->y)));
+    pt_tensor *cube = pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 3.0)), 0.05);
+    pt_status st = pt_backward(pt_add(mse, cube), NULL, false, false);
+    pt_scope_end();
+    return st;
+}
+
+/* ---- cases (options must match CASES in tests/fixtures/gen/optim.py) ----------------------- */
+
+typedef pt_optim *(*make_fn)(pt_tensor *W, pt_tensor *b);
+
+static pt_optim *sgd_two(pt_tensor *W, pt_tensor *b, pt_sgd_opts o, double lr_b)
+{
+    pt_optim *opt = pt_optim_sgd_params(1, &W, o);
+    o.lr = lr_b;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+
+static pt_optim *adam_two(pt_tensor *W, pt_tensor *b, pt_adam_opts o, double lr_b)
+{
+    pt_optim *opt = pt_optim_adam_params(1, &W, o);
+    o.lr = lr_b;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+
+#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
+
+static pt_optim *mk_sgd_plain(pt_tensor *W, pt_tensor *b)
+{
+    return pt_optim_sgd_params(PARAMS(W, b), (pt_sgd_opts){.lr = 0.1});
+}
+static pt_optim *mk_sgd_momentum(pt_tensor *W, pt_tensor *b)
+{
+    return pt_optim_sgd_params(PARAMS(W, b), (pt_sgd_opts){.lr = 0.05, .momentum = 0.9});
+}
+static pt_optim *mk_sgd_dampening_wd(pt_tensor *W, pt_tensor *b)
+{
+    pt_sgd_opts o = {.lr = 0.05, .momentum = 0.8, .dampening = 0.3, .weight_decay = 0.1};
+    return pt_optim_sgd_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_sgd_nesterov_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_sgd_opts o = {.lr = 0.02, .momentum = 0.9, .nesterov = true, .maximize = true};
+    return pt_optim_sgd_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_sgd_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05, .momentum = 0.5}, 0.2);
+}
+static pt_optim *mk_adam_default(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.05;
+    return pt_optim_adam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adam_wd_amsgrad(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.05, o.betas[0] = 0.8, o.betas[1] = 0.95, o.weight_decay = 0.1, o.amsgrad = true;
+    return pt_optim_adam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adam_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.01, o.maximize = true, o.eps = 1e-3;
+    return pt_optim_adam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adam_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.02;
+    return adam_two(W, b, o, 0.1);
+}
+
+typedef struct optim_case {
+    const char *name;
+    make_fn make;
+} optim_case;
+
+static const optim_case cases[] = {
+    {"sgd_plain", mk_sgd_plain},
+    {"sgd_momentum", mk_sgd_momentum},
+    {"sgd_dampening_wd", mk_sgd_dampening_wd},
+    {"sgd_nesterov_maximize", mk_sgd_nesterov_maximize},
+    {"sgd_two_groups", mk_sgd_two_groups},
+    {"adam_default", mk_adam_default},
+    {"adam_wd_amsgrad", mk_adam_wd_amsgrad},
+    {"adam_maximize", mk_adam_maximize},
+    {"adam_two_groups", mk_adam_two_groups},
+};
+#define N_CASES (sizeof(cases) / sizeof(cases[0]))
+
+/* Runs one case for STEPS steps, comparing with torch after every step. */
+static void run_case(const optim_case *c)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "%s.W", c->name);
+    pt_tensor *Wexp = fx_get(fx, key);
+    snprintf(key, sizeof(key), "%s.b", c->name);
+    pt_tensor *bexp = fx_get(fx, key);
+    problem pr = problem_new();
+    pt_optim *opt = c->make(pr.W, pr.b);
+    assert_non_null(opt);
+    for (int k = 0; k < STEPS; k++) {
+        pt_optim_zero_grad(opt);
+        assert_int_equal(problem_backward(&pr), PT_OK);
+        assert_int_equal(pt_optim_step(opt), PT_OK);
+        pt_scope_begin();
+        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), 1e-5, 1e-6);
+        assert_tensor_close(pr.b, pt_select(bexp, 0, k), 1e-5, 1e-6);
+        pt_scope_end();
+    }
+    pt_optim_free(opt);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+static void test_trajectories_match_torch(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++)
+        run_case(&cases[i]);
+}
+
+static void test_trajectories_generic_path(void **state)
+{
+    (void)state;
+    setenv("PT_OPTIM_GENERIC", "1", 1);
+    for (size_t i = 0; i < N_CASES; i++)
+        run_case(&cases[i]);
+    unsetenv("PT_OPTIM_GENERIC");
+}
+
+/* ---- groups and options ---------------------------------------------------------------------- */
+
+static void test_groups_and_options(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    pt_optim *opt = pt_optim_adam_params(1, &pr.W, o);
+    assert_string_equal(pt_optim_name(opt), "Adam");
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &pr.b, NULL), PT_OK);
+    assert_int_equal(pt_optim_num_groups(opt), 2);
+    assert_int_equal(pt_optim_group_size(opt, 1), 1);
+    assert_ptr_equal(pt_optim_group_param_ref(opt, 1, 0), pr.b);
+    assert_true(pt_optim_get_lr(opt, 1) == 1e-3);
+    assert_int_equal(pt_optim_set_lr(opt, 1, 0.5), PT_OK);
+    assert_true(pt_optim_get_lr(opt, 1) == 0.5);
+    assert_true(pt_optim_get_lr(opt, 0) == 1e-3);
+    double v = 0;
+    assert_int_equal(pt_optim_get_option(opt, 0, "betas", 1, &v), PT_OK);
+    assert_true(v == 0.999);
+    assert_int_equal(pt_optim_set_option(opt, 0, "betas", 0, 0.5), PT_OK);
+    assert_int_equal(pt_optim_get_option(opt, 0, "betas", 0, &v), PT_OK);
+    assert_true(v == 0.5);
+    assert_int_equal(pt_optim_get_option(opt, 0, "amsgrad", 0, &v), PT_OK);
+    assert_true(v == 0.0);
+    /* extra keys (schedulers store initial_lr) */
+    assert_false(pt_optim_has_option(opt, 0, "initial_lr"));
+    assert_pt_status_error(pt_optim_get_option(opt, 0, "initial_lr", 0, &v), PT_ERR_INDEX,
+                           "initial_lr");
+    assert_int_equal(pt_optim_set_option(opt, 0, "initial_lr", 0, 0.25), PT_OK);
+    assert_true(pt_optim_has_option(opt, 0, "initial_lr"));
+    assert_false(pt_optim_has_option(opt, 1, "initial_lr"));
+    assert_int_equal(pt_optim_get_option(opt, 0, "initial_lr", 0, &v), PT_OK);
+    assert_true(v == 0.25);
+    /* errors leave the value unchanged */
+    assert_pt_status_error(pt_optim_set_lr(opt, 0, -1.0), PT_ERR_INVALID_ARG,
+                           "Invalid learning rate");
+    assert_true(pt_optim_get_lr(opt, 0) == 1e-3);
+    assert_pt_status_error(pt_optim_set_option(opt, 0, "betas", 1, 1.0), PT_ERR_INVALID_ARG,
+                           "Invalid beta parameter at index 1");
+    assert_pt_status_error(pt_optim_get_option(opt, 0, "betas", 2, &v), PT_ERR_INDEX, "index 2");
+    assert_pt_status_error(pt_optim_get_option(opt, 0, "foreach", 0, &v), PT_ERR_DTYPE,
+                           "not a number");
+    assert_pt_status_error(pt_optim_get_option(opt, 2, "lr", 0, &v), PT_ERR_INDEX,
+                           "group 2 out of range");
+    assert_true(isnan(pt_optim_get_lr(opt, 5)));
+    pt_clear_error();
+    pt_optim_free(opt);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+/* Parameters without a gradient are skipped; zero_grad(set_to_none) clears .grad. */
+static void test_step_skips_missing_grads_and_zero_grad(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_optim *opt = pt_optim_sgd_params(PARAMS(pr.W, pr.b), (pt_sgd_opts){.lr = 0.1});
+    pt_tensor *b0 = pt_clone(pr.b);
+    assert_int_equal(problem_backward(&pr), PT_OK);
+    assert_int_equal(pt_set_grad(pr.b, NULL), PT_OK);
+    pt_tensor *W0 = pt_clone(pr.W);
+    assert_int_equal(pt_optim_step(opt), PT_OK);
+    assert_tensor_equal(pr.b, b0);
+    assert_true(pt_test_get(pr.W, 0) != pt_test_get(W0, 0));
+    pt_tensor *g = pt_grad(pr.W);
+    assert_non_null(g);
+    pt_release(g);
+    assert_int_equal(pt_optim_zero_grad_ex(opt, false), PT_OK);
+    g = pt_grad(pr.W);
+    assert_true(pt_test_get(g, 3) == 0.0);
+    pt_release(g);
+    pt_optim_zero_grad(opt);
+    assert_null(pt_grad(pr.W));
+    pt_optim_free(opt);
+    pt_release(pr.W);
+    pt_release(pr.b);
+    pt_release(b0);
+    pt_release(W0);
+}
+
+static double closure_fn(void *user)
+{
+    problem *pr = user;
+    pt_set_grad(pr->W, NULL);
+    pt_set_grad(pr->b, NULL);
+    return problem_backward(pr) == PT_OK ? 1.5 : NAN;
+}
+
+/* step(closure) runs the closure once then steps: same as the plain loop. */
+static void test_step_closure(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_optim *opt = mk_sgd_momentum(pr.W, pr.b);
+    pt_tensor *Wexp = fx_get(fx, "sgd_momentum.W");
+    for (int k = 0; k < 3; k++) {
+        double loss = 0;
+        assert_int_equal(pt_optim_step_closure(opt, closure_fn, &pr, &loss), PT_OK);
+        assert_true(loss == 1.5);
+    }
+    pt_scope_begin();
+    assert_tensor_close(pr.W, pt_select(Wexp, 0, 2), 1e-5, 1e-6);
+    pt_scope_end();
+    pt_optim_free(opt);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+/* ---- errors ------------------------------------------------------------------------------------ */
+
+static void test_constructor_errors(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_tensor *plain = pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu());
+    pt_adam_opts a = PT_ADAM_DEFAULTS;
+    a.lr = -0.1;
+    assert_pt_error(pt_optim_adam_params(1, &pr.W, a), PT_ERR_INVALID_ARG,
+                    "pt_optim_adam: Invalid learning rate: -0.1");
+    a = PT_ADAM_DEFAULTS;
+    a.betas[0] = 1.0;
+    assert_pt_error(pt_optim_adam_params(1, &pr.W, a), PT_ERR_INVALID_ARG,
+                    "Invalid beta parameter at index 0");
+    a = PT_ADAM_DEFAULTS;
+    a.eps = -1;
+    assert_pt_error(pt_optim_adam_params(1, &pr.W, a), PT_ERR_INVALID_ARG, "Invalid epsilon");
+    assert_pt_error(pt_optim_sgd_params(1, &plain, PT_SGD_DEFAULTS), PT_ERR_INVALID_ARG,
+                    "does not require grad");
+    assert_pt_error(pt_optim_sgd_params(0, NULL, PT_SGD_DEFAULTS), PT_ERR_INVALID_ARG,
+                    "empty parameter list");
+    assert_pt_error(pt_optim_sgd_params(2, (pt_tensor *const[]){pr.W, pr.W}, PT_SGD_DEFAULTS),
+                    PT_ERR_INVALID_ARG, "appears twice");
+    assert_pt_error(pt_optim_sgd_params(1, &pr.W, (pt_sgd_opts){.lr = 0.1, .nesterov = true}),
+                    PT_ERR_INVALID_ARG, "Nesterov momentum requires");
+    assert_pt_error(pt_optim_sgd_params(1, &pr.W, (pt_sgd_opts){.lr = 0.1, .momentum = -1}),
+                    PT_ERR_INVALID_ARG, "Invalid momentum value");
+    pt_tensor *nonleaf = pt_mul_scalar(pr.W, 2.0);
+    assert_pt_error(pt_optim_sgd_params(1, &nonleaf, PT_SGD_DEFAULTS), PT_ERR_INVALID_ARG,
+                    "non-leaf");
+    pt_optim *opt = pt_optim_sgd_params(1, &pr.W, PT_SGD_DEFAULTS);
+    assert_pt_status_error(pt_optim_add_param_group(opt, 1, &pr.W, NULL), PT_ERR_INVALID_ARG,
+                           "more than one parameter group");
+    assert_int_equal(pt_optim_num_groups(opt), 1);
+    assert_pt_status_error(pt_optim_step_closure(opt, NULL, NULL, NULL), PT_ERR_NULL,
+                           "closure");
+    pt_optim_free(opt);
+    pt_optim_free(NULL);
+    pt_release(nonleaf);
+    pt_release(plain);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+int main(void)
+{
+    fx = fx_open("optim");
+#define T(f) cmocka_unit_test_setup_teardown(f, pt_test_setup, pt_test_teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_trajectories_match_torch),
+        T(test_trajectories_generic_path),
+        T(test_groups_and_options),
+        T(test_step_skips_missing_grads_and_zero_grad),
+        T(test_step_closure),
+        T(test_constructor_errors),
+    };
+#undef T
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fx_close(fx);
+    return rc;
+}
