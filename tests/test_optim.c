@@ -110,6 +110,126 @@ static pt_optim *mk_adam_two_groups(pt_tensor *W, pt_tensor *b)
     return adam_two(W, b, o, 0.1);
 }
 
+static pt_optim *mk_adamw_default(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamw_opts o = PT_ADAMW_DEFAULTS;
+    o.lr = 0.05;
+    return pt_optim_adamw_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adamw_amsgrad_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamw_opts o = PT_ADAMW_DEFAULTS;
+    o.lr = 0.03, o.weight_decay = 0.3, o.amsgrad = true, o.maximize = true;
+    return pt_optim_adamw_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_rmsprop_default(pt_tensor *W, pt_tensor *b)
+{
+    return pt_optim_rmsprop_params(PARAMS(W, b), PT_RMSPROP_DEFAULTS);
+}
+static pt_optim *mk_rmsprop_centered_momentum_wd(pt_tensor *W, pt_tensor *b)
+{
+    pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
+    o.alpha = 0.9, o.momentum = 0.7, o.centered = true, o.weight_decay = 0.1;
+    return pt_optim_rmsprop_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_rmsprop_momentum_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
+    o.lr = 0.005, o.momentum = 0.5, o.maximize = true;
+    return pt_optim_rmsprop_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_rmsprop_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
+    o.centered = true;
+    pt_optim *opt = pt_optim_rmsprop_params(1, &W, o);
+    o.lr = 0.03;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_adagrad_default(pt_tensor *W, pt_tensor *b)
+{
+    pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
+    o.lr = 0.1;
+    return pt_optim_adagrad_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adagrad_decay_init_wd(pt_tensor *W, pt_tensor *b)
+{
+    pt_adagrad_opts o = {.lr = 0.2, .lr_decay = 0.05, .initial_accumulator_value = 0.3,
+                         .weight_decay = 0.1, .eps = 1e-6};
+    return pt_optim_adagrad_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adagrad_maximize_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
+    o.lr = 0.1, o.maximize = true;
+    pt_optim *opt = pt_optim_adagrad_params(1, &W, o);
+    o.lr = 0.3;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_adadelta_default(pt_tensor *W, pt_tensor *b)
+{
+    return pt_optim_adadelta_params(PARAMS(W, b), PT_ADADELTA_DEFAULTS);
+}
+static pt_optim *mk_adadelta_rho_wd_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_adadelta_opts o = {.lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1,
+                          .maximize = true};
+    return pt_optim_adadelta_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adadelta_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_adadelta_opts o = PT_ADADELTA_DEFAULTS;
+    pt_optim *opt = pt_optim_adadelta_params(1, &W, o);
+    o.lr = 2.0;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_adamax_default(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamax_opts o = PT_ADAMAX_DEFAULTS;
+    o.lr = 0.05;
+    return pt_optim_adamax_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adamax_wd_maximize(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamax_opts o = PT_ADAMAX_DEFAULTS;
+    o.lr = 0.02, o.betas[0] = 0.7, o.betas[1] = 0.9, o.weight_decay = 0.2, o.maximize = true;
+    return pt_optim_adamax_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_adamax_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamax_opts o = PT_ADAMAX_DEFAULTS;
+    o.lr = 0.02;
+    pt_optim *opt = pt_optim_adamax_params(1, &W, o);
+    o.lr = 0.1;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_nadam_default(pt_tensor *W, pt_tensor *b)
+{
+    pt_nadam_opts o = PT_NADAM_DEFAULTS;
+    o.lr = 0.05;
+    return pt_optim_nadam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_nadam_wd_decay(pt_tensor *W, pt_tensor *b)
+{
+    pt_nadam_opts o = PT_NADAM_DEFAULTS;
+    o.lr = 0.03, o.betas[0] = 0.8, o.betas[1] = 0.99, o.weight_decay = 0.1;
+    o.momentum_decay = 0.05;
+    return pt_optim_nadam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_nadam_two_groups(pt_tensor *W, pt_tensor *b)
+{
+    pt_nadam_opts o = PT_NADAM_DEFAULTS;
+    o.lr = 0.02;
+    pt_optim *opt = pt_optim_nadam_params(1, &W, o);
+    o.lr = 0.1;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+
 typedef struct optim_case {
     const char *name;
     make_fn make;
@@ -125,12 +245,31 @@ static const optim_case cases[] = {
     {"adam_wd_amsgrad", mk_adam_wd_amsgrad},
     {"adam_maximize", mk_adam_maximize},
     {"adam_two_groups", mk_adam_two_groups},
+    {"adamw_default", mk_adamw_default},
+    {"adamw_amsgrad_maximize", mk_adamw_amsgrad_maximize},
+    {"rmsprop_default", mk_rmsprop_default},
+    {"rmsprop_centered_momentum_wd", mk_rmsprop_centered_momentum_wd},
+    {"rmsprop_momentum_maximize", mk_rmsprop_momentum_maximize},
+    {"rmsprop_two_groups", mk_rmsprop_two_groups},
+    {"adagrad_default", mk_adagrad_default},
+    {"adagrad_decay_init_wd", mk_adagrad_decay_init_wd},
+    {"adagrad_maximize_two_groups", mk_adagrad_maximize_two_groups},
+    {"adadelta_default", mk_adadelta_default},
+    {"adadelta_rho_wd_maximize", mk_adadelta_rho_wd_maximize},
+    {"adadelta_two_groups", mk_adadelta_two_groups},
+    {"adamax_default", mk_adamax_default},
+    {"adamax_wd_maximize", mk_adamax_wd_maximize},
+    {"adamax_two_groups", mk_adamax_two_groups},
+    {"nadam_default", mk_nadam_default},
+    {"nadam_wd_decay", mk_nadam_wd_decay},
+    {"nadam_two_groups", mk_nadam_two_groups},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
 /* Runs one case for STEPS steps, comparing with torch after every step. */
 static void run_case(const optim_case *c)
 {
+    print_message("  %s\n", c->name);
     char key[96];
     snprintf(key, sizeof(key), "%s.W", c->name);
     pt_tensor *Wexp = fx_get(fx, key);

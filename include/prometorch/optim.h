@@ -59,6 +59,75 @@ typedef struct pt_adam_opts {
 } pt_adam_opts;
 #define PT_ADAM_DEFAULTS ((pt_adam_opts){.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8})
 
+/* torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the
+ * update), default weight_decay 0.01. */
+typedef struct pt_adamw_opts {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool amsgrad;
+    bool maximize;
+} pt_adamw_opts;
+#define PT_ADAMW_DEFAULTS \
+    ((pt_adamw_opts){.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .weight_decay = 1e-2})
+
+/* torch.optim.RMSprop(lr, alpha, eps, weight_decay, momentum, centered, maximize). */
+typedef struct pt_rmsprop_opts {
+    double lr;
+    double alpha;
+    double eps;
+    double weight_decay;
+    double momentum;
+    bool centered;
+    bool maximize;
+} pt_rmsprop_opts;
+#define PT_RMSPROP_DEFAULTS ((pt_rmsprop_opts){.lr = 1e-2, .alpha = 0.99, .eps = 1e-8})
+
+/* torch.optim.Adagrad(lr, lr_decay, weight_decay, initial_accumulator_value, eps, maximize).
+ * Its state exists from construction (torch fills it in __init__). */
+typedef struct pt_adagrad_opts {
+    double lr;
+    double lr_decay;
+    double weight_decay;
+    double initial_accumulator_value;
+    double eps;
+    bool maximize;
+} pt_adagrad_opts;
+#define PT_ADAGRAD_DEFAULTS ((pt_adagrad_opts){.lr = 1e-2, .eps = 1e-10})
+
+/* torch.optim.Adadelta(lr, rho, eps, weight_decay, maximize). */
+typedef struct pt_adadelta_opts {
+    double lr;
+    double rho;
+    double eps;
+    double weight_decay;
+    bool maximize;
+} pt_adadelta_opts;
+#define PT_ADADELTA_DEFAULTS ((pt_adadelta_opts){.lr = 1.0, .rho = 0.9, .eps = 1e-6})
+
+/* torch.optim.Adamax(lr, betas, eps, weight_decay, maximize). */
+typedef struct pt_adamax_opts {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool maximize;
+} pt_adamax_opts;
+#define PT_ADAMAX_DEFAULTS ((pt_adamax_opts){.lr = 2e-3, .betas = {0.9, 0.999}, .eps = 1e-8})
+
+/* torch.optim.NAdam(lr, betas, eps, weight_decay, momentum_decay) as in 1.13 (which has no
+ * maximize option). */
+typedef struct pt_nadam_opts {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    double momentum_decay;
+} pt_nadam_opts;
+#define PT_NADAM_DEFAULTS \
+    ((pt_nadam_opts){.lr = 2e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .momentum_decay = 4e-3})
+
 /* ---- construction ---------------------------------------------------------------------------- */
 
 /* torch.optim.SGD(module.parameters(), ...): one parameter group with all of m's parameters
@@ -74,6 +143,31 @@ PT_API pt_optim *pt_optim_sgd_params(int n, pt_tensor *const *params, pt_sgd_opt
  * [0, 1). */
 PT_API pt_optim *pt_optim_adam(pt_module *m, pt_adam_opts o);
 PT_API pt_optim *pt_optim_adam_params(int n, pt_tensor *const *params, pt_adam_opts o);
+
+/* torch.optim.AdamW over m's parameters / a list. Errors as for Adam. */
+PT_API pt_optim *pt_optim_adamw(pt_module *m, pt_adamw_opts o);
+PT_API pt_optim *pt_optim_adamw_params(int n, pt_tensor *const *params, pt_adamw_opts o);
+
+/* torch.optim.RMSprop. Errors: lr, eps, momentum, weight_decay or alpha < 0. */
+PT_API pt_optim *pt_optim_rmsprop(pt_module *m, pt_rmsprop_opts o);
+PT_API pt_optim *pt_optim_rmsprop_params(int n, pt_tensor *const *params, pt_rmsprop_opts o);
+
+/* torch.optim.Adagrad. Errors: lr, lr_decay, weight_decay, initial_accumulator_value or
+ * eps < 0. */
+PT_API pt_optim *pt_optim_adagrad(pt_module *m, pt_adagrad_opts o);
+PT_API pt_optim *pt_optim_adagrad_params(int n, pt_tensor *const *params, pt_adagrad_opts o);
+
+/* torch.optim.Adadelta. Errors: lr, eps or weight_decay < 0, rho outside [0, 1]. */
+PT_API pt_optim *pt_optim_adadelta(pt_module *m, pt_adadelta_opts o);
+PT_API pt_optim *pt_optim_adadelta_params(int n, pt_tensor *const *params, pt_adadelta_opts o);
+
+/* torch.optim.Adamax. Errors as for Adam. */
+PT_API pt_optim *pt_optim_adamax(pt_module *m, pt_adamax_opts o);
+PT_API pt_optim *pt_optim_adamax_params(int n, pt_tensor *const *params, pt_adamax_opts o);
+
+/* torch.optim.NAdam. Errors as for Adam, plus momentum_decay < 0. */
+PT_API pt_optim *pt_optim_nadam(pt_module *m, pt_nadam_opts o);
+PT_API pt_optim *pt_optim_nadam_params(int n, pt_tensor *const *params, pt_nadam_opts o);
 
 /* Frees the optimizer, its state and its parameter references. NULL is a no-op. */
 PT_API void pt_optim_free(pt_optim *o);

@@ -212,3 +212,61 @@ pt_optim *pt_optim_adam_params(int n, pt_tensor *const *params, pt_adam_opts o)
 {
     return pti_optim_new(&adam_def, "pt_optim_adam", n, params, &o);
 }
+
+/* ---- AdamW ---------------------------------------------------------------------------------- */
+
+static const pti_hparam adamw_hparams[] = {
+    {"lr", PTI_HP_FLOAT, offsetof(pt_adamw_opts, lr)},
+    {"betas", PTI_HP_PAIR, offsetof(pt_adamw_opts, betas)},
+    {"eps", PTI_HP_FLOAT, offsetof(pt_adamw_opts, eps)},
+    {"weight_decay", PTI_HP_FLOAT, offsetof(pt_adamw_opts, weight_decay)},
+    {"amsgrad", PTI_HP_BOOL, offsetof(pt_adamw_opts, amsgrad)},
+    {"foreach", PTI_HP_NONE, 0},
+    {"maximize", PTI_HP_BOOL, offsetof(pt_adamw_opts, maximize)},
+    {"capturable", PTI_HP_FALSE, 0},
+};
+
+static pt_status adamw_check(const char *op, const void *opts)
+{
+    const pt_adamw_opts *o = opts;
+    return adam_check_common(op, o->lr, o->betas, o->eps, o->weight_decay);
+}
+
+static pt_status adamw_init(pt_optim *o, const void *opts, const pt_tensor *p,
+                            pti_param_state *s)
+{
+    (void)o;
+    return adam_init_bufs(p, ((const pt_adamw_opts *)opts)->amsgrad, s);
+}
+
+static pt_status adamw_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                              pti_param_state *s)
+{
+    (void)opt;
+    const pt_adamw_opts *o = opts;
+    adam_args a = {o->lr, o->betas[0], o->betas[1], o->eps, o->weight_decay,
+                   o->amsgrad, o->maximize, true};
+    return adam_run(&a, p, g, s);
+}
+
+static const pti_optim_def adamw_def = {
+    .name = "AdamW",
+    .opts_size = sizeof(pt_adamw_opts),
+    .n_hparams = (int)(sizeof(adamw_hparams) / sizeof(adamw_hparams[0])),
+    .hparams = adamw_hparams,
+    .n_state = (int)(sizeof(adam_state) / sizeof(adam_state[0])),
+    .state = adam_state,
+    .check_opts = adamw_check,
+    .init_state = adamw_init,
+    .update = adamw_update,
+};
+
+pt_optim *pt_optim_adamw(pt_module *m, pt_adamw_opts o)
+{
+    return pti_optim_new_module(&adamw_def, "pt_optim_adamw", m, &o);
+}
+
+pt_optim *pt_optim_adamw_params(int n, pt_tensor *const *params, pt_adamw_opts o)
+{
+    return pti_optim_new(&adamw_def, "pt_optim_adamw", n, params, &o);
+}

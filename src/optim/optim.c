@@ -89,6 +89,15 @@ static pt_status add_group(pt_optim *o, int n, pt_tensor *const *params, const v
         g->params[i] = pt_retain(params[i]);
     g->n = n;
     o->n_groups++;
+    for (int i = 0; i < n && o->def->eager_state; i++) {
+        pt_status st = o->def->init_state(o, g->opts, g->params[i], &g->state[i]);
+        if (st != PT_OK) {
+            group_clear(g);
+            o->n_groups--;
+            return st;
+        }
+        g->state[i].initialized = true;
+    }
     return PT_OK;
 }
 

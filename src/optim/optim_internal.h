@@ -107,7 +107,11 @@ struct pti_optim_def {
     /* Validates an options struct; `op` names the caller for the message
      * ("pt_optim_adam: Invalid learning rate: -1"). */
     pt_status (*check_opts)(const char *op, const void *opts);
-    /* Allocates p's state on its first step (s->initialized is set by the base after). */
+    /* true: state is created for every parameter when it joins the optimizer (torch's
+     * Adagrad fills it in __init__), so it is in the state dict before any step. */
+    bool eager_state;
+    /* Allocates p's state on its first step, or when it joins the optimizer with eager_state
+     * (s->initialized is set by the base after). */
     pt_status (*init_state)(pt_optim *o, const void *opts, const pt_tensor *p,
                             pti_param_state *s);
     /* Updates one parameter p (with gradient g) in place; called under no_grad. */
