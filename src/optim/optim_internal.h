@@ -122,9 +122,10 @@ struct pti_optim_def {
     pt_status (*step)(pt_optim *o, double (*closure)(void *user), void *user, double *loss);
     /* Optional: frees o->impl. */
     void (*free_impl)(void *impl);
-    /* Optional state-dict overrides for one parameter's state (global index gi): save returns
-     * a dict (new reference) or NULL with no error for "no entry"; load reads it. */
-    pt_value *(*save_param_state)(pt_optim *o, int group, int i, int gi);
+    /* Optional state-dict overrides for one parameter's state (group g, index i in it, global
+     * index gi). save sets *out to a dict (new reference) or NULL for "no entry". load gets
+     * the saved entry (NULL when absent); it runs after every group check passed. */
+    pt_status (*save_param_state)(pt_optim *o, int group, int i, int gi, pt_value **out);
     pt_status (*load_param_state)(pt_optim *o, int group, int i, const pt_value *st);
 };
 
