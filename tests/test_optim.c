@@ -18,17 +18,19 @@ typedef struct problem {
     pt_tensor *W, *b, *x, *y;
 } problem;
 
-static problem problem_new(void)
+static problem problem_new_dtype(pt_dtype dt)
 {
     problem pr;
-    pr.W = pt_clone(fx_get(fx, "init.W"));
-    pr.b = pt_clone(fx_get(fx, "init.b"));
-    pr.x = fx_get(fx, "data.x");
-    pr.y = fx_get(fx, "data.y");
+    pr.W = pt_to_dtype(fx_get(fx, "init.W"), dt);
+    pr.b = pt_to_dtype(fx_get(fx, "init.b"), dt);
+    pr.x = pt_to_dtype(fx_get(fx, "data.x"), dt);
+    pr.y = pt_to_dtype(fx_get(fx, "data.y"), dt);
     pt_set_requires_grad(pr.W, true);
     pt_set_requires_grad(pr.b, true);
     return pr;
 }
+
+static problem problem_new(void) { return problem_new_dtype(PT_FLOAT32); }
 
 static pt_status problem_backward(problem *pr)
 {
@@ -266,16 +268,19 @@ static const optim_case cases[] = {
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
-/* Runs one case for STEPS steps, comparing with torch after every step. */
-static void run_case(const optim_case *c)
+/* Runs one case for STEPS steps with parameters of dtype dt, comparing with torch after every
+ * step. */
+static void run_case_dtype(const optim_case *c, pt_dtype dt)
 {
-    print_message("  %s\n", c->name);
+    print_message("  %s %s\n", c->name, pt_dtype_name(dt));
+    const char *sfx = dt == PT_FLOAT64 ? ".f64" : "";
     char key[96];
-    snprintf(key, sizeof(key), "%s.W", c->name);
+    snprintf(key, sizeof(key), "%s%s.W", c->name, sfx);
     pt_tensor *Wexp = fx_get(fx, key);
-    snprintf(key, sizeof(key), "%s.b", c->name);
+    snprintf(key, sizeof(key), "%s%s.b", c->name, sfx);
     pt_tensor *bexp = fx_get(fx, key);
-    problem pr = problem_new();
+    problem pr = problem_new_dtype(dt);
+    double rtol = dt == PT_FLOAT64 ? 1e-9 : 1e-5, atol = dt == PT_FLOAT64 ? 1e-12 : 1e-6;
     pt_optim *opt = c->make(pr.W, pr.b);
     assert_non_null(opt);
     for (int k = 0; k < STEPS; k++) {
@@ -283,14 +288,16 @@ static void run_case(const optim_case *c)
         assert_int_equal(problem_backward(&pr), PT_OK);
         assert_int_equal(pt_optim_step(opt), PT_OK);
         pt_scope_begin();
-        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), 1e-5, 1e-6);
-        assert_tensor_close(pr.b, pt_select(bexp, 0, k), 1e-5, 1e-6);
+        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), rtol, atol);
+        assert_tensor_close(pr.b, pt_select(bexp, 0, k), rtol, atol);
         pt_scope_end();
     }
     pt_optim_free(opt);
     pt_release(pr.W);
     pt_release(pr.b);
 }
+
+static void run_case(const optim_case *c) { run_case_dtype(c, PT_FLOAT32); }
 
 static void test_trajectories_match_torch(void **state)
 {
@@ -306,6 +313,68 @@ static void test_trajectories_generic_path(void **state)
     for (size_t i = 0; i < N_CASES; i++)
         run_case(&cases[i]);
     unsetenv("PT_OPTIM_GENERIC");
+}
+
+/* float64 parameters take the generic path; torch ran the same cases in float64. */
+static void test_trajectories_float64(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "sgd_nesterov_maximize", "adam_wd_amsgrad", "adamw_default",
+        "rmsprop_centered_momentum_wd", "adagrad_decay_init_wd", "adadelta_default",
+        "adamax_wd_maximize", "nadam_wd_decay",
+    };
+    for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++)
+        for (size_t i = 0; i < N_CASES; i++)
+            if (strcmp(cases[i].name, names[n]) == 0)
+                run_case_dtype(&cases[i], PT_FLOAT64);
+}
+
+/* The fused path (split across threads for these sizes) and the generic path agree on big
+ * tensors with random gradients, for every case. */
+static void test_fast_and_generic_paths_agree(void **state)
+{
+    (void)state;
+    pt_manual_seed(11);
+    pt_tensor *W0 = pt_randn(PT_SHAPE(300, 300), PT_FLOAT32, pt_cpu());
+    pt_tensor *b0 = pt_randn(PT_SHAPE(1000), PT_FLOAT32, pt_cpu());
+    pt_tensor *gW[3], *gb[3];
+    for (int k = 0; k < 3; k++) {
+        gW[k] = pt_randn(PT_SHAPE(300, 300), PT_FLOAT32, pt_cpu());
+        gb[k] = pt_randn(PT_SHAPE(1000), PT_FLOAT32, pt_cpu());
+    }
+    for (size_t i = 0; i < N_CASES; i++) {
+        pt_tensor *W[2], *b[2];
+        for (int path = 0; path < 2; path++) {
+            if (path == 1)
+                setenv("PT_OPTIM_GENERIC", "1", 1);
+            W[path] = pt_clone(W0);
+            b[path] = pt_clone(b0);
+            pt_set_requires_grad(W[path], true);
+            pt_set_requires_grad(b[path], true);
+            pt_optim *opt = cases[i].make(W[path], b[path]);
+            for (int k = 0; k < 3; k++) {
+                assert_int_equal(pt_set_grad(W[path], gW[k]), PT_OK);
+                assert_int_equal(pt_set_grad(b[path], gb[k]), PT_OK);
+                assert_int_equal(pt_optim_step(opt), PT_OK);
+            }
+            pt_optim_free(opt);
+            unsetenv("PT_OPTIM_GENERIC");
+        }
+        print_message("  %s\n", cases[i].name);
+        assert_tensor_close(W[0], W[1], 1e-5, 1e-6);
+        assert_tensor_close(b[0], b[1], 1e-5, 1e-6);
+        for (int path = 0; path < 2; path++) {
+            pt_release(W[path]);
+            pt_release(b[path]);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        pt_release(gW[k]);
+        pt_release(gb[k]);
+    }
+    pt_release(W0);
+    pt_release(b0);
 }
 
 /* ---- groups and options ---------------------------------------------------------------------- */
@@ -784,6 +853,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_trajectories_match_torch),
         T(test_trajectories_generic_path),
+        T(test_trajectories_float64),
+        T(test_fast_and_generic_paths_agree),
         T(test_groups_and_options),
         T(test_step_skips_missing_grads_and_zero_grad),
         T(test_step_closure),
