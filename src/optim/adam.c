@@ -9,6 +9,12 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ADAM_HAVE_AVX2 1
+#endif
 
 enum { BUF_EXP_AVG, BUF_EXP_AVG_SQ, BUF_MAX_EXP_AVG_SQ };
 
@@ -112,6 +118,51 @@ static void adam_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
+#ifdef ADAM_HAVE_AVX2
+/* The same float operations as adam_range, 8 lanes at a time (no FMA contraction, so results
+ * equal the scalar loop's); the tail goes through adam_range. */
+__attribute__((target("avx2"))) static void adam_range_avx2(void *vctx, int64_t begin,
+                                                           int64_t end)
+{
+    const adam_ctx *c = vctx;
+    float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v, *restrict VM = c->vmax;
+    const float *restrict G = c->g;
+    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
+    const __m256 wd = _mm256_set1_ps(c->wd), dm = _mm256_set1_ps(c->decay_mul);
+    const __m256 b1 = _mm256_set1_ps(c->b1), ob1 = _mm256_set1_ps(c->one_b1);
+    const __m256 b2 = _mm256_set1_ps(c->b2), ob2 = _mm256_set1_ps(c->one_b2);
+    const __m256 bc2s = _mm256_set1_ps(c->bc2_sqrt), eps = _mm256_set1_ps(c->eps);
+    const __m256 nss = _mm256_set1_ps(c->neg_step_size);
+    const bool decay = c->decay_mul != 1.0f, has_wd = c->has_wd;
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
+        __m256 p = _mm256_loadu_ps(P + i);
+        if (decay)
+            p = _mm256_mul_ps(p, dm);
+        if (has_wd)
+            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
+        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(ob1, g));
+        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
+                                 _mm256_mul_ps(_mm256_mul_ps(ob2, g), g));
+        _mm256_storeu_ps(M + i, m);
+        _mm256_storeu_ps(V + i, v);
+        if (VM) {
+            __m256 vm = _mm256_loadu_ps(VM + i);
+            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, vm, _CMP_GT_OQ),
+                                       _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            vm = _mm256_blendv_ps(vm, v, take);
+            _mm256_storeu_ps(VM + i, vm);
+            v = vm;
+        }
+        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bc2s), eps);
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, m), denom));
+        _mm256_storeu_ps(P + i, p);
+    }
+    adam_range(vctx, i, end);
+}
+#endif
+
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor *g,
@@ -177,7 +228,12 @@ static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g,
     };
     if (a->decoupled)
         c.decay_mul = (float)(1.0 - a->lr * a->weight_decay);
-    pti_optim_parallel(p->numel, adam_range, &c);
+    pti_range_fn fn = adam_range;
+#ifdef ADAM_HAVE_AVX2
+    if (pti_cpu_has_avx2())
+        fn = adam_range_avx2;
+#endif
+    pti_optim_parallel(p->numel, fn, &c);
     return PT_OK;
 }
 
