@@ -801,6 +801,74 @@ static void test_load_state_dict_errors(void **state)
     pt_release(pr.b);
 }
 
+/* ---- module constructors and closures ------------------------------------------------------ */
+
+static pt_tensor *identity_forward(pt_module *self, const pt_tensor *x)
+{
+    (void)self;
+    return pt_clone(x);
+}
+
+static const pt_module_def net_def = {.type_name = "Net", .forward = identity_forward};
+
+/* pt_optim_<x>(module) takes the module's parameters in named_parameters order (children's
+ * after the module's own); the optimizer keeps them alive after the module is freed. */
+static void test_module_constructor(void **state)
+{
+    (void)state;
+    pt_module *net = pt_nn_module_new(&net_def, NULL);
+    pt_module *child = pt_nn_module_new(&net_def, NULL);
+    pt_tensor *a = pt_zeros(PT_SHAPE(2, 3), PT_FLOAT32, pt_cpu());
+    pt_tensor *c = pt_ones(PT_SHAPE(4), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_nn_register_parameter(child, "w", c), PT_OK);
+    assert_int_equal(pt_nn_register_parameter(net, "a", a), PT_OK);
+    assert_int_equal(pt_nn_add(net, "child", child), PT_OK);
+    pt_optim *opt = pt_optim_adamw(net, PT_ADAMW_DEFAULTS);
+    assert_non_null(opt);
+    assert_int_equal(pt_optim_num_groups(opt), 1);
+    assert_int_equal(pt_optim_group_size(opt, 0), 2);
+    assert_ptr_equal(pt_optim_group_param_ref(opt, 0, 0), a);
+    assert_ptr_equal(pt_optim_group_param_ref(opt, 0, 1), c);
+    pt_nn_free(net);
+    pt_release(a);
+    pt_tensor *g = pt_ones(PT_SHAPE(4), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_set_grad(c, g), PT_OK);
+    assert_int_equal(pt_optim_step(opt), PT_OK);
+    /* AdamW's first step moves by lr (plus the decay): 1 * (1 - 1e-5) - 1e-3 */
+    assert_float_equal(pt_test_get(c, 0), 1.0 * (1.0 - 1e-5) - 1e-3, 1e-6);
+    pt_optim_free(opt);
+    pt_release(c);
+    pt_release(g);
+
+    pt_module *empty = pt_nn_module_new(&net_def, NULL);
+    assert_pt_error(pt_optim_sgd(empty, PT_SGD_DEFAULTS), PT_ERR_INVALID_ARG,
+                    "empty parameter list");
+    assert_pt_error(pt_optim_sgd(NULL, PT_SGD_DEFAULTS), PT_ERR_NULL, "module is NULL");
+    pt_nn_free(empty);
+}
+
+static double failing_closure(void *user)
+{
+    (void)user;
+    return NAN;
+}
+
+static void test_closure_error_aborts_step(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_optim *opt = pt_optim_sgd_params(PARAMS(pr.W, pr.b), (pt_sgd_opts){.lr = 0.1});
+    assert_int_equal(problem_backward(&pr), PT_OK);
+    pt_tensor *W0 = pt_clone(pr.W);
+    assert_pt_status_error(pt_optim_step_closure(opt, failing_closure, NULL, NULL),
+                           PT_ERR_RUNTIME, "closure reported an error");
+    assert_tensor_equal(pr.W, W0);
+    pt_optim_free(opt);
+    pt_release(W0);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
 /* ---- errors ------------------------------------------------------------------------------------ */
 
 static void test_constructor_errors(void **state)
@@ -859,6 +927,8 @@ int main(void)
         T(test_step_skips_missing_grads_and_zero_grad),
         T(test_step_closure),
         T(test_constructor_errors),
+        T(test_module_constructor),
+        T(test_closure_error_aborts_step),
         T(test_state_dict_layout_matches_torch),
         T(test_state_dict_round_trip),
         T(test_load_state_dict_errors),
