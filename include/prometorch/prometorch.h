@@ -29,6 +29,7 @@
 #include "nn_activation.h"
 #include "nn_loss.h"
 #include "nn_rnn.h"
+#include "optim.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
