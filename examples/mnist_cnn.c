@@ -15,11 +15,6 @@
 #include <string.h>
 
 #include <prometorch/prometorch.h>
-#include <prometorch/io.h>
-#include <prometorch/nn_activation.h>
-#include <prometorch/nn_layers.h>
-#include <prometorch/optim.h>
-#include <prometorch/train_utils.h>
 
 typedef struct options {
     const char *data; /* directory with the four idx files (plain or .gz) */

@@ -21,11 +21,6 @@
 #include <unistd.h>
 
 #include <prometorch/prometorch.h>
-#include <prometorch/io.h>
-#include <prometorch/nn_activation.h>
-#include <prometorch/nn_layers.h>
-#include <prometorch/optim.h>
-#include <prometorch/train_utils.h>
 
 typedef struct options {
     const char *data; /* CIFAR-10 binary batches, or the four MNIST idx files */

@@ -2,11 +2,6 @@
  * Fashion-MNIST with Adam for one epoch, is evaluated on the test set and saved as
  * mlp.safetensors (with the loss/accuracy chart mlp.svg). Usage: training [DATA_DIR] */
 #include <prometorch/prometorch.h>
-#include <prometorch/io.h>
-#include <prometorch/nn_activation.h>
-#include <prometorch/nn_layers.h>
-#include <prometorch/optim.h>
-#include <prometorch/train_utils.h>
 #include <stdio.h>
 
 int main(int argc, char **argv)
