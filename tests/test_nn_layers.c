@@ -117,6 +117,29 @@ static void check_repr(const char *c, const pt_module *m)
     free(want);
 }
 
+/* For stateless modules (no buffers): the first step's output again from non-contiguous copies
+ * of the inputs (in the first step's mode). */
+static void check_noncontig(const char *c, pt_module *m)
+{
+    if (pt_nn_named_buffers(m, NULL, NULL) != 0)
+        return;
+    pt_nn_train(m, pt_test_get(getf("%s.train", c), 0) != 0);
+    int nin = (int)pt_item(getf("%s.nin", c));
+    pt_tensor *in[2] = {NULL, NULL};
+    for (int j = 0; j < nin; j++)
+        in[j] = pt_test_noncontig(getf("%s.x0.%d", c, j));
+    pt_tensor *y = NULL;
+    pt_no_grad_begin();
+    if (nin == 1)
+        y = pt_nn_forward(m, in[0]);
+    else
+        pt_nn_forward_n(m, nin, (const pt_tensor *const *)in, 1, &y);
+    pt_no_grad_end();
+    if (!y)
+        fail_msg("%s: forward on non-contiguous input failed: %s", c, pt_last_error());
+    assert_tensor_close(y, getf("%s.y0", c), RTOL, ATOL);
+}
+
 /* Runs every step of case c on m and compares outputs, gradients and final buffers. Frees m. */
 static void run_case(const char *c, pt_module *m)
 {
@@ -125,6 +148,7 @@ static void run_case(const char *c, pt_module *m)
     check_repr(c, m);
     pt_tensor **params;
     int np = check_members(c, m, &params);
+    check_noncontig(c, m);
     pt_tensor *train = getf("%s.train", c);
     int64_t steps = pt_numel(train);
     int nin = (int)pt_item(getf("%s.nin", c));
