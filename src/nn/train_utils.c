@@ -339,13 +339,9 @@ static double py(const plot_panel *p, double y)
     return p->top + p->height - (y - p->y.lo) / (p->y.hi - p->y.lo) * p->height;
 }
 
-/* Frame, grid lines, tick labels; x tick labels only on the lowest panel. */
+/* Grid lines, tick labels and the frame; x tick labels only on the lowest panel. */
 static void plot_axes(FILE *f, const plot_panel *p, bool x_labels)
 {
-    fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-            "stroke=\"#333\"/>\n",
-            p->left, p->top, p->width, p->height);
     int ny = (int)floor((p->y.hi - p->y.lo) / p->y.step + 0.5);
     for (int i = 0; i <= ny; i++) {
         double v = p->y.lo + i * p->y.step, y = py(p, v);
@@ -365,6 +361,11 @@ static void plot_axes(FILE *f, const plot_panel *p, bool x_labels)
                     "%.6g</text>\n",
                     x, p->top + p->height + 16, fabs(v) < 1e-12 * p->x.step ? 0.0 : v);
     }
+    /* the frame last, so the outermost grid lines do not cover it */
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#333\"/>\n",
+            p->left, p->top, p->width, p->height);
 }
 
 /* One polyline (finite points only), optional point markers, and the legend entry. */
