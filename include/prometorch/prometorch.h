@@ -22,6 +22,7 @@
 #include "data.h"
 #include "value.h"
 #include "nn.h"
+#include "nn_transformer.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
