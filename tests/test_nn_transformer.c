@@ -155,6 +155,13 @@ static void test_mha_matches_torch(void **state)
     run_case("mha_kvdim", mha(8, 4, (pt_multihead_attention_opts){.kdim = 5, .vdim = 6}), false);
     run_case("mha_nobias", mha(8, 2, (pt_multihead_attention_opts){.no_bias = true}), false);
     run_case("mha_train", pt_nn_multihead_attention(8, 2, NULL), true);
+    run_case("mha_bias_kv", mha(8, 2, (pt_multihead_attention_opts){.add_bias_kv = true}), false);
+    run_case("mha_zero_attn", mha(8, 2, (pt_multihead_attention_opts){.add_zero_attn = true}),
+             false);
+    run_case("mha_bias_kv_zero_attn",
+             mha(8, 2, (pt_multihead_attention_opts){.add_bias_kv = true, .add_zero_attn = true,
+                                                     .batch_first = true}),
+             false);
 }
 
 /* One input = self-attention; pt_nn_forward gives the same output as forward_n(x, x, x). */

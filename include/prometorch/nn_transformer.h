@@ -35,24 +35,29 @@ typedef struct pt_multihead_attention_opts {
     int64_t kdim;     /* key feature size; 0 = embed_dim */
     int64_t vdim;     /* value feature size; 0 = embed_dim */
     bool batch_first; /* inputs and output are [N, L, E] instead of [L, N, E] */
+    bool add_bias_kv;   /* learned bias_k, bias_v [1, 1, E] appended to the keys/values */
+    bool add_zero_attn; /* a zero key/value appended (after bias_k/bias_v) */
 } pt_multihead_attention_opts;
 
 /* nn.MultiheadAttention(embed_dim, num_heads, dropout, bias, kdim=, vdim=, batch_first=).
  * Parameters, in PyTorch's order: in_proj_weight [3E, E] (or q_proj_weight [E, E],
  * k_proj_weight [E, kdim], v_proj_weight [E, vdim] when kdim or vdim differs from E),
- * in_proj_bias [3E], then the child out_proj (a Linear E -> E: out_proj.weight,
- * out_proj.bias). Init as PyTorch: xavier_uniform_ on the projection weights, zero biases,
- * out_proj.weight Linear's default U(-1/sqrt(E), 1/sqrt(E)).
+ * in_proj_bias [3E], bias_k and bias_v [1, 1, E] (add_bias_kv), then the child out_proj (a
+ * Linear E -> E: out_proj.weight, out_proj.bias). Init as PyTorch: xavier_uniform_ on the
+ * projection weights, xavier_normal_ on bias_k/bias_v, zero biases, out_proj.weight Linear's
+ * default U(-1/sqrt(E), 1/sqrt(E)).
  * forward_n: in = {query [L, N, E], key [S, N, kdim], value [S, N, vdim], key_padding_mask
  * [N, S] (nullable, bool or float), attn_mask [L, S] or [N*num_heads, L, S] (nullable, bool or
- * float)}, n_in 1..5 (n_in == 1: key = value = query); out = {attn_output [L, N, E],
- * attn_weights [N, L, S] averaged over the heads} -- with n_out == 1 the weights are not
- * returned (need_weights=False). Dropout on the weights in training mode, as PyTorch (the
- * returned weights are the dropped ones, as PyTorch's). Not supported: add_bias_kv,
- * add_zero_attn, average_attn_weights=False.
+ * float)}, n_in 1..5 (a NULL or missing key is query, a NULL or missing value is key);
+ * out = {attn_output [L, N, E], attn_weights [N, L, S'] averaged over the heads} where S' is S
+ * plus one for each of add_bias_kv and add_zero_attn (the masks are padded with "attend"
+ * there, as PyTorch pads them). With n_out == 1 the weights are not returned
+ * (need_weights=False). In training mode dropout acts on the attention weights, as PyTorch's
+ * (the returned weights are the dropped ones, as PyTorch's). Not supported:
+ * average_attn_weights=False, static_k/static_v, is_causal.
  * Errors: PT_ERR_INVALID_ARG (num_heads not dividing embed_dim, sizes <= 0, dropout outside
- * [0, 1)), and at forward PT_ERR_SHAPE naming the mismatching input, PT_ERR_DTYPE for an
- * integer mask. */
+ * [0, 1]), and at forward PT_ERR_SHAPE naming the mismatching input, PT_ERR_DTYPE for an
+ * integer mask, PT_ERR_NULL for a NULL query. */
 PT_API pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
                                             const pt_multihead_attention_opts *opts);
 

@@ -19,21 +19,14 @@ typedef struct {
     int64_t embed_dim, num_heads, kdim, vdim;
     double dropout;
     bool bias, batch_first, packed; /* packed: one in_proj_weight (kdim == vdim == E) */
+    bool add_bias_kv, add_zero_attn;
 } mha_ctx;
 
-/* Registration indices of the parameters (packed: in_proj_weight, in_proj_bias; separate:
- * q/k/v_proj_weight, in_proj_bias). */
+/* Registration indices: parameters in_proj_weight, in_proj_bias (packed) or q/k/v_proj_weight,
+ * in_proj_bias (separate), then bias_k, bias_v (found by name); the one child is out_proj. */
 enum { MHA_OUT_PROJ_CHILD = 0 };
 
 /* ---- construction -------------------------------------------------------------------------------- */
-
-static void mha_extra_repr(const pt_module *self, char *buf, size_t cap)
-{
-    /* PyTorch's MultiheadAttention has no extra_repr: only its out_proj child prints. */
-    (void)self;
-    if (cap)
-        buf[0] = '\0';
-}
 
 static pt_status mha_forward_n(pt_module *self, int n_in, const pt_tensor *const *in, int n_out,
                                pt_tensor **out);
@@ -41,8 +34,7 @@ static pt_status mha_forward_n(pt_module *self, int n_in, const pt_tensor *const
 static const pt_module_def mha_def = {
     .type_name = "MultiheadAttention",
     .forward_n = mha_forward_n,
-    .free_ctx = free,
-    .extra_repr = mha_extra_repr,
+    .free_ctx = free, /* no extra_repr: PyTorch prints only the out_proj child */
 };
 
 /* A fresh [rows, cols] float32 tensor drawn from U(-bound, bound). */
@@ -51,6 +43,17 @@ static pt_tensor *uniform_tensor(int64_t rows, int64_t cols, double bound)
     pt_tensor *t = cols > 0 ? pt_empty(PT_SHAPE(rows, cols), PT_FLOAT32, pt_cpu())
                             : pt_empty(PT_SHAPE(rows), PT_FLOAT32, pt_cpu());
     if (t && pt_uniform_(t, -bound, bound) != PT_OK) {
+        pt_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* A fresh [1, 1, e] float32 tensor drawn from N(0, std^2). */
+static pt_tensor *normal_tensor(int64_t e, double std)
+{
+    pt_tensor *t = pt_empty(PT_SHAPE(1, 1, e), PT_FLOAT32, pt_cpu());
+    if (t && pt_normal_(t, 0.0, std) != PT_OK) {
         pt_release(t);
         return NULL;
     }
@@ -106,6 +109,11 @@ static pt_status mha_register(pt_module *m, const mha_ctx *c)
     }
     if (st == PT_OK && c->bias)
         st = add_param(m, "in_proj_bias", pt_zeros(PT_SHAPE(3 * e), PT_FLOAT32, pt_cpu()));
+    /* xavier_normal_ of a [1, 1, E] tensor: fan_in = fan_out = E, std = sqrt(2 / 2E) */
+    if (st == PT_OK && c->add_bias_kv)
+        st = add_param(m, "bias_k", normal_tensor(e, sqrt(1.0 / (double)e)));
+    if (st == PT_OK && c->add_bias_kv)
+        st = add_param(m, "bias_v", normal_tensor(e, sqrt(1.0 / (double)e)));
     if (st == PT_OK)
         st = pt_nn_add(m, "out_proj", make_out_proj(e, c->bias));
     return st;
@@ -139,6 +147,8 @@ pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
         .dropout = o->dropout,
         .bias = !o->no_bias,
         .batch_first = o->batch_first,
+        .add_bias_kv = o->add_bias_kv,
+        .add_zero_attn = o->add_zero_attn,
     };
     c->packed = c->kdim == embed_dim && c->vdim == embed_dim;
     pt_module *m = pt_nn_module_new(&mha_def, c);
@@ -290,12 +300,56 @@ static pt_tensor *split_heads(const mha_ctx *c, const pt_tensor *t)
     return p;
 }
 
-/* Applies a module mask to scores [N, H, L, S]: bool true -> -inf, float added. `shape` is
- * the mask's broadcast view. */
-static pt_tensor *apply_mask(pt_tensor *scores, const pt_tensor *mask, int ndim,
-                             const int64_t *shape)
+/* Number of key columns appended by add_bias_kv and add_zero_attn. */
+static int64_t extra_keys(const mha_ctx *c)
 {
-    pt_tensor *m = pt_reshape(mask, ndim, shape);
+    return (c->add_bias_kv ? 1 : 0) + (c->add_zero_attn ? 1 : 0);
+}
+
+/* Appends `extra` columns of "attend" (false / 0) to the last dim of a mask. */
+static pt_tensor *pad_mask(pt_tensor *m, int64_t extra)
+{
+    if (!m || extra == 0)
+        return m;
+    int nd = pt_ndim(m);
+    int64_t shape[4];
+    for (int i = 0; i < nd; i++)
+        shape[i] = pt_shape(m)[i];
+    shape[nd - 1] = extra;
+    pt_tensor *z = pt_zeros(nd, shape, pt_dtype_of(m), pt_device_of(m));
+    pt_tensor *r = pt_cat(2, (const pt_tensor *[]){m, z}, -1);
+    pt_release(z);
+    pt_release(m);
+    return r;
+}
+
+/* Appends one key (or value) position to t [N, H, S, D]: bias [1, 1, E] split into heads,
+ * or zeros when bias is NULL (add_zero_attn). */
+static pt_tensor *append_key(const mha_ctx *c, pt_tensor *t, const pt_tensor *bias)
+{
+    if (!t)
+        return NULL;
+    int64_t n = pt_shape(t)[0], h = c->num_heads, d = c->embed_dim / h;
+    pt_tensor *col;
+    if (bias) {
+        pt_tensor *bv = pt_view(bias, PT_SHAPE(1, h, 1, d));
+        col = pt_expand(bv, PT_SHAPE(n, h, 1, d));
+        pt_release(bv);
+    } else {
+        col = pt_zeros(PT_SHAPE(n, h, 1, d), pt_dtype_of(t), pt_device_of(t));
+    }
+    pt_tensor *r = pt_cat(2, (const pt_tensor *[]){t, col}, 2);
+    pt_release(col);
+    pt_release(t);
+    return r;
+}
+
+/* Applies a module mask to scores [N, H, L, S']: bool true -> -inf, float added. `shape` is
+ * the mask's broadcast view before padding to S' columns. */
+static pt_tensor *apply_mask(const mha_ctx *c, pt_tensor *scores, const pt_tensor *mask,
+                             int ndim, const int64_t *shape)
+{
+    pt_tensor *m = pad_mask(pt_reshape(mask, ndim, shape), extra_keys(c));
     pt_tensor *r;
     if (pt_dtype_of(mask) == PT_BOOL) {
         r = pt_masked_fill(scores, m, -INFINITY);
@@ -319,10 +373,10 @@ static pt_tensor *attention_weights(pt_module *self, const mha_ctx *c, const mha
     pt_tensor *scores = pt_matmul(qs, kt);
     if (x->mask)
         scores = pt_ndim(x->mask) == 2
-                     ? apply_mask(scores, x->mask, PT_SHAPE(1, 1, x->l, x->s))
-                     : apply_mask(scores, x->mask, PT_SHAPE(x->n, c->num_heads, x->l, x->s));
+                     ? apply_mask(c, scores, x->mask, PT_SHAPE(1, 1, x->l, x->s))
+                     : apply_mask(c, scores, x->mask, PT_SHAPE(x->n, c->num_heads, x->l, x->s));
     if (x->kpm)
-        scores = apply_mask(scores, x->kpm, PT_SHAPE(x->n, 1, 1, x->s));
+        scores = apply_mask(c, scores, x->kpm, PT_SHAPE(x->n, 1, 1, x->s));
     pt_tensor *w = pt_softmax(scores, -1);
     if (pt_nn_is_training(self) && c->dropout > 0.0)
         w = pt_dropout(w, c->dropout, true);
@@ -362,6 +416,14 @@ static pt_status mha_run(pt_module *self, const mha_ctx *c, mha_inputs *x, int n
     if (st != PT_OK)
         return st;
     pt_tensor *qh = split_heads(c, q), *kh = split_heads(c, k), *vh = split_heads(c, v);
+    if (c->add_bias_kv) {
+        kh = append_key(c, kh, pt_nn_param_ref(self, "bias_k"));
+        vh = append_key(c, vh, pt_nn_param_ref(self, "bias_v"));
+    }
+    if (c->add_zero_attn) {
+        kh = append_key(c, kh, NULL);
+        vh = append_key(c, vh, NULL);
+    }
     pt_tensor *w = attention_weights(self, c, x, qh, kh);
     pt_tensor *y = merge_heads(self, c, x, pt_matmul(w, vh));
     if (!x->batched)
