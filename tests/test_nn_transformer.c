@@ -180,6 +180,38 @@ static void test_mha_single_input(void **state)
     pt_nn_free(m);
 }
 
+/* Non-contiguous inputs give the same result; the module converted to float64 agrees with
+ * torch's float32 result to float32 precision. */
+static void test_mha_noncontig_and_float64(void **state)
+{
+    (void)state;
+    pt_module *m = pt_nn_multihead_attention(8, 2, NULL);
+    load_torch_params("mha_bool_masks", m);
+    pt_nn_eval(m);
+    const pt_tensor *in[5], *nc[5];
+    for (int i = 0; i < 5; i++) {
+        char key[8];
+        snprintf(key, sizeof key, "in%d", i);
+        in[i] = fxf("mha_bool_masks", "%s", key);
+        nc[i] = pt_test_noncontig(in[i]);
+        assert_false(pt_is_contiguous(nc[i]));
+    }
+    pt_tensor *a[2], *b[2];
+    assert_int_equal(pt_nn_forward_n(m, 5, in, 2, a), PT_OK);
+    assert_int_equal(pt_nn_forward_n(m, 5, nc, 2, b), PT_OK);
+    assert_tensor_equal(b[0], a[0]);
+    assert_tensor_equal(b[1], a[1]);
+    assert_int_equal(pt_nn_to_dtype(m, PT_FLOAT64), PT_OK);
+    const pt_tensor *in64[5];
+    for (int i = 0; i < 5; i++)
+        in64[i] = i < 3 ? pt_to_dtype(in[i], PT_FLOAT64) : in[i];
+    assert_int_equal(pt_nn_forward_n(m, 5, in64, 2, b), PT_OK);
+    assert_int_equal(pt_dtype_of(b[0]), PT_FLOAT64);
+    assert_tensor_close_any_dtype(b[0], fxf("mha_bool_masks", "%s", "out0"), RTOL, ATOL);
+    assert_tensor_close_any_dtype(b[1], fxf("mha_bool_masks", "%s", "out1"), RTOL, ATOL);
+    pt_nn_free(m);
+}
+
 static void test_mha_init(void **state)
 {
     (void)state;
@@ -248,7 +280,7 @@ static void test_mha_errors(void **state)
     pt_module *m = pt_nn_multihead_attention(8, 2, NULL);
     pt_tensor *q = pt_randn(PT_SHAPE(3, 2, 8), PT_FLOAT32, pt_cpu());
     pt_tensor *k = pt_randn(PT_SHAPE(4, 2, 8), PT_FLOAT32, pt_cpu());
-    pt_tensor *out[2];
+    pt_tensor *out[3];
     pt_tensor *bad = pt_randn(PT_SHAPE(3, 2, 7), PT_FLOAT32, pt_cpu());
     assert_pt_status_error(pt_nn_forward_n(m, 1, (const pt_tensor *[]){bad}, 1, out),
                            PT_ERR_SHAPE, "feature sizes");
@@ -380,6 +412,8 @@ static void test_layer_errors(void **state)
     assert_pt_error(pt_nn_transformer_decoder(pt_nn_transformer_decoder_layer(8, 2, &o), 0,
                                               test_layer_norm(8)),
                     PT_ERR_INVALID_ARG, "num_layers");
+    assert_pt_error(pt_nn_transformer_encoder(NULL, 2, test_layer_norm(8)), PT_ERR_NULL,
+                    "encoder_layer");
     pt_module *enc = pt_nn_transformer_encoder_layer(8, 2, &o);
     pt_tensor *out[1];
     pt_tensor *x = pt_randn(PT_SHAPE(3, 2, 6), PT_FLOAT32, pt_cpu());
@@ -469,6 +503,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_mha_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mha_single_input, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_mha_noncontig_and_float64, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mha_init, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mha_dropout_training, pt_test_setup,
                                         pt_test_teardown),

@@ -321,13 +321,19 @@ static pt_module *make_stack(const char *op, pt_module *layer, int num_layers, p
                              bool decoder)
 {
     const pt_module_def *want = decoder ? &dec_layer_def : &enc_layer_def;
-    if (!layer || layer->def.forward_n != want->forward_n || num_layers < 1) {
+    if (!layer) {
+        pti_null_arg(op, decoder ? "decoder_layer" : "encoder_layer");
+        pt_nn_free(norm);
+        return NULL;
+    }
+    if (layer->def.forward_n != want->forward_n || num_layers < 1) {
+        pti_error(PT_ERR_INVALID_ARG, "%s: needs a %s made by pt_nn_%s and num_layers >= 1 "
+                  "(got %s, %d)", op, want->type_name,
+                  decoder ? "transformer_decoder_layer" : "transformer_encoder_layer",
+                  pt_nn_type_name(layer), num_layers);
         pt_nn_free(layer);
         pt_nn_free(norm);
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: needs a %s made by pt_nn_%s and "
-                              "num_layers >= 1 (got %s, %d)", op, want->type_name,
-                              decoder ? "transformer_decoder_layer" : "transformer_encoder_layer",
-                              layer ? pt_nn_type_name(layer) : "NULL", num_layers);
+        return NULL;
     }
     pt_module **layers = calloc((size_t)num_layers, sizeof(*layers));
     stack_ctx *c = calloc(1, sizeof(*c));
