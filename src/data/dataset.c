@@ -2,6 +2,7 @@
  * ConcatDataset, random_split, and the MNIST / CIFAR-10 image datasets. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data_internal.h"
 
@@ -366,6 +367,33 @@ pt_dataset *pt_mnist_dataset(const char *images_path, const char *labels_path,
         }
     }
     return image_dataset(img, lab, opts);
+}
+
+/* Finds <split>-<what>-<idx>-ubyte in dir under its usual spellings; false when none exists. */
+static bool find_mnist_file(const char *dir, const char *split, const char *what, const char *idx,
+                            char *out, size_t cap)
+{
+    static const char *const patterns[] = {"%s/%s-%s-%s-ubyte", "%s/%s-%s-%s-ubyte.gz",
+                                           "%s/%s-%s.%s-ubyte", "%s/%s-%s.%s-ubyte.gz"};
+    for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+        int n = snprintf(out, cap, patterns[i], dir, split, what, idx);
+        if (n > 0 && (size_t)n < cap && access(out, R_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+pt_dataset *pt_mnist_dataset_dir(const char *dir, bool train, const pt_image_dataset_opts *opts)
+{
+    if (!dir)
+        return pti_error_null(PT_ERR_NULL, "pt_mnist_dataset_dir: dir is NULL");
+    const char *split = train ? "train" : "t10k";
+    char images[4096], labels[4096];
+    if (!find_mnist_file(dir, split, "images", "idx3", images, sizeof(images)) ||
+        !find_mnist_file(dir, split, "labels", "idx1", labels, sizeof(labels)))
+        return pti_error_null(PT_ERR_IO, "pt_mnist_dataset_dir: %s has no %s-images-idx3-ubyte[.gz] "
+                              "and %s-labels-idx1-ubyte[.gz]", dir, split, split);
+    return pt_mnist_dataset(images, labels, opts);
 }
 
 pt_dataset *pt_cifar10_dataset(int n, const char *const *paths,
