@@ -47,7 +47,8 @@ static pt_module *test_layer_norm(int64_t d)
 
 /* ---- the generic case runner ------------------------------------------------------------------- */
 
-/* Names must be torch's, in torch's order; torch's values are copied in (shapes must match). */
+/* Names must be torch's, in torch's order; torch's values are loaded with a strict
+ * pt_nn_load_state_dict keyed by torch's names (so keys and shapes must match). */
 static void load_torch_params(const char *tag, pt_module *m)
 {
     pt_tensor *nb = fxf(tag, "%s", "names");
@@ -56,8 +57,7 @@ static void load_torch_params(const char *tag, pt_module *m)
     char *want = calloc((size_t)len + 1, 1);
     assert_int_equal(pt_copy_to_host(nb, want, (size_t)len), PT_OK);
     const char **names = NULL;
-    pt_tensor **params = NULL;
-    int n = pt_nn_named_parameters(m, &names, &params);
+    int n = pt_nn_named_parameters(m, &names, NULL);
     assert_true(n > 0);
     char *got = calloc(4096, 1);
     for (int i = 0; i < n; i++) {
@@ -66,18 +66,14 @@ static void load_torch_params(const char *tag, pt_module *m)
         strcat(got, names[i]);
     }
     assert_string_equal(got, want);
-    bool prev = pt_set_grad_enabled(false);
-    for (int i = 0; i < n; i++) {
-        pt_tensor *v = fxf(tag, "p.%s", names[i]);
-        assert_non_null(v);
-        assert_int_equal(pt_ndim(v), pt_ndim(params[i]));
-        for (int d = 0; d < pt_ndim(v); d++)
-            assert_int_equal(pt_shape(v)[d], pt_shape(params[i])[d]);
-        assert_int_equal(pt_copy_(params[i], v), PT_OK);
-    }
-    pt_set_grad_enabled(prev);
+    pt_value *sd = pt_value_dict();
+    for (char *name = strtok(want, "\n"); name; name = strtok(NULL, "\n"))
+        assert_int_equal(pt_value_dict_set_str(sd, name, pt_value_tensor(fxf(tag, "p.%s", name))),
+                         PT_OK);
+    if (pt_nn_load_state_dict(m, sd, true) != PT_OK)
+        fail_msg("%s: load_state_dict: %s", tag, pt_last_error());
+    pt_value_free(sd);
     free(names);
-    free(params);
     free(got);
     free(want);
 }
@@ -483,6 +479,28 @@ static void test_positional_encoding_default_and_dropout(void **state)
     pt_nn_free(d);
 }
 
+/* pe is a persistent buffer by default (the tutorial's register_buffer), in the state dict;
+ * persistent = false keeps it out. */
+static void test_positional_encoding_state_dict(void **state)
+{
+    (void)state;
+    pt_positional_encoding_opts o = PT_POSITIONAL_ENCODING_DEFAULTS;
+    o.max_len = 10;
+    pt_module *m = pt_nn_positional_encoding(4, &o);
+    pt_value *sd = pt_nn_state_dict(m);
+    assert_int_equal(pt_value_len(sd), 1);
+    assert_non_null(pt_value_get_str_ref(sd, "pe"));
+    pt_value_free(sd);
+    o.persistent = false;
+    pt_module *np = pt_nn_positional_encoding(4, &o);
+    sd = pt_nn_state_dict(np);
+    assert_int_equal(pt_value_len(sd), 0);
+    pt_value_free(sd);
+    assert_int_equal(pt_nn_named_buffers(np, NULL, NULL), 1);
+    pt_nn_free(m);
+    pt_nn_free(np);
+}
+
 static void test_positional_encoding_errors(void **state)
 {
     (void)state;
@@ -521,6 +539,8 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_default_and_dropout,
                                         pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_positional_encoding_state_dict, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_errors, pt_test_setup,
                                         pt_test_teardown),
     };
