@@ -85,10 +85,10 @@ static void run_case(const char *tag, pt_module *m, bool train)
     assert_non_null(m);
     load_torch_params(tag, m);
     pt_nn_train(m, train);
-    const pt_tensor *in[6] = {NULL};
-    pt_tensor *inputs[6] = {NULL};
+    const pt_tensor *in[8] = {NULL};
+    pt_tensor *inputs[8] = {NULL};
     int n_in = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 8; i++) {
         char key[8];
         snprintf(key, sizeof key, "in%d", i);
         inputs[i] = fxf(tag, "%s", key);
@@ -365,6 +365,46 @@ static void test_stacks_match_torch(void **state)
              false);
 }
 
+static void test_transformer_matches_torch(void **state)
+{
+    (void)state;
+    pt_transformer_layer_opts o = layer_opts();
+    o.activation = PT_TRANSFORMER_GELU;
+    run_case("transformer", pt_nn_transformer(8, 2, 2, 1, &o), false);
+    assert_tensor_equal(pt_nn_transformer_square_subsequent_mask(5), fx_get(fx, "square_mask5"));
+    assert_pt_error(pt_nn_transformer_square_subsequent_mask(-1), PT_ERR_INVALID_ARG, "sz");
+}
+
+/* nn.Transformer re-draws every matrix with xavier_uniform_ (vectors keep their defaults). */
+static void test_transformer_init_and_errors(void **state)
+{
+    (void)state;
+    pt_transformer_layer_opts o = layer_opts();
+    o.dim_feedforward = 32;
+    pt_module *m = pt_nn_transformer(64, 4, 1, 1, &o);
+    assert_non_null(m);
+    pt_tensor *w1 = pt_nn_param_ref(m, "encoder.layers.0.linear1.weight"); /* [32, 64] */
+    assert_true(pt_item(pt_max(pt_abs(w1))) <= sqrt(6.0 / 96.0));
+    assert_true(pt_item(pt_max(pt_abs(w1))) > 0.9 * sqrt(6.0 / 96.0)); /* wider than 1/8 */
+    pt_tensor *ow = pt_nn_param_ref(m, "decoder.layers.0.multihead_attn.out_proj.weight");
+    assert_true(pt_item(pt_max(pt_abs(ow))) > 1.0 / 8.0); /* not Linear's U(-1/8, 1/8) */
+    assert_tensor_equal(pt_nn_param_ref(m, "decoder.norm.weight"),
+                        pt_ones(PT_SHAPE(64), PT_FLOAT32, pt_cpu()));
+    assert_tensor_equal(pt_nn_param_ref(m, "encoder.layers.0.self_attn.in_proj_bias"),
+                        pt_zeros(PT_SHAPE(192), PT_FLOAT32, pt_cpu()));
+    pt_tensor *src = pt_randn(PT_SHAPE(5, 2, 64), PT_FLOAT32, pt_cpu());
+    pt_tensor *tgt = pt_randn(PT_SHAPE(4, 3, 64), PT_FLOAT32, pt_cpu());
+    pt_tensor *out[1];
+    assert_pt_status_error(pt_nn_forward_n(m, 2, (const pt_tensor *[]){src, tgt}, 1, out),
+                           PT_ERR_SHAPE, "batch");
+    pt_tensor *tgt2 = pt_randn(PT_SHAPE(4, 2, 64), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_nn_forward_n(m, 2, (const pt_tensor *[]){src, tgt2}, 1, out), PT_OK);
+    assert_shape(out[0], 4, 2, 64);
+    assert_pt_error(pt_nn_transformer(64, 5, 1, 1, &o), PT_ERR_INVALID_ARG, "nhead");
+    assert_pt_error(pt_nn_transformer(64, 4, 0, 1, &o), PT_ERR_INVALID_ARG, "num_layers");
+    pt_nn_free(m);
+}
+
 /* Every layer of a stack starts as a copy of the given one (PyTorch's deepcopy): equal values,
  * separate tensors. */
 static void test_stack_layers_are_copies(void **state)
@@ -532,6 +572,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decoder_layer_matches_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_stacks_match_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_transformer_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_transformer_init_and_errors, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_stack_layers_are_copies, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_layer_errors, pt_test_setup, pt_test_teardown),

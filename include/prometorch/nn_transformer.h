@@ -1,7 +1,7 @@
 /* PromeTorch nn: attention and transformer modules -- nn.MultiheadAttention,
  * nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.TransformerEncoder,
- * nn.TransformerDecoder, and the sinusoidal PositionalEncoding of "Attention is all you need"
- * (the module of PyTorch's transformer tutorial).
+ * nn.TransformerDecoder, nn.Transformer, and the sinusoidal PositionalEncoding of "Attention is
+ * all you need" (the module of PyTorch's transformer tutorial).
  *
  * Parameter names, shapes, registration order (so named_parameters and state-dict keys) and
  * default initializations are PyTorch's: a state dict saved from the same PyTorch module loads
@@ -123,6 +123,26 @@ PT_API pt_module *pt_nn_transformer_encoder(pt_module *encoder_layer, int num_la
  * memory_key_padding_mask}, out = {output}. */
 PT_API pt_module *pt_nn_transformer_decoder(pt_module *decoder_layer, int num_layers,
                                             pt_module *norm);
+
+/* nn.Transformer(d_model, nhead, num_encoder_layers, num_decoder_layers, ...): children encoder
+ * (a TransformerEncoder of num_encoder_layers layers with a final LayerNorm(d_model,
+ * layer_norm_eps)) and decoder (likewise), so keys are "encoder.layers.0.linear1.weight",
+ * "decoder.norm.bias"... Every parameter with more than one dim is re-drawn with
+ * xavier_uniform_ (PyTorch's _reset_parameters); the others keep their layer defaults.
+ * PyTorch's defaults are d_model 512, nhead 8, 6 and 6 layers, PT_TRANSFORMER_LAYER_DEFAULTS.
+ * forward_n: in = {src, tgt, src_mask, tgt_mask, memory_mask, src_key_padding_mask,
+ * tgt_key_padding_mask, memory_key_padding_mask} (n_in 2..8, masks nullable), out = {output}
+ * (tgt's shape): decoder(tgt, encoder(src, src_mask, src_key_padding_mask), tgt_mask,
+ * memory_mask, tgt_key_padding_mask, memory_key_padding_mask).
+ * Errors: those of the layers; PT_ERR_SHAPE when src and tgt differ in batch size or
+ * feature size. */
+PT_API pt_module *pt_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers,
+                                    int num_decoder_layers, const pt_transformer_layer_opts *opts);
+
+/* nn.Transformer.generate_square_subsequent_mask(sz): a float32 [sz, sz] causal mask, 0 on
+ * and below the diagonal and -inf above it. Returns a new reference; PT_ERR_INVALID_ARG when
+ * sz < 0. */
+PT_API pt_tensor *pt_nn_transformer_square_subsequent_mask(int64_t sz);
 
 /* ---- PositionalEncoding -------------------------------------------------------------------------- */
 

@@ -402,6 +402,113 @@ static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *con
     return finish(st == PT_OK ? x : NULL, out);
 }
 
+/* ---- Transformer ----------------------------------------------------------------------------------- */
+
+static pt_status transformer_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
+                                       int n_out, pt_tensor **out);
+
+static const pt_module_def transformer_def = {
+    .type_name = "Transformer", .forward_n = transformer_forward_n, .free_ctx = free};
+
+/* xavier_uniform_ on every parameter with more than one dim (Transformer._reset_parameters). */
+static pt_status xavier_all(pt_module *m)
+{
+    pt_tensor **ps = NULL;
+    int n = pt_nn_parameters(m, &ps);
+    pt_status st = n < 0 ? pt_last_status() : PT_OK;
+    for (int i = 0; i < n && st == PT_OK; i++) {
+        if (pt_ndim(ps[i]) < 2)
+            continue;
+        /* fan_in = size(1) * receptive field, fan_out = size(0) * receptive field */
+        int64_t rf = 1;
+        for (int d = 2; d < pt_ndim(ps[i]); d++)
+            rf *= pt_shape(ps[i])[d];
+        double fan_in = (double)(pt_shape(ps[i])[1] * rf), fan_out = (double)(pt_shape(ps[i])[0] * rf);
+        double bound = sqrt(6.0 / (fan_in + fan_out));
+        bool prev = pt_set_grad_enabled(false);
+        st = pt_uniform_(ps[i], -bound, bound);
+        pt_set_grad_enabled(prev);
+    }
+    free(ps);
+    return st;
+}
+
+pt_module *pt_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_layers,
+                             int num_decoder_layers, const pt_transformer_layer_opts *opts)
+{
+    static const char op[] = "pt_nn_transformer";
+    pt_transformer_layer_opts o = opts ? *opts : PT_TRANSFORMER_LAYER_DEFAULTS;
+    if (check_layer_opts(op, d_model, nhead, &o) != PT_OK)
+        return NULL;
+    layer_ctx *c = calloc(1, sizeof(*c));
+    if (!c)
+        return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
+    *c = (layer_ctx){.d_model = d_model, .nhead = nhead, .o = o};
+    pt_module *m = pt_nn_module_new(&transformer_def, c);
+    if (!m)
+        return NULL;
+    pt_module *norm = make_norm(c);
+    pt_status st = !norm ? pt_last_status()
+                         : pt_nn_add(m, "encoder",
+                                     make_stack(op, make_layer(op, d_model, nhead, &o, false),
+                                                num_encoder_layers, norm, false));
+    norm = st == PT_OK ? make_norm(c) : NULL;
+    if (st == PT_OK)
+        st = !norm ? pt_last_status()
+                   : pt_nn_add(m, "decoder",
+                               make_stack(op, make_layer(op, d_model, nhead, &o, true),
+                                          num_decoder_layers, norm, true));
+    if (st == PT_OK)
+        st = xavier_all(m);
+    if (st != PT_OK) {
+        pt_nn_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* in = {src, tgt, src_mask, tgt_mask, memory_mask, src_kpm, tgt_kpm, memory_kpm} */
+static pt_status transformer_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
+                                       int n_out, pt_tensor **out)
+{
+    pt_status st = check_counts(self, n_in, 2, 8, n_out);
+    if (st != PT_OK)
+        return st;
+    const pt_tensor *a[8] = {NULL};
+    memcpy(a, in, (size_t)n_in * sizeof(*a));
+    if (!PTI_CHECK_ARG(a[0], "Transformer", "src") || !PTI_CHECK_ARG(a[1], "Transformer", "tgt"))
+        return pt_last_status();
+    const layer_ctx *c = pt_nn_ctx(self);
+    int ns = pt_ndim(a[0]), nt = pt_ndim(a[1]), bdim = c->o.batch_first ? 0 : 1;
+    if (ns != nt || (ns == 3 && pt_shape(a[0])[bdim] != pt_shape(a[1])[bdim]))
+        return pti_error(PT_ERR_SHAPE, "Transformer: the batch number of src and tgt must be "
+                         "equal (src %d-D, tgt %d-D)", ns, nt);
+    if (ns < 1 || pt_shape(a[0])[ns - 1] != c->d_model || pt_shape(a[1])[nt - 1] != c->d_model)
+        return pti_error(PT_ERR_SHAPE, "Transformer: the feature number of src and tgt must be "
+                         "equal to d_model %lld", (long long)c->d_model);
+    pt_tensor *memory = NULL;
+    st = pt_nn_forward_n(pt_nn_child_at(self, 0, NULL), 3,
+                         (const pt_tensor *[]){a[0], a[2], a[5]}, 1, &memory);
+    if (st != PT_OK)
+        return st;
+    st = pt_nn_forward_n(pt_nn_child_at(self, 1, NULL), 6,
+                         (const pt_tensor *[]){a[1], memory, a[3], a[4], a[6], a[7]}, 1, out);
+    pt_release(memory);
+    return st;
+}
+
+pt_tensor *pt_nn_transformer_square_subsequent_mask(int64_t sz)
+{
+    if (sz < 0)
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_transformer_square_subsequent_mask: sz %lld < 0",
+                              (long long)sz);
+    pt_tensor *full = pt_full(PT_SHAPE(sz, sz), -INFINITY, PT_FLOAT32, pt_cpu());
+    pt_tensor *m = pt_triu(full, 1);
+    pt_release(full);
+    return m;
+}
+
 /* ---- PositionalEncoding --------------------------------------------------------------------------- */
 
 typedef struct {
