@@ -23,6 +23,8 @@
 #include "value.h"
 #include "nn.h"
 #include "nn_transformer.h"
+#include "nn_activation.h"
+#include "nn_loss.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
