@@ -26,7 +26,7 @@ static pt_tensor *fxf(const char *tag, const char *fmt, const char *arg)
     return fx_has(fx, key) ? fx_get(fx, key) : NULL;
 }
 
-/* ---- a test-local LayerNorm module (any module can be a stack's final norm) ----------------- */
+/* ---- a test-local LayerNorm module (any module can be a stack's final norm) ------------------ */
 
 static pt_tensor *ln_forward(pt_module *self, const pt_tensor *x)
 {
@@ -45,7 +45,7 @@ static pt_module *test_layer_norm(int64_t d)
     return m;
 }
 
-/* ---- the generic case runner ------------------------------------------------------------------- */
+/* ---- the generic case runner ----------------------------------------------------------------- */
 
 /* Names must be torch's, in torch's order; torch's values are loaded with a strict
  * pt_nn_load_state_dict keyed by torch's names (so keys and shapes must match). */
@@ -131,7 +131,7 @@ static void run_case(const char *tag, pt_module *m, bool train)
     pt_nn_free(m);
 }
 
-/* ---- MultiheadAttention ------------------------------------------------------------------------ */
+/* ---- MultiheadAttention ---------------------------------------------------------------------- */
 
 static pt_module *mha(int64_t e, int64_t h, pt_multihead_attention_opts o)
 {
@@ -141,9 +141,9 @@ static pt_module *mha(int64_t e, int64_t h, pt_multihead_attention_opts o)
 static void test_mha_matches_torch(void **state)
 {
     (void)state;
-    const char *plain[] = {"mha_cross", "mha_self", "mha_noweights", "mha_bool_masks",
-                           "mha_float_mask3d", "mha_float_mask_kpm", "mha_bool_mask3d",
-                           "mha_unbatched"};
+    const char *plain[] = {"mha_cross",       "mha_self",         "mha_noweights",
+                           "mha_bool_masks",  "mha_float_mask3d", "mha_float_mask_kpm",
+                           "mha_bool_mask3d", "mha_unbatched"};
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
         run_case(plain[i], pt_nn_multihead_attention(8, 2, NULL), false);
     run_case("mha_batch_first", mha(8, 2, (pt_multihead_attention_opts){.batch_first = true}),
@@ -155,8 +155,9 @@ static void test_mha_matches_torch(void **state)
     run_case("mha_zero_attn", mha(8, 2, (pt_multihead_attention_opts){.add_zero_attn = true}),
              false);
     run_case("mha_bias_kv_zero_attn",
-             mha(8, 2, (pt_multihead_attention_opts){.add_bias_kv = true, .add_zero_attn = true,
-                                                     .batch_first = true}),
+             mha(8, 2,
+                 (pt_multihead_attention_opts){
+                     .add_bias_kv = true, .add_zero_attn = true, .batch_first = true}),
              false);
 }
 
@@ -260,8 +261,8 @@ static void test_mha_dropout_training(void **state)
     pt_nn_train(m, true);
     assert_int_equal(pt_nn_forward_n(m, 1, (const pt_tensor *[]){x}, 2, out), PT_OK);
     /* per-head weights are 0 or 2x; the average over 2 heads is then no longer row-normalized */
-    double row_sum_dev = pt_item(pt_max(pt_abs(
-        pt_sub_scalar(pt_sum_dim(out[1], PT_DIMS(-1), false), 1.0))));
+    double row_sum_dev =
+        pt_item(pt_max(pt_abs(pt_sub_scalar(pt_sum_dim(out[1], PT_DIMS(-1), false), 1.0))));
     assert_true(row_sum_dev > 0.1);
     assert_false(pt_item(pt_max(pt_abs(pt_sub(out[1], w_eval)))) < 1e-6);
     pt_nn_free(m);
@@ -278,8 +279,8 @@ static void test_mha_errors(void **state)
     pt_tensor *k = pt_randn(PT_SHAPE(4, 2, 8), PT_FLOAT32, pt_cpu());
     pt_tensor *out[3];
     pt_tensor *bad = pt_randn(PT_SHAPE(3, 2, 7), PT_FLOAT32, pt_cpu());
-    assert_pt_status_error(pt_nn_forward_n(m, 1, (const pt_tensor *[]){bad}, 1, out),
-                           PT_ERR_SHAPE, "feature sizes");
+    assert_pt_status_error(pt_nn_forward_n(m, 1, (const pt_tensor *[]){bad}, 1, out), PT_ERR_SHAPE,
+                           "feature sizes");
     pt_tensor *k1 = pt_randn(PT_SHAPE(4, 3, 8), PT_FLOAT32, pt_cpu());
     assert_pt_status_error(pt_nn_forward_n(m, 3, (const pt_tensor *[]){q, k1, k1}, 1, out),
                            PT_ERR_SHAPE, "batch size");
@@ -287,8 +288,8 @@ static void test_mha_errors(void **state)
     assert_pt_status_error(pt_nn_forward_n(m, 3, (const pt_tensor *[]){q, k, v5}, 1, out),
                            PT_ERR_SHAPE, "sequence length");
     pt_tensor *q4 = pt_randn(PT_SHAPE(1, 3, 2, 8), PT_FLOAT32, pt_cpu());
-    assert_pt_status_error(pt_nn_forward_n(m, 1, (const pt_tensor *[]){q4}, 1, out),
-                           PT_ERR_SHAPE, "3-D");
+    assert_pt_status_error(pt_nn_forward_n(m, 1, (const pt_tensor *[]){q4}, 1, out), PT_ERR_SHAPE,
+                           "3-D");
     pt_tensor *mask = pt_zeros(PT_SHAPE(3, 3), PT_BOOL, pt_cpu());
     assert_pt_status_error(
         pt_nn_forward_n(m, 5, (const pt_tensor *[]){q, k, k, NULL, mask}, 1, out), PT_ERR_SHAPE,
@@ -307,7 +308,7 @@ static void test_mha_errors(void **state)
     pt_nn_free(m);
 }
 
-/* ---- transformer layers ------------------------------------------------------------------------- */
+/* ---- transformer layers ---------------------------------------------------------------------- */
 
 static pt_transformer_layer_opts layer_opts(void)
 {
@@ -353,10 +354,10 @@ static void test_stacks_match_torch(void **state)
 {
     (void)state;
     pt_transformer_layer_opts o = layer_opts();
-    run_case("enc_stack",
-             pt_nn_transformer_encoder(pt_nn_transformer_encoder_layer(8, 2, &o), 2,
-                                       test_layer_norm(8)),
-             false);
+    run_case(
+        "enc_stack",
+        pt_nn_transformer_encoder(pt_nn_transformer_encoder_layer(8, 2, &o), 2, test_layer_norm(8)),
+        false);
     pt_transformer_layer_opts nf = o;
     nf.norm_first = true;
     run_case("dec_stack",
@@ -445,16 +446,16 @@ static void test_layer_errors(void **state)
     /* the stacks take only their own layer kind (and free what they were given) */
     assert_pt_error(pt_nn_transformer_encoder(pt_nn_transformer_decoder_layer(8, 2, &o), 2, NULL),
                     PT_ERR_INVALID_ARG, "TransformerEncoderLayer");
-    assert_pt_error(pt_nn_transformer_decoder(pt_nn_transformer_decoder_layer(8, 2, &o), 0,
-                                              test_layer_norm(8)),
-                    PT_ERR_INVALID_ARG, "num_layers");
+    assert_pt_error(
+        pt_nn_transformer_decoder(pt_nn_transformer_decoder_layer(8, 2, &o), 0, test_layer_norm(8)),
+        PT_ERR_INVALID_ARG, "num_layers");
     assert_pt_error(pt_nn_transformer_encoder(NULL, 2, test_layer_norm(8)), PT_ERR_NULL,
                     "encoder_layer");
     pt_module *enc = pt_nn_transformer_encoder_layer(8, 2, &o);
     pt_tensor *out[1];
     pt_tensor *x = pt_randn(PT_SHAPE(3, 2, 6), PT_FLOAT32, pt_cpu());
-    assert_pt_status_error(pt_nn_forward_n(enc, 1, (const pt_tensor *[]){x}, 1, out),
-                           PT_ERR_SHAPE, "d_model");
+    assert_pt_status_error(pt_nn_forward_n(enc, 1, (const pt_tensor *[]){x}, 1, out), PT_ERR_SHAPE,
+                           "d_model");
     assert_pt_error(pt_nn_forward(enc, x), PT_ERR_SHAPE, "src");
     pt_module *dec = pt_nn_transformer_decoder_layer(8, 2, &o);
     pt_tensor *t = pt_randn(PT_SHAPE(3, 2, 8), PT_FLOAT32, pt_cpu());
@@ -465,7 +466,7 @@ static void test_layer_errors(void **state)
     pt_nn_free(dec);
 }
 
-/* ---- PositionalEncoding --------------------------------------------------------------------------- */
+/* ---- PositionalEncoding ---------------------------------------------------------------------- */
 
 static void test_positional_encoding_matches_torch(void **state)
 {
@@ -513,8 +514,7 @@ static void test_positional_encoding_default_and_dropout(void **state)
     pt_tensor *kept = pt_ne_scalar(y, 0.0);
     double frac = pt_item(pt_mean(pt_to_dtype(kept, PT_FLOAT32)));
     assert_true(frac > 0.4 && frac < 0.6);
-    assert_tensor_close(pt_where(kept, pt_mul_scalar(clean, 2.0), pt_zeros_like(y)), y, 1e-6,
-                        1e-6);
+    assert_tensor_close(pt_where(kept, pt_mul_scalar(clean, 2.0), pt_zeros_like(y)), y, 1e-6, 1e-6);
     pt_nn_free(m);
     pt_nn_free(d);
 }
@@ -550,8 +550,8 @@ static void test_positional_encoding_errors(void **state)
     pt_module *m = pt_nn_positional_encoding(8, &o);
     assert_pt_error(pt_nn_forward(m, pt_randn(PT_SHAPE(5, 1, 8), PT_FLOAT32, pt_cpu())),
                     PT_ERR_SHAPE, "max_len");
-    assert_pt_error(pt_nn_forward(m, pt_randn(PT_SHAPE(4, 8), PT_FLOAT32, pt_cpu())),
-                    PT_ERR_SHAPE, "d_model");
+    assert_pt_error(pt_nn_forward(m, pt_randn(PT_SHAPE(4, 8), PT_FLOAT32, pt_cpu())), PT_ERR_SHAPE,
+                    "d_model");
     pt_nn_free(m);
 }
 
@@ -564,8 +564,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mha_noncontig_and_float64, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mha_init, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_mha_dropout_training, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_mha_dropout_training, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mha_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_encoder_layer_matches_torch, pt_test_setup,
                                         pt_test_teardown),
@@ -581,8 +580,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layer_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_matches_torch, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_positional_encoding_default_and_dropout,
-                                        pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_positional_encoding_default_and_dropout, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_state_dict, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_errors, pt_test_setup,

@@ -26,15 +26,15 @@
 extern "C" {
 #endif
 
-/* ---- MultiheadAttention ------------------------------------------------------------------------ */
+/* ---- MultiheadAttention ---------------------------------------------------------------------- */
 
 /* Options of pt_nn_multihead_attention; the zero value is PyTorch's default. */
 typedef struct pt_multihead_attention_opts {
-    double dropout;   /* dropout on the attention weights in training (PyTorch: 0.0) */
-    bool no_bias;     /* bias=False: no in_proj_bias and no out_proj.bias */
-    int64_t kdim;     /* key feature size; 0 = embed_dim */
-    int64_t vdim;     /* value feature size; 0 = embed_dim */
-    bool batch_first; /* inputs and output are [N, L, E] instead of [L, N, E] */
+    double dropout;     /* dropout on the attention weights in training (PyTorch: 0.0) */
+    bool no_bias;       /* bias=False: no in_proj_bias and no out_proj.bias */
+    int64_t kdim;       /* key feature size; 0 = embed_dim */
+    int64_t vdim;       /* value feature size; 0 = embed_dim */
+    bool batch_first;   /* inputs and output are [N, L, E] instead of [L, N, E] */
     bool add_bias_kv;   /* learned bias_k, bias_v [1, 1, E] appended to the keys/values */
     bool add_zero_attn; /* a zero key/value appended (after bias_k/bias_v) */
 } pt_multihead_attention_opts;
@@ -61,7 +61,7 @@ typedef struct pt_multihead_attention_opts {
 PT_API pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
                                             const pt_multihead_attention_opts *opts);
 
-/* ---- transformer layers -------------------------------------------------------------------------- */
+/* ---- transformer layers ---------------------------------------------------------------------- */
 
 /* The feed-forward activation of the transformer layers. */
 typedef enum pt_transformer_activation {
@@ -81,9 +81,11 @@ typedef struct pt_transformer_layer_opts {
     bool bias;                            /* true: biases in the Linears, the LayerNorms and
                                              the attentions (bias=False is PyTorch >= 2.1) */
 } pt_transformer_layer_opts;
-#define PT_TRANSFORMER_LAYER_DEFAULTS                                                          \
-    ((pt_transformer_layer_opts){.dim_feedforward = 2048, .dropout = 0.1,                     \
-                                 .activation = PT_TRANSFORMER_RELU, .layer_norm_eps = 1e-5,    \
+#define PT_TRANSFORMER_LAYER_DEFAULTS                                                              \
+    ((pt_transformer_layer_opts){.dim_feedforward = 2048,                                          \
+                                 .dropout = 0.1,                                                   \
+                                 .activation = PT_TRANSFORMER_RELU,                                \
+                                 .layer_norm_eps = 1e-5,                                           \
                                  .bias = true})
 
 /* nn.TransformerEncoderLayer(d_model, nhead, ...). Children, in PyTorch's order: self_attn
@@ -144,7 +146,7 @@ PT_API pt_module *pt_nn_transformer(int64_t d_model, int64_t nhead, int num_enco
  * sz < 0. */
 PT_API pt_tensor *pt_nn_transformer_square_subsequent_mask(int64_t sz);
 
-/* ---- PositionalEncoding -------------------------------------------------------------------------- */
+/* ---- PositionalEncoding ---------------------------------------------------------------------- */
 
 /* Options of pt_nn_positional_encoding (the tutorial's defaults are not all zero: start from
  * PT_POSITIONAL_ENCODING_DEFAULTS, or pass NULL). */
@@ -156,7 +158,7 @@ typedef struct pt_positional_encoding_opts {
     bool persistent;  /* true (the tutorial's register_buffer): pe is in the state dict;
                          false: a non-persistent buffer (recomputed, not saved) */
 } pt_positional_encoding_opts;
-#define PT_POSITIONAL_ENCODING_DEFAULTS                                                        \
+#define PT_POSITIONAL_ENCODING_DEFAULTS                                                            \
     ((pt_positional_encoding_opts){.max_len = 5000, .dropout = 0.1, .persistent = true})
 
 /* PositionalEncoding(d_model, dropout, max_len) of PyTorch's "Language modeling with

@@ -26,7 +26,7 @@ typedef struct {
  * in_proj_bias (separate), then bias_k, bias_v (found by name); the one child is out_proj. */
 enum { MHA_OUT_PROJ_CHILD = 0 };
 
-/* ---- construction -------------------------------------------------------------------------------- */
+/* ---- construction ---------------------------------------------------------------------------- */
 
 static pt_status mha_forward_n(pt_module *self, int n_in, const pt_tensor *const *in, int n_out,
                                pt_tensor **out);
@@ -103,9 +103,11 @@ static pt_status mha_register(pt_module *m, const mha_ctx *c)
     } else {
         st = add_param(m, "q_proj_weight", uniform_tensor(e, e, xavier_bound(e, e)));
         if (st == PT_OK)
-            st = add_param(m, "k_proj_weight", uniform_tensor(e, c->kdim, xavier_bound(e, c->kdim)));
+            st =
+                add_param(m, "k_proj_weight", uniform_tensor(e, c->kdim, xavier_bound(e, c->kdim)));
         if (st == PT_OK)
-            st = add_param(m, "v_proj_weight", uniform_tensor(e, c->vdim, xavier_bound(e, c->vdim)));
+            st =
+                add_param(m, "v_proj_weight", uniform_tensor(e, c->vdim, xavier_bound(e, c->vdim)));
     }
     if (st == PT_OK && c->bias)
         st = add_param(m, "in_proj_bias", pt_zeros(PT_SHAPE(3 * e), PT_FLOAT32, pt_cpu()));
@@ -130,7 +132,8 @@ pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
                               "multiple of num_heads %lld",
                               (long long)embed_dim, (long long)num_heads);
     if (o->kdim < 0 || o->vdim < 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_multihead_attention: kdim %lld and vdim "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_multihead_attention: kdim %lld and vdim "
                               "%lld must be >= 0 (0 = embed_dim)",
                               (long long)o->kdim, (long long)o->vdim);
     if (!(o->dropout >= 0.0 && o->dropout <= 1.0))
@@ -161,7 +164,7 @@ pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
     return m;
 }
 
-/* ---- forward ------------------------------------------------------------------------------------- */
+/* ---- forward --------------------------------------------------------------------------------- */
 
 /* F.linear(x, w, b) over the last dim of x: [..., in] -> [..., out]. b nullable. */
 static pt_tensor *linear_fn(const pt_tensor *x, const pt_tensor *w, const pt_tensor *b)
@@ -210,11 +213,15 @@ static pt_status mha_check(const mha_ctx *c, mha_inputs *x)
 {
     int qd = pt_ndim(x->q);
     if (qd != 2 && qd != 3)
-        return pti_error(PT_ERR_SHAPE, "MultiheadAttention: query must be 3-D %s or 2-D "
-                         "(unbatched), got %d-D", layout_name(c), qd);
+        return pti_error(PT_ERR_SHAPE,
+                         "MultiheadAttention: query must be 3-D %s or 2-D "
+                         "(unbatched), got %d-D",
+                         layout_name(c), qd);
     if (pt_ndim(x->k) != qd || pt_ndim(x->v) != qd)
-        return pti_error(PT_ERR_SHAPE, "MultiheadAttention: query, key and value must all be "
-                         "%d-D (got %d-D key, %d-D value)", qd, pt_ndim(x->k), pt_ndim(x->v));
+        return pti_error(PT_ERR_SHAPE,
+                         "MultiheadAttention: query, key and value must all be "
+                         "%d-D (got %d-D key, %d-D value)",
+                         qd, pt_ndim(x->k), pt_ndim(x->v));
     x->batched = qd == 3;
     int bdim = c->batch_first ? 0 : 1, sdim = x->batched ? 1 - bdim : 0;
     const int64_t *qs = pt_shape(x->q), *ks = pt_shape(x->k), *vs = pt_shape(x->v);
@@ -222,12 +229,14 @@ static pt_status mha_check(const mha_ctx *c, mha_inputs *x)
     x->l = qs[sdim];
     x->s = ks[sdim];
     if (qs[qd - 1] != c->embed_dim || ks[qd - 1] != c->kdim || vs[qd - 1] != c->vdim)
-        return pti_error(PT_ERR_SHAPE, "MultiheadAttention: feature sizes of query/key/value "
+        return pti_error(PT_ERR_SHAPE,
+                         "MultiheadAttention: feature sizes of query/key/value "
                          "are %lld/%lld/%lld, expected %lld/%lld/%lld",
                          (long long)qs[qd - 1], (long long)ks[qd - 1], (long long)vs[qd - 1],
                          (long long)c->embed_dim, (long long)c->kdim, (long long)c->vdim);
     if (vs[sdim] != x->s || (x->batched && (ks[bdim] != x->n || vs[bdim] != x->n)))
-        return pti_error(PT_ERR_SHAPE, "MultiheadAttention: key and value must have query's "
+        return pti_error(PT_ERR_SHAPE,
+                         "MultiheadAttention: key and value must have query's "
                          "batch size %lld and the same sequence length (key %lld, value %lld)",
                          (long long)x->n, (long long)x->s, (long long)vs[sdim]);
     if (x->kpm) {
@@ -238,8 +247,10 @@ static pt_status mha_check(const mha_ctx *c, mha_inputs *x)
                                    pt_shape(x->kpm)[1] == x->s
                              : pt_ndim(x->kpm) == 1 && pt_shape(x->kpm)[0] == x->s;
         if (!ok)
-            return pti_error(PT_ERR_SHAPE, "MultiheadAttention: key_padding_mask must be [%lld, "
-                             "%lld] (N, S)%s", (long long)x->n, (long long)x->s,
+            return pti_error(PT_ERR_SHAPE,
+                             "MultiheadAttention: key_padding_mask must be [%lld, "
+                             "%lld] (N, S)%s",
+                             (long long)x->n, (long long)x->s,
                              x->batched ? "" : " or [S] for unbatched input");
     }
     if (x->mask) {
@@ -252,7 +263,8 @@ static pt_status mha_check(const mha_ctx *c, mha_inputs *x)
         bool ok = (md == 2 && ms[0] == x->l && ms[1] == x->s) ||
                   (md == 3 && ms[0] == b && ms[1] == x->l && ms[2] == x->s);
         if (!ok)
-            return pti_error(PT_ERR_SHAPE, "MultiheadAttention: attn_mask must be [%lld, %lld] "
+            return pti_error(PT_ERR_SHAPE,
+                             "MultiheadAttention: attn_mask must be [%lld, %lld] "
                              "(L, S) or [%lld, %lld, %lld] (N*num_heads, L, S), got %d-D",
                              (long long)x->l, (long long)x->s, (long long)b, (long long)x->l,
                              (long long)x->s, md);
@@ -294,8 +306,8 @@ static pt_tensor *split_heads(const mha_ctx *c, const pt_tensor *t)
     const int64_t *s = pt_shape(t);
     int64_t h = c->num_heads, d = c->embed_dim / h;
     pt_tensor *v = pt_view(t, PT_SHAPE(s[0], s[1], h, d));
-    pt_tensor *p = c->batch_first ? pt_permute(v, PT_DIMS(0, 2, 1, 3))
-                                  : pt_permute(v, PT_DIMS(1, 2, 0, 3));
+    pt_tensor *p =
+        c->batch_first ? pt_permute(v, PT_DIMS(0, 2, 1, 3)) : pt_permute(v, PT_DIMS(1, 2, 0, 3));
     pt_release(v);
     return p;
 }
@@ -346,8 +358,8 @@ static pt_tensor *append_key(const mha_ctx *c, pt_tensor *t, const pt_tensor *bi
 
 /* Applies a module mask to scores [N, H, L, S']: bool true -> -inf, float added. `shape` is
  * the mask's broadcast view before padding to S' columns. */
-static pt_tensor *apply_mask(const mha_ctx *c, pt_tensor *scores, const pt_tensor *mask,
-                             int ndim, const int64_t *shape)
+static pt_tensor *apply_mask(const mha_ctx *c, pt_tensor *scores, const pt_tensor *mask, int ndim,
+                             const int64_t *shape)
 {
     pt_tensor *m = pad_mask(pt_reshape(mask, ndim, shape), extra_keys(c));
     pt_tensor *r;
@@ -449,9 +461,11 @@ static pt_status mha_forward_n(pt_module *self, int n_in, const pt_tensor *const
 {
     const mha_ctx *c = pt_nn_ctx(self);
     if (n_in < 1 || n_in > 5 || n_out > 2)
-        return pti_error(PT_ERR_INVALID_ARG, "MultiheadAttention: takes 1 to 5 inputs (query, "
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "MultiheadAttention: takes 1 to 5 inputs (query, "
                          "key, value, key_padding_mask, attn_mask) and gives 1 or 2 outputs "
-                         "(got %d and %d)", n_in, n_out);
+                         "(got %d and %d)",
+                         n_in, n_out);
     mha_inputs x = {
         .q = in[0],
         .k = n_in > 1 && in[1] ? in[1] : in[0],

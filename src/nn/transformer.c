@@ -17,7 +17,7 @@
 #include "module_internal.h"
 #include "tf_standin.h" /* TEMPORARY: nn_layers.h */
 
-/* ---- layer configuration -------------------------------------------------------------------------- */
+/* ---- layer configuration --------------------------------------------------------------------- */
 
 typedef struct {
     int64_t d_model, nhead;
@@ -26,10 +26,29 @@ typedef struct {
 } layer_ctx;
 
 /* Child indices, in registration (PyTorch) order. */
-enum { ENC_SELF_ATTN, ENC_LINEAR1, ENC_DROPOUT, ENC_LINEAR2, ENC_NORM1, ENC_NORM2, ENC_DROPOUT1,
-       ENC_DROPOUT2 };
-enum { DEC_SELF_ATTN, DEC_MHA, DEC_LINEAR1, DEC_DROPOUT, DEC_LINEAR2, DEC_NORM1, DEC_NORM2,
-       DEC_NORM3, DEC_DROPOUT1, DEC_DROPOUT2, DEC_DROPOUT3 };
+enum {
+    ENC_SELF_ATTN,
+    ENC_LINEAR1,
+    ENC_DROPOUT,
+    ENC_LINEAR2,
+    ENC_NORM1,
+    ENC_NORM2,
+    ENC_DROPOUT1,
+    ENC_DROPOUT2
+};
+enum {
+    DEC_SELF_ATTN,
+    DEC_MHA,
+    DEC_LINEAR1,
+    DEC_DROPOUT,
+    DEC_LINEAR2,
+    DEC_NORM1,
+    DEC_NORM2,
+    DEC_NORM3,
+    DEC_DROPOUT1,
+    DEC_DROPOUT2,
+    DEC_DROPOUT3
+};
 
 static pt_status enc_layer_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
                                      int n_out, pt_tensor **out);
@@ -51,8 +70,10 @@ static pt_status check_layer_opts(const char *op, int64_t d_model, int64_t nhead
                                   const pt_transformer_layer_opts *o)
 {
     if (d_model <= 0 || nhead <= 0 || d_model % nhead != 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: d_model %lld must be a positive multiple of "
-                         "nhead %lld", op, (long long)d_model, (long long)nhead);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: d_model %lld must be a positive multiple of "
+                         "nhead %lld",
+                         op, (long long)d_model, (long long)nhead);
     if (o->dim_feedforward <= 0)
         return pti_error(PT_ERR_INVALID_ARG, "%s: dim_feedforward %lld must be positive", op,
                          (long long)o->dim_feedforward);
@@ -93,7 +114,8 @@ static pt_status add_layer_children(pt_module *m, const layer_ctx *c)
         st = pt_nn_add(m, "dropout", pt_nn_dropout(p));
     if (st == PT_OK)
         st = pt_nn_add(m, "linear2", pt_nn_linear(ff, d, c->o.bias));
-    const char *norms[] = {"norm1", "norm2", "norm3"}, *drops[] = {"dropout1", "dropout2", "dropout3"};
+    const char *norms[] = {"norm1", "norm2", "norm3"},
+               *drops[] = {"dropout1", "dropout2", "dropout3"};
     int n = c->decoder ? 3 : 2;
     for (int i = 0; i < n && st == PT_OK; i++)
         st = pt_nn_add(m, norms[i], make_norm(c));
@@ -132,7 +154,7 @@ pt_module *pt_nn_transformer_decoder_layer(int64_t d_model, int64_t nhead,
     return make_layer("pt_nn_transformer_decoder_layer", d_model, nhead, opts, true);
 }
 
-/* ---- layer forward -------------------------------------------------------------------------------- */
+/* ---- layer forward --------------------------------------------------------------------------- */
 
 /* Every helper below works inside the forward's scope: temporaries are left to it. */
 
@@ -179,8 +201,7 @@ static pt_tensor *sublayer(pt_module *self, int which, const pt_tensor *x, const
     case 0:
         return attn_block(self, ENC_SELF_ATTN, dec ? DEC_DROPOUT1 : ENC_DROPOUT1, x, x, a->mask,
                           a->kpm);
-    case 1:
-        return attn_block(self, DEC_MHA, DEC_DROPOUT2, x, a->memory, a->mask, a->kpm);
+    case 1: return attn_block(self, DEC_MHA, DEC_DROPOUT2, x, a->memory, a->mask, a->kpm);
     default:
         return dec ? ff_block(self, DEC_LINEAR1, DEC_DROPOUT, DEC_LINEAR2, DEC_DROPOUT3, x)
                    : ff_block(self, ENC_LINEAR1, ENC_DROPOUT, ENC_LINEAR2, ENC_DROPOUT2, x);
@@ -206,14 +227,15 @@ static pt_status check_layer_input(const pt_module *self, const pt_tensor *x, co
         return pt_last_status();
     int nd = pt_ndim(x);
     if ((nd != 2 && nd != 3) || pt_shape(x)[nd - 1] != c->d_model)
-        return pti_error(PT_ERR_SHAPE, "%s: %s must be %s with E = d_model = %lld (or [L, E] "
-                         "unbatched), got %d-D with last dim %lld", pt_nn_type_name(self), what,
-                         c->o.batch_first ? "[N, L, E]" : "[L, N, E]", (long long)c->d_model, nd,
-                         nd > 0 ? (long long)pt_shape(x)[nd - 1] : 0LL);
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: %s must be %s with E = d_model = %lld (or [L, E] "
+                         "unbatched), got %d-D with last dim %lld",
+                         pt_nn_type_name(self), what, c->o.batch_first ? "[N, L, E]" : "[L, N, E]",
+                         (long long)c->d_model, nd, nd > 0 ? (long long)pt_shape(x)[nd - 1] : 0LL);
     return PT_OK;
 }
 
-/* Runs body inside a scope, keeping its result as out[0]. */
+/* Ends the scope opened by a forward, keeping y (NULL on failure) as out[0]. */
 static pt_status finish(pt_tensor *y, pt_tensor **out)
 {
     pt_status st = y ? PT_OK : pt_last_status();
@@ -228,8 +250,10 @@ static pt_status finish(pt_tensor *y, pt_tensor **out)
 static pt_status check_counts(const pt_module *self, int n_in, int min_in, int max_in, int n_out)
 {
     if (n_in < min_in || n_in > max_in || n_out != 1)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: takes %d to %d inputs and gives 1 output (got "
-                         "%d and %d)", pt_nn_type_name(self), min_in, max_in, n_in, n_out);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: takes %d to %d inputs and gives 1 output (got "
+                         "%d and %d)",
+                         pt_nn_type_name(self), min_in, max_in, n_in, n_out);
     return PT_OK;
 }
 
@@ -272,14 +296,14 @@ static pt_status dec_layer_forward_n(pt_module *self, int n_in, const pt_tensor 
     return finish(x, out);
 }
 
-/* ---- TransformerEncoder / TransformerDecoder --------------------------------------------------- */
+/* ---- TransformerEncoder / TransformerDecoder ------------------------------------------------- */
 
 typedef struct {
     bool decoder, has_norm;
 } stack_ctx;
 
-static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
-                                 int n_out, pt_tensor **out);
+static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *const *in, int n_out,
+                                 pt_tensor **out);
 
 static const pt_module_def enc_stack_def = {
     .type_name = "TransformerEncoder", .forward_n = stack_forward_n, .free_ctx = free};
@@ -327,8 +351,10 @@ static pt_module *make_stack(const char *op, pt_module *layer, int num_layers, p
         return NULL;
     }
     if (layer->def.forward_n != want->forward_n || num_layers < 1) {
-        pti_error(PT_ERR_INVALID_ARG, "%s: needs a %s made by pt_nn_%s and num_layers >= 1 "
-                  "(got %s, %d)", op, want->type_name,
+        pti_error(PT_ERR_INVALID_ARG,
+                  "%s: needs a %s made by pt_nn_%s and num_layers >= 1 "
+                  "(got %s, %d)",
+                  op, want->type_name,
                   decoder ? "transformer_decoder_layer" : "transformer_encoder_layer",
                   pt_nn_type_name(layer), num_layers);
         pt_nn_free(layer);
@@ -337,8 +363,8 @@ static pt_module *make_stack(const char *op, pt_module *layer, int num_layers, p
     }
     pt_module **layers = calloc((size_t)num_layers, sizeof(*layers));
     stack_ctx *c = calloc(1, sizeof(*c));
-    pt_module *m = c && layers ? pt_nn_module_new(decoder ? &dec_stack_def : &enc_stack_def, c)
-                               : NULL;
+    pt_module *m =
+        c && layers ? pt_nn_module_new(decoder ? &dec_stack_def : &enc_stack_def, c) : NULL;
     if (!m) {
         if (!c || !layers)
             pti_error(PT_ERR_OOM, "%s: out of memory", op);
@@ -379,8 +405,8 @@ pt_module *pt_nn_transformer_decoder(pt_module *decoder_layer, int num_layers, p
 /* Encoder in = {src, mask, src_key_padding_mask}; decoder in = {tgt, memory, tgt_mask,
  * memory_mask, tgt_key_padding_mask, memory_key_padding_mask}. Each layer gets the same
  * masks (and memory); the running input replaces in[0]. */
-static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
-                                 int n_out, pt_tensor **out)
+static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *const *in, int n_out,
+                                 pt_tensor **out)
 {
     const stack_ctx *c = pt_nn_ctx(self);
     pt_status st = check_counts(self, n_in, c->decoder ? 2 : 1, c->decoder ? 6 : 3, n_out);
@@ -402,7 +428,7 @@ static pt_status stack_forward_n(pt_module *self, int n_in, const pt_tensor *con
     return finish(st == PT_OK ? x : NULL, out);
 }
 
-/* ---- Transformer ----------------------------------------------------------------------------------- */
+/* ---- Transformer ----------------------------------------------------------------------------- */
 
 static pt_status transformer_forward_n(pt_module *self, int n_in, const pt_tensor *const *in,
                                        int n_out, pt_tensor **out);
@@ -423,7 +449,8 @@ static pt_status xavier_all(pt_module *m)
         int64_t rf = 1;
         for (int d = 2; d < pt_ndim(ps[i]); d++)
             rf *= pt_shape(ps[i])[d];
-        double fan_in = (double)(pt_shape(ps[i])[1] * rf), fan_out = (double)(pt_shape(ps[i])[0] * rf);
+        double fan_in = (double)(pt_shape(ps[i])[1] * rf),
+               fan_out = (double)(pt_shape(ps[i])[0] * rf);
         double bound = sqrt(6.0 / (fan_in + fan_out));
         bool prev = pt_set_grad_enabled(false);
         st = pt_uniform_(ps[i], -bound, bound);
@@ -481,14 +508,18 @@ static pt_status transformer_forward_n(pt_module *self, int n_in, const pt_tenso
     const layer_ctx *c = pt_nn_ctx(self);
     int ns = pt_ndim(a[0]), nt = pt_ndim(a[1]), bdim = c->o.batch_first ? 0 : 1;
     if (ns != nt || (ns == 3 && pt_shape(a[0])[bdim] != pt_shape(a[1])[bdim]))
-        return pti_error(PT_ERR_SHAPE, "Transformer: the batch number of src and tgt must be "
-                         "equal (src %d-D, tgt %d-D)", ns, nt);
+        return pti_error(PT_ERR_SHAPE,
+                         "Transformer: the batch number of src and tgt must be "
+                         "equal (src %d-D, tgt %d-D)",
+                         ns, nt);
     if (ns < 1 || pt_shape(a[0])[ns - 1] != c->d_model || pt_shape(a[1])[nt - 1] != c->d_model)
-        return pti_error(PT_ERR_SHAPE, "Transformer: the feature number of src and tgt must be "
-                         "equal to d_model %lld", (long long)c->d_model);
+        return pti_error(PT_ERR_SHAPE,
+                         "Transformer: the feature number of src and tgt must be "
+                         "equal to d_model %lld",
+                         (long long)c->d_model);
     pt_tensor *memory = NULL;
-    st = pt_nn_forward_n(pt_nn_child_at(self, 0, NULL), 3,
-                         (const pt_tensor *[]){a[0], a[2], a[5]}, 1, &memory);
+    st = pt_nn_forward_n(pt_nn_child_at(self, 0, NULL), 3, (const pt_tensor *[]){a[0], a[2], a[5]},
+                         1, &memory);
     if (st != PT_OK)
         return st;
     st = pt_nn_forward_n(pt_nn_child_at(self, 1, NULL), 6,
@@ -509,7 +540,7 @@ pt_tensor *pt_nn_transformer_square_subsequent_mask(int64_t sz)
     return m;
 }
 
-/* ---- PositionalEncoding --------------------------------------------------------------------------- */
+/* ---- PositionalEncoding ---------------------------------------------------------------------- */
 
 typedef struct {
     int64_t d_model, max_len;
@@ -559,7 +590,8 @@ pt_module *pt_nn_positional_encoding(int64_t d_model, const pt_positional_encodi
 {
     pt_positional_encoding_opts o = opts ? *opts : PT_POSITIONAL_ENCODING_DEFAULTS;
     if (d_model <= 0 || o.max_len <= 0 || !(o.dropout >= 0.0 && o.dropout <= 1.0))
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_positional_encoding: d_model %lld and "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_positional_encoding: d_model %lld and "
                               "max_len %lld must be positive and dropout %g in [0, 1]",
                               (long long)d_model, (long long)o.max_len, o.dropout);
     pe_ctx *c = calloc(1, sizeof(*c));
@@ -589,12 +621,12 @@ static pt_tensor *pe_forward(pt_module *self, const pt_tensor *x)
         return NULL;
     int sdim = c->batch_first ? 1 : 0;
     if (pt_ndim(x) != 3 || pt_shape(x)[2] != c->d_model || pt_shape(x)[sdim] > c->max_len)
-        return pti_error_null(PT_ERR_SHAPE, "PositionalEncoding: x must be %s with E = d_model = "
+        return pti_error_null(PT_ERR_SHAPE,
+                              "PositionalEncoding: x must be %s with E = d_model = "
                               "%lld and L <= max_len = %lld",
                               c->batch_first ? "[N, L, E]" : "[L, N, E]", (long long)c->d_model,
                               (long long)c->max_len);
-    pt_tensor *pe = pt_narrow(pt_nn_direct_buffer_ref(self, 0, NULL), sdim, 0,
-                              pt_shape(x)[sdim]);
+    pt_tensor *pe = pt_narrow(pt_nn_direct_buffer_ref(self, 0, NULL), sdim, 0, pt_shape(x)[sdim]);
     pt_tensor *y = pt_add(x, pe);
     pt_release(pe);
     pt_tensor *r = pt_dropout(y, c->dropout, pt_nn_is_training(self));
