@@ -431,6 +431,29 @@ static void test_stack_layers_are_copies(void **state)
     pt_nn_free(enc);
 }
 
+/* Training mode applies the dropouts (default p = 0.1): outputs differ from eval mode and are
+ * reproducible from the seed. */
+static void test_layer_dropout_training(void **state)
+{
+    (void)state;
+    pt_module *m = pt_nn_transformer_decoder_layer(8, 2, NULL); /* PyTorch's defaults */
+    assert_non_null(m);
+    assert_shape(pt_nn_param_ref(m, "linear1.weight"), 2048, 8);
+    pt_tensor *t = pt_randn(PT_SHAPE(6, 2, 8), PT_FLOAT32, pt_cpu());
+    pt_tensor *mem = pt_randn(PT_SHAPE(4, 2, 8), PT_FLOAT32, pt_cpu());
+    const pt_tensor *in[2] = {t, mem};
+    pt_tensor *a, *b, *e;
+    pt_manual_seed(5);
+    assert_int_equal(pt_nn_forward_n(m, 2, in, 1, &a), PT_OK);
+    pt_manual_seed(5);
+    assert_int_equal(pt_nn_forward_n(m, 2, in, 1, &b), PT_OK);
+    assert_tensor_equal(b, a);
+    pt_nn_eval(m);
+    assert_int_equal(pt_nn_forward_n(m, 2, in, 1, &e), PT_OK);
+    assert_true(pt_item(pt_max(pt_abs(pt_sub(a, e)))) > 1e-3);
+    pt_nn_free(m);
+}
+
 static void test_layer_errors(void **state)
 {
     (void)state;
@@ -576,6 +599,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_transformer_init_and_errors, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_stack_layers_are_copies, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_layer_dropout_training, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_layer_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_positional_encoding_matches_torch, pt_test_setup,
