@@ -26,23 +26,9 @@ static pt_tensor *fxf(const char *tag, const char *fmt, const char *arg)
     return fx_has(fx, key) ? fx_get(fx, key) : NULL;
 }
 
-/* ---- a test-local LayerNorm module (any module can be a stack's final norm) ------------------ */
-
-static pt_tensor *ln_forward(pt_module *self, const pt_tensor *x)
-{
-    pt_tensor *w = pt_nn_param_ref(self, "weight");
-    return pt_layer_norm(x, 1, &pt_shape(w)[0], w, pt_nn_param_ref(self, "bias"), 1e-5);
-}
-
 static pt_module *test_layer_norm(int64_t d)
 {
-    static const pt_module_def def = {.type_name = "LayerNorm", .forward = ln_forward};
-    pt_module *m = pt_nn_module_new(&def, NULL);
-    pt_tensor *w = pt_ones(PT_SHAPE(d), PT_FLOAT32, pt_cpu());
-    pt_tensor *b = pt_zeros(PT_SHAPE(d), PT_FLOAT32, pt_cpu());
-    assert_int_equal(pt_nn_register_parameter(m, "weight", w), PT_OK);
-    assert_int_equal(pt_nn_register_parameter(m, "bias", b), PT_OK);
-    return m;
+    return pt_nn_layer_norm(1, &d);
 }
 
 /* ---- the generic case runner ----------------------------------------------------------------- */

@@ -13,7 +13,7 @@
 #include "prometorch/prometorch.h"
 #include "prometorch/nn_transformer.h"
 #include "../core/internal.h"
-#include "tf_standin.h" /* TEMPORARY: nn_layers.h */
+#include "prometorch/nn_layers.h"
 
 typedef struct {
     int64_t embed_dim, num_heads, kdim, vdim;
@@ -37,23 +37,13 @@ static const pt_module_def mha_def = {
     .free_ctx = free, /* no extra_repr: PyTorch prints only the out_proj child */
 };
 
-/* A fresh [rows, cols] float32 tensor drawn from U(-bound, bound). */
-static pt_tensor *uniform_tensor(int64_t rows, int64_t cols, double bound)
+/* A fresh float32 tensor of the given shape initialized by xavier_uniform_ (uniform) or
+ * xavier_normal_ (PyTorch's fans: [out, in] -> in, out; [1, 1, E] -> E, E). */
+static pt_tensor *xavier_tensor(int ndim, const int64_t *shape, bool uniform)
 {
-    pt_tensor *t = cols > 0 ? pt_empty(PT_SHAPE(rows, cols), PT_FLOAT32, pt_cpu())
-                            : pt_empty(PT_SHAPE(rows), PT_FLOAT32, pt_cpu());
-    if (t && pt_uniform_(t, -bound, bound) != PT_OK) {
-        pt_release(t);
-        return NULL;
-    }
-    return t;
-}
-
-/* A fresh [1, 1, e] float32 tensor drawn from N(0, std^2). */
-static pt_tensor *normal_tensor(int64_t e, double std)
-{
-    pt_tensor *t = pt_empty(PT_SHAPE(1, 1, e), PT_FLOAT32, pt_cpu());
-    if (t && pt_normal_(t, 0.0, std) != PT_OK) {
+    pt_tensor *t = pt_empty(ndim, shape, PT_FLOAT32, pt_cpu());
+    pt_status st = uniform ? pt_nn_init_xavier_uniform_(t, 1.0) : pt_nn_init_xavier_normal_(t, 1.0);
+    if (st != PT_OK) {
         pt_release(t);
         return NULL;
     }
@@ -70,23 +60,13 @@ static pt_status add_param(pt_module *m, const char *name, pt_tensor *t)
     return st;
 }
 
-/* xavier_uniform_ bound of a [fan_out, fan_in] weight. */
-static double xavier_bound(int64_t fan_out, int64_t fan_in)
-{
-    return sqrt(6.0 / (double)(fan_in + fan_out));
-}
-
 /* out_proj: a Linear(E, E) whose weight keeps Linear's default init, bias zeroed (PyTorch's
  * _reset_parameters). PyTorch calls F.linear with these parameters directly, and so do we. */
 static pt_module *make_out_proj(int64_t e, bool bias)
 {
     pt_module *lin = pt_nn_linear(e, e, bias);
     if (lin && bias) {
-        pt_tensor *b = pt_nn_param_ref(lin, "bias");
-        bool prev = pt_set_grad_enabled(false);
-        pt_status st = b ? pt_fill_(b, 0.0) : pt_last_status();
-        pt_set_grad_enabled(prev);
-        if (st != PT_OK) {
+        if (pt_nn_init_zeros_(pt_nn_param_ref(lin, "bias")) != PT_OK) {
             pt_nn_free(lin);
             return NULL;
         }
@@ -99,23 +79,20 @@ static pt_status mha_register(pt_module *m, const mha_ctx *c)
     int64_t e = c->embed_dim;
     pt_status st;
     if (c->packed) {
-        st = add_param(m, "in_proj_weight", uniform_tensor(3 * e, e, xavier_bound(3 * e, e)));
+        st = add_param(m, "in_proj_weight", xavier_tensor(PT_SHAPE(3 * e, e), true));
     } else {
-        st = add_param(m, "q_proj_weight", uniform_tensor(e, e, xavier_bound(e, e)));
+        st = add_param(m, "q_proj_weight", xavier_tensor(PT_SHAPE(e, e), true));
         if (st == PT_OK)
-            st =
-                add_param(m, "k_proj_weight", uniform_tensor(e, c->kdim, xavier_bound(e, c->kdim)));
+            st = add_param(m, "k_proj_weight", xavier_tensor(PT_SHAPE(e, c->kdim), true));
         if (st == PT_OK)
-            st =
-                add_param(m, "v_proj_weight", uniform_tensor(e, c->vdim, xavier_bound(e, c->vdim)));
+            st = add_param(m, "v_proj_weight", xavier_tensor(PT_SHAPE(e, c->vdim), true));
     }
     if (st == PT_OK && c->bias)
         st = add_param(m, "in_proj_bias", pt_zeros(PT_SHAPE(3 * e), PT_FLOAT32, pt_cpu()));
-    /* xavier_normal_ of a [1, 1, E] tensor: fan_in = fan_out = E, std = sqrt(2 / 2E) */
     if (st == PT_OK && c->add_bias_kv)
-        st = add_param(m, "bias_k", normal_tensor(e, sqrt(1.0 / (double)e)));
+        st = add_param(m, "bias_k", xavier_tensor(PT_SHAPE(1, 1, e), false));
     if (st == PT_OK && c->add_bias_kv)
-        st = add_param(m, "bias_v", normal_tensor(e, sqrt(1.0 / (double)e)));
+        st = add_param(m, "bias_v", xavier_tensor(PT_SHAPE(1, 1, e), false));
     if (st == PT_OK)
         st = pt_nn_add(m, "out_proj", make_out_proj(e, c->bias));
     return st;

@@ -15,7 +15,7 @@
 #include "prometorch/nn_transformer.h"
 #include "../core/internal.h"
 #include "module_internal.h"
-#include "tf_standin.h" /* TEMPORARY: nn_layers.h */
+#include "prometorch/nn_layers.h"
 
 /* ---- layer configuration --------------------------------------------------------------------- */
 
@@ -442,20 +442,9 @@ static pt_status xavier_all(pt_module *m)
     pt_tensor **ps = NULL;
     int n = pt_nn_parameters(m, &ps);
     pt_status st = n < 0 ? pt_last_status() : PT_OK;
-    for (int i = 0; i < n && st == PT_OK; i++) {
-        if (pt_ndim(ps[i]) < 2)
-            continue;
-        /* fan_in = size(1) * receptive field, fan_out = size(0) * receptive field */
-        int64_t rf = 1;
-        for (int d = 2; d < pt_ndim(ps[i]); d++)
-            rf *= pt_shape(ps[i])[d];
-        double fan_in = (double)(pt_shape(ps[i])[1] * rf),
-               fan_out = (double)(pt_shape(ps[i])[0] * rf);
-        double bound = sqrt(6.0 / (fan_in + fan_out));
-        bool prev = pt_set_grad_enabled(false);
-        st = pt_uniform_(ps[i], -bound, bound);
-        pt_set_grad_enabled(prev);
-    }
+    for (int i = 0; i < n && st == PT_OK; i++)
+        if (pt_ndim(ps[i]) > 1)
+            st = pt_nn_init_xavier_uniform_(ps[i], 1.0);
     free(ps);
     return st;
 }

@@ -1,0 +1,214 @@
+/* torch.optim.NAdam (1.13 single-tensor math; 1.13 has no maximize option), fused float32 CPU
+ * pass + generic path:
+ *
+ *   t += 1;  g += weight_decay * p
+ *   mu = beta1 (1 - 0.5 * 0.96^(t md));  mu' = beta1 (1 - 0.5 * 0.96^((t + 1) md))
+ *   mu_product *= mu   (a float32 scalar tensor in torch, rounded as such here)
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
+ *   denom = sqrt(v / (1 - beta2^t)) + eps
+ *   p -= lr (1 - mu) / (1 - mu_product) * g / denom
+ *   p -= lr mu' / (1 - mu_product mu mu') * m / denom */
+#include <math.h>
+#include <stddef.h>
+
+#include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define OPT_HAVE_AVX2 1
+#define AVX2_FN __attribute__((target("avx2")))
+#endif
+
+enum { BUF_EXP_AVG, BUF_EXP_AVG_SQ };
+enum { SCALAR_MU_PRODUCT };
+
+static const pti_hparam nadam_hparams[] = {
+    {"lr", PTI_HP_FLOAT, offsetof(pt_nadam_opts, lr)},
+    {"betas", PTI_HP_PAIR, offsetof(pt_nadam_opts, betas)},
+    {"eps", PTI_HP_FLOAT, offsetof(pt_nadam_opts, eps)},
+    {"weight_decay", PTI_HP_NUMBER, offsetof(pt_nadam_opts, weight_decay)},
+    {"momentum_decay", PTI_HP_FLOAT, offsetof(pt_nadam_opts, momentum_decay)},
+    {"foreach", PTI_HP_NONE, 0},
+};
+
+static const pti_state_entry nadam_state[] = {
+    {"step", PTI_ST_STEP_TENSOR, 0},
+    {"mu_product", PTI_ST_SCALAR, SCALAR_MU_PRODUCT},
+    {"exp_avg", PTI_ST_BUF, BUF_EXP_AVG},
+    {"exp_avg_sq", PTI_ST_BUF, BUF_EXP_AVG_SQ},
+};
+
+static pt_status nadam_check(const char *op, const void *opts)
+{
+    const pt_nadam_opts *o = opts;
+    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "epsilon value", o->eps);
+    if (st == PT_OK)
+        st = pti_optim_check_beta(op, 0, o->betas[0]);
+    if (st == PT_OK)
+        st = pti_optim_check_beta(op, 1, o->betas[1]);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "momentum_decay value", o->momentum_decay);
+    return st;
+}
+
+static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p,
+                            pti_param_state *s)
+{
+    (void)o, (void)opts;
+    s->step = 0.0;
+    s->scalar[SCALAR_MU_PRODUCT] = 1.0;
+    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
+    s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
+    return s->buf[BUF_EXP_AVG] && s->buf[BUF_EXP_AVG_SQ] ? PT_OK : pt_last_status();
+}
+
+typedef struct nadam_ctx {
+    float *p, *m, *v;
+    const float *g;
+    float wd, b1, one_b1, b2, one_b2, bc2, eps, coef_g, coef_m;
+    bool has_wd;
+} nadam_ctx;
+
+static void nadam_range(void *vctx, int64_t begin, int64_t end)
+{
+    const nadam_ctx *c = vctx;
+    for (int64_t i = begin; i < end; i++) {
+        float g = c->g[i];
+        float p = c->p[i];
+        if (c->has_wd)
+            g = g + c->wd * p;
+        float m = c->m[i] * c->b1 + c->one_b1 * g;
+        float v = c->v[i] * c->b2 + c->one_b2 * g * g;
+        c->m[i] = m;
+        c->v[i] = v;
+        float denom = sqrtf(v / c->bc2) + c->eps;
+        p = p + c->coef_g * g / denom;
+        c->p[i] = p + c->coef_m * m / denom;
+    }
+}
+
+#ifdef OPT_HAVE_AVX2
+/* nadam_range 8 lanes at a time with the same float operations; the tail goes through it. */
+AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
+{
+    const nadam_ctx *c = vctx;
+    float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v;
+    const float *restrict G = c->g;
+    const __m256 wd = _mm256_set1_ps(c->wd), b1 = _mm256_set1_ps(c->b1);
+    const __m256 one_b1 = _mm256_set1_ps(c->one_b1), b2 = _mm256_set1_ps(c->b2);
+    const __m256 one_b2 = _mm256_set1_ps(c->one_b2), bc2 = _mm256_set1_ps(c->bc2);
+    const __m256 eps = _mm256_set1_ps(c->eps), coef_g = _mm256_set1_ps(c->coef_g);
+    const __m256 coef_m = _mm256_set1_ps(c->coef_m);
+    const bool has_wd = c->has_wd;
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256 p = _mm256_loadu_ps(P + i);
+        __m256 g = _mm256_loadu_ps(G + i);
+        if (has_wd)
+            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
+        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1),
+                                 _mm256_mul_ps(one_b1, g));
+        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
+                                 _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
+        _mm256_storeu_ps(M + i, m);
+        _mm256_storeu_ps(V + i, v);
+        __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(v, bc2)), eps);
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_g, g), denom));
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_m, m), denom));
+        _mm256_storeu_ps(P + i, p);
+    }
+    nadam_range(vctx, i, end);
+}
+#endif
+
+static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_tensor *g,
+                               pt_tensor *m, pt_tensor *v, double bc2, double coef_g,
+                               double coef_m)
+{
+    pt_tensor *d = pti_optim_generic_grad(p, g, false, o->weight_decay);
+    if (!d)
+        return pt_last_status();
+    pt_tensor *denom = NULL;
+    pt_status st = pt_mul_scalar_(m, o->betas[0]);
+    if (st == PT_OK)
+        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
+    if (st == PT_OK)
+        st = pt_mul_scalar_(v, o->betas[1]);
+    if (st == PT_OK)
+        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - o->betas[1]));
+    if (st == PT_OK && !(denom = pt_div_scalar(v, bc2)))
+        st = pt_last_status();
+    if (st == PT_OK)
+        st = pt_sqrt_(denom);
+    if (st == PT_OK)
+        st = pt_add_scalar_(denom, o->eps);
+    if (st == PT_OK)
+        st = pti_optim_assign(p, pt_addcdiv(p, d, denom, coef_g));
+    if (st == PT_OK)
+        st = pti_optim_assign(p, pt_addcdiv(p, m, denom, coef_m));
+    pt_release(denom);
+    pt_release(d);
+    return st;
+}
+
+static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                              pti_param_state *s)
+{
+    (void)opt;
+    const pt_nadam_opts *o = opts;
+    s->step += 1.0;
+    double t = s->step, b1 = o->betas[0];
+    double bc2 = 1.0 - pow(o->betas[1], t);
+    double mu = b1 * (1.0 - 0.5 * pow(0.96, t * o->momentum_decay));
+    double mu_next = b1 * (1.0 - 0.5 * pow(0.96, (t + 1.0) * o->momentum_decay));
+    /* torch keeps mu_product in a float32 tensor: each product rounds to float */
+    float mu_product = (float)s->scalar[SCALAR_MU_PRODUCT] * (float)mu;
+    float mu_product_next = mu_product * (float)mu * (float)mu_next;
+    s->scalar[SCALAR_MU_PRODUCT] = mu_product;
+    double coef_g = -o->lr * (1.0 - mu) / (1.0 - (double)mu_product);
+    double coef_m = -o->lr * mu_next / (1.0 - (double)mu_product_next);
+    pt_tensor *m = s->buf[BUF_EXP_AVG], *v = s->buf[BUF_EXP_AVG_SQ];
+    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+        return nadam_generic(o, p, g, m, v, bc2, coef_g, coef_m);
+    nadam_ctx c = {
+        .p = pti_data(p), .m = pti_data(m), .v = pti_data(v), .g = pti_data(g),
+        .wd = (float)o->weight_decay, .b1 = (float)b1, .one_b1 = (float)(1.0 - b1),
+        .b2 = (float)o->betas[1], .one_b2 = (float)(1.0 - o->betas[1]), .bc2 = (float)bc2,
+        .eps = (float)o->eps, .coef_g = (float)coef_g, .coef_m = (float)coef_m,
+        .has_wd = o->weight_decay != 0.0,
+    };
+    pti_range_fn fn = nadam_range;
+#ifdef OPT_HAVE_AVX2
+    if (pti_cpu_has_avx2())
+        fn = nadam_range_avx2;
+#endif
+    pti_optim_parallel(p->numel, fn, &c);
+    return PT_OK;
+}
+
+static const pti_optim_def nadam_def = {
+    .name = "NAdam",
+    .opts_size = sizeof(pt_nadam_opts),
+    .n_hparams = (int)(sizeof(nadam_hparams) / sizeof(nadam_hparams[0])),
+    .hparams = nadam_hparams,
+    .n_state = (int)(sizeof(nadam_state) / sizeof(nadam_state[0])),
+    .state = nadam_state,
+    .check_opts = nadam_check,
+    .init_state = nadam_init,
+    .update = nadam_update,
+};
+
+pt_optim *pt_optim_nadam(pt_module *m, pt_nadam_opts o)
+{
+    return pti_optim_new_module(&nadam_def, "pt_optim_nadam", m, &o);
+}
+
+pt_optim *pt_optim_nadam_params(int n, pt_tensor *const *params, pt_nadam_opts o)
+{
+    return pti_optim_new(&nadam_def, "pt_optim_nadam", n, params, &o);
+}
