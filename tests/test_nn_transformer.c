@@ -417,6 +417,33 @@ static void test_stack_layers_are_copies(void **state)
     pt_nn_free(enc);
 }
 
+/* bias = false (PyTorch >= 2.1's bias=False): no bias in the Linears, LayerNorms and attention. */
+static void test_layer_without_bias(void **state)
+{
+    (void)state;
+    pt_transformer_layer_opts o = layer_opts();
+    o.bias = false;
+    pt_module *m = pt_nn_transformer_encoder_layer(8, 2, &o);
+    const char **names = NULL;
+    int n = pt_nn_named_parameters(m, &names, NULL);
+    const char *want[] = {"self_attn.in_proj_weight",
+                          "self_attn.out_proj.weight",
+                          "linear1.weight",
+                          "linear2.weight",
+                          "norm1.weight",
+                          "norm2.weight"};
+    assert_int_equal(n, 6);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(names[i], want[i]);
+    free(names);
+    pt_tensor *x = pt_randn(PT_SHAPE(3, 2, 8), PT_FLOAT32, pt_cpu());
+    assert_shape(pt_nn_forward(m, x), 3, 2, 8);
+    char *repr = pt_nn_to_string(m);
+    assert_non_null(strstr(repr, "(linear1): Linear(in_features=8, out_features=16, bias=False)"));
+    free(repr);
+    pt_nn_free(m);
+}
+
 /* Training mode applies the dropouts (default p = 0.1): outputs differ from eval mode and are
  * reproducible from the seed. */
 static void test_layer_dropout_training(void **state)
@@ -586,6 +613,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_stack_layers_are_copies, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_layer_without_bias, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_layer_dropout_training, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_layer_errors, pt_test_setup, pt_test_teardown),
