@@ -3,7 +3,7 @@
  * output projection and the head-averaged weights -- the math of PyTorch's
  * F.multi_head_attention_forward, composed of public ops so autograd and every backend work.
  *
- * Shapes (B = batch N, H = heads, D = head dim, L = target length, S = source length):
+ * Shapes (N = batch, H = heads, D = E / H head dim, L = target length, S = source length):
  * query [L, N, E] (or [N, L, E] batch_first) -> q [N, H, L, D]; scores [N, H, L, S];
  * output [L, N, E]; weights [N, L, S]. Unbatched [L, E] inputs run as a batch of one. */
 #include <math.h>
@@ -164,7 +164,7 @@ static pt_tensor *linear_fn(const pt_tensor *x, const pt_tensor *w, const pt_ten
     return y;
 }
 
-/* The inputs after the shape checks: every tensor batched [., ., F] in the module's layout. */
+/* The forward's inputs (masks nullable) and sizes; batched is false for [L, E] inputs. */
 typedef struct {
     const pt_tensor *q, *k, *v, *kpm, *mask;
     bool batched;
@@ -385,7 +385,8 @@ static pt_tensor *merge_heads(pt_module *self, const mha_ctx *c, const mha_input
     return linear_fn(merged, pt_nn_param_ref(op, "weight"), b);
 }
 
-/* Unbatched inputs are processed as a batch of one in the batch_first layout. */
+/* Unbatched inputs are processed as a batch of one (batch dim inserted where the module's
+ * layout has it). */
 static const pt_tensor *batch_of_one(const mha_ctx *c, const pt_tensor *t)
 {
     return t ? pt_unsqueeze(t, c->batch_first ? 0 : 1) : NULL;
