@@ -117,6 +117,29 @@ static void check_repr(const char *c, const pt_module *m)
     free(want);
 }
 
+/* For stateless modules (no buffers): the first step's output again from non-contiguous copies
+ * of the inputs (in the first step's mode). */
+static void check_noncontig(const char *c, pt_module *m)
+{
+    if (pt_nn_named_buffers(m, NULL, NULL) != 0)
+        return;
+    pt_nn_train(m, pt_test_get(getf("%s.train", c), 0) != 0);
+    int nin = (int)pt_item(getf("%s.nin", c));
+    pt_tensor *in[2] = {NULL, NULL};
+    for (int j = 0; j < nin; j++)
+        in[j] = pt_test_noncontig(getf("%s.x0.%d", c, j));
+    pt_tensor *y = NULL;
+    pt_no_grad_begin();
+    if (nin == 1)
+        y = pt_nn_forward(m, in[0]);
+    else
+        pt_nn_forward_n(m, nin, (const pt_tensor *const *)in, 1, &y);
+    pt_no_grad_end();
+    if (!y)
+        fail_msg("%s: forward on non-contiguous input failed: %s", c, pt_last_error());
+    assert_tensor_close(y, getf("%s.y0", c), RTOL, ATOL);
+}
+
 /* Runs every step of case c on m and compares outputs, gradients and final buffers. Frees m. */
 static void run_case(const char *c, pt_module *m)
 {
@@ -125,6 +148,7 @@ static void run_case(const char *c, pt_module *m)
     check_repr(c, m);
     pt_tensor **params;
     int np = check_members(c, m, &params);
+    check_noncontig(c, m);
     pt_tensor *train = getf("%s.train", c);
     int64_t steps = pt_numel(train);
     int nin = (int)pt_item(getf("%s.nin", c));
@@ -198,6 +222,10 @@ static void test_conv_layers(void **state)
     run_case("conv2d_reflect", pt_nn_conv2d_ex(2, 3, (const int64_t[]){3, 3}, &refl));
     pt_nn_conv_opts repl = {.stride = {2, 2}, .padding = {1, 1}, .padding_mode = "replicate"};
     run_case("conv2d_replicate", pt_nn_conv2d_ex(2, 2, (const int64_t[]){3, 3}, &repl));
+    pt_nn_conv_opts sr = {.padding_type = PT_CONV_PADDING_SAME, .padding_mode = "reflect"};
+    run_case("conv2d_same_reflect", pt_nn_conv2d_ex(2, 2, (const int64_t[]){3, 4}, &sr));
+    pt_nn_conv_opts r1 = {.padding = {2}, .padding_mode = "replicate"};
+    run_case("conv1d_replicate", pt_nn_conv1d_ex(2, 3, 3, &r1));
     run_case("conv1d", pt_nn_conv1d(3, 4, 3, 2, 1, true));
     pt_nn_conv_opts c1 = {.dilation = {2}, .groups = 2, .no_bias = true};
     run_case("conv1d_ex", pt_nn_conv1d_ex(4, 2, 2, &c1));
@@ -372,6 +400,39 @@ static void test_batch_norm_counts_and_eval(void **state)
     pt_nn_free(bn);
 }
 
+/* module.to(float64) converts parameters and running stats (not num_batches_tracked); the
+ * layers then run in float64 and agree with the float32 results. */
+static void test_layers_in_float64(void **state)
+{
+    (void)state;
+    pt_manual_seed(5);
+    pt_module *bn = pt_nn_batch_norm2d(3), *lin = pt_nn_linear(12, 4, true);
+    pt_module *conv = pt_nn_conv2d(3, 3, 3, 1, 1, true);
+    pt_module *seq = pt_nn_sequential(3, (pt_module *[]){conv, bn, pt_nn_flatten(2, -1)});
+    pt_tensor *x = pt_randn(PT_SHAPE(2, 3, 2, 2), PT_FLOAT32, pt_cpu());
+    pt_tensor *y32 = pt_nn_forward(seq, x);
+    pt_tensor *rm32 = pt_clone(pt_nn_buffer_ref(bn, "running_mean"));
+    pt_tensor *z32 = pt_nn_forward(lin, pt_reshape(y32, PT_SHAPE(2, 12)));
+    assert_int_equal(pt_nn_to_dtype(seq, PT_FLOAT64), PT_OK);
+    assert_int_equal(pt_nn_to_dtype(lin, PT_FLOAT64), PT_OK);
+    /* undo the first step's running-stat update and count so both runs start alike */
+    pt_no_grad_begin();
+    pt_fill_(pt_nn_buffer_ref(bn, "running_mean"), 0.0);
+    pt_fill_(pt_nn_buffer_ref(bn, "running_var"), 1.0);
+    pt_fill_(pt_nn_buffer_ref(bn, "num_batches_tracked"), 0.0);
+    pt_no_grad_end();
+    assert_int_equal(pt_dtype_of(pt_nn_buffer_ref(bn, "num_batches_tracked")), PT_INT64);
+    assert_int_equal(pt_dtype_of(pt_nn_buffer_ref(bn, "running_var")), PT_FLOAT64);
+    pt_tensor *y64 = pt_nn_forward(seq, pt_to_dtype(x, PT_FLOAT64));
+    assert_int_equal(pt_dtype_of(y64), PT_FLOAT64);
+    assert_tensor_close_any_dtype(y64, y32, 1e-4, 1e-5);
+    assert_tensor_close_any_dtype(pt_nn_buffer_ref(bn, "running_mean"), rm32, 1e-4, 1e-6);
+    pt_tensor *z64 = pt_nn_forward(lin, pt_reshape(y64, PT_SHAPE(2, 12)));
+    assert_tensor_close_any_dtype(z64, z32, 1e-4, 1e-5);
+    pt_nn_free(seq);
+    pt_nn_free(lin);
+}
+
 static void test_repr_strings(void **state)
 {
     (void)state;
@@ -506,6 +567,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dropout_modes, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_counts_and_eval, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_layers_in_float64, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_repr_strings, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_constructor_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_forward_errors, pt_test_setup, pt_test_teardown),

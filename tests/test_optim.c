@@ -12,7 +12,8 @@ static pt_fixture *fx;
 
 #define STEPS 20
 
-/* ---- the problem: loss = mean((x W^T + b - y)^2) + 0.05 sum(W^3) ------------------------------ */
+/* ---- the problem: loss = mean((x W^T + b - y)^2) + 0.05 sum(W^3) ------------------------------
+ */
 
 typedef struct problem {
     pt_tensor *W, *b, *x, *y;
@@ -30,7 +31,10 @@ static problem problem_new_dtype(pt_dtype dt)
     return pr;
 }
 
-static problem problem_new(void) { return problem_new_dtype(PT_FLOAT32); }
+static problem problem_new(void)
+{
+    return problem_new_dtype(PT_FLOAT32);
+}
 
 static pt_status problem_backward(problem *pr)
 {
@@ -63,7 +67,11 @@ static pt_optim *adam_two(pt_tensor *W, pt_tensor *b, pt_adam_opts o, double lr_
     return opt;
 }
 
-#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
+#define PARAMS(W, b)                                                                               \
+    2, (pt_tensor *const[])                                                                        \
+    {                                                                                              \
+        W, b                                                                                       \
+    }
 
 static pt_optim *mk_sgd_plain(pt_tensor *W, pt_tensor *b)
 {
@@ -157,8 +165,11 @@ static pt_optim *mk_adagrad_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_adagrad_decay_init_wd(pt_tensor *W, pt_tensor *b)
 {
-    pt_adagrad_opts o = {.lr = 0.2, .lr_decay = 0.05, .initial_accumulator_value = 0.3,
-                         .weight_decay = 0.1, .eps = 1e-6};
+    pt_adagrad_opts o = {.lr = 0.2,
+                         .lr_decay = 0.05,
+                         .initial_accumulator_value = 0.3,
+                         .weight_decay = 0.1,
+                         .eps = 1e-6};
     return pt_optim_adagrad_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_adagrad_maximize_two_groups(pt_tensor *W, pt_tensor *b)
@@ -176,8 +187,8 @@ static pt_optim *mk_adadelta_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_adadelta_rho_wd_maximize(pt_tensor *W, pt_tensor *b)
 {
-    pt_adadelta_opts o = {.lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1,
-                          .maximize = true};
+    pt_adadelta_opts o = {
+        .lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1, .maximize = true};
     return pt_optim_adadelta_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_adadelta_two_groups(pt_tensor *W, pt_tensor *b)
@@ -297,7 +308,10 @@ static void run_case_dtype(const optim_case *c, pt_dtype dt)
     pt_release(pr.b);
 }
 
-static void run_case(const optim_case *c) { run_case_dtype(c, PT_FLOAT32); }
+static void run_case(const optim_case *c)
+{
+    run_case_dtype(c, PT_FLOAT32);
+}
 
 static void test_trajectories_match_torch(void **state)
 {
@@ -320,9 +334,9 @@ static void test_trajectories_float64(void **state)
 {
     (void)state;
     static const char *const names[] = {
-        "sgd_nesterov_maximize", "adam_wd_amsgrad", "adamw_default",
+        "sgd_nesterov_maximize",        "adam_wd_amsgrad",       "adamw_default",
         "rmsprop_centered_momentum_wd", "adagrad_decay_init_wd", "adadelta_default",
-        "adamax_wd_maximize", "nadam_wd_decay",
+        "adamax_wd_maximize",           "nadam_wd_decay",
     };
     for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++)
         for (size_t i = 0; i < N_CASES; i++)
@@ -486,7 +500,8 @@ static void test_step_closure(void **state)
     pt_release(pr.b);
 }
 
-/* ---- state dicts ------------------------------------------------------------------------------ */
+/* ---- state dicts ------------------------------------------------------------------------------
+ */
 
 /* Renders a value the way tests/fixtures/gen/optim.py's render() does. */
 static void render(const pt_value *v, char *buf, size_t cap, size_t *pos)
@@ -860,8 +875,8 @@ static void test_closure_error_aborts_step(void **state)
     pt_optim *opt = pt_optim_sgd_params(PARAMS(pr.W, pr.b), (pt_sgd_opts){.lr = 0.1});
     assert_int_equal(problem_backward(&pr), PT_OK);
     pt_tensor *W0 = pt_clone(pr.W);
-    assert_pt_status_error(pt_optim_step_closure(opt, failing_closure, NULL, NULL),
-                           PT_ERR_RUNTIME, "closure reported an error");
+    assert_pt_status_error(pt_optim_step_closure(opt, failing_closure, NULL, NULL), PT_ERR_RUNTIME,
+                           "closure reported an error");
     assert_tensor_equal(pr.W, W0);
     pt_optim_free(opt);
     pt_release(W0);
@@ -869,7 +884,8 @@ static void test_closure_error_aborts_step(void **state)
     pt_release(pr.b);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------ */
+/* ---- errors ------------------------------------------------------------------------------------
+ */
 
 static void test_constructor_errors(void **state)
 {
@@ -904,8 +920,7 @@ static void test_constructor_errors(void **state)
     assert_pt_status_error(pt_optim_add_param_group(opt, 1, &pr.W, NULL), PT_ERR_INVALID_ARG,
                            "more than one parameter group");
     assert_int_equal(pt_optim_num_groups(opt), 1);
-    assert_pt_status_error(pt_optim_step_closure(opt, NULL, NULL, NULL), PT_ERR_NULL,
-                           "closure");
+    assert_pt_status_error(pt_optim_step_closure(opt, NULL, NULL, NULL), PT_ERR_NULL, "closure");
     pt_optim_free(opt);
     pt_optim_free(NULL);
     pt_release(nonleaf);

@@ -34,7 +34,8 @@ PT_API pt_module *pt_nn_linear(int64_t in, int64_t out, bool bias);
  * y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]. */
 PT_API pt_module *pt_nn_bilinear(int64_t in1, int64_t in2, int64_t out, bool bias);
 
-/* nn.Identity(): returns its input (a new reference to the same tensor). */
+/* nn.Identity(): returns its input as an alias (a new tensor object viewing the same data,
+ * passing gradients through; PyTorch returns the input object itself). */
 PT_API pt_module *pt_nn_identity(void);
 
 /* nn.Flatten(start_dim, end_dim) (PyTorch's defaults are 1, -1): pt_flatten on the input. */
@@ -44,8 +45,8 @@ PT_API pt_module *pt_nn_flatten(int64_t start_dim, int64_t end_dim);
  * sizes is copied. */
 PT_API pt_module *pt_nn_unflatten(int64_t dim, int n, const int64_t *sizes);
 
-/* nn.Dropout(p) (PyTorch's default p = 0.5): pt_dropout in training mode, the input itself
- * in eval mode. Error unless 0 <= p <= 1. */
+/* nn.Dropout(p) (PyTorch's default p = 0.5): pt_dropout in training mode, an alias of the
+ * input in eval mode. Error unless 0 <= p <= 1. inplace=True is not offered. */
 PT_API pt_module *pt_nn_dropout(double p);
 
 /* ---- convolution ----------------------------------------------------------------------------- */

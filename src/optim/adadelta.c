@@ -103,7 +103,8 @@ AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
         _mm256_storeu_ps(SQ + i, sq);
         __m256 std = _mm256_sqrt_ps(_mm256_add_ps(sq, eps));
         __m256 acc = _mm256_loadu_ps(ACC + i);
-        __m256 delta = _mm256_mul_ps(_mm256_div_ps(_mm256_sqrt_ps(_mm256_add_ps(acc, eps)), std), g);
+        __m256 delta =
+            _mm256_mul_ps(_mm256_div_ps(_mm256_sqrt_ps(_mm256_add_ps(acc, eps)), std), g);
         acc = _mm256_add_ps(_mm256_mul_ps(acc, rho),
                             _mm256_mul_ps(_mm256_mul_ps(one_rho, delta), delta));
         _mm256_storeu_ps(ACC + i, acc);
@@ -147,8 +148,8 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     return st;
 }
 
-static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p,
-                                 const pt_tensor *g, pti_param_state *s)
+static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                                 pti_param_state *s)
 {
     (void)opt;
     const pt_adadelta_opts *o = opts;
@@ -157,9 +158,16 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p,
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return adadelta_generic(o, p, g, sq, acc);
     adadelta_ctx c = {
-        .p = pti_data(p), .sq = pti_data(sq), .acc = pti_data(acc), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .rho = (float)o->rho, .one_rho = (float)(1.0 - o->rho),
-        .eps = (float)o->eps, .neg_lr = (float)-o->lr, .maximize = o->maximize,
+        .p = pti_data(p),
+        .sq = pti_data(sq),
+        .acc = pti_data(acc),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .rho = (float)o->rho,
+        .one_rho = (float)(1.0 - o->rho),
+        .eps = (float)o->eps,
+        .neg_lr = (float)-o->lr,
+        .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
     pti_range_fn fn = adadelta_range;

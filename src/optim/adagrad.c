@@ -48,8 +48,7 @@ static pt_status adagrad_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status adagrad_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                              pti_param_state *s)
+static pt_status adagrad_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o;
     s->step = 0.0;
@@ -132,9 +131,14 @@ static pt_status adagrad_update(pt_optim *opt, const void *opts, pt_tensor *p, c
     if (!pti_optim_fast_ok(p, g, 1, &s->buf[0]))
         return adagrad_generic(o, p, g, s->buf[0], clr);
     adagrad_ctx c = {
-        .p = pti_data(p), .sum = pti_data(s->buf[0]), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .eps = (float)o->eps, .neg_clr = (float)-clr,
-        .maximize = o->maximize, .has_wd = o->weight_decay != 0.0,
+        .p = pti_data(p),
+        .sum = pti_data(s->buf[0]),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .eps = (float)o->eps,
+        .neg_clr = (float)-clr,
+        .maximize = o->maximize,
+        .has_wd = o->weight_decay != 0.0,
     };
     pti_range_fn fn = adagrad_range;
 #ifdef OPT_HAVE_AVX2

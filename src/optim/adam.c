@@ -72,8 +72,7 @@ static pt_status adam_init_bufs(const pt_tensor *p, bool amsgrad, pti_param_stat
     s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
     if (amsgrad)
         s->buf[BUF_MAX_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    if (!s->buf[BUF_EXP_AVG] || !s->buf[BUF_EXP_AVG_SQ] ||
-        (amsgrad && !s->buf[BUF_MAX_EXP_AVG_SQ]))
+    if (!s->buf[BUF_EXP_AVG] || !s->buf[BUF_EXP_AVG_SQ] || (amsgrad && !s->buf[BUF_MAX_EXP_AVG_SQ]))
         return pt_last_status();
     return PT_OK;
 }
@@ -121,8 +120,7 @@ static void adam_range(void *vctx, int64_t begin, int64_t end)
 #ifdef ADAM_HAVE_AVX2
 /* The same float operations as adam_range, 8 lanes at a time (no FMA contraction, so results
  * equal the scalar loop's); the tail goes through adam_range. */
-__attribute__((target("avx2"))) static void adam_range_avx2(void *vctx, int64_t begin,
-                                                           int64_t end)
+__attribute__((target("avx2"))) static void adam_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adam_ctx *c = vctx;
     float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v, *restrict VM = c->vmax;
@@ -149,8 +147,8 @@ __attribute__((target("avx2"))) static void adam_range_avx2(void *vctx, int64_t 
         _mm256_storeu_ps(V + i, v);
         if (VM) {
             __m256 vm = _mm256_loadu_ps(VM + i);
-            __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, vm, _CMP_GT_OQ),
-                                       _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            __m256 take =
+                _mm256_or_ps(_mm256_cmp_ps(v, vm, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
             vm = _mm256_blendv_ps(vm, v, take);
             _mm256_storeu_ps(VM + i, vm);
             v = vm;
@@ -175,8 +173,7 @@ static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor 
         st = pt_mul_scalar_(p, 1.0 - a->lr * a->weight_decay);
     if (st != PT_OK)
         return st;
-    pt_tensor *d = pti_optim_generic_grad(p, g, a->maximize,
-                                          a->decoupled ? 0.0 : a->weight_decay);
+    pt_tensor *d = pti_optim_generic_grad(p, g, a->maximize, a->decoupled ? 0.0 : a->weight_decay);
     if (!d)
         return pt_last_status();
     st = pt_mul_scalar_(m, a->beta1);
@@ -203,8 +200,7 @@ static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor 
     return st;
 }
 
-static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g,
-                          pti_param_state *s)
+static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g, pti_param_state *s)
 {
     s->step += 1.0;
     double bc1 = 1.0 - pow(a->beta1, s->step);
@@ -214,17 +210,26 @@ static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g,
     pt_tensor *bufs[3] = {s->buf[0], s->buf[1], a->amsgrad ? s->buf[2] : NULL};
     if (a->amsgrad && !bufs[2])
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: amsgrad was turned on after the "
-                         "first step; the state has no max_exp_avg_sq");
+                                             "first step; the state has no max_exp_avg_sq");
     if (!pti_optim_fast_ok(p, g, 3, bufs))
         return adam_generic(a, p, g, s, bc2_sqrt, step_size);
     adam_ctx c = {
-        .p = pti_data(p), .m = pti_data(bufs[0]), .v = pti_data(bufs[1]),
-        .vmax = bufs[2] ? pti_data(bufs[2]) : NULL, .g = pti_data(g),
-        .wd = (float)a->weight_decay, .decay_mul = 1.0f,
-        .b1 = (float)a->beta1, .one_b1 = (float)(1.0 - a->beta1),
-        .b2 = (float)a->beta2, .one_b2 = (float)(1.0 - a->beta2),
-        .bc2_sqrt = (float)bc2_sqrt, .eps = (float)a->eps, .neg_step_size = (float)-step_size,
-        .maximize = a->maximize, .has_wd = !a->decoupled && a->weight_decay != 0.0,
+        .p = pti_data(p),
+        .m = pti_data(bufs[0]),
+        .v = pti_data(bufs[1]),
+        .vmax = bufs[2] ? pti_data(bufs[2]) : NULL,
+        .g = pti_data(g),
+        .wd = (float)a->weight_decay,
+        .decay_mul = 1.0f,
+        .b1 = (float)a->beta1,
+        .one_b1 = (float)(1.0 - a->beta1),
+        .b2 = (float)a->beta2,
+        .one_b2 = (float)(1.0 - a->beta2),
+        .bc2_sqrt = (float)bc2_sqrt,
+        .eps = (float)a->eps,
+        .neg_step_size = (float)-step_size,
+        .maximize = a->maximize,
+        .has_wd = !a->decoupled && a->weight_decay != 0.0,
     };
     if (a->decoupled)
         c.decay_mul = (float)(1.0 - a->lr * a->weight_decay);
@@ -242,8 +247,8 @@ static pt_status adam_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
 {
     (void)opt;
     const pt_adam_opts *o = opts;
-    adam_args a = {o->lr, o->betas[0], o->betas[1], o->eps, o->weight_decay,
-                   o->amsgrad, o->maximize, false};
+    adam_args a = {o->lr,           o->betas[0], o->betas[1], o->eps,
+                   o->weight_decay, o->amsgrad,  o->maximize, false};
     return adam_run(&a, p, g, s);
 }
 
@@ -288,8 +293,7 @@ static pt_status adamw_check(const char *op, const void *opts)
     return adam_check_common(op, o->lr, o->betas, o->eps, o->weight_decay);
 }
 
-static pt_status adamw_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status adamw_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o;
     return adam_init_bufs(p, ((const pt_adamw_opts *)opts)->amsgrad, s);
@@ -300,8 +304,8 @@ static pt_status adamw_update(pt_optim *opt, const void *opts, pt_tensor *p, con
 {
     (void)opt;
     const pt_adamw_opts *o = opts;
-    adam_args a = {o->lr, o->betas[0], o->betas[1], o->eps, o->weight_decay,
-                   o->amsgrad, o->maximize, true};
+    adam_args a = {o->lr,           o->betas[0], o->betas[1], o->eps,
+                   o->weight_decay, o->amsgrad,  o->maximize, true};
     return adam_run(&a, p, g, s);
 }
 

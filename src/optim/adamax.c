@@ -48,8 +48,7 @@ static pt_status adamax_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status adamax_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                             pti_param_state *s)
+static pt_status adamax_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
     s->step = 0.0;
@@ -101,14 +100,14 @@ AVX2_FN static void adamax_range_avx2(void *vctx, int64_t begin, int64_t end)
         __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
         if (has_wd)
             g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1),
-                                 _mm256_mul_ps(one_b1, g));
+        __m256 m =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(one_b1, g));
         _mm256_storeu_ps(M + i, m);
         __m256 a = _mm256_mul_ps(_mm256_loadu_ps(U + i), b2);
         __m256 b = _mm256_add_ps(_mm256_and_ps(g, absmask), eps);
         /* max propagating NaN: a if a is NaN or a > b, else b (b NaN stays b) */
-        __m256 take_a = _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q),
-                                     _mm256_cmp_ps(a, b, _CMP_GT_OQ));
+        __m256 take_a =
+            _mm256_or_ps(_mm256_cmp_ps(a, a, _CMP_UNORD_Q), _mm256_cmp_ps(a, b, _CMP_GT_OQ));
         __m256 u = _mm256_blendv_ps(b, a, take_a);
         _mm256_storeu_ps(U + i, u);
         _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(neg_clr, m), u)));
@@ -153,10 +152,18 @@ static pt_status adamax_update(pt_optim *opt, const void *opts, pt_tensor *p, co
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return adamax_generic(o, p, g, m, u, clr);
     adamax_ctx c = {
-        .p = pti_data(p), .m = pti_data(m), .u = pti_data(u), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .b1 = (float)o->betas[0],
-        .one_b1 = (float)(1.0 - o->betas[0]), .b2 = (float)o->betas[1], .eps = (float)o->eps,
-        .neg_clr = (float)-clr, .maximize = o->maximize, .has_wd = o->weight_decay != 0.0,
+        .p = pti_data(p),
+        .m = pti_data(m),
+        .u = pti_data(u),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .b1 = (float)o->betas[0],
+        .one_b1 = (float)(1.0 - o->betas[0]),
+        .b2 = (float)o->betas[1],
+        .eps = (float)o->eps,
+        .neg_clr = (float)-clr,
+        .maximize = o->maximize,
+        .has_wd = o->weight_decay != 0.0,
     };
     pti_range_fn fn = adamax_range;
 #ifdef OPT_HAVE_AVX2

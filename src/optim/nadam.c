@@ -56,8 +56,7 @@ static pt_status nadam_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
     s->step = 0.0;
@@ -111,8 +110,8 @@ AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
         __m256 g = _mm256_loadu_ps(G + i);
         if (has_wd)
             g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1),
-                                 _mm256_mul_ps(one_b1, g));
+        __m256 m =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(one_b1, g));
         __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
                                  _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
         _mm256_storeu_ps(M + i, m);
@@ -127,8 +126,7 @@ AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
 #endif
 
 static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_tensor *g,
-                               pt_tensor *m, pt_tensor *v, double bc2, double coef_g,
-                               double coef_m)
+                               pt_tensor *m, pt_tensor *v, double bc2, double coef_g, double coef_m)
 {
     pt_tensor *d = pti_optim_generic_grad(p, g, false, o->weight_decay);
     if (!d)
@@ -176,10 +174,19 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return nadam_generic(o, p, g, m, v, bc2, coef_g, coef_m);
     nadam_ctx c = {
-        .p = pti_data(p), .m = pti_data(m), .v = pti_data(v), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .b1 = (float)b1, .one_b1 = (float)(1.0 - b1),
-        .b2 = (float)o->betas[1], .one_b2 = (float)(1.0 - o->betas[1]), .bc2 = (float)bc2,
-        .eps = (float)o->eps, .coef_g = (float)coef_g, .coef_m = (float)coef_m,
+        .p = pti_data(p),
+        .m = pti_data(m),
+        .v = pti_data(v),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .b1 = (float)b1,
+        .one_b1 = (float)(1.0 - b1),
+        .b2 = (float)o->betas[1],
+        .one_b2 = (float)(1.0 - o->betas[1]),
+        .bc2 = (float)bc2,
+        .eps = (float)o->eps,
+        .coef_g = (float)coef_g,
+        .coef_m = (float)coef_m,
         .has_wd = o->weight_decay != 0.0,
     };
     pti_range_fn fn = nadam_range;

@@ -57,8 +57,7 @@ static pt_status rmsprop_check(const char *op, const void *opts)
 
 /* Creates the buffers the options need that are missing (torch creates momentum_buffer and
  * grad_avg at the first step only when momentum > 0 / centered then). */
-static pt_status rmsprop_ensure(const pt_rmsprop_opts *o, const pt_tensor *p,
-                                pti_param_state *s)
+static pt_status rmsprop_ensure(const pt_rmsprop_opts *o, const pt_tensor *p, pti_param_state *s)
 {
     bool need[3] = {true, o->momentum > 0.0, o->centered};
     for (int k = 0; k < 3; k++) {
@@ -71,8 +70,7 @@ static pt_status rmsprop_ensure(const pt_rmsprop_opts *o, const pt_tensor *p,
     return PT_OK;
 }
 
-static pt_status rmsprop_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                              pti_param_state *s)
+static pt_status rmsprop_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o;
     s->step = 0.0;
@@ -149,8 +147,8 @@ AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
             avg = _mm256_add_ps(_mm256_sqrt_ps(sq), eps);
         }
         if (B) {
-            __m256 b = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(B + i), mom),
-                                     _mm256_div_ps(g, avg));
+            __m256 b =
+                _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(B + i), mom), _mm256_div_ps(g, avg));
             _mm256_storeu_ps(B + i, b);
             p = _mm256_add_ps(p, _mm256_mul_ps(neg_lr, b));
         } else {
@@ -215,11 +213,19 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
     if (!pti_optim_fast_ok(p, g, 3, bufs))
         return rmsprop_generic(o, p, g, bufs[0], bufs[1], bufs[2]);
     rmsprop_ctx c = {
-        .p = pti_data(p), .sq = pti_data(bufs[0]), .buf = bufs[1] ? pti_data(bufs[1]) : NULL,
-        .ga = bufs[2] ? pti_data(bufs[2]) : NULL, .g = pti_data(g),
-        .wd = (float)o->weight_decay, .alpha = (float)o->alpha,
-        .one_alpha = (float)(1.0 - o->alpha), .eps = (float)o->eps, .mom = (float)o->momentum,
-        .neg_lr = (float)-o->lr, .maximize = o->maximize, .has_wd = o->weight_decay != 0.0,
+        .p = pti_data(p),
+        .sq = pti_data(bufs[0]),
+        .buf = bufs[1] ? pti_data(bufs[1]) : NULL,
+        .ga = bufs[2] ? pti_data(bufs[2]) : NULL,
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .alpha = (float)o->alpha,
+        .one_alpha = (float)(1.0 - o->alpha),
+        .eps = (float)o->eps,
+        .mom = (float)o->momentum,
+        .neg_lr = (float)-o->lr,
+        .maximize = o->maximize,
+        .has_wd = o->weight_decay != 0.0,
     };
     pti_range_fn fn = rmsprop_range;
 #ifdef OPT_HAVE_AVX2

@@ -78,8 +78,7 @@ static void sgd_range(void *vctx, int64_t begin, int64_t end)
 
 #ifdef SGD_HAVE_AVX2
 /* sgd_range 8 lanes at a time with the same float operations; the tail goes through it. */
-__attribute__((target("avx2"))) static void sgd_range_avx2(void *vctx, int64_t begin,
-                                                          int64_t end)
+__attribute__((target("avx2"))) static void sgd_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const sgd_ctx *c = vctx;
     float *restrict P = c->p, *restrict B = c->buf;
@@ -109,8 +108,8 @@ __attribute__((target("avx2"))) static void sgd_range_avx2(void *vctx, int64_t b
 
 /* ---- generic path --------------------------------------------------------------------------- */
 
-static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor *g,
-                             pt_tensor *buf, bool first)
+static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor *g, pt_tensor *buf,
+                             bool first)
 {
     pt_tensor *d = pti_optim_generic_grad(p, g, o->maximize, o->weight_decay);
     if (!d)
@@ -149,10 +148,17 @@ static pt_status sgd_update(pt_optim *opt, const void *opts, pt_tensor *p, const
     if (!pti_optim_fast_ok(p, g, 1, &buf))
         return sgd_generic(o, p, g, buf, first);
     sgd_ctx c = {
-        .p = pti_data(p), .buf = buf ? pti_data(buf) : NULL, .g = pti_data(g),
-        .neg_lr = (float)-o->lr, .wd = (float)o->weight_decay, .mom = (float)o->momentum,
-        .damp1 = (float)(1.0 - o->dampening), .maximize = o->maximize, .nesterov = o->nesterov,
-        .has_wd = o->weight_decay != 0.0, .first = first,
+        .p = pti_data(p),
+        .buf = buf ? pti_data(buf) : NULL,
+        .g = pti_data(g),
+        .neg_lr = (float)-o->lr,
+        .wd = (float)o->weight_decay,
+        .mom = (float)o->momentum,
+        .damp1 = (float)(1.0 - o->dampening),
+        .maximize = o->maximize,
+        .nesterov = o->nesterov,
+        .has_wd = o->weight_decay != 0.0,
+        .first = first,
     };
     pti_range_fn fn = sgd_range;
 #ifdef SGD_HAVE_AVX2

@@ -15,8 +15,7 @@ static int fail(const char *name, const char *why)
     return 1;
 }
 
-static int step(pt_optim *opt, pt_tensor **w, pt_tensor **b, const pt_tensor *x,
-                const pt_tensor *y)
+static int step(pt_optim *opt, pt_tensor **w, pt_tensor **b, const pt_tensor *x, const pt_tensor *y)
 {
     pt_scope_begin();
     const pt_tensor *h = x;
@@ -39,8 +38,10 @@ static pt_optim *make(int which, pt_tensor *const *params, const char **name)
     a.amsgrad = true;
     r.centered = true, r.momentum = 0.9;
     switch (which) {
-    case 0: *name = "SGD"; return pt_optim_sgd_params(4, params,
-                                     (pt_sgd_opts){.lr = 0.01, .momentum = 0.9, .nesterov = true});
+    case 0:
+        *name = "SGD";
+        return pt_optim_sgd_params(4, params,
+                                   (pt_sgd_opts){.lr = 0.01, .momentum = 0.9, .nesterov = true});
     case 1: *name = "Adam"; return pt_optim_adam_params(4, params, a);
     case 2: *name = "AdamW"; return pt_optim_adamw_params(4, params, aw);
     case 3: *name = "RMSprop"; return pt_optim_rmsprop_params(4, params, r);
@@ -84,7 +85,8 @@ int main(void)
             step(opt, w, b, x, y);
         unsigned long made = calls() - before;
         printf("optim_step %s: %lu allocator calls in 10 steady-state steps, live bytes %zu -> "
-               "%zu\n", name, made, live, pt_memory_allocated());
+               "%zu\n",
+               name, made, live, pt_memory_allocated());
         if (made != 0)
             return fail(name, "the steady-state steps called the allocator");
         if (pt_memory_allocated() != live)
