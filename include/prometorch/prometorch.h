@@ -22,6 +22,7 @@
 #include "data.h"
 #include "value.h"
 #include "nn.h"
+#include "nn_transformer.h"
 #include "nn_layers.h"
 #include "nn_init.h"
 #include "nn_activation.h"
