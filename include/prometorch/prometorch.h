@@ -23,6 +23,7 @@
 #include "value.h"
 #include "nn.h"
 #include "optim.h"
+#include "lr_scheduler.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
