@@ -24,6 +24,7 @@
 #include "nn.h"
 #include "optim.h"
 #include "lr_scheduler.h"
+#include "optim_utils.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
