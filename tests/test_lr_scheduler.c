@@ -10,7 +10,7 @@
 
 static pt_fixture *fx;
 
-/* ---- the optimizer: two groups (lr 0.1 and 0.05), SGD momentum 0.9 or Adam ---------------- */
+/* ---- the optimizer: two groups (lr 0.1 and 0.05), SGD momentum 0.9 or Adam ------------------- */
 
 typedef struct setup {
     pt_tensor *a, *b;
@@ -72,14 +72,26 @@ static double lambda_097(int64_t e, void *user)
     return 0.97;
 }
 
-static pt_lr_scheduler *mk_step(pt_optim *o) { return pt_lr_step_lr(o, 3, 0.5); }
+static pt_lr_scheduler *mk_step(pt_optim *o)
+{
+    return pt_lr_step_lr(o, 3, 0.5);
+}
 static pt_lr_scheduler *mk_multistep(pt_optim *o)
 {
     return pt_lr_multistep_lr(o, 4, (const int64_t[]){5, 10, 10, 20}, 0.3);
 }
-static pt_lr_scheduler *mk_exponential(pt_optim *o) { return pt_lr_exponential_lr(o, 0.9); }
-static pt_lr_scheduler *mk_cosine(pt_optim *o) { return pt_lr_cosine_annealing_lr(o, 10, 0.001); }
-static pt_lr_scheduler *mk_cosine7(pt_optim *o) { return pt_lr_cosine_annealing_lr(o, 7, 0); }
+static pt_lr_scheduler *mk_exponential(pt_optim *o)
+{
+    return pt_lr_exponential_lr(o, 0.9);
+}
+static pt_lr_scheduler *mk_cosine(pt_optim *o)
+{
+    return pt_lr_cosine_annealing_lr(o, 10, 0.001);
+}
+static pt_lr_scheduler *mk_cosine7(pt_optim *o)
+{
+    return pt_lr_cosine_annealing_lr(o, 7, 0);
+}
 static pt_lr_scheduler *mk_wr(pt_optim *o)
 {
     return pt_lr_cosine_annealing_warm_restarts(o, 5, 1, 0.01);
@@ -96,11 +108,26 @@ static pt_lr_scheduler *mk_wr_epochs_mult1(pt_optim *o)
 {
     return pt_lr_cosine_annealing_warm_restarts(o, 4, 1, 0);
 }
-static pt_lr_scheduler *mk_linear(pt_optim *o) { return pt_lr_linear_lr(o, 0.25, 1.0, 8); }
-static pt_lr_scheduler *mk_linear_decay(pt_optim *o) { return pt_lr_linear_lr(o, 1.0, 0.1, 10); }
-static pt_lr_scheduler *mk_constant(pt_optim *o) { return pt_lr_constant_lr(o, 0.5, 4); }
-static pt_lr_scheduler *mk_polynomial(pt_optim *o) { return pt_lr_polynomial_lr(o, 10, 2.0); }
-static pt_lr_scheduler *mk_lambda(pt_optim *o) { return pt_lr_lambda_lr(o, lambda_095, NULL); }
+static pt_lr_scheduler *mk_linear(pt_optim *o)
+{
+    return pt_lr_linear_lr(o, 0.25, 1.0, 8);
+}
+static pt_lr_scheduler *mk_linear_decay(pt_optim *o)
+{
+    return pt_lr_linear_lr(o, 1.0, 0.1, 10);
+}
+static pt_lr_scheduler *mk_constant(pt_optim *o)
+{
+    return pt_lr_constant_lr(o, 0.5, 4);
+}
+static pt_lr_scheduler *mk_polynomial(pt_optim *o)
+{
+    return pt_lr_polynomial_lr(o, 10, 2.0);
+}
+static pt_lr_scheduler *mk_lambda(pt_optim *o)
+{
+    return pt_lr_lambda_lr(o, lambda_095, NULL);
+}
 static pt_lr_scheduler *mk_multiplicative(pt_optim *o)
 {
     return pt_lr_multiplicative_lr(o, lambda_097, NULL);
@@ -368,8 +395,14 @@ static void test_state_dict_keys(void **state)
     setup su = setup_new(false);
     pt_lr_scheduler *s = pt_lr_step_lr(su.opt, 3, 0.5);
     pt_value *sd = pt_lr_scheduler_state_dict(s);
-    static const char *const keys[] = {"step_size", "gamma", "base_lrs", "last_epoch", "verbose",
-                                       "_step_count", "_get_lr_called_within_step", "_last_lr"};
+    static const char *const keys[] = {"step_size",
+                                       "gamma",
+                                       "base_lrs",
+                                       "last_epoch",
+                                       "verbose",
+                                       "_step_count",
+                                       "_get_lr_called_within_step",
+                                       "_last_lr"};
     assert_int_equal(pt_value_len(sd), 8);
     for (int i = 0; i < 8; i++)
         assert_string_equal(pt_value_as_str(pt_value_key_ref(sd, i), NULL), keys[i]);
@@ -395,8 +428,9 @@ static void test_state_dict_keys(void **state)
     /* MultiStepLR saves torch's Counter as {milestone: count} */
     s = pt_lr_multistep_lr(su.opt, 3, (const int64_t[]){2, 4, 4}, 0.1);
     sd = pt_lr_scheduler_state_dict(s);
-    assert_int_equal(pt_value_as_int(pt_value_get_int_ref(pt_value_get_str_ref(sd, "milestones"),
-                                                          4), &v), PT_OK);
+    assert_int_equal(
+        pt_value_as_int(pt_value_get_int_ref(pt_value_get_str_ref(sd, "milestones"), 4), &v),
+        PT_OK);
     assert_int_equal(v, 2);
     pt_value_free(sd);
     pt_lr_scheduler_free(s);
@@ -474,8 +508,8 @@ static void test_errors(void **state)
     assert_pt_error(pt_lr_chained_scheduler(2, kids), PT_ERR_INVALID_ARG, "same optimizer");
     pt_lr_scheduler *kids3[3] = {pt_lr_exponential_lr(o, 0.9), pt_lr_step_lr(o, 2, 0.5),
                                  pt_lr_constant_lr(o, 0.5, 2)};
-    assert_pt_error(pt_lr_sequential_lr(o, 3, kids3, (const int64_t[]){5, 3}),
-                    PT_ERR_INVALID_ARG, "milestones must be increasing");
+    assert_pt_error(pt_lr_sequential_lr(o, 3, kids3, (const int64_t[]){5, 3}), PT_ERR_INVALID_ARG,
+                    "milestones must be increasing");
     setup_free(&other);
 
     /* cycle_momentum needs momentum or betas: Adagrad has neither */

@@ -39,7 +39,7 @@ static void assert_grad(pt_tensor *p, const char *name, double rtol, double atol
     pt_release(want);
 }
 
-/* ---- clipping --------------------------------------------------------------------------------- */
+/* ---- clipping -------------------------------------------------------------------------------- */
 
 static const struct {
     const char *name;
@@ -128,7 +128,7 @@ static void test_clip_nonfinite_and_value(void **state)
     pt_release(W);
 }
 
-/* ---- a tiny module: w [4, 3], b [3], buffer running [3] ---------------------------------------- */
+/* ---- a tiny module: w [4, 3], b [3], buffer running [3] -------------------------------------- */
 
 static const pt_module_def TINY_DEF = {.type_name = "Tiny"};
 
@@ -169,7 +169,7 @@ static void test_clip_module(void **state)
     pt_nn_free(m);
 }
 
-/* ---- EMA -------------------------------------------------------------------------------------- */
+/* ---- EMA ------------------------------------------------------------------------------------- */
 
 static void load_step(pt_module *m, const char *name, int k)
 {
@@ -331,8 +331,7 @@ static void test_grad_scaler_unscale_and_errors(void **state)
     g = pt_grad(p);
     assert_true(pt_test_get(g, 2) == 0.5);
     pt_release(g);
-    assert_pt_status_error(pt_grad_scaler_unscale_(gs, opt), PT_ERR_RUNTIME,
-                           "already been called");
+    assert_pt_status_error(pt_grad_scaler_unscale_(gs, opt), PT_ERR_RUNTIME, "already been called");
     assert_int_equal(pt_grad_scaler_step(gs, opt, NULL), PT_OK);
     assert_pt_status_error(pt_grad_scaler_step(gs, opt, NULL), PT_ERR_RUNTIME,
                            "step() has already been called");

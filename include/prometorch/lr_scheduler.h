@@ -37,7 +37,7 @@ PT_API pt_lr_scheduler *pt_lr_step_lr(pt_optim *o, int64_t step_size, double gam
  * k times multiplies by gamma^k, as torch's Counter). Errors: gamma <= 0, n < 0, milestones
  * not in non-decreasing order (torch accepts any order; we reject it as a likely bug). */
 PT_API pt_lr_scheduler *pt_lr_multistep_lr(pt_optim *o, int n, const int64_t *milestones,
-                                          double gamma);
+                                           double gamma);
 /* ExponentialLR(optimizer, gamma): lr *= gamma every epoch. Errors: gamma <= 0. */
 PT_API pt_lr_scheduler *pt_lr_exponential_lr(pt_optim *o, double gamma);
 /* CosineAnnealingLR(optimizer, T_max, eta_min) with torch's recursive update. Errors:
@@ -50,7 +50,7 @@ PT_API pt_lr_scheduler *pt_lr_cosine_annealing_warm_restarts(pt_optim *o, int64_
 /* LinearLR(optimizer, start_factor, end_factor, total_iters); torch defaults 1/3, 1.0, 5.
  * Errors: start_factor outside (0, 1], end_factor outside [0, 1], total_iters <= 0. */
 PT_API pt_lr_scheduler *pt_lr_linear_lr(pt_optim *o, double start_factor, double end_factor,
-                                       int64_t total_iters);
+                                        int64_t total_iters);
 /* ConstantLR(optimizer, factor, total_iters); torch defaults 1/3, 5. Errors: factor outside
  * [0, 1] (0 is rejected too: torch divides by it), total_iters < 0. */
 PT_API pt_lr_scheduler *pt_lr_constant_lr(pt_optim *o, double factor, int64_t total_iters);
@@ -71,8 +71,8 @@ PT_API pt_lr_scheduler *pt_lr_multiplicative_lr(pt_optim *o, pt_lr_lambda_fn fn,
  * num_cycles 0.5 is HF's default (one half cosine). Errors: warmup_steps < 0,
  * total_steps < warmup_steps, min_lr_ratio outside [0, 1]. */
 PT_API pt_lr_scheduler *pt_lr_cosine_with_warmup(pt_optim *o, int64_t warmup_steps,
-                                                int64_t total_steps, double num_cycles,
-                                                double min_lr_ratio);
+                                                 int64_t total_steps, double num_cycles,
+                                                 double min_lr_ratio);
 
 /* ---- cyclic schedules ------------------------------------------------------------------------ */
 
@@ -103,9 +103,12 @@ typedef struct pt_cyclic_lr_opts {
     double base_momentum;
     double max_momentum;
 } pt_cyclic_lr_opts;
-#define PT_CYCLIC_LR_DEFAULTS                                                              \
-    ((pt_cyclic_lr_opts){.step_size_up = 2000, .gamma = 1.0, .cycle_momentum = true,      \
-                         .base_momentum = 0.8, .max_momentum = 0.9})
+#define PT_CYCLIC_LR_DEFAULTS                                                                      \
+    ((pt_cyclic_lr_opts){.step_size_up = 2000,                                                     \
+                         .gamma = 1.0,                                                             \
+                         .cycle_momentum = true,                                                   \
+                         .base_momentum = 0.8,                                                     \
+                         .max_momentum = 0.9})
 
 /* CyclicLR(optimizer, ...): sets every group's lr to its base lr (and momentum to
  * base_momentum) before the initial step. Errors: step_size_up <= 0, step_size_down < 0,
@@ -130,10 +133,13 @@ typedef struct pt_one_cycle_lr_opts {
     double final_div_factor;
     bool three_phase;
 } pt_one_cycle_lr_opts;
-#define PT_ONE_CYCLE_LR_DEFAULTS                                                         \
-    ((pt_one_cycle_lr_opts){.pct_start = 0.3, .cycle_momentum = true,                   \
-                            .base_momentum = 0.85, .max_momentum = 0.95,                \
-                            .div_factor = 25.0, .final_div_factor = 1e4})
+#define PT_ONE_CYCLE_LR_DEFAULTS                                                                   \
+    ((pt_one_cycle_lr_opts){.pct_start = 0.3,                                                      \
+                            .cycle_momentum = true,                                                \
+                            .base_momentum = 0.85,                                                 \
+                            .max_momentum = 0.95,                                                  \
+                            .div_factor = 25.0,                                                    \
+                            .final_div_factor = 1e4})
 
 /* OneCycleLR(optimizer, ...): writes "initial_lr", "max_lr", "min_lr" (and "max_momentum",
  * "base_momentum", momentum or betas[0]) into each group as torch does. Stepping past
@@ -148,7 +154,7 @@ PT_API pt_lr_scheduler *pt_lr_one_cycle_lr(pt_optim *o, pt_one_cycle_lr_opts opt
  * error) and n - 1 increasing milestones. Errors: a scheduler over another optimizer, wrong
  * milestone count, milestones not increasing, a scheduler listed twice, a NULL scheduler. */
 PT_API pt_lr_scheduler *pt_lr_sequential_lr(pt_optim *o, int n, pt_lr_scheduler **scheds,
-                                           const int64_t *milestones);
+                                            const int64_t *milestones);
 /* ChainedScheduler(schedulers): steps each of the n schedulers (ownership taken, also on
  * error) in order. Errors: n < 1, a NULL scheduler, schedulers over different optimizers. */
 PT_API pt_lr_scheduler *pt_lr_chained_scheduler(int n, pt_lr_scheduler **scheds);
@@ -168,14 +174,14 @@ typedef struct pt_reduce_on_plateau_opts {
     const double *min_lrs;
     double eps;
 } pt_reduce_on_plateau_opts;
-#define PT_REDUCE_ON_PLATEAU_DEFAULTS \
+#define PT_REDUCE_ON_PLATEAU_DEFAULTS                                                              \
     ((pt_reduce_on_plateau_opts){.factor = 0.1, .patience = 10, .threshold = 1e-4, .eps = 1e-8})
 
 /* ReduceLROnPlateau(optimizer, ...). Step it with pt_lr_scheduler_step_metric. Errors:
  * factor >= 1 (or <= 0), patience < 0, cooldown < 0, threshold < 0, min_lr < 0. */
 PT_API pt_lr_scheduler *pt_lr_reduce_on_plateau(pt_optim *o, pt_reduce_on_plateau_opts opts);
 
-/* ---- use --------------------------------------------------------------------------------------- */
+/* ---- use ------------------------------------------------------------------------------------- */
 
 /* scheduler.step(): advances one epoch and writes the new lrs into the optimizer's groups.
  * ReduceLROnPlateau needs a metric: use pt_lr_scheduler_step_metric (this is an error). */

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-/* ---- gradient clipping ------------------------------------------------------------------------ */
+/* ---- gradient clipping ----------------------------------------------------------------------- */
 
 /* torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type, error_if_nonfinite) of torch
  * 1.13: the norm_type-norm of the norms of every existing .grad (parameters without a grad
@@ -26,8 +26,7 @@ extern "C" {
  * order 2 for gradients from `parameters` is non-finite, so it cannot be clipped..."; the
  * grads are left unchanged). */
 PT_API pt_status pt_clip_grad_norm_(int n, pt_tensor *const *params, double max_norm,
-                                    double norm_type, bool error_if_nonfinite,
-                                    double *total_norm);
+                                    double norm_type, bool error_if_nonfinite, double *total_norm);
 /* Same over a module's parameters (clip_grad_norm_(module.parameters(), ...)). */
 PT_API pt_status pt_nn_clip_grad_norm_(pt_module *m, double max_norm, double norm_type,
                                        bool error_if_nonfinite, double *total_norm);
@@ -37,7 +36,7 @@ PT_API pt_status pt_clip_grad_value_(int n, pt_tensor *const *params, double cli
 /* Same over a module's parameters. */
 PT_API pt_status pt_nn_clip_grad_value_(pt_module *m, double clip_value);
 
-/* ---- EMA of weights ----------------------------------------------------------------------------- */
+/* ---- EMA of weights -------------------------------------------------------------------------- */
 
 typedef struct pt_ema pt_ema;
 
@@ -72,7 +71,7 @@ PT_API pt_tensor *pt_ema_param_ref(const pt_ema *e, int i);
 /* Frees the shadow copy. NULL is a no-op. */
 PT_API void pt_ema_free(pt_ema *e);
 
-/* ---- GradScaler ---------------------------------------------------------------------------------- */
+/* ---- GradScaler ------------------------------------------------------------------------------ */
 
 typedef struct pt_grad_scaler pt_grad_scaler;
 
@@ -86,9 +85,11 @@ typedef struct pt_grad_scaler_opts {
     int64_t growth_interval;
     bool disabled;
 } pt_grad_scaler_opts;
-#define PT_GRAD_SCALER_DEFAULTS                                                        \
-    ((pt_grad_scaler_opts){.init_scale = 65536.0, .growth_factor = 2.0,             \
-                           .backoff_factor = 0.5, .growth_interval = 2000})
+#define PT_GRAD_SCALER_DEFAULTS                                                                    \
+    ((pt_grad_scaler_opts){.init_scale = 65536.0,                                                  \
+                           .growth_factor = 2.0,                                                   \
+                           .backoff_factor = 0.5,                                                  \
+                           .growth_interval = 2000})
 
 /* Returns a new scaler, or NULL on error (growth_factor <= 1, backoff_factor outside (0, 1),
  * growth_interval <= 0, init_scale <= 0). */

@@ -90,10 +90,11 @@ pt_status pt_clip_grad_norm_(int n, pt_tensor *const *params, double max_norm, d
                        "%s: The total norm of order %g for gradients from `parameters` is "
                        "non-finite, so it cannot be clipped. To disable this error and scale "
                        "the gradients by the non-finite norm anyway, set "
-                       "`error_if_nonfinite=False`", op, norm_type);
+                       "`error_if_nonfinite=False`",
+                       op, norm_type);
     } else {
-        pt_tensor *coef = pt_clamp_max(
-            pt_mul_scalar(pt_reciprocal(pt_add_scalar(total, 1e-6)), max_norm), 1.0);
+        pt_tensor *coef =
+            pt_clamp_max(pt_mul_scalar(pt_reciprocal(pt_add_scalar(total, 1e-6)), max_norm), 1.0);
         double c = coef ? pt_item(coef) : NAN;
         st = coef ? PT_OK : pt_last_status();
         for (int i = 0; st == PT_OK && i < k; i++)
@@ -111,8 +112,7 @@ pt_status pt_clip_grad_value_(int n, pt_tensor *const *params, double clip_value
 {
     const char *op = "pt_clip_grad_value_";
     if (!(clip_value >= 0))
-        return pti_error(PT_ERR_INVALID_ARG, "%s: clip_value must be >= 0, got %g", op,
-                         clip_value);
+        return pti_error(PT_ERR_INVALID_ARG, "%s: clip_value must be >= 0, got %g", op, clip_value);
     pt_tensor **gs;
     int k = collect_grads(op, n, params, &gs);
     if (k < 0)

@@ -105,8 +105,8 @@ static pt_status matching(const char *op, const pt_ema *e, pt_module *m, pt_tens
         const pt_tensor *b = i < np ? e->params[i] : e->buffers[i - np];
         if (a->ndim != b->ndim || pt_numel(a) != pt_numel(b))
             st = pti_error(PT_ERR_SHAPE, "%s: %s %d is %s, the EMA holds %s", op,
-                           i < np ? "parameter" : "buffer", i < np ? i : i - np,
-                           pti_tensor_desc(a), pti_tensor_desc(b));
+                           i < np ? "parameter" : "buffer", i < np ? i : i - np, pti_tensor_desc(a),
+                           pti_tensor_desc(b));
     }
     if (st != PT_OK) {
         free(*ps);
@@ -190,9 +190,15 @@ pt_status pt_ema_swap(pt_ema *e, pt_module *m)
     return st;
 }
 
-int64_t pt_ema_num_updates(const pt_ema *e) { return e ? e->n_updates : -1; }
+int64_t pt_ema_num_updates(const pt_ema *e)
+{
+    return e ? e->n_updates : -1;
+}
 
-int pt_ema_num_params(const pt_ema *e) { return e ? e->n_params : -1; }
+int pt_ema_num_params(const pt_ema *e)
+{
+    return e ? e->n_params : -1;
+}
 
 pt_tensor *pt_ema_param_ref(const pt_ema *e, int i)
 {

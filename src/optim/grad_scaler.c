@@ -32,16 +32,16 @@ pt_grad_scaler *pt_grad_scaler_new(pt_grad_scaler_opts o)
 {
     const char *op = "pt_grad_scaler_new";
     if (!(o.growth_factor > 1.0))
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: The growth factor must be > 1.0, got %g",
-                              op, o.growth_factor);
+        return pti_error_null(PT_ERR_INVALID_ARG, "%s: The growth factor must be > 1.0, got %g", op,
+                              o.growth_factor);
     if (!(o.backoff_factor < 1.0 && o.backoff_factor > 0))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: The backoff factor must be < 1.0 (and > 0), got %g", op,
                               o.backoff_factor);
     if (o.growth_interval <= 0 || !(o.init_scale > 0) || !isfinite(o.init_scale))
         return pti_error_null(PT_ERR_INVALID_ARG,
-                              "%s: growth_interval and init_scale must be > 0, got %lld and %g",
-                              op, (long long)o.growth_interval, o.init_scale);
+                              "%s: growth_interval and init_scale must be > 0, got %lld and %g", op,
+                              (long long)o.growth_interval, o.init_scale);
     pt_grad_scaler *gs = calloc(1, sizeof *gs);
     if (!gs)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
@@ -132,8 +132,10 @@ pt_status pt_grad_scaler_unscale_(pt_grad_scaler *gs, pt_optim *o)
     if (!s)
         return pt_last_status();
     if (s->stage == STAGE_UNSCALED)
-        return pti_error(PT_ERR_RUNTIME, "%s: unscale_() has already been called on this "
-                         "optimizer since the last update().", op);
+        return pti_error(PT_ERR_RUNTIME,
+                         "%s: unscale_() has already been called on this "
+                         "optimizer since the last update().",
+                         op);
     if (s->stage == STAGE_STEPPED)
         return pti_error(PT_ERR_RUNTIME, "%s: unscale_() is being called after step().", op);
     pt_status st = unscale_grads(gs, o, s);
@@ -163,8 +165,7 @@ pt_status pt_grad_scaler_step(pt_grad_scaler *gs, pt_optim *o, bool *skipped)
             return st;
     }
     if (!s->checked)
-        return pti_error(PT_ERR_RUNTIME, "%s: No inf checks were recorded for this optimizer.",
-                         op);
+        return pti_error(PT_ERR_RUNTIME, "%s: No inf checks were recorded for this optimizer.", op);
     pt_status st = PT_OK;
     if (s->found_inf) {
         if (skipped)
@@ -264,8 +265,10 @@ pt_status pt_grad_scaler_load_state_dict(pt_grad_scaler *gs, const pt_value *sd)
     if (gs->opts.disabled)
         return PT_OK;
     if (!pt_value_is(sd, PT_VALUE_DICT) || pt_value_len(sd) == 0)
-        return pti_error(PT_ERR_RUNTIME, "%s: The source state dict is empty, possibly because "
-                         "it was saved from a disabled instance of GradScaler.", op);
+        return pti_error(PT_ERR_RUNTIME,
+                         "%s: The source state dict is empty, possibly because "
+                         "it was saved from a disabled instance of GradScaler.",
+                         op);
     double scale, growth, backoff;
     int64_t interval, tracker;
     if (pt_value_as_float(pt_value_get_str_ref(sd, "scale"), &scale) != PT_OK ||

@@ -41,10 +41,9 @@ static int bisect_right(int n, const int64_t *ms, int64_t x)
     return lo;
 }
 
-/* ---- allocation and the initial step ----------------------------------------------------- */
+/* ---- allocation and the initial step --------------------------------------------------------- */
 
-pt_lr_scheduler *pti_sched_alloc(pti_sched_kind kind, const char *name, const char *op,
-                                 pt_optim *o)
+pt_lr_scheduler *pti_sched_alloc(pti_sched_kind kind, const char *name, const char *op, pt_optim *o)
 {
     if (!o)
         return pti_error_null(PT_ERR_NULL, "%s: optimizer is NULL", op);
@@ -87,7 +86,8 @@ pt_status pti_sched_apply(pt_lr_scheduler *s, const double *lrs)
     if (pt_optim_num_groups(s->opt) != s->ng)
         return pti_error(PT_ERR_INVALID_ARG,
                          "%s: the optimizer has %d parameter groups, the scheduler was built "
-                         "for %d", s->name, pt_optim_num_groups(s->opt), s->ng);
+                         "for %d",
+                         s->name, pt_optim_num_groups(s->opt), s->ng);
     for (int g = 0; g < s->ng; g++)
         write_lr(s->opt, g, lrs[g]);
     for (int g = 0; g < s->ng; g++)
@@ -109,7 +109,8 @@ pt_lr_scheduler *pti_sched_start(pt_lr_scheduler *s)
             goto fail;
     }
     s->step_count = 0;
-    pt_status st = s->kind == PTI_SCHED_WARM_RESTARTS ? wr_step(s, false, 0) : pti_sched_base_step(s);
+    pt_status st =
+        s->kind == PTI_SCHED_WARM_RESTARTS ? wr_step(s, false, 0) : pti_sched_base_step(s);
     if (st == PT_OK)
         return s;
 fail:
@@ -117,9 +118,12 @@ fail:
     return NULL;
 }
 
-/* ---- get_lr (recursive) and closed forms ------------------------------------------------- */
+/* ---- get_lr (recursive) and closed forms ----------------------------------------------------- */
 
-static double group_lr(const pt_lr_scheduler *s, int g) { return pt_optim_get_lr(s->opt, g); }
+static double group_lr(const pt_lr_scheduler *s, int g)
+{
+    return pt_optim_get_lr(s->opt, g);
+}
 
 static void cosine_get_lr(const pt_lr_scheduler *s, double *out)
 {
@@ -129,8 +133,7 @@ static void cosine_get_lr(const pt_lr_scheduler *s, double *out)
         if (e == 0)
             out[g] = lr;
         else if (s->step_count == 1 && e > 0)
-            out[g] = s->eta_min +
-                     (base - s->eta_min) * (1 + cos((double)e * M_PI / (double)T)) / 2;
+            out[g] = s->eta_min + (base - s->eta_min) * (1 + cos((double)e * M_PI / (double)T)) / 2;
         else if (py_mod(e - 1 - T, 2 * T) == 0)
             out[g] = lr + (base - s->eta_min) * (1 - cos(M_PI / (double)T)) / 2;
         else
@@ -185,9 +188,7 @@ static pt_status simple_get_lr(pt_lr_scheduler *s, double *out)
             out[g] = k == 0 ? lr : lr * pow(s->gamma, (double)k);
             break;
         }
-        case PTI_SCHED_EXPONENTIAL:
-            out[g] = e == 0 ? lr : lr * s->gamma;
-            break;
+        case PTI_SCHED_EXPONENTIAL: out[g] = e == 0 ? lr : lr * s->gamma; break;
         case PTI_SCHED_CONSTANT:
             if (e == 0)
                 out[g] = lr * s->factor;
@@ -205,14 +206,9 @@ static pt_status simple_get_lr(pt_lr_scheduler *s, double *out)
                 out[g] = lr * d;
             }
             break;
-        case PTI_SCHED_LAMBDA:
-            out[g] = s->base_lrs[g] * s->fn(e, s->user);
-            break;
-        case PTI_SCHED_MULTIPLICATIVE:
-            out[g] = e > 0 ? lr * s->fn(e, s->user) : lr;
-            break;
-        default:
-            return pti_error(PT_ERR_RUNTIME, "%s: no get_lr", s->name);
+        case PTI_SCHED_LAMBDA: out[g] = s->base_lrs[g] * s->fn(e, s->user); break;
+        case PTI_SCHED_MULTIPLICATIVE: out[g] = e > 0 ? lr * s->fn(e, s->user) : lr; break;
+        default: return pti_error(PT_ERR_RUNTIME, "%s: no get_lr", s->name);
         }
     }
     return PT_OK;
@@ -221,23 +217,16 @@ static pt_status simple_get_lr(pt_lr_scheduler *s, double *out)
 static pt_status get_lr(pt_lr_scheduler *s, double *out)
 {
     switch (s->kind) {
-    case PTI_SCHED_COSINE:
-        cosine_get_lr(s, out);
-        return PT_OK;
-    case PTI_SCHED_LINEAR:
-        linear_get_lr(s, out);
-        return PT_OK;
+    case PTI_SCHED_COSINE: cosine_get_lr(s, out); return PT_OK;
+    case PTI_SCHED_LINEAR: linear_get_lr(s, out); return PT_OK;
     case PTI_SCHED_WARM_RESTARTS:
         for (int g = 0; g < s->ng; g++)
             out[g] = s->eta_min + (s->base_lrs[g] - s->eta_min) *
                                       (1 + cos(M_PI * s->T_cur / (double)s->T_i)) / 2;
         return PT_OK;
-    case PTI_SCHED_CYCLIC:
-        return pti_sched_cyclic_get_lr(s, out);
-    case PTI_SCHED_ONE_CYCLE:
-        return pti_sched_one_cycle_get_lr(s, out);
-    default:
-        return simple_get_lr(s, out);
+    case PTI_SCHED_CYCLIC: return pti_sched_cyclic_get_lr(s, out);
+    case PTI_SCHED_ONE_CYCLE: return pti_sched_one_cycle_get_lr(s, out);
+    default: return simple_get_lr(s, out);
     }
 }
 
@@ -254,17 +243,15 @@ static bool closed_form_lr(const pt_lr_scheduler *s, double *out)
         case PTI_SCHED_MULTISTEP:
             out[g] = b * pow(s->gamma, (double)bisect_right(s->n_milestones, s->milestones, e));
             break;
-        case PTI_SCHED_EXPONENTIAL:
-            out[g] = b * pow(s->gamma, (double)e);
-            break;
+        case PTI_SCHED_EXPONENTIAL: out[g] = b * pow(s->gamma, (double)e); break;
         case PTI_SCHED_COSINE:
-            out[g] = s->eta_min +
-                     (b - s->eta_min) * (1 + cos(M_PI * (double)e / (double)s->T_max)) / 2;
+            out[g] =
+                s->eta_min + (b - s->eta_min) * (1 + cos(M_PI * (double)e / (double)s->T_max)) / 2;
             break;
         case PTI_SCHED_LINEAR: {
             int64_t m = e < s->total_iters ? e : s->total_iters;
-            out[g] = b * (s->start_factor + (s->end_factor - s->start_factor) * (double)m /
-                                                (double)s->total_iters);
+            out[g] = b * (s->start_factor +
+                          (s->end_factor - s->start_factor) * (double)m / (double)s->total_iters);
             break;
         }
         case PTI_SCHED_CONSTANT:
@@ -275,14 +262,13 @@ static bool closed_form_lr(const pt_lr_scheduler *s, double *out)
             out[g] = b * pow(1.0 - (double)m / (double)s->total_iters, s->power);
             break;
         }
-        default:
-            return false;
+        default: return false;
         }
     }
     return true;
 }
 
-/* ---- stepping ------------------------------------------------------------------------------- */
+/* ---- stepping -------------------------------------------------------------------------------- */
 
 pt_status pti_sched_base_step(pt_lr_scheduler *s)
 {
@@ -351,17 +337,13 @@ pt_status pt_lr_scheduler_step(pt_lr_scheduler *s)
     if (!s)
         return pti_error(PT_ERR_NULL, "pt_lr_scheduler_step: scheduler is NULL");
     switch (s->kind) {
-    case PTI_SCHED_WARM_RESTARTS:
-        return wr_step(s, false, 0);
-    case PTI_SCHED_SEQUENTIAL:
-        return pti_sched_sequential_step(s);
-    case PTI_SCHED_CHAINED:
-        return pti_sched_chained_step(s);
+    case PTI_SCHED_WARM_RESTARTS: return wr_step(s, false, 0);
+    case PTI_SCHED_SEQUENTIAL: return pti_sched_sequential_step(s);
+    case PTI_SCHED_CHAINED: return pti_sched_chained_step(s);
     case PTI_SCHED_PLATEAU:
         return pti_error(PT_ERR_INVALID_ARG, "pt_lr_scheduler_step: ReduceLROnPlateau needs a "
-                         "metric: use pt_lr_scheduler_step_metric");
-    default:
-        return pti_sched_base_step(s);
+                                             "metric: use pt_lr_scheduler_step_metric");
+    default: return pti_sched_base_step(s);
     }
 }
 
@@ -370,8 +352,7 @@ pt_status pt_lr_scheduler_step_epoch(pt_lr_scheduler *s, double epoch)
     if (!s)
         return pti_error(PT_ERR_NULL, "pt_lr_scheduler_step_epoch: scheduler is NULL");
     switch (s->kind) {
-    case PTI_SCHED_WARM_RESTARTS:
-        return wr_step(s, true, epoch);
+    case PTI_SCHED_WARM_RESTARTS: return wr_step(s, true, epoch);
     case PTI_SCHED_SEQUENTIAL:
     case PTI_SCHED_CHAINED:
     case PTI_SCHED_PLATEAU:
@@ -393,18 +374,27 @@ double pt_lr_scheduler_get_last_lr(const pt_lr_scheduler *s, int group)
         return NAN;
     }
     if (group < 0 || group >= s->ng) {
-        pti_error(PT_ERR_INDEX, "pt_lr_scheduler_get_last_lr: group %d out of range [0, %d)",
-                  group, s->ng);
+        pti_error(PT_ERR_INDEX, "pt_lr_scheduler_get_last_lr: group %d out of range [0, %d)", group,
+                  s->ng);
         return NAN;
     }
     return s->last_lr[group];
 }
 
-int64_t pt_lr_scheduler_last_epoch(const pt_lr_scheduler *s) { return s ? s->last_epoch : -1; }
+int64_t pt_lr_scheduler_last_epoch(const pt_lr_scheduler *s)
+{
+    return s ? s->last_epoch : -1;
+}
 
-const char *pt_lr_scheduler_name(const pt_lr_scheduler *s) { return s ? s->name : NULL; }
+const char *pt_lr_scheduler_name(const pt_lr_scheduler *s)
+{
+    return s ? s->name : NULL;
+}
 
-pt_optim *pt_lr_scheduler_optimizer(const pt_lr_scheduler *s) { return s ? s->opt : NULL; }
+pt_optim *pt_lr_scheduler_optimizer(const pt_lr_scheduler *s)
+{
+    return s ? s->opt : NULL;
+}
 
 void pt_lr_scheduler_free(pt_lr_scheduler *s)
 {
@@ -422,7 +412,7 @@ void pt_lr_scheduler_free(pt_lr_scheduler *s)
     free(s);
 }
 
-/* ---- constructors -------------------------------------------------------------------------- */
+/* ---- constructors ---------------------------------------------------------------------------- */
 
 pt_lr_scheduler *pt_lr_step_lr(pt_optim *o, int64_t step_size, double gamma)
 {
@@ -524,11 +514,13 @@ pt_lr_scheduler *pt_lr_linear_lr(pt_optim *o, double start_factor, double end_fa
     if (!(start_factor > 0 && start_factor <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: Starting multiplicative factor expected to be greater than 0 "
-                              "and less or equal to 1, got %g", op, start_factor);
+                              "and less or equal to 1, got %g",
+                              op, start_factor);
     if (!(end_factor >= 0 && end_factor <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: Ending multiplicative factor expected to be between 0 and 1, "
-                              "got %g", op, end_factor);
+                              "got %g",
+                              op, end_factor);
     if (total_iters <= 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: total_iters must be > 0, got %lld", op,
                               (long long)total_iters);
@@ -547,7 +539,8 @@ pt_lr_scheduler *pt_lr_constant_lr(pt_optim *o, double factor, int64_t total_ite
     if (!(factor > 0 && factor <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: Constant multiplicative factor expected to be between 0 and 1, "
-                              "got %g", op, factor);
+                              "got %g",
+                              op, factor);
     if (total_iters < 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: total_iters must be >= 0, got %lld", op,
                               (long long)total_iters);
@@ -590,8 +583,8 @@ static pt_lr_scheduler *lambda_new(pti_sched_kind kind, const char *name, const 
 
 pt_lr_scheduler *pt_lr_lambda_lr(pt_optim *o, pt_lr_lambda_fn fn, void *user)
 {
-    return pti_sched_start(lambda_new(PTI_SCHED_LAMBDA, "LambdaLR", "pt_lr_lambda_lr", o, fn,
-                                      user));
+    return pti_sched_start(
+        lambda_new(PTI_SCHED_LAMBDA, "LambdaLR", "pt_lr_lambda_lr", o, fn, user));
 }
 
 pt_lr_scheduler *pt_lr_multiplicative_lr(pt_optim *o, pt_lr_lambda_fn fn, void *user)
@@ -611,8 +604,10 @@ pt_lr_scheduler *pt_lr_cosine_with_warmup(pt_optim *o, int64_t warmup_steps, int
     if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1) || !isfinite(num_cycles))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: min_lr_ratio must be in [0, 1] and num_cycles finite, got %g "
-                              "and %g", op, min_lr_ratio, num_cycles);
-    pt_lr_scheduler *s = lambda_new(PTI_SCHED_LAMBDA, "LambdaLR", op, o, warmup_cosine_lambda, NULL);
+                              "and %g",
+                              op, min_lr_ratio, num_cycles);
+    pt_lr_scheduler *s =
+        lambda_new(PTI_SCHED_LAMBDA, "LambdaLR", op, o, warmup_cosine_lambda, NULL);
     if (!s)
         return NULL;
     s->user = s;

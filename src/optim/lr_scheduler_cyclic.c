@@ -27,8 +27,8 @@ static pt_status find_momentum(pt_lr_scheduler *s, const char *op)
     else if (!pt_optim_has_option(s->opt, 0, "momentum"))
         return pti_error(PT_ERR_INVALID_ARG,
                          "%s: optimizer must support momentum with `cycle_momentum` option "
-                         "enabled (%s has neither momentum nor betas)", op,
-                         pt_optim_name(s->opt));
+                         "enabled (%s has neither momentum nor betas)",
+                         op, pt_optim_name(s->opt));
     return PT_OK;
 }
 
@@ -38,19 +38,16 @@ static pt_status set_momentum(pt_lr_scheduler *s, int g, double m)
                         : pt_optim_set_option(s->opt, g, "momentum", 0, m);
 }
 
-/* ---- CyclicLR ------------------------------------------------------------------------------- */
+/* ---- CyclicLR -------------------------------------------------------------------------------- */
 
 static double cyclic_scale(const pt_lr_scheduler *s, double x)
 {
     if (s->scale_fn)
         return s->scale_fn(x, s->scale_fn_user);
     switch (s->mode) {
-    case PT_CYCLIC_TRIANGULAR2:
-        return 1 / pow(2., x - 1);
-    case PT_CYCLIC_EXP_RANGE:
-        return pow(s->gamma, x);
-    default:
-        return 1.;
+    case PT_CYCLIC_TRIANGULAR2: return 1 / pow(2., x - 1);
+    case PT_CYCLIC_EXP_RANGE: return pow(s->gamma, x);
+    default: return 1.;
     }
 }
 
@@ -80,8 +77,8 @@ static pt_status cyclic_check(const char *op, const pt_cyclic_lr_opts *p)
 {
     if (!(p->step_size_up > 0) || !(p->step_size_down >= 0))
         return pti_error(PT_ERR_INVALID_ARG,
-                         "%s: step_size_up must be > 0 and step_size_down >= 0, got %g and %g",
-                         op, p->step_size_up, p->step_size_down);
+                         "%s: step_size_up must be > 0 and step_size_down >= 0, got %g and %g", op,
+                         p->step_size_up, p->step_size_down);
     if (!p->scale_fn && (p->mode < PT_CYCLIC_TRIANGULAR || p->mode > PT_CYCLIC_EXP_RANGE))
         return pti_error(PT_ERR_INVALID_ARG, "%s: mode is invalid and scale_fn is None", op);
     return PT_OK;
@@ -134,7 +131,7 @@ fail:
     return NULL;
 }
 
-/* ---- OneCycleLR ----------------------------------------------------------------------------- */
+/* ---- OneCycleLR ------------------------------------------------------------------------------ */
 
 static double anneal(const pt_lr_scheduler *s, double start, double end, double pct)
 {
@@ -157,7 +154,8 @@ pt_status pti_sched_one_cycle_get_lr(pt_lr_scheduler *s, double *out)
     if (step > s->total_steps)
         return pti_error(PT_ERR_INVALID_ARG,
                          "OneCycleLR: Tried to step %lld times. The specified number of total "
-                         "steps is %lld", (long long)step, (long long)s->total_steps);
+                         "steps is %lld",
+                         (long long)step, (long long)s->total_steps);
     for (int g = 0; g < s->ng; g++) {
         double start = 0, lr = 0, mom = 0;
         for (int i = 0; i < s->n_phases; i++) {
@@ -189,14 +187,16 @@ static pt_status one_cycle_check(const char *op, pt_one_cycle_lr_opts *p)
                          "%s: You must define either total_steps OR (epochs AND steps_per_epoch)",
                          op);
     if (p->total_steps < 0)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: Expected positive integer total_steps, but got "
-                         "%lld", op, (long long)p->total_steps);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: Expected positive integer total_steps, but got "
+                         "%lld",
+                         op, (long long)p->total_steps);
     if (p->total_steps == 0) {
         if (p->epochs <= 0 || p->steps_per_epoch <= 0)
             return pti_error(PT_ERR_INVALID_ARG,
                              "%s: Expected positive integer epochs and steps_per_epoch, but got "
-                             "%lld and %lld", op, (long long)p->epochs,
-                             (long long)p->steps_per_epoch);
+                             "%lld and %lld",
+                             op, (long long)p->epochs, (long long)p->steps_per_epoch);
         p->total_steps = p->epochs * p->steps_per_epoch;
     }
     if (!(p->pct_start >= 0 && p->pct_start <= 1))
@@ -219,14 +219,14 @@ static void one_cycle_phases(pt_lr_scheduler *s, double pct_start, bool three_ph
                                              "max_momentum", "base_momentum"};
         s->phases[1] = (pti_one_cycle_phase){2 * pct_start * T - 2, "max_lr", "initial_lr",
                                              "base_momentum", "max_momentum"};
-        s->phases[2] = (pti_one_cycle_phase){T - 1, "initial_lr", "min_lr", "max_momentum",
-                                             "max_momentum"};
+        s->phases[2] =
+            (pti_one_cycle_phase){T - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum"};
     } else {
         s->n_phases = 2;
         s->phases[0] = (pti_one_cycle_phase){pct_start * T - 1, "initial_lr", "max_lr",
                                              "max_momentum", "base_momentum"};
-        s->phases[1] = (pti_one_cycle_phase){T - 1, "max_lr", "min_lr", "base_momentum",
-                                             "max_momentum"};
+        s->phases[1] =
+            (pti_one_cycle_phase){T - 1, "max_lr", "min_lr", "base_momentum", "max_momentum"};
     }
 }
 
@@ -265,7 +265,7 @@ fail:
     return NULL;
 }
 
-/* ---- SequentialLR and ChainedScheduler -------------------------------------------------------- */
+/* ---- SequentialLR and ChainedScheduler ------------------------------------------------------- */
 
 void pti_sched_free_children(pt_lr_scheduler *s)
 {
@@ -302,7 +302,8 @@ static pt_status check_children(const char *op, pt_optim *o, int n, pt_lr_schedu
         } else if (scheds[i]->opt != o) {
             st = pti_error(PT_ERR_INVALID_ARG,
                            "%s: expects all schedulers to belong to the same optimizer, but got "
-                           "scheduler at index %d to be different", op, i);
+                           "scheduler at index %d to be different",
+                           op, i);
         } else if (scheds[i]->kind == PTI_SCHED_PLATEAU) {
             st = pti_error(PT_ERR_INVALID_ARG, "%s: ReduceLROnPlateau cannot be chained", op);
         }
@@ -339,11 +340,12 @@ pt_lr_scheduler *pt_lr_sequential_lr(pt_optim *o, int n, pt_lr_scheduler **sched
         st = pti_error(PT_ERR_INVALID_ARG, "%s: expects %d milestones, got NULL", op, n - 1);
     for (int i = 1; st == PT_OK && i < n - 1; i++)
         if (milestones[i] <= milestones[i - 1])
-            st = pti_error(PT_ERR_INVALID_ARG, "%s: milestones must be increasing, got %lld "
-                           "after %lld", op, (long long)milestones[i],
-                           (long long)milestones[i - 1]);
-    pt_lr_scheduler *s = st == PT_OK ? pti_sched_alloc(PTI_SCHED_SEQUENTIAL, "SequentialLR", op, o)
-                                     : NULL;
+            st = pti_error(PT_ERR_INVALID_ARG,
+                           "%s: milestones must be increasing, got %lld "
+                           "after %lld",
+                           op, (long long)milestones[i], (long long)milestones[i - 1]);
+    pt_lr_scheduler *s =
+        st == PT_OK ? pti_sched_alloc(PTI_SCHED_SEQUENTIAL, "SequentialLR", op, o) : NULL;
     if (s && n > 1)
         s->milestones = malloc(sizeof(int64_t) * (size_t)(n - 1));
     if (!s || (n > 1 && !s->milestones)) {
@@ -439,7 +441,7 @@ pt_status pti_sched_chained_step(pt_lr_scheduler *s)
     return PT_OK;
 }
 
-/* ---- ReduceLROnPlateau ---------------------------------------------------------------------- */
+/* ---- ReduceLROnPlateau ----------------------------------------------------------------------- */
 
 pt_lr_scheduler *pt_lr_reduce_on_plateau(pt_optim *o, pt_reduce_on_plateau_opts p)
 {
@@ -492,7 +494,8 @@ pt_status pt_lr_scheduler_step_metric(pt_lr_scheduler *s, double metric)
     if (s->kind != PTI_SCHED_PLATEAU)
         return pti_error(PT_ERR_INVALID_ARG,
                          "pt_lr_scheduler_step_metric: %s takes no metric: use "
-                         "pt_lr_scheduler_step", s->name);
+                         "pt_lr_scheduler_step",
+                         s->name);
     s->last_epoch++;
     if (plateau_is_better(s, metric, s->best)) {
         s->best = metric;

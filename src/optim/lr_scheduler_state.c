@@ -56,9 +56,7 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         f[n - 1].n = s->n_milestones;
         n = add(f, n, "gamma", F_FLOAT, &s->gamma);
         break;
-    case PTI_SCHED_EXPONENTIAL:
-        n = add(f, n, "gamma", F_FLOAT, &s->gamma);
-        break;
+    case PTI_SCHED_EXPONENTIAL: n = add(f, n, "gamma", F_FLOAT, &s->gamma); break;
     case PTI_SCHED_COSINE:
         n = add(f, n, "T_max", F_INT, &s->T_max);
         n = add(f, n, "eta_min", F_FLOAT, &s->eta_min);
@@ -88,7 +86,7 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         n = add(f, n, "total_size", F_FLOAT, &s->total_size);
         n = add(f, n, "step_ratio", F_FLOAT, &s->step_ratio);
         n = add_str(f, n, "mode",
-                    s->scale_fn ? "custom"
+                    s->scale_fn                        ? "custom"
                     : s->mode == PT_CYCLIC_TRIANGULAR2 ? "triangular2"
                     : s->mode == PT_CYCLIC_EXP_RANGE   ? "exp_range"
                                                        : "triangular");
@@ -106,8 +104,7 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         n = add(f, n, "cycle_momentum", F_BOOL, &s->cycle_momentum);
         n = add(f, n, "use_beta1", F_BOOL, &s->use_beta1);
         break;
-    default:
-        break;
+    default: break;
     }
     return n;
 }
@@ -145,8 +142,7 @@ static int sched_fields(pt_lr_scheduler *s, field *f)
         n = add(f, n, "_last_lr", F_LIST, s->last_lr);
         n = add(f, n, "_schedulers", F_CHILDREN, NULL);
         return n;
-    default:
-        break;
+    default: break;
     }
     n = kind_fields(s, f);
     n = add(f, n, "base_lrs", F_LIST, s->base_lrs);
@@ -160,7 +156,7 @@ static int sched_fields(pt_lr_scheduler *s, field *f)
     return n;
 }
 
-/* ---- saving ------------------------------------------------------------------------------- */
+/* ---- saving ---------------------------------------------------------------------------------- */
 
 static pt_value *float_list(const double *v, int n)
 {
@@ -176,22 +172,14 @@ static pt_value *float_list(const double *v, int n)
 static pt_value *save_field(const pt_lr_scheduler *s, const field *f)
 {
     switch (f->kind) {
-    case F_INT:
-        return pt_value_int(*(const int64_t *)f->ptr);
-    case F_FLOAT:
-        return pt_value_float(*(const double *)f->ptr);
-    case F_BOOL:
-        return pt_value_bool(*(const bool *)f->ptr);
-    case F_LIST:
-        return float_list(f->ptr, s->ng);
-    case F_STR:
-        return pt_value_str(f->str);
-    case F_NONE:
-        return pt_value_none();
-    case F_FALSE:
-        return pt_value_bool(false);
-    default:
-        break;
+    case F_INT: return pt_value_int(*(const int64_t *)f->ptr);
+    case F_FLOAT: return pt_value_float(*(const double *)f->ptr);
+    case F_BOOL: return pt_value_bool(*(const bool *)f->ptr);
+    case F_LIST: return float_list(f->ptr, s->ng);
+    case F_STR: return pt_value_str(f->str);
+    case F_NONE: return pt_value_none();
+    case F_FALSE: return pt_value_bool(false);
+    default: break;
     }
     pt_value *out = f->kind == F_COUNTER ? pt_value_dict() : pt_value_list();
     const int64_t *ms = f->ptr;
@@ -234,7 +222,7 @@ pt_value *pt_lr_scheduler_state_dict(const pt_lr_scheduler *s)
     return d;
 }
 
-/* ---- loading ------------------------------------------------------------------------------ */
+/* ---- loading --------------------------------------------------------------------------------- */
 
 /* Checks (apply false) or stores (apply true) one saved value into field f. */
 static pt_status load_field(pt_lr_scheduler *s, const field *f, const pt_value *v, bool apply)
@@ -267,8 +255,8 @@ static pt_status load_field(pt_lr_scheduler *s, const field *f, const pt_value *
     }
     case F_LIST: {
         if (!pt_value_is(v, PT_VALUE_LIST) || pt_value_len(v) != s->ng)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be a list of %d numbers", op,
-                             f->name, s->ng);
+            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be a list of %d numbers", op, f->name,
+                             s->ng);
         for (int g = 0; g < s->ng; g++) {
             double x;
             if (pt_value_as_float(pt_value_item_ref(v, g), &x) != PT_OK)
@@ -280,15 +268,14 @@ static pt_status load_field(pt_lr_scheduler *s, const field *f, const pt_value *
     }
     case F_CHILDREN: {
         if (!pt_value_is(v, PT_VALUE_LIST) || pt_value_len(v) != s->n_children)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: _schedulers must be a list of %d dicts",
-                             op, s->n_children);
+            return pti_error(PT_ERR_INVALID_ARG, "%s: _schedulers must be a list of %d dicts", op,
+                             s->n_children);
         for (int i = 0; i < s->n_children; i++)
             if (!pt_value_is(pt_value_item_ref(v, i), PT_VALUE_DICT))
                 return pti_error(PT_ERR_INVALID_ARG, "%s: _schedulers[%d] must be a dict", op, i);
         return PT_OK;
     }
-    default:
-        return PT_OK; /* constants and structure are not loaded */
+    default: return PT_OK; /* constants and structure are not loaded */
     }
 }
 
