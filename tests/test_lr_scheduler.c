@@ -152,6 +152,24 @@ static pt_lr_scheduler *mk_cyclic_triangular2(pt_optim *o)
     c.max_momentum = 0.95;
     return pt_lr_cyclic_lr(o, c);
 }
+/* triangular2 through a user scale_fn over the cycle number: same sequence as the mode */
+static double halving(double cycle, void *user)
+{
+    (void)user;
+    return 1 / pow(2., cycle - 1);
+}
+static pt_lr_scheduler *mk_cyclic_custom_fn(pt_optim *o)
+{
+    pt_cyclic_lr_opts c = PT_CYCLIC_LR_DEFAULTS;
+    c.base_lrs = (const double[]){0.01, 0.02};
+    c.max_lrs = (const double[]){0.1, 0.3};
+    c.step_size_up = 3;
+    c.step_size_down = 5;
+    c.scale_fn = halving;
+    c.base_momentum = 0.7;
+    c.max_momentum = 0.95;
+    return pt_lr_cyclic_lr(o, c);
+}
 static pt_lr_scheduler *mk_cyclic_exp_range(pt_optim *o)
 {
     pt_cyclic_lr_opts c = PT_CYCLIC_LR_DEFAULTS;
@@ -265,6 +283,10 @@ static const lr_case CASES[] = {
     {"cyclic_triangular", mk_cyclic_triangular, false, true, ADV_STEP},
     {"cyclic_triangular2", mk_cyclic_triangular2, false, true, ADV_STEP},
     {"cyclic_exp_range", mk_cyclic_exp_range, false, true, ADV_STEP},
+    /* a user scale_fn reproducing triangular2; momentum cycled in Adam's betas[0] (torch 2.x
+     * semantics; the same values torch 1.13 writes into SGD's momentum) */
+    {"cyclic_triangular2", mk_cyclic_custom_fn, false, true, ADV_STEP},
+    {"cyclic_triangular", mk_cyclic_triangular, true, true, ADV_STEP},
     {"onecycle_cos", mk_onecycle_cos, false, true, ADV_STEP},
     {"onecycle_linear_three_phase_adam", mk_onecycle_three_phase, true, true, ADV_STEP},
     {"onecycle_epochs", mk_onecycle_epochs, false, true, ADV_STEP},
