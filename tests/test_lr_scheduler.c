@@ -456,6 +456,24 @@ static void test_state_dict_keys(void **state)
     assert_int_equal(v, 2);
     pt_value_free(sd);
     pt_lr_scheduler_free(s);
+
+    /* SequentialLR nests its children's dicts; ReduceLROnPlateau starts with best = inf */
+    pt_lr_scheduler *kids[2] = {pt_lr_constant_lr(su.opt, 0.5, 2), pt_lr_step_lr(su.opt, 2, 0.5)};
+    s = pt_lr_sequential_lr(su.opt, 2, kids, (const int64_t[]){3});
+    sd = pt_lr_scheduler_state_dict(s);
+    pt_value *children = pt_value_get_str_ref(sd, "_schedulers");
+    assert_int_equal(pt_value_len(children), 2);
+    assert_non_null(pt_value_get_str_ref(pt_value_item_ref(children, 1), "step_size"));
+    pt_value_free(sd);
+    pt_lr_scheduler_free(s);
+    s = pt_lr_reduce_on_plateau(su.opt, PT_REDUCE_ON_PLATEAU_DEFAULTS);
+    sd = pt_lr_scheduler_state_dict(s);
+    double best = 0;
+    assert_int_equal(pt_value_as_float(pt_value_get_str_ref(sd, "best"), &best), PT_OK);
+    assert_true(isinf(best) && best > 0);
+    assert_string_equal(pt_value_as_str(pt_value_get_str_ref(sd, "threshold_mode"), NULL), "rel");
+    pt_value_free(sd);
+    pt_lr_scheduler_free(s);
     setup_free(&su);
 }
 
