@@ -29,6 +29,8 @@
 #include "nn_loss.h"
 #include "nn_rnn.h"
 #include "optim.h"
+#include "lr_scheduler.h"
+#include "optim_utils.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1
