@@ -29,7 +29,10 @@
 #include "nn_activation.h"
 #include "nn_loss.h"
 #include "nn_rnn.h"
+#include "nn_transformer.h"
 #include "optim.h"
+#include "lr_scheduler.h"
+#include "optim_utils.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1

@@ -39,7 +39,7 @@ static void ctx_destroy(void *p)
     ctx_drop_pending(ctx);
     if (ctx->data_free)
         ctx->data_free(ctx->data);
-    free(ctx);
+    pti_scratch_free(ctx);
 }
 
 pt_status pt_ctx_save_for_backward(pt_autograd_ctx *ctx, int n, pt_tensor *const *ts)
@@ -205,7 +205,7 @@ pt_status pt_function_apply(const pt_function *fn, void *user, int n_in, pt_tens
         return st;
     for (int k = 0; k < fn->n_outputs; k++)
         outputs[k] = NULL;
-    pt_autograd_ctx *ctx = pti_calloc(1, sizeof *ctx);
+    pt_autograd_ctx *ctx = pti_scratch_alloc(sizeof *ctx);
     if (!ctx)
         return pt_last_status();
     ctx->fn = fn;

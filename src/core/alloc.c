@@ -92,6 +92,40 @@ void pti_cpu_free(void *p, size_t nbytes)
     free(p);
 }
 
+/* Zeroed scratch blocks for autograd node state and small temporary arrays: the size sits in
+ * a 64-byte header (keeping the payload aligned), so the block can be freed through a plain
+ * `void (*)(void *)` callback. They are not tensor memory, so pt_memory_allocated() does not
+ * count them. */
+#define SCRATCH_HEADER 64
+
+void *pti_scratch_alloc(size_t nbytes)
+{
+    if (nbytes > SIZE_MAX - SCRATCH_HEADER)
+        return pti_error_null(PT_ERR_OOM, "out of memory (scratch block of %zu bytes)", nbytes);
+    char *b = pti_cpu_alloc(nbytes + SCRATCH_HEADER);
+    if (!b)
+        return pti_error_null(PT_ERR_OOM, "out of memory (scratch block of %zu bytes)", nbytes);
+    size_t rounded;
+    size_class(nbytes + SCRATCH_HEADER, &rounded);
+    atomic_fetch_sub(&live_bytes, rounded);
+    memcpy(b, &nbytes, sizeof nbytes);
+    memset(b + SCRATCH_HEADER, 0, nbytes);
+    return b + SCRATCH_HEADER;
+}
+
+void pti_scratch_free(void *p)
+{
+    if (!p)
+        return;
+    char *b = (char *)p - SCRATCH_HEADER;
+    size_t nbytes;
+    memcpy(&nbytes, b, sizeof nbytes);
+    size_t rounded;
+    size_class(nbytes + SCRATCH_HEADER, &rounded);
+    atomic_fetch_add(&live_bytes, rounded);
+    pti_cpu_free(b, nbytes + SCRATCH_HEADER);
+}
+
 void pt_empty_cache(void)
 {
     pthread_mutex_lock(&lock);

@@ -189,6 +189,11 @@ bool pti_scope_untrack(pt_tensor *t);
 /* 64-byte aligned, cached by size class; no system call in a steady-state loop. */
 void *pti_cpu_alloc(size_t nbytes);
 void pti_cpu_free(void *p, size_t nbytes);
+/* Zeroed blocks from the same cache whose size is remembered, freed by pti_scratch_free
+ * (usable as an autograd node's ctx_free): recording a steady-state training step makes no
+ * malloc call. Sets PT_ERR_OOM on failure. */
+void *pti_scratch_alloc(size_t nbytes);
+void pti_scratch_free(void *p);
 /* Small allocations of library structs that never come from tensors. */
 void *pti_malloc(size_t n); /* sets PT_ERR_OOM on failure */
 void *pti_calloc(size_t n, size_t size);

@@ -192,7 +192,10 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
     }
     int64_t B = pt_shape(xs)[1];
     pt_tensor *zeros = pt_zeros(PT_SHAPE(B, H), pt_dtype_of(x), pt_device_of(x));
-    pt_tensor **hn = calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
+    /* the final states of every layer and direction; on the stack for usual depths so a
+     * steady-state training step does not call malloc */
+    pt_tensor *hn_stack[64] = {NULL};
+    pt_tensor **hn = 2 * L * D <= 64 ? hn_stack : calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
     pt_tensor **cn = hn ? hn + L * D : NULL;
     if (!hn)
         st = pti_error(PT_ERR_OOM, "%s: out of memory", mode_name(c));
@@ -221,7 +224,8 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
         for (int k = 0; k < n_out && st == PT_OK; k++)
             out[k] = pt_keep(res[k]);
     }
-    free(hn);
+    if (hn != hn_stack)
+        free(hn);
     pt_scope_end();
     return st;
 }

@@ -327,17 +327,15 @@ pt_tensor *pti_conv_record_avg_pool(pt_tensor *out, const pt_tensor *x, const in
     if (!n)
         return rec_fail(NULL, out);
     if (kernel) {
-        avg_ctx *c = calloc(1, sizeof *c);
-        if (!c) {
-            pti_error(PT_ERR_OOM, "autograd: out of memory recording avg_pool2d");
+        avg_ctx *c = pti_scratch_alloc(sizeof *c);
+        if (!c)
             return rec_fail(n, out);
-        }
         c->kernel[0] = kernel[0];
         c->kernel[1] = kernel[1];
         if (opts)
             c->opts = *opts;
         n->ctx = c;
-        n->ctx_free = free;
+        n->ctx_free = pti_scratch_free;
     }
     if (pti_node_save(n, x) < 0)
         return rec_fail(n, out);
@@ -356,15 +354,13 @@ typedef struct shape_ctx {
 
 static shape_ctx *new_shape_ctx(pti_node *n, const pt_tensor *x)
 {
-    shape_ctx *c = calloc(1, sizeof *c);
-    if (!c) {
-        pti_error(PT_ERR_OOM, "autograd: out of memory recording %s", n->name);
+    shape_ctx *c = pti_scratch_alloc(sizeof *c);
+    if (!c)
         return NULL;
-    }
     c->ndim = x->ndim;
     memcpy(c->shape, x->shape, (size_t)x->ndim * sizeof(int64_t));
     n->ctx = c;
-    n->ctx_free = free;
+    n->ctx_free = pti_scratch_free;
     return c;
 }
 
@@ -472,14 +468,12 @@ pt_tensor *pti_conv_record_backward_op(pt_tensor *out, const pt_tensor *grad_out
     pti_node *n = pti_node_new(names[c->kind], backward_op_backward, 1, &grad_out);
     if (!n)
         return rec_fail(NULL, out);
-    pti_conv_bw_ctx *copy = malloc(sizeof *copy);
-    if (!copy) {
-        pti_error(PT_ERR_OOM, "autograd: out of memory recording %s", n->name);
+    pti_conv_bw_ctx *copy = pti_scratch_alloc(sizeof *copy);
+    if (!copy)
         return rec_fail(n, out);
-    }
     *copy = *c;
     n->ctx = copy;
-    n->ctx_free = free;
+    n->ctx_free = pti_scratch_free;
     n->i[0] = grad_out->dtype;
     if (indices && pti_node_save(n, indices) < 0)
         return rec_fail(n, out);

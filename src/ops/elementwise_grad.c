@@ -6,6 +6,7 @@
  * i[4] the saved slot of the output (-1 when not saved); d[0..3] the kernel parameters, d[4]
  * and d[5] the numbers of `_scalar` forms; ctx the shapes and dtypes of the inputs, so each
  * gradient is summed over broadcast dims and cast back to its input's dtype. */
+#include <string.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -134,7 +135,7 @@ static pt_tensor *record(const char *name, pti_backward_fn fn, int64_t kind, int
     for (int k = 0; k < nd; k++)
         n->d[k] = d[k];
     if (meta) {
-        ew_meta *m = calloc(1, sizeof *m);
+        ew_meta *m = pti_scratch_alloc(sizeof *m);
         if (!m) {
             pti_node_release(n);
             pt_release(out);
@@ -149,7 +150,7 @@ static pt_tensor *record(const char *name, pti_backward_fn fn, int64_t kind, int
             m->dtype[k] = ins[k]->dtype;
         }
         n->ctx = m;
-        n->ctx_free = free;
+        n->ctx_free = pti_scratch_free;
     }
     for (int k = 0; k < nin; k++) {
         if (!(save_mask & (1u << k)) || !ins[k])

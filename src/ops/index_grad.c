@@ -474,12 +474,12 @@ static void index_list_free(void *p)
     index_list *l = p;
     for (int k = 0; k < l->n; k++)
         pti_unref(l->idx[k]);
-    free(l);
+    pti_scratch_free(l);
 }
 
 static bool keep_indices(pti_node *node, int n, const pt_tensor *const *indices)
 {
-    index_list *l = pti_calloc(1, sizeof *l);
+    index_list *l = pti_scratch_alloc(sizeof *l);
     if (!l)
         return false;
     l->n = n;

@@ -836,7 +836,8 @@ pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
     int d;
     if (!pti_wrap_dim(op, dim, ts[0]->ndim + 1, &d))
         return NULL;
-    pt_tensor **views = pti_calloc((size_t)n, sizeof(pt_tensor *));
+    pt_tensor *views_stack[64] = {NULL};
+    pt_tensor **views = n <= 64 ? views_stack : pti_calloc((size_t)n, sizeof(pt_tensor *));
     if (!views)
         return NULL;
     pt_tensor *out = NULL;
@@ -848,7 +849,8 @@ pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
         out = pt_cat(n, (const pt_tensor *const *)views, d);
     for (int k = 0; k < n; k++)
         pt_release(views[k]);
-    free(views);
+    if (views != views_stack)
+        free(views);
     return out;
 }
 

@@ -1,5 +1,7 @@
 /* An LD_PRELOAD shim that counts calls to the C allocator (malloc, calloc, realloc,
- * aligned_alloc, posix_memalign) for tests/steady/train_step.c. Not part of the library. */
+ * aligned_alloc, posix_memalign) for the tests/steady/ programs. Not part of the library.
+ * Calls made from inside OpenBLAS (its small-matrix sgemm kernels allocate a scratch block
+ * per call) are counted separately: they are outside PromeTorch's control. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stddef.h>
@@ -19,7 +21,29 @@ __attribute__((visibility("default"))) unsigned long malloc_counter_calls(void)
     return __atomic_load_n(&calls, __ATOMIC_RELAXED);
 }
 
-static void count(void) { __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED); }
+static unsigned long blas_calls;
+
+__attribute__((visibility("default"))) unsigned long malloc_counter_blas_calls(void)
+{
+    return __atomic_load_n(&blas_calls, __ATOMIC_RELAXED);
+}
+
+static int in_openblas(void *caller)
+{
+    Dl_info info;
+    if (!caller || !dladdr(caller, &info) || !info.dli_fname)
+        return 0;
+    for (const char *s = info.dli_fname; *s; s++)
+        if (s[0] == 'o' && s[1] == 'p' && s[2] == 'e' && s[3] == 'n' && s[4] == 'b' && s[5] == 'l')
+            return 1;
+    return 0;
+}
+
+#define count() count_from(__builtin_return_address(0))
+static void count_from(void *caller)
+{
+    __atomic_add_fetch(in_openblas(caller) ? &blas_calls : &calls, 1, __ATOMIC_RELAXED);
+}
 
 void *malloc(size_t n)
 {
