@@ -14,7 +14,8 @@
  *   transformer: Embedding(V, 128) + learned position Embedding(seq_len, 128) ->
  *                TransformerEncoder(2 x TransformerEncoderLayer(128, 4 heads, ff 512,
  *                norm_first, batch_first), LayerNorm) with a causal mask -> Linear(128, V)
- * An epoch is --steps batches of random windows. The last line printed is
+ * Training: Adam with gradients clipped to norm 1; an epoch is --steps batches of random
+ * windows. The last line printed is
  * `final: test_accuracy=0.XXXX train_seconds=S epochs=N` (next-character accuracy). */
 #include <dirent.h>
 #include <getopt.h>
@@ -311,9 +312,6 @@ static pt_module *char_lstm(int vocab)
     return m;
 }
 
-/* nn_transformer.h joins prometorch.h with the transformer layers; until then --model
- * transformer reports that it is unavailable. */
-#ifdef PROMETORCH_NN_TRANSFORMER_H
 /* CharTransformer: children 0 embed, 1 pos (learned positions), 2 encoder, 3 fc.
  * x [B, T] int64 (T <= the seq_len it was built for) -> logits [B, T, V]. */
 static pt_tensor *char_transformer_forward(pt_module *self, const pt_tensor *x)
@@ -324,10 +322,9 @@ static pt_tensor *char_transformer_forward(pt_module *self, const pt_tensor *x)
     pt_tensor *tok = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x);         /* [B, T, D] */
     pt_tensor *pos = pt_nn_forward(pt_nn_child_at(self, 1, NULL), positions); /* [T, D] */
     pt_tensor *h = pt_add(tok, pos);
-    /* causal mask: -inf above the diagonal, so position t attends to 0..t only
-     * (nn.Transformer.generate_square_subsequent_mask) */
-    pt_tensor *full = pt_full(PT_SHAPE(T, T), -INFINITY, PT_FLOAT32, dev);
-    pt_tensor *mask = pt_triu(full, 1);
+    /* causal mask: -inf above the diagonal, so position t attends to 0..t only */
+    pt_tensor *cpu_mask = pt_nn_transformer_square_subsequent_mask(T); /* [T, T] */
+    pt_tensor *mask = pt_to(cpu_mask, dev);
     const pt_tensor *in[3] = {h, mask, NULL};
     pt_tensor *out = NULL;
     pt_status st = h && mask ? pt_nn_forward_n(pt_nn_child_at(self, 2, NULL), 3, in, 1, &out)
@@ -337,7 +334,7 @@ static pt_tensor *char_transformer_forward(pt_module *self, const pt_tensor *x)
     pt_release(tok);
     pt_release(pos);
     pt_release(h);
-    pt_release(full);
+    pt_release(cpu_mask);
     pt_release(mask);
     pt_release(out);
     return logits;
@@ -369,15 +366,6 @@ static pt_module *char_transformer(int vocab, int64_t max_len)
     }
     return m;
 }
-#else
-static pt_module *char_transformer(int vocab, int64_t max_len)
-{
-    (void)vocab;
-    (void)max_len;
-    fprintf(stderr, "char_rnn: this build has no transformer layers (nn_transformer.h)\n");
-    return NULL;
-}
-#endif
 
 /* ---- training, evaluation, sampling ------------------------------------------------------ */
 
@@ -422,6 +410,10 @@ static pt_status train_epoch(pt_module *model, pt_optim *opt, const corpus *c, p
             pt_optim_zero_grad(opt);
             st = pt_backward(loss, NULL, false, false);
         }
+        /* rescale the gradients to a total norm of at most 1 (a guard against the occasional
+         * exploding gradient of recurrent nets), then step */
+        if (st == PT_OK)
+            st = pt_nn_clip_grad_norm_(model, 1.0, 2.0, false, NULL);
         if (st == PT_OK)
             st = pt_optim_step(opt);
         if (st == PT_OK)

@@ -1,7 +1,8 @@
 /* resnet: trains ResNet-20 (He et al. 2016, "Deep Residual Learning", section 4.2: the CIFAR
  * network of 3 stages x 3 basic blocks with 16, 32 and 64 channels, global average pooling
  * and a 10-way linear layer; 0.27M parameters) with SGD (momentum 0.9, weight decay 5e-4) and a
- * cosine learning-rate schedule, evaluating on the test set after every epoch.
+ * cosine learning-rate schedule (CosineAnnealingLR over the epochs), evaluating on the test set
+ * after every epoch.
  *
  *     build/bin/resnet --data ~/cifar-10-batches-bin --epochs 30 --save resnet20.safetensors
  *     build/bin/resnet --epochs 1                       (Fashion-MNIST, 1 x 28 x 28)
@@ -14,7 +15,6 @@
  * callback), the way any custom layer is written. The last line printed is
  * `final: test_accuracy=0.XXXX train_seconds=S epochs=N`. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,7 +435,9 @@ int main(int argc, char **argv)
            o.device);
     pt_sgd_opts sgd = {.lr = o.lr, .momentum = 0.9, .weight_decay = o.weight_decay};
     pt_optim *opt = pt_optim_sgd(model, sgd);
-    if (!opt)
+    /* lr follows 0.5 * lr0 * (1 + cos(pi * epoch / epochs)) down to 0 at the end */
+    pt_lr_scheduler *sched = opt ? pt_lr_cosine_annealing_lr(opt, o.epochs, 0.0) : NULL;
+    if (!opt || !sched)
         return fail("creating the optimizer");
 
     /* Train, evaluating after every epoch. */
@@ -446,8 +448,6 @@ int main(int argc, char **argv)
     int status = 0;
     for (int epoch = 1; epoch <= o.epochs && status == 0; epoch++) {
         double seconds = 0, loss = 0;
-        /* cosine annealing per epoch (CosineAnnealingLR(T_max=epochs), eta_min 0) */
-        pt_optim_set_lr(opt, 0, 0.5 * o.lr * (1 + cos(M_PI * (epoch - 1) / o.epochs)));
         if (train_epoch(model, opt, train, dev, &o, epoch, &train_loss[epoch - 1], &seconds))
             status = fail("training");
         else if (evaluate(model, test, dev, o.limit, &acc, &loss))
@@ -456,6 +456,8 @@ int main(int argc, char **argv)
             printf("epoch %d: lr %.4g, train loss %.4f, test loss %.4f, test accuracy %.4f "
                    "(%.1f s)\n",
                    epoch, pt_optim_get_lr(opt, 0), train_loss[epoch - 1], loss, acc, seconds);
+        if (status == 0 && pt_lr_scheduler_step(sched) != PT_OK) /* scheduler.step() */
+            status = fail("stepping the learning-rate schedule");
         train_seconds += seconds;
         test_loss[epoch - 1] = loss;
         test_acc[epoch - 1] = acc;
@@ -470,6 +472,7 @@ int main(int argc, char **argv)
     free(train_loss);
     free(test_loss);
     free(test_acc);
+    pt_lr_scheduler_free(sched);
     pt_optim_free(opt);
     pt_nn_free(model);
     pt_dataloader_free(train);
