@@ -18,7 +18,7 @@ static pt_fixture *fx;
 
 typedef struct problem {
     pt_tensor *W, *b, *x, *y;
-    bool convex; /* LBFGS: mean((x W^T + b - y)^2) + 0.1 sum(W^4) */
+    bool convex; /* LBFGS: mean((x W^T + b - y)^2) + 0.1 sum(W^2) + 0.05 sum(W^4) */
 } problem;
 
 static problem problem_new(void)
@@ -46,8 +46,10 @@ static double problem_backward(problem *pr)
     pt_scope_begin();
     pt_tensor *pred = pt_add(pt_matmul(pr->x, pt_transpose(pr->W, 0, 1)), pr->b);
     pt_tensor *mse = pt_mean(pt_square(pt_sub(pred, pr->y)));
-    pt_tensor *extra = pr->convex ? pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 4.0)), 0.1)
-                                  : pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 3.0)), 0.05);
+    pt_tensor *extra = pr->convex
+                           ? pt_add(pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 2.0)), 0.1),
+                                    pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 4.0)), 0.05))
+                           : pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 3.0)), 0.05);
     pt_tensor *loss = pt_add(mse, extra);
     double l = loss ? pt_item(loss) : NAN;
     if (pt_backward(loss, NULL, false, false) != PT_OK)
@@ -375,22 +377,54 @@ static pt_lbfgs_opts lbfgs_case_opts(const char *name)
 
 static const char *const lbfgs_cases[] = {"lbfgs_plain", "lbfgs_wolfe", "lbfgs_wolfe_default"};
 
-static void run_lbfgs(const char *name, bool reload)
+/* The LBFGS problem with float64 (or float32) parameters and data. */
+static problem lbfgs_problem(bool f64)
 {
-    print_message("  %s%s\n", name, reload ? " (state dict round trip)" : "");
     problem pr = problem_new();
     pr.convex = true;
+    if (!f64)
+        return pr;
+    pt_tensor *W = pt_to_dtype(pr.W, PT_FLOAT64), *b = pt_to_dtype(pr.b, PT_FLOAT64);
+    problem_free(&pr);
+    pr.W = pt_detach(W);
+    pr.b = pt_detach(b);
+    pt_release(W);
+    pt_release(b);
+    pt_set_requires_grad(pr.W, true);
+    pt_set_requires_grad(pr.b, true);
+    pr.x = pt_to_dtype(pr.x, PT_FLOAT64);
+    pr.y = pt_to_dtype(pr.y, PT_FLOAT64);
+    return pr;
+}
+
+static void lbfgs_problem_free(problem *pr, bool f64)
+{
+    if (f64) {
+        pt_release(pr->x);
+        pt_release(pr->y);
+    }
+    problem_free(pr);
+}
+
+/* float64: parameters after every step (and the counters) match torch's float64 run. float32:
+ * the losses match torch's float32 run (LBFGS amplifies rounding differences in the
+ * parameters; torch's own float32 and float64 trajectories differ by up to 1e-4, see
+ * optim2.py, while the loss is insensitive near the minimum). */
+static void run_lbfgs(const char *name, bool reload, bool f64)
+{
+    print_message("  %s %s%s\n", name, f64 ? "float64" : "float32",
+                  reload ? " (state dict round trip)" : "");
+    problem pr = lbfgs_problem(f64);
     pt_lbfgs_opts o = lbfgs_case_opts(name);
     pt_optim *opt = pt_optim_lbfgs_params(PARAMS(pr.W, pr.b), o);
     assert_non_null(opt);
     char key[96];
-    snprintf(key, sizeof(key), "%s.loss", name);
+    snprintf(key, sizeof(key), "%s.%s", name, f64 ? "loss64" : "loss");
     pt_tensor *losses = fx_get(fx, key);
     for (int k = 0; k < STEPS; k++) {
         if (reload && k == STEPS / 2) {
             pt_value *sd = pt_optim_state_dict(opt);
-            problem pr2 = problem_new();
-            pr2.convex = true;
+            problem pr2 = lbfgs_problem(f64);
             pt_no_grad_begin();
             assert_int_equal(pt_copy_(pr2.W, pr.W), PT_OK);
             assert_int_equal(pt_copy_(pr2.b, pr.b), PT_OK);
@@ -399,7 +433,7 @@ static void run_lbfgs(const char *name, bool reload)
             assert_int_equal(pt_optim_load_state_dict(opt2, sd), PT_OK);
             pt_value_free(sd);
             pt_optim_free(opt);
-            problem_free(&pr);
+            lbfgs_problem_free(&pr, f64);
             pr = pr2;
             opt = opt2;
         }
@@ -408,34 +442,49 @@ static void run_lbfgs(const char *name, bool reload)
         double want = pt_test_get(losses, k);
         if (getenv("LBFGS_DEBUG"))
             print_message("step %d loss %.9g want %.9g\n", k, loss, want);
-        assert_true(fabs(loss - want) <= 1e-5 * fabs(want) + 1e-6);
-        check_step(name, &pr, k);
+        assert_true(fabs(loss - want) <= 1e-5 * fabs(want));
+        if (!f64)
+            continue;
+        pt_scope_begin();
+        snprintf(key, sizeof(key), "%s.W", name);
+        assert_tensor_close(pr.W, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
+        snprintf(key, sizeof(key), "%s.b", name);
+        assert_tensor_close(pr.b, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
+        pt_scope_end();
     }
-    pt_value *sd = pt_optim_state_dict(opt);
-    snprintf(key, sizeof(key), "%s.func_evals", name);
-    int64_t evals = -1, n_iter = -1;
-    assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.func_evals"), &evals), PT_OK);
-    assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.n_iter"), &n_iter), PT_OK);
-    assert_int_equal(evals, (int64_t)pt_item(fx_get(fx, key)));
-    snprintf(key, sizeof(key), "%s.n_iter", name);
-    assert_int_equal(n_iter, (int64_t)pt_item(fx_get(fx, key)));
-    pt_value_free(sd);
+    if (f64) {
+        pt_value *sd = pt_optim_state_dict(opt);
+        int64_t evals = -1, n_iter = -1;
+        assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.func_evals"), &evals),
+                         PT_OK);
+        assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.n_iter"), &n_iter),
+                         PT_OK);
+        snprintf(key, sizeof(key), "%s.func_evals", name);
+        assert_int_equal(evals, (int64_t)pt_item(fx_get(fx, key)));
+        snprintf(key, sizeof(key), "%s.n_iter", name);
+        assert_int_equal(n_iter, (int64_t)pt_item(fx_get(fx, key)));
+        pt_value_free(sd);
+    }
     pt_optim_free(opt);
-    problem_free(&pr);
+    lbfgs_problem_free(&pr, f64);
 }
 
 static void test_lbfgs_matches_torch(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++)
-        run_lbfgs(lbfgs_cases[i], false);
+    for (int i = 0; i < 3; i++) {
+        run_lbfgs(lbfgs_cases[i], false, true);
+        run_lbfgs(lbfgs_cases[i], false, false);
+    }
 }
 
 static void test_lbfgs_state_dict_round_trip(void **state)
 {
     (void)state;
-    for (int i = 0; i < 3; i++)
-        run_lbfgs(lbfgs_cases[i], true);
+    for (int i = 0; i < 3; i++) {
+        run_lbfgs(lbfgs_cases[i], true, true);
+        run_lbfgs(lbfgs_cases[i], true, false);
+    }
 }
 
 /* torch's layout: everything under state[0]; max_eval resolved at construction. */
@@ -450,7 +499,6 @@ static void test_lbfgs_state_dict_layout(void **state)
     pt_value *st = pt_value_path_ref(sd, "state");
     assert_int_equal(pt_value_len(st), 1);
     char *s = pt_value_to_string(pt_value_path_ref(sd, "state.0"), 0);
-    print_message("%s\n", s);
     const char *keys[] = {"'func_evals'", "'n_iter'", "'al'", "'d'", "'t'", "'old_dirs'",
                           "'old_stps'", "'ro'", "'H_diag'", "'prev_flat_grad'", "'prev_loss'"};
     const char *prev = s;
