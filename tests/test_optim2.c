@@ -352,7 +352,7 @@ static void test_float64_params(void **state)
     }
 }
 
-/* ---- LBFGS ------------------------------------------------------------------------------------ */
+/* ---- LBFGS ---------------------------------------------------------------------------------- */
 
 static double lbfgs_closure(void *user)
 {
@@ -629,7 +629,7 @@ static void test_adafactor_load_shape_error(void **state)
     problem_free(&pr);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------ */
+/* ---- errors --------------------------------------------------------------------------------- */
 
 static void test_constructor_errors(void **state)
 {

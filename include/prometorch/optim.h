@@ -382,8 +382,11 @@ PT_API pt_optim *pt_optim_rprop(pt_module *m, pt_rprop_opts o);
 PT_API pt_optim *pt_optim_rprop_params(int n, pt_tensor *const *params, pt_rprop_opts o);
 
 /* torch.optim.LBFGS. Step it with pt_optim_step_closure (pt_optim_step without a closure is an
- * error, as torch requires one). One parameter group only (add_param_group fails); CPU
- * parameters; the algorithm's scalars are computed in double precision. The whole state is
+ * error, as torch requires one). One parameter group only (a step after add_param_group is an
+ * error, as torch's); CPU parameters. The flat vectors and scalars are computed in double
+ * precision (rounded to float32 where torch holds float32 tensors, for float32 parameters);
+ * LBFGS amplifies rounding, so float32 trajectories follow torch's closely but not to 1e-5 over
+ * many iterations (torch's own float32 and float64 runs differ by ~1e-4). The whole state is
  * kept as state of the first parameter (index 0), with torch's keys: func_evals, n_iter, al,
  * d, t, old_dirs, old_stps, ro, H_diag, prev_flat_grad, prev_loss. Errors: lr < 0,
  * max_iter < 1, history_size < 1, line_search_fn other than NULL / "strong_wolfe". */
