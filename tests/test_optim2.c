@@ -90,6 +90,12 @@ static pt_optim *mk_radam_two_groups(pt_tensor *W, pt_tensor *b)
     o.lr = 0.02;
     return second_group(pt_optim_radam_params(1, &W, o), b, 0.1);
 }
+static pt_optim *mk_radam_decoupled_wd(pt_tensor *W, pt_tensor *b)
+{
+    pt_radam_opts o = PT_RADAM_DEFAULTS;
+    o.lr = 0.03, o.weight_decay = 0.2, o.decoupled_weight_decay = true;
+    return pt_optim_radam_params(PARAMS(W, b), o);
+}
 static pt_optim *mk_asgd_default(pt_tensor *W, pt_tensor *b)
 {
     pt_asgd_opts o = PT_ASGD_DEFAULTS;
@@ -219,6 +225,7 @@ static const optim_case cases[] = {
     {"radam_default", mk_radam_default, 0},
     {"radam_wd_betas", mk_radam_wd_betas, 0},
     {"radam_two_groups", mk_radam_two_groups, 0},
+    {"radam_decoupled_wd", mk_radam_decoupled_wd, 0},
     {"asgd_default", mk_asgd_default, 0},
     {"asgd_t0_wd_maximize", mk_asgd_t0_wd_maximize, 0},
     {"asgd_two_groups", mk_asgd_two_groups, 0},

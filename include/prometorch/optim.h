@@ -248,13 +248,15 @@ PT_API pt_status pt_optim_load_state_dict(pt_optim *o, const pt_value *sd);
 
 /* ==== more optimizers: RAdam, ASGD, Rprop, LBFGS, Lion, LAMB, Adafactor, SophiaG ============ */
 
-/* torch.optim.RAdam(lr, betas, eps, weight_decay) as in 1.13 (L2 weight decay added to the
- * gradient; torch 2.x's decoupled_weight_decay is not available). */
+/* torch.optim.RAdam(lr, betas, eps, weight_decay, decoupled_weight_decay): 1.13's math, plus
+ * torch 2.x's decoupled_weight_decay (p *= 1 - lr * weight_decay instead of adding
+ * weight_decay * p to the gradient; the param group key torch 2.x adds, absent in 1.13). */
 typedef struct pt_radam_opts {
     double lr;
     double betas[2];
     double eps;
     double weight_decay;
+    bool decoupled_weight_decay;
 } pt_radam_opts;
 #define PT_RADAM_DEFAULTS ((pt_radam_opts){.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8})
 

@@ -1,6 +1,6 @@
 /* torch.optim.RAdam (1.13 single-tensor math), fused float32 CPU pass + generic path:
  *
- *   t += 1;  g += weight_decay * p
+ *   t += 1;  g += weight_decay * p  (decoupled_weight_decay: p *= 1 - lr * weight_decay)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
  *   rho_inf = 2 / (1 - beta2) - 1;  rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)
  *   rho_t > 5: p -= m / (1 - beta1^t) * lr * sqrt(1 - beta2^t) / (sqrt(v) + eps) * rect
@@ -19,6 +19,7 @@ static const pti_hparam radam_hparams[] = {
     {"eps", PTI_HP_FLOAT, offsetof(pt_radam_opts, eps)},
     {"weight_decay", PTI_HP_NUMBER, offsetof(pt_radam_opts, weight_decay)},
     {"foreach", PTI_HP_NONE, 0},
+    {"decoupled_weight_decay", PTI_HP_BOOL, offsetof(pt_radam_opts, decoupled_weight_decay)},
 };
 
 static const pti_state_entry radam_state[] = {
@@ -57,7 +58,7 @@ static pt_status radam_init(pt_optim *o, const void *opts, const pt_tensor *p,
 typedef struct radam_ctx {
     float *p, *m, *v;
     const float *g;
-    float wd, b1, one_b1, b2, one_b2, bc1, lr, bc2_sqrt, eps, rect;
+    float wd, decay, b1, one_b1, b2, one_b2, bc1, lr, bc2_sqrt, eps, rect;
     bool has_wd, rectify;
 } radam_ctx;
 
@@ -66,7 +67,7 @@ static void radam_range(void *vctx, int64_t begin, int64_t end)
     const radam_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
         float g = c->g[i];
-        float p = c->p[i];
+        float p = c->p[i] * c->decay;
         if (c->has_wd)
             g = g + c->wd * p;
         float m = c->m[i] * c->b1 + c->one_b1 * g;
@@ -87,7 +88,10 @@ static pt_status radam_generic(const pt_radam_opts *o, pt_tensor *p, const pt_te
                                bool rectify)
 {
     pt_tensor *m = s->buf[BUF_EXP_AVG], *v = s->buf[BUF_EXP_AVG_SQ];
-    pt_tensor *d = pti_optim_generic_grad(p, g, false, o->weight_decay);
+    bool decoupled = o->decoupled_weight_decay && o->weight_decay != 0.0;
+    if (decoupled && pt_mul_scalar_(p, 1.0 - o->lr * o->weight_decay) != PT_OK)
+        return pt_last_status();
+    pt_tensor *d = pti_optim_generic_grad(p, g, false, decoupled ? 0.0 : o->weight_decay);
     if (!d)
         return pt_last_status();
     pt_tensor *u = NULL, *denom = NULL;
@@ -139,7 +143,8 @@ static pt_status radam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
         .wd = (float)o->weight_decay, .b1 = (float)b1, .one_b1 = (float)(1.0 - b1),
         .b2 = (float)b2, .one_b2 = (float)(1.0 - b2), .bc1 = (float)bc1, .lr = (float)o->lr,
         .bc2_sqrt = (float)sqrt(bc2), .eps = (float)o->eps, .rect = (float)rect,
-        .has_wd = o->weight_decay != 0.0, .rectify = rectify,
+        .decay = o->decoupled_weight_decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f,
+        .has_wd = o->weight_decay != 0.0 && !o->decoupled_weight_decay, .rectify = rectify,
     };
     pti_optim_parallel(p->numel, radam_range, &c);
     return PT_OK;
