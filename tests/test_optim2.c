@@ -157,7 +157,7 @@ static pt_optim *mk_lamb_clip_noavg_nobc(pt_tensor *W, pt_tensor *b)
 {
     pt_lamb_opts o = PT_LAMB_DEFAULTS;
     o.lr = 0.03, o.bias_correction = false, o.grad_averaging = false, o.max_grad_norm = 0.5;
-    o.trust_clip = true, o.weight_decay = 0.1;
+    o.trust_clip = true, o.weight_decay = 0.1, o.eps = 1.0;
     return pt_optim_lamb_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_lamb_nowd_adapt_noclip(pt_tensor *W, pt_tensor *b)
