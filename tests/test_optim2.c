@@ -325,6 +325,44 @@ static void test_state_dict_round_trip(void **state)
         run_case(&cases[i], true);
 }
 
+/* ASGD's averaged parameter ax (and eta, mu) after STEPS steps, read from the state dict. */
+static void check_asgd_average(const char *name)
+{
+    const optim_case *c = NULL;
+    for (size_t i = 0; i < N_CASES; i++)
+        if (strcmp(cases[i].name, name) == 0)
+            c = &cases[i];
+    assert_non_null(c);
+    problem pr = problem_new();
+    pt_optim *opt = c->make(pr.W, pr.b);
+    for (int k = 0; k < STEPS; k++)
+        one_step(c, opt, &pr, k);
+    pt_value *sd = pt_optim_state_dict(opt);
+    char key[96];
+    const char *fields[] = {"ax", "eta", "mu"};
+    for (int f = 0; f < 3; f++) {
+        char path[32];
+        snprintf(key, sizeof(key), "%s.%s", name, fields[f]);
+        snprintf(path, sizeof(path), "state.0.%s", fields[f]);
+        assert_tensor_close(pt_value_tensor_ref(pt_value_path_ref(sd, path)), fx_get(fx, key),
+                            1e-5, 1e-6);
+    }
+    pt_value_free(sd);
+    pt_optim_free(opt);
+    problem_free(&pr);
+}
+
+static void test_asgd_average(void **state)
+{
+    (void)state;
+    check_asgd_average("asgd_default");
+    check_asgd_average("asgd_t0_wd_maximize");
+    setenv("PT_OPTIM_GENERIC", "1", 1);
+    check_asgd_average("asgd_t0_wd_maximize");
+    check_asgd_average("asgd_two_groups");
+    unsetenv("PT_OPTIM_GENERIC");
+}
+
 /* float64 parameters take the generic path; the trajectory stays close to torch's float32
  * one (looser tolerance: the float32 reference itself carries ~1e-6 relative error). */
 static void test_float64_params(void **state)
@@ -692,6 +730,7 @@ int main(void)
         T(test_trajectories_generic_path),
         T(test_state_dict_round_trip),
         T(test_float64_params),
+        T(test_asgd_average),
         T(test_lbfgs_matches_torch),
         T(test_lbfgs_state_dict_round_trip),
         T(test_lbfgs_state_dict_layout),
