@@ -12,22 +12,28 @@ static pt_fixture *fx;
 
 #define STEPS 20
 
-/* ---- the problem: loss = mean((x W^T + b - y)^2) + 0.05 sum(W^3) ------------------------------ */
+/* ---- the problem: loss = mean((x W^T + b - y)^2) + 0.05 sum(W^3) ------------------------------
+ */
 
 typedef struct problem {
     pt_tensor *W, *b, *x, *y;
 } problem;
 
-static problem problem_new(void)
+static problem problem_new_dtype(pt_dtype dt)
 {
     problem pr;
-    pr.W = pt_clone(fx_get(fx, "init.W"));
-    pr.b = pt_clone(fx_get(fx, "init.b"));
-    pr.x = fx_get(fx, "data.x");
-    pr.y = fx_get(fx, "data.y");
+    pr.W = pt_to_dtype(fx_get(fx, "init.W"), dt);
+    pr.b = pt_to_dtype(fx_get(fx, "init.b"), dt);
+    pr.x = pt_to_dtype(fx_get(fx, "data.x"), dt);
+    pr.y = pt_to_dtype(fx_get(fx, "data.y"), dt);
     pt_set_requires_grad(pr.W, true);
     pt_set_requires_grad(pr.b, true);
     return pr;
+}
+
+static problem problem_new(void)
+{
+    return problem_new_dtype(PT_FLOAT32);
 }
 
 static pt_status problem_backward(problem *pr)
@@ -61,7 +67,11 @@ static pt_optim *adam_two(pt_tensor *W, pt_tensor *b, pt_adam_opts o, double lr_
     return opt;
 }
 
-#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
+#define PARAMS(W, b)                                                                               \
+    2, (pt_tensor *const[])                                                                        \
+    {                                                                                              \
+        W, b                                                                                       \
+    }
 
 static pt_optim *mk_sgd_plain(pt_tensor *W, pt_tensor *b)
 {
@@ -155,8 +165,11 @@ static pt_optim *mk_adagrad_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_adagrad_decay_init_wd(pt_tensor *W, pt_tensor *b)
 {
-    pt_adagrad_opts o = {.lr = 0.2, .lr_decay = 0.05, .initial_accumulator_value = 0.3,
-                         .weight_decay = 0.1, .eps = 1e-6};
+    pt_adagrad_opts o = {.lr = 0.2,
+                         .lr_decay = 0.05,
+                         .initial_accumulator_value = 0.3,
+                         .weight_decay = 0.1,
+                         .eps = 1e-6};
     return pt_optim_adagrad_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_adagrad_maximize_two_groups(pt_tensor *W, pt_tensor *b)
@@ -174,8 +187,8 @@ static pt_optim *mk_adadelta_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_adadelta_rho_wd_maximize(pt_tensor *W, pt_tensor *b)
 {
-    pt_adadelta_opts o = {.lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1,
-                          .maximize = true};
+    pt_adadelta_opts o = {
+        .lr = 0.5, .rho = 0.8, .eps = 1e-4, .weight_decay = 0.1, .maximize = true};
     return pt_optim_adadelta_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_adadelta_two_groups(pt_tensor *W, pt_tensor *b)
@@ -266,16 +279,19 @@ static const optim_case cases[] = {
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
-/* Runs one case for STEPS steps, comparing with torch after every step. */
-static void run_case(const optim_case *c)
+/* Runs one case for STEPS steps with parameters of dtype dt, comparing with torch after every
+ * step. */
+static void run_case_dtype(const optim_case *c, pt_dtype dt)
 {
-    print_message("  %s\n", c->name);
+    print_message("  %s %s\n", c->name, pt_dtype_name(dt));
+    const char *sfx = dt == PT_FLOAT64 ? ".f64" : "";
     char key[96];
-    snprintf(key, sizeof(key), "%s.W", c->name);
+    snprintf(key, sizeof(key), "%s%s.W", c->name, sfx);
     pt_tensor *Wexp = fx_get(fx, key);
-    snprintf(key, sizeof(key), "%s.b", c->name);
+    snprintf(key, sizeof(key), "%s%s.b", c->name, sfx);
     pt_tensor *bexp = fx_get(fx, key);
-    problem pr = problem_new();
+    problem pr = problem_new_dtype(dt);
+    double rtol = dt == PT_FLOAT64 ? 1e-9 : 1e-5, atol = dt == PT_FLOAT64 ? 1e-12 : 1e-6;
     pt_optim *opt = c->make(pr.W, pr.b);
     assert_non_null(opt);
     for (int k = 0; k < STEPS; k++) {
@@ -283,13 +299,18 @@ static void run_case(const optim_case *c)
         assert_int_equal(problem_backward(&pr), PT_OK);
         assert_int_equal(pt_optim_step(opt), PT_OK);
         pt_scope_begin();
-        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), 1e-5, 1e-6);
-        assert_tensor_close(pr.b, pt_select(bexp, 0, k), 1e-5, 1e-6);
+        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), rtol, atol);
+        assert_tensor_close(pr.b, pt_select(bexp, 0, k), rtol, atol);
         pt_scope_end();
     }
     pt_optim_free(opt);
     pt_release(pr.W);
     pt_release(pr.b);
+}
+
+static void run_case(const optim_case *c)
+{
+    run_case_dtype(c, PT_FLOAT32);
 }
 
 static void test_trajectories_match_torch(void **state)
@@ -306,6 +327,68 @@ static void test_trajectories_generic_path(void **state)
     for (size_t i = 0; i < N_CASES; i++)
         run_case(&cases[i]);
     unsetenv("PT_OPTIM_GENERIC");
+}
+
+/* float64 parameters take the generic path; torch ran the same cases in float64. */
+static void test_trajectories_float64(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "sgd_nesterov_maximize",        "adam_wd_amsgrad",       "adamw_default",
+        "rmsprop_centered_momentum_wd", "adagrad_decay_init_wd", "adadelta_default",
+        "adamax_wd_maximize",           "nadam_wd_decay",
+    };
+    for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++)
+        for (size_t i = 0; i < N_CASES; i++)
+            if (strcmp(cases[i].name, names[n]) == 0)
+                run_case_dtype(&cases[i], PT_FLOAT64);
+}
+
+/* The fused path (split across threads for these sizes) and the generic path agree on big
+ * tensors with random gradients, for every case. */
+static void test_fast_and_generic_paths_agree(void **state)
+{
+    (void)state;
+    pt_manual_seed(11);
+    pt_tensor *W0 = pt_randn(PT_SHAPE(300, 300), PT_FLOAT32, pt_cpu());
+    pt_tensor *b0 = pt_randn(PT_SHAPE(1000), PT_FLOAT32, pt_cpu());
+    pt_tensor *gW[3], *gb[3];
+    for (int k = 0; k < 3; k++) {
+        gW[k] = pt_randn(PT_SHAPE(300, 300), PT_FLOAT32, pt_cpu());
+        gb[k] = pt_randn(PT_SHAPE(1000), PT_FLOAT32, pt_cpu());
+    }
+    for (size_t i = 0; i < N_CASES; i++) {
+        pt_tensor *W[2], *b[2];
+        for (int path = 0; path < 2; path++) {
+            if (path == 1)
+                setenv("PT_OPTIM_GENERIC", "1", 1);
+            W[path] = pt_clone(W0);
+            b[path] = pt_clone(b0);
+            pt_set_requires_grad(W[path], true);
+            pt_set_requires_grad(b[path], true);
+            pt_optim *opt = cases[i].make(W[path], b[path]);
+            for (int k = 0; k < 3; k++) {
+                assert_int_equal(pt_set_grad(W[path], gW[k]), PT_OK);
+                assert_int_equal(pt_set_grad(b[path], gb[k]), PT_OK);
+                assert_int_equal(pt_optim_step(opt), PT_OK);
+            }
+            pt_optim_free(opt);
+            unsetenv("PT_OPTIM_GENERIC");
+        }
+        print_message("  %s\n", cases[i].name);
+        assert_tensor_close(W[0], W[1], 1e-5, 1e-6);
+        assert_tensor_close(b[0], b[1], 1e-5, 1e-6);
+        for (int path = 0; path < 2; path++) {
+            pt_release(W[path]);
+            pt_release(b[path]);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        pt_release(gW[k]);
+        pt_release(gb[k]);
+    }
+    pt_release(W0);
+    pt_release(b0);
 }
 
 /* ---- groups and options ---------------------------------------------------------------------- */
@@ -417,7 +500,392 @@ static void test_step_closure(void **state)
     pt_release(pr.b);
 }
 
-/* ---- errors ------------------------------------------------------------------------------------ */
+/* ---- state dicts ------------------------------------------------------------------------------
+ */
+
+/* Renders a value the way tests/fixtures/gen/optim.py's render() does. */
+static void render(const pt_value *v, char *buf, size_t cap, size_t *pos)
+{
+#define PUT(...) (*pos += (size_t)snprintf(buf + *pos, *pos < cap ? cap - *pos : 0, __VA_ARGS__))
+    int64_t n = pt_value_len(v);
+    switch (pt_value_kind_of(v)) {
+    case PT_VALUE_NONE: PUT("None"); break;
+    case PT_VALUE_BOOL: {
+        bool b = false;
+        pt_value_as_bool(v, &b);
+        PUT("%s", b ? "True" : "False");
+        break;
+    }
+    case PT_VALUE_INT: {
+        int64_t i = 0;
+        pt_value_as_int(v, &i);
+        PUT("i%lld", (long long)i);
+        break;
+    }
+    case PT_VALUE_FLOAT: {
+        double d = 0;
+        pt_value_as_float(v, &d);
+        PUT("f%.17g", d);
+        break;
+    }
+    case PT_VALUE_STR: PUT("'%s'", pt_value_as_str(v, NULL)); break;
+    case PT_VALUE_TENSOR: {
+        pt_tensor *t = pt_value_tensor_ref(v);
+        PUT("T(%s,[", pt_dtype_name(pt_dtype_of(t)));
+        for (int d = 0; d < pt_ndim(t); d++)
+            PUT("%s%lld", d ? "," : "", (long long)pt_shape(t)[d]);
+        PUT("])");
+        break;
+    }
+    case PT_VALUE_LIST:
+    case PT_VALUE_TUPLE: {
+        bool list = pt_value_is(v, PT_VALUE_LIST);
+        PUT(list ? "[" : "(");
+        for (int64_t i = 0; i < n; i++) {
+            if (i)
+                PUT(",");
+            render(pt_value_item_ref(v, i), buf, cap, pos);
+        }
+        PUT(list ? "]" : ")");
+        break;
+    }
+    case PT_VALUE_DICT:
+        PUT("{");
+        for (int64_t i = 0; i < n; i++) {
+            if (i)
+                PUT(",");
+            render(pt_value_key_ref(v, i), buf, cap, pos);
+            PUT(":");
+            render(pt_value_item_ref(v, i), buf, cap, pos);
+        }
+        PUT("}");
+        break;
+    default: PUT("?"); break;
+    }
+#undef PUT
+}
+
+static void assert_layout(const pt_value *sd, const char *fixture_name)
+{
+    static char got[16384], want[16384];
+    size_t pos = 0;
+    render(sd, got, sizeof(got), &pos);
+    assert_true(pos < sizeof(got));
+    pt_tensor *w = fx_get(fx, fixture_name);
+    int64_t n = pt_numel(w);
+    assert_true(n < (int64_t)sizeof(want));
+    assert_int_equal(pt_copy_to_host(w, want, (size_t)n), PT_OK);
+    want[n] = 0;
+    assert_string_equal(got, want);
+}
+
+/* Every tensor in sd["state"] equals torch's (stored as sd.<case>.state.<id>.<key>). */
+static void assert_state_values(const pt_value *sd, const char *name)
+{
+    const pt_value *state = pt_value_get_str_ref(sd, "state");
+    assert_non_null(state);
+    for (int64_t i = 0; i < pt_value_len(state); i++) {
+        int64_t id = -1;
+        assert_int_equal(pt_value_as_int(pt_value_key_ref(state, i), &id), PT_OK);
+        const pt_value *st = pt_value_item_ref(state, i);
+        for (int64_t k = 0; k < pt_value_len(st); k++) {
+            pt_tensor *t = pt_value_tensor_ref(pt_value_item_ref(st, k));
+            if (!t)
+                continue;
+            char key[128];
+            snprintf(key, sizeof(key), "sd.%s.state.%lld.%s", name, (long long)id,
+                     pt_value_as_str(pt_value_key_ref(st, k), NULL));
+            assert_tensor_close(t, fx_get(fx, key), 1e-5, 1e-6);
+        }
+    }
+}
+
+static pt_optim *mk_sd_sgd(pt_tensor *W, pt_tensor *b)
+{
+    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05}, 0.2);
+}
+static pt_optim *mk_sd_sgd_momentum(pt_tensor *W, pt_tensor *b)
+{
+    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05, .momentum = 0.9, .nesterov = true}, 0.2);
+}
+static pt_optim *mk_sd_adam_amsgrad(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.02, o.amsgrad = true, o.weight_decay = 0.5;
+    return pt_optim_adam_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_sd_adamw(pt_tensor *W, pt_tensor *b)
+{
+    pt_adamw_opts o = PT_ADAMW_DEFAULTS;
+    o.lr = 0.02;
+    pt_optim *opt = pt_optim_adamw_params(1, &W, o);
+    o.lr = 0.1;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_sd_rmsprop(pt_tensor *W, pt_tensor *b)
+{
+    pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
+    pt_optim *opt = pt_optim_rmsprop_params(1, &W, o);
+    o.lr = 0.03;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_sd_rmsprop_centered_momentum(pt_tensor *W, pt_tensor *b)
+{
+    pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
+    o.centered = true, o.momentum = 0.5;
+    return pt_optim_rmsprop_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_sd_adagrad(pt_tensor *W, pt_tensor *b)
+{
+    pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
+    o.lr = 0.1;
+    pt_optim *opt = pt_optim_adagrad_params(1, &W, o);
+    o.lr = 0.3;
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
+    return opt;
+}
+static pt_optim *mk_sd_adagrad_fresh(pt_tensor *W, pt_tensor *b)
+{
+    pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
+    o.lr = 0.1, o.initial_accumulator_value = 0.5;
+    return pt_optim_adagrad_params(PARAMS(W, b), o);
+}
+static pt_optim *mk_sd_adam_fresh_initial_lr(pt_tensor *W, pt_tensor *b)
+{
+    pt_adam_opts o = PT_ADAM_DEFAULTS;
+    o.lr = 0.02;
+    pt_optim *opt = pt_optim_adam_params(PARAMS(W, b), o);
+    assert_int_equal(pt_optim_set_option(opt, 0, "initial_lr", 0, 0.02), PT_OK);
+    return opt;
+}
+
+typedef struct sd_case {
+    const char *name;
+    make_fn make;
+    int steps;
+} sd_case;
+
+static const sd_case sd_cases[] = {
+    {"sgd", mk_sd_sgd, 2},
+    {"sgd_momentum", mk_sd_sgd_momentum, 2},
+    {"adam", mk_adam_two_groups, 2},
+    {"adam_amsgrad", mk_sd_adam_amsgrad, 2},
+    {"adamw", mk_sd_adamw, 2},
+    {"rmsprop", mk_sd_rmsprop, 2},
+    {"rmsprop_centered_momentum", mk_sd_rmsprop_centered_momentum, 2},
+    {"adagrad", mk_sd_adagrad, 2},
+    {"adagrad_fresh", mk_sd_adagrad_fresh, 0},
+    {"adadelta", mk_adadelta_two_groups, 2},
+    {"adamax", mk_adamax_two_groups, 2},
+    {"nadam", mk_nadam_two_groups, 2},
+    {"adam_fresh_initial_lr", mk_sd_adam_fresh_initial_lr, 0},
+};
+
+static void run_steps(pt_optim *opt, problem *pr, int steps)
+{
+    for (int k = 0; k < steps; k++) {
+        pt_optim_zero_grad(opt);
+        assert_int_equal(problem_backward(pr), PT_OK);
+        assert_int_equal(pt_optim_step(opt), PT_OK);
+    }
+}
+
+static void test_state_dict_layout_matches_torch(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof(sd_cases) / sizeof(sd_cases[0]); c++) {
+        print_message("  %s\n", sd_cases[c].name);
+        problem pr = problem_new();
+        pt_optim *opt = sd_cases[c].make(pr.W, pr.b);
+        run_steps(opt, &pr, sd_cases[c].steps);
+        pt_value *sd = pt_optim_state_dict(opt);
+        assert_non_null(sd);
+        char key[96];
+        snprintf(key, sizeof(key), "sd.%s.layout", sd_cases[c].name);
+        assert_layout(sd, key);
+        assert_state_values(sd, sd_cases[c].name);
+        pt_value_free(sd);
+        pt_optim_free(opt);
+        pt_release(pr.W);
+        pt_release(pr.b);
+    }
+}
+
+/* Save after 10 steps, load into a fresh optimizer (with a different lr, which the load
+ * restores) over copies of the parameters, continue: the same trajectory as torch's
+ * uninterrupted run. */
+static void round_trip(const optim_case *c)
+{
+    char key[96];
+    snprintf(key, sizeof(key), "%s.W", c->name);
+    pt_tensor *Wexp = fx_get(fx, key);
+    snprintf(key, sizeof(key), "%s.b", c->name);
+    pt_tensor *bexp = fx_get(fx, key);
+    problem a = problem_new();
+    pt_optim *oa = c->make(a.W, a.b);
+    run_steps(oa, &a, STEPS / 2);
+    pt_value *sd = pt_optim_state_dict(oa);
+    assert_non_null(sd);
+
+    problem b = problem_new();
+    pt_no_grad_begin();
+    assert_int_equal(pt_copy_(b.W, a.W), PT_OK);
+    assert_int_equal(pt_copy_(b.b, a.b), PT_OK);
+    pt_no_grad_end();
+    pt_optim *ob = c->make(b.W, b.b);
+    for (int g = 0; g < pt_optim_num_groups(ob); g++)
+        assert_int_equal(pt_optim_set_lr(ob, g, 0.123), PT_OK);
+    assert_int_equal(pt_optim_load_state_dict(ob, sd), PT_OK);
+    for (int g = 0; g < pt_optim_num_groups(ob); g++)
+        assert_true(pt_optim_get_lr(ob, g) == pt_optim_get_lr(oa, g));
+    /* the loaded state is a copy: stepping A further must not move B */
+    run_steps(oa, &a, 1);
+    pt_value_free(sd);
+    pt_optim_free(oa);
+    for (int k = STEPS / 2; k < STEPS; k++) {
+        run_steps(ob, &b, 1);
+        pt_scope_begin();
+        assert_tensor_close(b.W, pt_select(Wexp, 0, k), 1e-5, 1e-6);
+        assert_tensor_close(b.b, pt_select(bexp, 0, k), 1e-5, 1e-6);
+        pt_scope_end();
+    }
+    pt_optim_free(ob);
+    pt_release(a.W);
+    pt_release(a.b);
+    pt_release(b.W);
+    pt_release(b.b);
+}
+
+static void test_state_dict_round_trip(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++) {
+        print_message("  %s\n", cases[i].name);
+        round_trip(&cases[i]);
+    }
+}
+
+static void test_load_state_dict_errors(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_optim *two_groups = mk_adam_two_groups(pr.W, pr.b);
+    run_steps(two_groups, &pr, 1);
+    pt_value *sd2 = pt_optim_state_dict(two_groups);
+    pt_optim *one_group = mk_adam_default(pr.W, pr.b);
+    assert_pt_status_error(pt_optim_load_state_dict(one_group, sd2), PT_ERR_INVALID_ARG,
+                           "different number of parameter groups");
+    pt_value *sd1 = pt_optim_state_dict(one_group);
+    pt_optim *other = pt_optim_adam_params(1, &pr.W, PT_ADAM_DEFAULTS);
+    assert_int_equal(pt_optim_add_param_group(other, 1, &pr.b, NULL), PT_OK);
+    assert_pt_status_error(pt_optim_load_state_dict(other, sd1), PT_ERR_INVALID_ARG,
+                           "different number of parameter groups");
+    /* same group sizes, swapped shapes: group 0 holds b ([5]) where W ([5, 4]) was saved */
+    pt_optim *swapped = pt_optim_adam_params(1, &pr.b, PT_ADAM_DEFAULTS);
+    assert_int_equal(pt_optim_add_param_group(swapped, 1, &pr.W, NULL), PT_OK);
+    assert_int_equal(pt_optim_set_lr(swapped, 0, 0.5), PT_OK);
+    assert_pt_status_error(pt_optim_load_state_dict(swapped, sd2), PT_ERR_SHAPE,
+                           "'exp_avg' has shape [5, 4] but the parameter has shape [5]");
+    assert_true(pt_optim_get_lr(swapped, 0) == 0.5); /* unchanged after the failure */
+    pt_value *sd_sw = pt_optim_state_dict(swapped);
+    assert_int_equal(pt_value_len(pt_value_get_str_ref(sd_sw, "state")), 0);
+    /* group size mismatch */
+    pt_optim *big = pt_optim_adam_params(PARAMS(pr.W, pr.b), PT_ADAM_DEFAULTS);
+    pt_tensor *extra = pt_zeros(PT_SHAPE(2), PT_FLOAT32, pt_cpu());
+    pt_set_requires_grad(extra, true);
+    assert_int_equal(pt_optim_add_param_group(big, 1, &extra, NULL), PT_OK);
+    assert_pt_status_error(pt_optim_load_state_dict(big, sd2), PT_ERR_INVALID_ARG,
+                           "doesn't match the size of optimizer's group");
+    /* not a state dict */
+    pt_value *junk = pt_value_list();
+    assert_pt_status_error(pt_optim_load_state_dict(big, junk), PT_ERR_FORMAT, "must be a dict");
+    assert_pt_status_error(pt_optim_load_state_dict(big, NULL), PT_ERR_NULL, "NULL");
+    pt_value_free(junk);
+    pt_value_free(sd_sw);
+    pt_value_free(sd1);
+    pt_value_free(sd2);
+    pt_optim_free(big);
+    pt_optim_free(swapped);
+    pt_optim_free(other);
+    pt_optim_free(one_group);
+    pt_optim_free(two_groups);
+    pt_release(extra);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+/* ---- module constructors and closures ------------------------------------------------------ */
+
+static pt_tensor *identity_forward(pt_module *self, const pt_tensor *x)
+{
+    (void)self;
+    return pt_clone(x);
+}
+
+static const pt_module_def net_def = {.type_name = "Net", .forward = identity_forward};
+
+/* pt_optim_<x>(module) takes the module's parameters in named_parameters order (children's
+ * after the module's own); the optimizer keeps them alive after the module is freed. */
+static void test_module_constructor(void **state)
+{
+    (void)state;
+    pt_module *net = pt_nn_module_new(&net_def, NULL);
+    pt_module *child = pt_nn_module_new(&net_def, NULL);
+    pt_tensor *a = pt_zeros(PT_SHAPE(2, 3), PT_FLOAT32, pt_cpu());
+    pt_tensor *c = pt_ones(PT_SHAPE(4), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_nn_register_parameter(child, "w", c), PT_OK);
+    assert_int_equal(pt_nn_register_parameter(net, "a", a), PT_OK);
+    assert_int_equal(pt_nn_add(net, "child", child), PT_OK);
+    pt_optim *opt = pt_optim_adamw(net, PT_ADAMW_DEFAULTS);
+    assert_non_null(opt);
+    assert_int_equal(pt_optim_num_groups(opt), 1);
+    assert_int_equal(pt_optim_group_size(opt, 0), 2);
+    assert_ptr_equal(pt_optim_group_param_ref(opt, 0, 0), a);
+    assert_ptr_equal(pt_optim_group_param_ref(opt, 0, 1), c);
+    pt_nn_free(net);
+    pt_release(a);
+    pt_tensor *g = pt_ones(PT_SHAPE(4), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_set_grad(c, g), PT_OK);
+    assert_int_equal(pt_optim_step(opt), PT_OK);
+    /* AdamW's first step moves by lr (plus the decay): 1 * (1 - 1e-5) - 1e-3 */
+    assert_float_equal(pt_test_get(c, 0), 1.0 * (1.0 - 1e-5) - 1e-3, 1e-6);
+    pt_optim_free(opt);
+    pt_release(c);
+    pt_release(g);
+
+    pt_module *empty = pt_nn_module_new(&net_def, NULL);
+    assert_pt_error(pt_optim_sgd(empty, PT_SGD_DEFAULTS), PT_ERR_INVALID_ARG,
+                    "empty parameter list");
+    assert_pt_error(pt_optim_sgd(NULL, PT_SGD_DEFAULTS), PT_ERR_NULL, "module is NULL");
+    pt_nn_free(empty);
+}
+
+static double failing_closure(void *user)
+{
+    (void)user;
+    return NAN;
+}
+
+static void test_closure_error_aborts_step(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pt_optim *opt = pt_optim_sgd_params(PARAMS(pr.W, pr.b), (pt_sgd_opts){.lr = 0.1});
+    assert_int_equal(problem_backward(&pr), PT_OK);
+    pt_tensor *W0 = pt_clone(pr.W);
+    assert_pt_status_error(pt_optim_step_closure(opt, failing_closure, NULL, NULL), PT_ERR_RUNTIME,
+                           "closure reported an error");
+    assert_tensor_equal(pr.W, W0);
+    pt_optim_free(opt);
+    pt_release(W0);
+    pt_release(pr.W);
+    pt_release(pr.b);
+}
+
+/* ---- errors ------------------------------------------------------------------------------------
+ */
 
 static void test_constructor_errors(void **state)
 {
@@ -452,8 +920,7 @@ static void test_constructor_errors(void **state)
     assert_pt_status_error(pt_optim_add_param_group(opt, 1, &pr.W, NULL), PT_ERR_INVALID_ARG,
                            "more than one parameter group");
     assert_int_equal(pt_optim_num_groups(opt), 1);
-    assert_pt_status_error(pt_optim_step_closure(opt, NULL, NULL, NULL), PT_ERR_NULL,
-                           "closure");
+    assert_pt_status_error(pt_optim_step_closure(opt, NULL, NULL, NULL), PT_ERR_NULL, "closure");
     pt_optim_free(opt);
     pt_optim_free(NULL);
     pt_release(nonleaf);
@@ -469,10 +936,17 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_trajectories_match_torch),
         T(test_trajectories_generic_path),
+        T(test_trajectories_float64),
+        T(test_fast_and_generic_paths_agree),
         T(test_groups_and_options),
         T(test_step_skips_missing_grads_and_zero_grad),
         T(test_step_closure),
         T(test_constructor_errors),
+        T(test_module_constructor),
+        T(test_closure_error_aborts_step),
+        T(test_state_dict_layout_matches_torch),
+        T(test_state_dict_round_trip),
+        T(test_load_state_dict_errors),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

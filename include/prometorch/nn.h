@@ -9,8 +9,8 @@
  * A user-defined module is a C struct (the ctx) plus a pt_module_def with its forward
  * callback; children and parameters are registered on it and found back by name or by
  * registration index. The layers themselves are declared in nn_layers.h (linear, conv, norms,
- * pooling, activations, losses), nn_rnn.h (RNN/LSTM/GRU) and nn_transformer.h (attention and
- * transformer layers); weight initialization in nn_init.h.
+ * pooling, embedding, dropout), nn_activation.h, nn_loss.h, nn_rnn.h (RNN/LSTM/GRU) and
+ * nn_transformer.h (attention and transformer layers); weight initialization in nn_init.h.
  *
  * Ownership: constructors return a module the caller frees with pt_nn_free (NULL is a
  * no-op). pt_nn_add and the containers take ownership of the child modules they are given,

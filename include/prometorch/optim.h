@@ -69,7 +69,7 @@ typedef struct pt_adamw_opts {
     bool amsgrad;
     bool maximize;
 } pt_adamw_opts;
-#define PT_ADAMW_DEFAULTS \
+#define PT_ADAMW_DEFAULTS                                                                          \
     ((pt_adamw_opts){.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .weight_decay = 1e-2})
 
 /* torch.optim.RMSprop(lr, alpha, eps, weight_decay, momentum, centered, maximize). */
@@ -125,7 +125,7 @@ typedef struct pt_nadam_opts {
     double weight_decay;
     double momentum_decay;
 } pt_nadam_opts;
-#define PT_NADAM_DEFAULTS \
+#define PT_NADAM_DEFAULTS                                                                          \
     ((pt_nadam_opts){.lr = 2e-3, .betas = {0.9, 0.999}, .eps = 1e-8, .momentum_decay = 4e-3})
 
 /* ---- construction ---------------------------------------------------------------------------- */
@@ -205,8 +205,7 @@ PT_API pt_status pt_optim_get_option(const pt_optim *o, int group, const char *n
 /* param_groups[group][name] = v (or [name][index] for a tuple). Known options are validated
  * as the constructor does (set "lr" to -1 fails and changes nothing); an unknown name adds an
  * extra numeric key to the group, saved in the state dict (as PyTorch allows any key). */
-PT_API pt_status pt_optim_set_option(pt_optim *o, int group, const char *name, int index,
-                                     double v);
+PT_API pt_status pt_optim_set_option(pt_optim *o, int group, const char *name, int index, double v);
 /* True when the group has the key (an option or an extra key). */
 PT_API bool pt_optim_has_option(const pt_optim *o, int group, const char *name);
 

@@ -22,6 +22,11 @@
 #include "data.h"
 #include "value.h"
 #include "nn.h"
+#include "nn_layers.h"
+#include "nn_init.h"
+#include "nn_activation.h"
+#include "nn_loss.h"
+#include "nn_rnn.h"
 #include "optim.h"
 
 #define PROMETORCH_VERSION_MAJOR 0

@@ -9,6 +9,13 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define OPT_HAVE_AVX2 1
+#define AVX2_FN __attribute__((target("avx2")))
+#endif
 
 enum { BUF_SQUARE_AVG, BUF_ACC_DELTA };
 
@@ -73,6 +80,40 @@ static void adadelta_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
+#ifdef OPT_HAVE_AVX2
+/* adadelta_range 8 lanes at a time with the same float operations; the tail goes through it. */
+AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
+{
+    const adadelta_ctx *c = vctx;
+    float *restrict P = c->p, *restrict SQ = c->sq, *restrict ACC = c->acc;
+    const float *restrict G = c->g;
+    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
+    const __m256 wd = _mm256_set1_ps(c->wd), rho = _mm256_set1_ps(c->rho);
+    const __m256 one_rho = _mm256_set1_ps(c->one_rho), eps = _mm256_set1_ps(c->eps);
+    const __m256 neg_lr = _mm256_set1_ps(c->neg_lr);
+    const bool has_wd = c->has_wd;
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256 p = _mm256_loadu_ps(P + i);
+        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
+        if (has_wd)
+            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
+        __m256 sq = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(SQ + i), rho),
+                                  _mm256_mul_ps(_mm256_mul_ps(one_rho, g), g));
+        _mm256_storeu_ps(SQ + i, sq);
+        __m256 std = _mm256_sqrt_ps(_mm256_add_ps(sq, eps));
+        __m256 acc = _mm256_loadu_ps(ACC + i);
+        __m256 delta =
+            _mm256_mul_ps(_mm256_div_ps(_mm256_sqrt_ps(_mm256_add_ps(acc, eps)), std), g);
+        acc = _mm256_add_ps(_mm256_mul_ps(acc, rho),
+                            _mm256_mul_ps(_mm256_mul_ps(one_rho, delta), delta));
+        _mm256_storeu_ps(ACC + i, acc);
+        _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_mul_ps(neg_lr, delta)));
+    }
+    adadelta_range(vctx, i, end);
+}
+#endif
+
 static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const pt_tensor *g,
                                   pt_tensor *sq, pt_tensor *acc)
 {
@@ -107,8 +148,8 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     return st;
 }
 
-static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p,
-                                 const pt_tensor *g, pti_param_state *s)
+static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                                 pti_param_state *s)
 {
     (void)opt;
     const pt_adadelta_opts *o = opts;
@@ -117,12 +158,24 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p,
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return adadelta_generic(o, p, g, sq, acc);
     adadelta_ctx c = {
-        .p = pti_data(p), .sq = pti_data(sq), .acc = pti_data(acc), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .rho = (float)o->rho, .one_rho = (float)(1.0 - o->rho),
-        .eps = (float)o->eps, .neg_lr = (float)-o->lr, .maximize = o->maximize,
+        .p = pti_data(p),
+        .sq = pti_data(sq),
+        .acc = pti_data(acc),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .rho = (float)o->rho,
+        .one_rho = (float)(1.0 - o->rho),
+        .eps = (float)o->eps,
+        .neg_lr = (float)-o->lr,
+        .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_parallel(p->numel, adadelta_range, &c);
+    pti_range_fn fn = adadelta_range;
+#ifdef OPT_HAVE_AVX2
+    if (pti_cpu_has_avx2())
+        fn = adadelta_range_avx2;
+#endif
+    pti_optim_parallel(p->numel, fn, &c);
     return PT_OK;
 }
 

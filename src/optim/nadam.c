@@ -12,6 +12,13 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define OPT_HAVE_AVX2 1
+#define AVX2_FN __attribute__((target("avx2")))
+#endif
 
 enum { BUF_EXP_AVG, BUF_EXP_AVG_SQ };
 enum { SCALAR_MU_PRODUCT };
@@ -49,8 +56,7 @@ static pt_status nadam_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
     s->step = 0.0;
@@ -85,9 +91,42 @@ static void nadam_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
+#ifdef OPT_HAVE_AVX2
+/* nadam_range 8 lanes at a time with the same float operations; the tail goes through it. */
+AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
+{
+    const nadam_ctx *c = vctx;
+    float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v;
+    const float *restrict G = c->g;
+    const __m256 wd = _mm256_set1_ps(c->wd), b1 = _mm256_set1_ps(c->b1);
+    const __m256 one_b1 = _mm256_set1_ps(c->one_b1), b2 = _mm256_set1_ps(c->b2);
+    const __m256 one_b2 = _mm256_set1_ps(c->one_b2), bc2 = _mm256_set1_ps(c->bc2);
+    const __m256 eps = _mm256_set1_ps(c->eps), coef_g = _mm256_set1_ps(c->coef_g);
+    const __m256 coef_m = _mm256_set1_ps(c->coef_m);
+    const bool has_wd = c->has_wd;
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256 p = _mm256_loadu_ps(P + i);
+        __m256 g = _mm256_loadu_ps(G + i);
+        if (has_wd)
+            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
+        __m256 m =
+            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(one_b1, g));
+        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
+                                 _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
+        _mm256_storeu_ps(M + i, m);
+        _mm256_storeu_ps(V + i, v);
+        __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(v, bc2)), eps);
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_g, g), denom));
+        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_m, m), denom));
+        _mm256_storeu_ps(P + i, p);
+    }
+    nadam_range(vctx, i, end);
+}
+#endif
+
 static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_tensor *g,
-                               pt_tensor *m, pt_tensor *v, double bc2, double coef_g,
-                               double coef_m)
+                               pt_tensor *m, pt_tensor *v, double bc2, double coef_g, double coef_m)
 {
     pt_tensor *d = pti_optim_generic_grad(p, g, false, o->weight_decay);
     if (!d)
@@ -135,13 +174,27 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return nadam_generic(o, p, g, m, v, bc2, coef_g, coef_m);
     nadam_ctx c = {
-        .p = pti_data(p), .m = pti_data(m), .v = pti_data(v), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .b1 = (float)b1, .one_b1 = (float)(1.0 - b1),
-        .b2 = (float)o->betas[1], .one_b2 = (float)(1.0 - o->betas[1]), .bc2 = (float)bc2,
-        .eps = (float)o->eps, .coef_g = (float)coef_g, .coef_m = (float)coef_m,
+        .p = pti_data(p),
+        .m = pti_data(m),
+        .v = pti_data(v),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .b1 = (float)b1,
+        .one_b1 = (float)(1.0 - b1),
+        .b2 = (float)o->betas[1],
+        .one_b2 = (float)(1.0 - o->betas[1]),
+        .bc2 = (float)bc2,
+        .eps = (float)o->eps,
+        .coef_g = (float)coef_g,
+        .coef_m = (float)coef_m,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_parallel(p->numel, nadam_range, &c);
+    pti_range_fn fn = nadam_range;
+#ifdef OPT_HAVE_AVX2
+    if (pti_cpu_has_avx2())
+        fn = nadam_range_avx2;
+#endif
+    pti_optim_parallel(p->numel, fn, &c);
     return PT_OK;
 }
 

@@ -4,6 +4,7 @@
  * (state allocation, fast-path test, parallel split). The state dict lives in optim_state.c;
  * the algorithms in one file each. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,20 +49,29 @@ static pt_status check_params(const pt_optim *o, const char *op, int n, pt_tenso
         if (!p->requires_grad)
             return pti_error(PT_ERR_INVALID_ARG,
                              "%s: parameter %d (%s) does not require grad; optimizing it is "
-                             "pointless", op, i, pti_tensor_desc(p));
+                             "pointless",
+                             op, i, pti_tensor_desc(p));
         if (p->grad_fn)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: can't optimize a non-leaf Tensor "
-                             "(parameter %d)", op, i);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: can't optimize a non-leaf Tensor "
+                             "(parameter %d)",
+                             op, i);
         if (!pti_dtypes[p->dtype].is_floating)
-            return pti_error(PT_ERR_DTYPE, "%s: parameter %d has dtype %s; optimizers need "
-                             "floating-point parameters", op, i, pti_dtypes[p->dtype].name);
+            return pti_error(PT_ERR_DTYPE,
+                             "%s: parameter %d has dtype %s; optimizers need "
+                             "floating-point parameters",
+                             op, i, pti_dtypes[p->dtype].name);
         for (int j = 0; j < i; j++)
             if (params[j] == p)
-                return pti_error(PT_ERR_INVALID_ARG, "%s: parameter %d appears twice in the "
-                                 "parameter list", op, i);
+                return pti_error(PT_ERR_INVALID_ARG,
+                                 "%s: parameter %d appears twice in the "
+                                 "parameter list",
+                                 op, i);
         if (o && optim_has_param(o, p))
-            return pti_error(PT_ERR_INVALID_ARG, "%s: some parameters appear in more than one "
-                             "parameter group (parameter %d)", op, i);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: some parameters appear in more than one "
+                             "parameter group (parameter %d)",
+                             op, i);
     }
     return PT_OK;
 }
@@ -101,8 +111,8 @@ static pt_status add_group(pt_optim *o, int n, pt_tensor *const *params, const v
     return PT_OK;
 }
 
-pt_optim *pti_optim_new(const pti_optim_def *def, const char *op, int n,
-                        pt_tensor *const *params, const void *opts)
+pt_optim *pti_optim_new(const pti_optim_def *def, const char *op, int n, pt_tensor *const *params,
+                        const void *opts)
 {
     if (def->check_opts(op, opts) != PT_OK || check_params(NULL, op, n, params) != PT_OK)
         return NULL;
@@ -150,7 +160,10 @@ void pt_optim_free(pt_optim *o)
     free(o);
 }
 
-const char *pt_optim_name(const pt_optim *o) { return o ? o->def->name : NULL; }
+const char *pt_optim_name(const pt_optim *o)
+{
+    return o ? o->def->name : NULL;
+}
 
 pt_status pt_optim_add_param_group(pt_optim *o, int n, pt_tensor *const *params, const void *opts)
 {
@@ -167,15 +180,18 @@ pt_status pt_optim_add_param_group(pt_optim *o, int n, pt_tensor *const *params,
     return st;
 }
 
-int pt_optim_num_groups(const pt_optim *o) { return o ? o->n_groups : -1; }
+int pt_optim_num_groups(const pt_optim *o)
+{
+    return o ? o->n_groups : -1;
+}
 
 static const pti_optim_group *group_at(const pt_optim *o, int group, const char *op)
 {
     if (!o)
         return pti_error_null(PT_ERR_NULL, "%s: optimizer is NULL", op);
     if (group < 0 || group >= o->n_groups)
-        return pti_error_null(PT_ERR_INDEX, "%s: group %d out of range (the optimizer has %d)",
-                              op, group, o->n_groups);
+        return pti_error_null(PT_ERR_INDEX, "%s: group %d out of range (the optimizer has %d)", op,
+                              group, o->n_groups);
     return &o->groups[group];
 }
 
@@ -191,8 +207,10 @@ pt_tensor *pt_optim_group_param_ref(const pt_optim *o, int group, int i)
     if (!g)
         return NULL;
     if (i < 0 || i >= g->n)
-        return pti_error_null(PT_ERR_INDEX, "pt_optim_group_param_ref: parameter %d out of "
-                              "range (group %d has %d)", i, group, g->n);
+        return pti_error_null(PT_ERR_INDEX,
+                              "pt_optim_group_param_ref: parameter %d out of "
+                              "range (group %d has %d)",
+                              i, group, g->n);
     return g->params[i];
 }
 
@@ -264,8 +282,7 @@ static pt_status hp_write(const pti_hparam *h, void *opts, int index, double v, 
     return pti_error(PT_ERR_DTYPE, "%s: option '%s' cannot be set to a number", op, h->name);
 }
 
-pt_status pt_optim_get_option(const pt_optim *o, int group, const char *name, int index,
-                              double *v)
+pt_status pt_optim_get_option(const pt_optim *o, int group, const char *name, int index, double *v)
 {
     const char *op = "pt_optim_get_option";
     const pti_optim_group *g = group_at(o, group, op);
@@ -314,8 +331,8 @@ pt_status pt_optim_set_option(pt_optim *o, int group, const char *name, int inde
     if (!h) {
         pti_group_extra *e = find_extra(g, name);
         if (index != 0)
-            return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op,
-                             index, name);
+            return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op, index,
+                             name);
         if (!e)
             return add_extra(g, name, v);
         e->v = v;
@@ -323,7 +340,7 @@ pt_status pt_optim_set_option(pt_optim *o, int group, const char *name, int inde
         return PT_OK;
     }
     /* Validate on a copy so a rejected value leaves the group unchanged. */
-    char tmp[512];
+    _Alignas(max_align_t) char tmp[512];
     if (o->def->opts_size > sizeof(tmp))
         return pti_error(PT_ERR_RUNTIME, "%s: options struct too large", op);
     memcpy(tmp, g->opts, o->def->opts_size);
@@ -422,7 +439,10 @@ pt_status pt_optim_step_closure(pt_optim *o, double (*closure)(void *user), void
     return pt_optim_step(o);
 }
 
-void pt_optim_zero_grad(pt_optim *o) { (void)pt_optim_zero_grad_ex(o, true); }
+void pt_optim_zero_grad(pt_optim *o)
+{
+    (void)pt_optim_zero_grad_ex(o, true);
+}
 
 pt_status pt_optim_zero_grad_ex(pt_optim *o, bool set_to_none)
 {
@@ -454,17 +474,22 @@ static pt_tensor *untrack(pt_tensor *t)
     return t;
 }
 
-pt_tensor *pti_optim_state_zeros(const pt_tensor *p) { return untrack(pt_zeros_like(p)); }
+pt_tensor *pti_optim_state_zeros(const pt_tensor *p)
+{
+    return untrack(pt_zeros_like(p));
+}
 
 pt_tensor *pti_optim_state_full(const pt_tensor *p, double v)
 {
     return untrack(pt_full_like(p, v));
 }
 
-pt_tensor *pti_optim_state_clone(const pt_tensor *src) { return untrack(pt_clone(src)); }
+pt_tensor *pti_optim_state_clone(const pt_tensor *src)
+{
+    return untrack(pt_clone(src));
+}
 
-bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs,
-                       pt_tensor *const *bufs)
+bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs)
 {
     if (force_generic)
         return false;

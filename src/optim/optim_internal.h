@@ -20,17 +20,17 @@
 /* ---- hyperparameters ---------------------------------------------------------------------- */
 
 typedef enum pti_hp_kind {
-    PTI_HP_FLOAT,      /* double field, saved as a Python float */
-    PTI_HP_NUMBER,     /* double field whose torch default is an int literal (weight_decay=0):
-                        * saved as an int when integral, else a float */
-    PTI_HP_BOOL,       /* bool field */
-    PTI_HP_INT,        /* int64_t field (LBFGS max_iter) */
-    PTI_HP_PAIR,       /* double[2] field, saved as a tuple (betas, etas, step_sizes) */
-    PTI_HP_OPT_FLOAT,  /* double field where NAN means None, saved as float/None */
-    PTI_HP_OPT_INT,    /* int64_t field where < 0 means None (LBFGS max_eval) */
-    PTI_HP_STR,        /* const char * field (static string or NULL = None) */
-    PTI_HP_NONE,       /* no field: always None (foreach) */
-    PTI_HP_FALSE,      /* no field: always False (capturable, differentiable, fused) */
+    PTI_HP_FLOAT,     /* double field, saved as a Python float */
+    PTI_HP_NUMBER,    /* double field whose torch default is an int literal (weight_decay=0):
+                       * saved as an int when integral, else a float */
+    PTI_HP_BOOL,      /* bool field */
+    PTI_HP_INT,       /* int64_t field (LBFGS max_iter) */
+    PTI_HP_PAIR,      /* double[2] field, saved as a tuple (betas, etas, step_sizes) */
+    PTI_HP_OPT_FLOAT, /* double field where NAN means None, saved as float/None */
+    PTI_HP_OPT_INT,   /* int64_t field where < 0 means None (LBFGS max_eval) */
+    PTI_HP_STR,       /* const char * field (static string or NULL = None) */
+    PTI_HP_NONE,      /* no field: always None (foreach) */
+    PTI_HP_FALSE,     /* no field: always False (capturable, differentiable, fused) */
 } pti_hp_kind;
 
 /* One key of a param group: its torch name, kind and offset in the options struct. */
@@ -98,8 +98,8 @@ struct pt_optim {
 };
 
 struct pti_optim_def {
-    const char *name;  /* torch class name: "Adam" */
-    size_t opts_size;  /* sizeof(pt_adam_opts) */
+    const char *name; /* torch class name: "Adam" */
+    size_t opts_size; /* sizeof(pt_adam_opts) */
     int n_hparams;
     const pti_hparam *hparams; /* torch's param_groups key order ("params" is added last) */
     int n_state;
@@ -112,8 +112,7 @@ struct pti_optim_def {
     bool eager_state;
     /* Allocates p's state on its first step, or when it joins the optimizer with eager_state
      * (s->initialized is set by the base after). */
-    pt_status (*init_state)(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s);
+    pt_status (*init_state)(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s);
     /* Updates one parameter p (with gradient g) in place; called under no_grad. */
     pt_status (*update)(pt_optim *o, const void *opts, pt_tensor *p, const pt_tensor *g,
                         pti_param_state *s);
@@ -131,8 +130,8 @@ struct pti_optim_def {
 
 /* Builds an optimizer with one group of n params and the given options (validated with
  * def->check_opts; `op` names the public constructor in messages). */
-pt_optim *pti_optim_new(const pti_optim_def *def, const char *op, int n,
-                        pt_tensor *const *params, const void *opts);
+pt_optim *pti_optim_new(const pti_optim_def *def, const char *op, int n, pt_tensor *const *params,
+                        const void *opts);
 /* Same over a module's parameters. */
 pt_optim *pti_optim_new_module(const pti_optim_def *def, const char *op, pt_module *m,
                                const void *opts);
@@ -148,8 +147,7 @@ pt_tensor *pti_optim_state_clone(const pt_tensor *src);
 /* True when the fused CPU float32 kernels apply: p, g and every non-NULL buf are contiguous
  * CPU float32 tensors of p's numel. PT_OPTIM_GENERIC=1 in the environment (read at each
  * pt_optim_step) forces the generic path built from public ops (tests compare both). */
-bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs,
-                       pt_tensor *const *bufs);
+bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs);
 
 /* Runs fn(ctx, begin, end) over [0, n) elements, split across the thread pool for big
  * tensors (a grain fit for memory-bound elementwise updates). */

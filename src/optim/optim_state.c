@@ -259,16 +259,14 @@ static pt_status read_hparam(const pti_hparam *h, const pt_value *v, void *opts)
     case PTI_HP_BOOL: {
         bool b;
         if (pt_value_as_bool(v, &b) != PT_OK)
-            return pti_error(PT_ERR_FORMAT, "%s: param group key '%s' must be a bool", OP,
-                             h->name);
+            return pti_error(PT_ERR_FORMAT, "%s: param group key '%s' must be a bool", OP, h->name);
         *(bool *)field = b;
         return PT_OK;
     }
     case PTI_HP_PAIR: {
         if (!(pt_value_is(v, PT_VALUE_TUPLE) || pt_value_is(v, PT_VALUE_LIST)) ||
             pt_value_len(v) != 2)
-            return pti_error(PT_ERR_FORMAT, "%s: param group key '%s' must be a pair", OP,
-                             h->name);
+            return pti_error(PT_ERR_FORMAT, "%s: param group key '%s' must be a pair", OP, h->name);
         for (int k = 0; k < 2; k++)
             if (read_number(pt_value_item_ref(v, k), h->name, &((double *)field)[k]) != PT_OK)
                 return pt_last_status();
@@ -350,12 +348,14 @@ static pt_tensor *load_buf(const pt_value *v, const pt_tensor *p, const char *ke
 {
     pt_tensor *t = pt_value_tensor_ref(v);
     if (!t)
-        return pti_error_null(PT_ERR_FORMAT, "%s: state %d '%s' must be a tensor, got %s", OP,
-                              gi, key, pt_value_kind_name(pt_value_kind_of(v)));
+        return pti_error_null(PT_ERR_FORMAT, "%s: state %d '%s' must be a tensor, got %s", OP, gi,
+                              key, pt_value_kind_name(pt_value_kind_of(v)));
     if (pt_ndim(t) != pt_ndim(p) ||
         memcmp(pt_shape(t), pt_shape(p), sizeof(int64_t) * (size_t)pt_ndim(p)) != 0)
-        return pti_error_null(PT_ERR_SHAPE, "%s: state %d '%s' has shape %s but the parameter "
-                              "has shape %s", OP, gi, key, pti_shape_str(pt_ndim(t), pt_shape(t)),
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: state %d '%s' has shape %s but the parameter "
+                              "has shape %s",
+                              OP, gi, key, pti_shape_str(pt_ndim(t), pt_shape(t)),
                               pti_shape_str(pt_ndim(p), pt_shape(p)));
     pt_tensor *dst = pti_optim_state_zeros(p);
     if (dst && pt_copy_(dst, t) != PT_OK) {
@@ -365,8 +365,8 @@ static pt_tensor *load_buf(const pt_value *v, const pt_tensor *p, const char *ke
     return dst;
 }
 
-static pt_status load_param_state(const pt_optim *o, const pt_value *sv, const pt_tensor *p,
-                                  int gi, pti_param_state *s)
+static pt_status load_param_state(const pt_optim *o, const pt_value *sv, const pt_tensor *p, int gi,
+                                  pti_param_state *s)
 {
     if (!pt_value_is(sv, PT_VALUE_DICT))
         return pti_error(PT_ERR_FORMAT, "%s: state %d must be a dict", OP, gi);
@@ -405,22 +405,26 @@ static pt_status check_layout(const pt_optim *o, const pt_value *sd, const pt_va
     *groups = find_str(sd, "param_groups");
     if (!*state || !*groups || !pt_value_is(*state, PT_VALUE_DICT) ||
         !pt_value_is(*groups, PT_VALUE_LIST))
-        return pti_error(PT_ERR_FORMAT, "%s: the state dict needs a dict 'state' and a list "
-                         "'param_groups'", OP);
+        return pti_error(PT_ERR_FORMAT,
+                         "%s: the state dict needs a dict 'state' and a list "
+                         "'param_groups'",
+                         OP);
     if (pt_value_len(*groups) != o->n_groups)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: loaded state dict has a different number of "
-                         "parameter groups (%lld, the optimizer has %d)", OP,
-                         (long long)pt_value_len(*groups), o->n_groups);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: loaded state dict has a different number of "
+                         "parameter groups (%lld, the optimizer has %d)",
+                         OP, (long long)pt_value_len(*groups), o->n_groups);
     for (int g = 0; g < o->n_groups; g++) {
         const pt_value *sg = pt_value_item_ref(*groups, g);
         const pt_value *ids = pt_value_is(sg, PT_VALUE_DICT) ? find_str(sg, "params") : NULL;
         if (!ids || !pt_value_is(ids, PT_VALUE_LIST))
             return pti_error(PT_ERR_FORMAT, "%s: param group %d has no 'params' list", OP, g);
         if (pt_value_len(ids) != o->groups[g].n)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: loaded state dict contains a parameter "
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: loaded state dict contains a parameter "
                              "group that doesn't match the size of optimizer's group (group %d: "
-                             "%lld saved, %d here)", OP, g, (long long)pt_value_len(ids),
-                             o->groups[g].n);
+                             "%lld saved, %d here)",
+                             OP, g, (long long)pt_value_len(ids), o->groups[g].n);
     }
     return PT_OK;
 }

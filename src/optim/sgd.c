@@ -8,6 +8,12 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SGD_HAVE_AVX2 1
+#endif
 
 static const pti_hparam sgd_hparams[] = {
     {"lr", PTI_HP_FLOAT, offsetof(pt_sgd_opts, lr)},
@@ -70,10 +76,40 @@ static void sgd_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
+#ifdef SGD_HAVE_AVX2
+/* sgd_range 8 lanes at a time with the same float operations; the tail goes through it. */
+__attribute__((target("avx2"))) static void sgd_range_avx2(void *vctx, int64_t begin, int64_t end)
+{
+    const sgd_ctx *c = vctx;
+    float *restrict P = c->p, *restrict B = c->buf;
+    const float *restrict G = c->g;
+    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
+    const __m256 wd = _mm256_set1_ps(c->wd), mom = _mm256_set1_ps(c->mom);
+    const __m256 damp1 = _mm256_set1_ps(c->damp1), neg_lr = _mm256_set1_ps(c->neg_lr);
+    const bool has_wd = c->has_wd, first = c->first, nesterov = c->nesterov;
+    int64_t i = begin;
+    for (; i + 8 <= end; i += 8) {
+        __m256 p = _mm256_loadu_ps(P + i);
+        __m256 d = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
+        if (has_wd)
+            d = _mm256_add_ps(d, _mm256_mul_ps(wd, p));
+        if (B) {
+            __m256 b = first ? d
+                             : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(B + i), mom),
+                                             _mm256_mul_ps(damp1, d));
+            _mm256_storeu_ps(B + i, b);
+            d = nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mom, b)) : b;
+        }
+        _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_mul_ps(neg_lr, d)));
+    }
+    sgd_range(vctx, i, end);
+}
+#endif
+
 /* ---- generic path --------------------------------------------------------------------------- */
 
-static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor *g,
-                             pt_tensor *buf, bool first)
+static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor *g, pt_tensor *buf,
+                             bool first)
 {
     pt_tensor *d = pti_optim_generic_grad(p, g, o->maximize, o->weight_decay);
     if (!d)
@@ -112,12 +148,24 @@ static pt_status sgd_update(pt_optim *opt, const void *opts, pt_tensor *p, const
     if (!pti_optim_fast_ok(p, g, 1, &buf))
         return sgd_generic(o, p, g, buf, first);
     sgd_ctx c = {
-        .p = pti_data(p), .buf = buf ? pti_data(buf) : NULL, .g = pti_data(g),
-        .neg_lr = (float)-o->lr, .wd = (float)o->weight_decay, .mom = (float)o->momentum,
-        .damp1 = (float)(1.0 - o->dampening), .maximize = o->maximize, .nesterov = o->nesterov,
-        .has_wd = o->weight_decay != 0.0, .first = first,
+        .p = pti_data(p),
+        .buf = buf ? pti_data(buf) : NULL,
+        .g = pti_data(g),
+        .neg_lr = (float)-o->lr,
+        .wd = (float)o->weight_decay,
+        .mom = (float)o->momentum,
+        .damp1 = (float)(1.0 - o->dampening),
+        .maximize = o->maximize,
+        .nesterov = o->nesterov,
+        .has_wd = o->weight_decay != 0.0,
+        .first = first,
     };
-    pti_optim_parallel(p->numel, sgd_range, &c);
+    pti_range_fn fn = sgd_range;
+#ifdef SGD_HAVE_AVX2
+    if (pti_cpu_has_avx2())
+        fn = sgd_range_avx2;
+#endif
+    pti_optim_parallel(p->numel, fn, &c);
     return PT_OK;
 }
 

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Training benchmark: PromeTorch against PyTorch, in one run, on the same threads.
+
+Trains the examples' MLP (784-512-256-128-10, ReLU) and CNN (two conv3x3 + batch-norm +
+max-pool blocks, linear 128, dropout, linear 10) on Fashion-MNIST with Adam (lr 1e-3) and
+batch size 64, data held in memory and batches drawn by a random permutation, in PyTorch
+and in build/bin/train_vs_torch (the C half), alternating, and prints each side's training
+time, test accuracy and the time ratio ours/PyTorch (below 1 = PromeTorch faster).
+
+    python3 benchmarks/train_vs_torch.py --bin build/bin/train_vs_torch --threads 2 \
+        [--batches 0 (= one epoch)] [--repeat 1] [--models mlp,cnn] [--markdown]
+"""
+import argparse
+import gzip
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def read_idx(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def find(dir_, split, what, idx):
+    for name in (f"{split}-{what}-{idx}-ubyte", f"{split}-{what}-{idx}-ubyte.gz"):
+        if os.path.exists(os.path.join(dir_, name)):
+            return os.path.join(dir_, name)
+    sys.exit(f"no {split} {what} in {dir_}")
+
+
+def load_split(dir_, train):
+    split = "train" if train else "t10k"
+    x = read_idx(find(dir_, split, "images", "idx3")).astype(np.float32) / 255.0
+    y = read_idx(find(dir_, split, "labels", "idx1")).astype(np.int64)
+    x = (torch.from_numpy(x).unsqueeze(1) - MEAN) / STD
+    return x, torch.from_numpy(y)
+
+
+def make_mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256),
+                         nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def make_cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2, 2),
+        nn.Conv2d(32, 64, 3, 1, 1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2, 2),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
+
+
+def torch_run(model_name, data, batches, batch_size, seed):
+    torch.manual_seed(seed)
+    (train_x, train_y), (test_x, test_y) = data
+    model = make_cnn() if model_name == "cnn" else make_mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    n_batches = len(train_x) // batch_size
+    if 0 < batches < n_batches:
+        n_batches = batches
+    t0 = time.perf_counter()
+    perm = torch.randperm(len(train_x))
+    for b in range(n_batches):
+        idx = perm[b * batch_size:(b + 1) * batch_size]
+        loss = F.cross_entropy(model(train_x[idx]), train_y[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    seconds = time.perf_counter() - t0
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for s in range(0, len(test_x), 1000):
+            correct += (model(test_x[s:s + 1000]).argmax(1) == test_y[s:s + 1000]).sum().item()
+    return {"impl": "pytorch", "model": model_name, "batches": n_batches,
+            "train_seconds": seconds, "test_accuracy": correct / len(test_x)}
+
+
+def ours_run(binary, model_name, data_dir, batches, batch_size, seed, threads):
+    env = dict(os.environ, PT_NUM_THREADS=str(threads))
+    out = subprocess.run([binary, "--model", model_name, "--data", data_dir, "--batches",
+                          str(batches), "--batch-size", str(batch_size), "--seed", str(seed)],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/bin/train_vs_torch")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batches", type=int, default=0)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--models", default="mlp,cnn")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    data = (load_split(args.data, True), load_split(args.data, False))
+    print(f"# torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+          f"{args.threads} threads, batch {args.batch_size}")
+    rows = []
+    for model_name in args.models.split(","):
+        ours, theirs = [], []
+        for _ in range(args.repeat):
+            theirs.append(torch_run(model_name, data, args.batches, args.batch_size, args.seed))
+            ours.append(ours_run(args.bin, model_name, args.data, args.batches,
+                                 args.batch_size, args.seed, args.threads))
+        t_ours = statistics.median(r["train_seconds"] for r in ours)
+        t_torch = statistics.median(r["train_seconds"] for r in theirs)
+        rows.append((model_name, ours[-1]["batches"], t_ours, t_torch, t_ours / t_torch,
+                     ours[-1]["test_accuracy"], theirs[-1]["test_accuracy"]))
+    if args.markdown:
+        print("| model | batches | ours s | torch s | ours/torch | acc ours | acc torch |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.3f} | {r[5]:.4f} | {r[6]:.4f} |")
+    else:
+        for r in rows:
+            print(f"{r[0]:4s} batches {r[1]:5d}  ours {r[2]:8.2f} s  torch {r[3]:8.2f} s  "
+                  f"ratio {r[4]:.3f}  acc ours {r[5]:.4f} torch {r[6]:.4f}")
+
+
+if __name__ == "__main__":
+    main()
