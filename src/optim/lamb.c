@@ -169,8 +169,16 @@ static pt_status global_clip(pt_optim *o, double *clip)
     for (int gi = 0; gi < o->n_groups; gi++)
         for (int i = 0; i < o->groups[gi].n; i++) {
             const pt_tensor *g = o->groups[gi].params[i]->grad;
+            if (!g)
+                continue;
+            if (pti_optim_fast_ok(g, g, 0, NULL)) { /* no temporaries on the fast path */
+                const float *gd = pti_data(g);
+                for (int64_t k = 0; k < g->numel; k++)
+                    sum += (double)gd[k] * gd[k];
+                continue;
+            }
             double n = 0.0;
-            if (g && norm_of(g, &n) != PT_OK)
+            if (norm_of(g, &n) != PT_OK)
                 return pt_last_status();
             sum += n * n;
         }
