@@ -22,6 +22,8 @@
 #ifndef PROMETORCH_OPTIM_H
 #define PROMETORCH_OPTIM_H
 
+#include <math.h> /* NAN in PT_ADAFACTOR_DEFAULTS */
+
 #include "types.h"
 #include "nn.h"
 #include "value.h"
@@ -346,7 +348,6 @@ typedef struct pt_adafactor_opts {
     bool relative_step;
     bool warmup_init;
 } pt_adafactor_opts;
-/* (uses NAN: include <math.h>) */
 #define PT_ADAFACTOR_DEFAULTS                                                                   \
     ((pt_adafactor_opts){.lr = NAN, .eps = {1e-30, 1e-3}, .clip_threshold = 1.0,               \
                          .decay_rate = -0.8, .beta1 = NAN, .scale_parameter = true,            \
