@@ -22,6 +22,8 @@
 #ifndef PROMETORCH_OPTIM_H
 #define PROMETORCH_OPTIM_H
 
+#include <math.h> /* NAN in PT_ADAFACTOR_DEFAULTS */
+
 #include "types.h"
 #include "nn.h"
 #include "value.h"
@@ -244,6 +246,180 @@ PT_API pt_value *pt_optim_state_dict(pt_optim *o);
  * dtype/device, copied), hyperparameters replaced by the saved ones (extra keys such as
  * "initial_lr" kept). On error the optimizer is unchanged. */
 PT_API pt_status pt_optim_load_state_dict(pt_optim *o, const pt_value *sd);
+
+/* ==== more optimizers: RAdam, ASGD, Rprop, LBFGS, Lion, LAMB, Adafactor, SophiaG ============ */
+
+/* torch.optim.RAdam(lr, betas, eps, weight_decay, decoupled_weight_decay): 1.13's math, plus
+ * torch 2.x's decoupled_weight_decay (p *= 1 - lr * weight_decay instead of adding
+ * weight_decay * p to the gradient; the param group key torch 2.x adds, absent in 1.13). */
+typedef struct pt_radam_opts {
+    double lr;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool decoupled_weight_decay;
+} pt_radam_opts;
+#define PT_RADAM_DEFAULTS ((pt_radam_opts){.lr = 1e-3, .betas = {0.9, 0.999}, .eps = 1e-8})
+
+/* torch.optim.ASGD(lr, lambd, alpha, t0, weight_decay, maximize). State per parameter: step,
+ * eta, mu (float32 scalars) and ax (the averaged parameter). */
+typedef struct pt_asgd_opts {
+    double lr;
+    double lambd;
+    double alpha;
+    double t0;
+    double weight_decay;
+    bool maximize;
+} pt_asgd_opts;
+#define PT_ASGD_DEFAULTS ((pt_asgd_opts){.lr = 1e-2, .lambd = 1e-4, .alpha = 0.75, .t0 = 1e6})
+
+/* torch.optim.Rprop(lr, etas, step_sizes, maximize): etas = (etaminus, etaplus) with
+ * 0 < etaminus < 1 < etaplus; step_sizes = (min, max). */
+typedef struct pt_rprop_opts {
+    double lr;
+    double etas[2];
+    double step_sizes[2];
+    bool maximize;
+} pt_rprop_opts;
+#define PT_RPROP_DEFAULTS \
+    ((pt_rprop_opts){.lr = 1e-2, .etas = {0.5, 1.2}, .step_sizes = {1e-6, 50.0}})
+
+/* torch.optim.LBFGS(lr, max_iter, max_eval, tolerance_grad, tolerance_change, history_size,
+ * line_search_fn). max_eval < 0 means None (max_iter * 5 / 4, as torch computes it at
+ * construction); line_search_fn is NULL or "strong_wolfe". */
+typedef struct pt_lbfgs_opts {
+    double lr;
+    int64_t max_iter;
+    int64_t max_eval;
+    double tolerance_grad;
+    double tolerance_change;
+    int64_t history_size;
+    const char *line_search_fn;
+} pt_lbfgs_opts;
+#define PT_LBFGS_DEFAULTS                                                                       \
+    ((pt_lbfgs_opts){.lr = 1.0, .max_iter = 20, .max_eval = -1, .tolerance_grad = 1e-7,         \
+                     .tolerance_change = 1e-9, .history_size = 100})
+
+/* Lion (Chen et al. 2023), as the reference implementation lucidrains/lion-pytorch:
+ *   p *= 1 - lr * weight_decay;  p -= lr * sign(beta1 * m + (1 - beta1) * g)
+ *   m = beta2 * m + (1 - beta2) * g
+ * State: exp_avg. Not in torch.optim. */
+typedef struct pt_lion_opts {
+    double lr;
+    double betas[2];
+    double weight_decay;
+} pt_lion_opts;
+#define PT_LION_DEFAULTS ((pt_lion_opts){.lr = 1e-4, .betas = {0.9, 0.99}})
+
+/* LAMB (You et al. 2019) as timm's timm.optim.Lamb: gradients are first divided in place by
+ * max(1, global grad norm / max_grad_norm) (max_grad_norm NAN = None: no clipping); Adam
+ * moments (grad_averaging: m uses 1 - beta1, else 1), bias correction optional; the update
+ * m_hat / (sqrt(v_hat) + eps) + weight_decay * p is scaled by the trust ratio
+ * |p| / |update| (1 when either norm is 0; clamped to <= 1 with trust_clip) when weight_decay
+ * != 0 or always_adapt. The step counter is the param group key "step", as in timm. Not in
+ * torch.optim. */
+typedef struct pt_lamb_opts {
+    double lr;
+    bool bias_correction;
+    double betas[2];
+    double eps;
+    double weight_decay;
+    bool grad_averaging;
+    double max_grad_norm;
+    bool trust_clip;
+    bool always_adapt;
+} pt_lamb_opts;
+#define PT_LAMB_DEFAULTS                                                                        \
+    ((pt_lamb_opts){.lr = 1e-3, .bias_correction = true, .betas = {0.9, 0.999}, .eps = 1e-6,    \
+                    .weight_decay = 0.01, .grad_averaging = true, .max_grad_norm = 1.0})
+
+/* Adafactor (Shazeer & Stern 2018) as HF transformers' / fairseq's Adafactor: lr NAN = None
+ * (needs relative_step), eps = (eps1 added to g^2, eps2 floor of the parameter RMS scale),
+ * beta1 NAN = None (no first moment), second moment factored into row/column averages for
+ * parameters with >= 2 dims. torch 1.13 has no Adafactor (torch 2.5's differs in details). */
+typedef struct pt_adafactor_opts {
+    double lr;
+    double eps[2];
+    double clip_threshold;
+    double decay_rate;
+    double beta1;
+    double weight_decay;
+    bool scale_parameter;
+    bool relative_step;
+    bool warmup_init;
+} pt_adafactor_opts;
+#define PT_ADAFACTOR_DEFAULTS                                                                   \
+    ((pt_adafactor_opts){.lr = NAN, .eps = {1e-30, 1e-3}, .clip_threshold = 1.0,               \
+                         .decay_rate = -0.8, .beta1 = NAN, .scale_parameter = true,            \
+                         .relative_step = true})
+
+/* SophiaG (Liu et al. 2023) as the reference implementation Liuhong99/Sophia:
+ *   p *= 1 - lr * weight_decay;  m = beta1 * m + (1 - beta1) * g
+ *   p -= lr * sign(m) * min(|m| / (rho * bs * h + 1e-15), 1)
+ * where h (state "hessian") is updated only by pt_optim_sophia_update_hessian. bs is the
+ * reference step()'s batch-size argument (default 5120), kept here as an option that is not
+ * a param group key. Not in torch.optim. */
+typedef struct pt_sophia_opts {
+    double lr;
+    double betas[2];
+    double rho;
+    double weight_decay;
+    bool maximize;
+    double bs;
+} pt_sophia_opts;
+#define PT_SOPHIA_DEFAULTS                                                                      \
+    ((pt_sophia_opts){.lr = 1e-4, .betas = {0.965, 0.99}, .rho = 0.04, .weight_decay = 1e-1,   \
+                      .bs = 5120})
+
+/* torch.optim.RAdam over m's parameters / an explicit list (as pt_optim_adam; errors as Adam's). */
+PT_API pt_optim *pt_optim_radam(pt_module *m, pt_radam_opts o);
+PT_API pt_optim *pt_optim_radam_params(int n, pt_tensor *const *params, pt_radam_opts o);
+
+/* torch.optim.ASGD. Errors: lr or weight_decay < 0. */
+PT_API pt_optim *pt_optim_asgd(pt_module *m, pt_asgd_opts o);
+PT_API pt_optim *pt_optim_asgd_params(int n, pt_tensor *const *params, pt_asgd_opts o);
+
+/* torch.optim.Rprop. Errors: lr < 0, etas not 0 < etaminus < 1 < etaplus. */
+PT_API pt_optim *pt_optim_rprop(pt_module *m, pt_rprop_opts o);
+PT_API pt_optim *pt_optim_rprop_params(int n, pt_tensor *const *params, pt_rprop_opts o);
+
+/* torch.optim.LBFGS. Step it with pt_optim_step_closure (pt_optim_step without a closure is an
+ * error, as torch requires one). One parameter group only (a step after add_param_group is an
+ * error, as torch's); CPU parameters. The flat vectors and scalars are computed in double
+ * precision (rounded to float32 where torch holds float32 tensors, for float32 parameters);
+ * LBFGS amplifies rounding, so float32 trajectories follow torch's closely but not to 1e-5 over
+ * many iterations (torch's own float32 and float64 runs differ by ~1e-4). The whole state is
+ * kept as state of the first parameter (index 0), with torch's keys: func_evals, n_iter, al,
+ * d, t, old_dirs, old_stps, ro, H_diag, prev_flat_grad, prev_loss. Errors: lr < 0,
+ * max_iter < 1, history_size < 1, line_search_fn other than NULL / "strong_wolfe". */
+PT_API pt_optim *pt_optim_lbfgs(pt_module *m, pt_lbfgs_opts o);
+PT_API pt_optim *pt_optim_lbfgs_params(int n, pt_tensor *const *params, pt_lbfgs_opts o);
+
+/* Lion. Errors: lr or weight_decay < 0, betas outside [0, 1). */
+PT_API pt_optim *pt_optim_lion(pt_module *m, pt_lion_opts o);
+PT_API pt_optim *pt_optim_lion_params(int n, pt_tensor *const *params, pt_lion_opts o);
+
+/* LAMB (timm's Lamb). Errors: lr, eps, weight_decay < 0, betas outside [0, 1),
+ * max_grad_norm <= 0. The global clip uses the constructor's max_grad_norm (as timm's
+ * self.defaults). Modifies the gradients in place (divides them by the clip factor). */
+PT_API pt_optim *pt_optim_lamb(pt_module *m, pt_lamb_opts o);
+PT_API pt_optim *pt_optim_lamb_params(int n, pt_tensor *const *params, pt_lamb_opts o);
+
+/* Adafactor. Errors: a manual lr together with relative_step ("Cannot combine manual `lr` and
+ * `relative_step=True` options"), warmup_init without relative_step, lr NAN without
+ * relative_step, lr / weight_decay < 0, clip_threshold <= 0. */
+PT_API pt_optim *pt_optim_adafactor(pt_module *m, pt_adafactor_opts o);
+PT_API pt_optim *pt_optim_adafactor_params(int n, pt_tensor *const *params,
+                                           pt_adafactor_opts o);
+
+/* SophiaG. Errors: lr, rho, weight_decay < 0, betas outside [0, 1), bs <= 0. */
+PT_API pt_optim *pt_optim_sophia(pt_module *m, pt_sophia_opts o);
+PT_API pt_optim *pt_optim_sophia_params(int n, pt_tensor *const *params, pt_sophia_opts o);
+/* SophiaG.update_hessian(): for every parameter with a gradient, h = beta2 * h +
+ * (1 - beta2) * g * g, taking the current gradients as the Gauss-Newton-Bartlett estimate
+ * (compute them from a loss on labels sampled from the model, as the paper does). Creates
+ * the state on first use. Errors: o is not a SophiaG optimizer. */
+PT_API pt_status pt_optim_sophia_update_hessian(pt_optim *o);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /* Checks "no malloc in a steady-state training step" with the optimizers: an MLP step
  * (forward, cross-entropy, backward, pt_optim_step, pt_optim_zero_grad) for each algorithm in
- * include/prometorch/optim.h, run under the malloc_counter LD_PRELOAD shim on one thread.
+ * include/prometorch/optim.h that steps without a closure (all but LBFGS), run under the malloc_counter LD_PRELOAD shim on one thread.
  * State tensors are allocated by the first steps; after warm-up, 10 more steps must make no
  * allocator call and leave pt_memory_allocated() unchanged. Prints the plain result line. */
 #include <dlfcn.h>
@@ -48,7 +48,14 @@ static pt_optim *make(int which, pt_tensor *const *params, const char **name)
     case 4: *name = "Adagrad"; return pt_optim_adagrad_params(4, params, PT_ADAGRAD_DEFAULTS);
     case 5: *name = "Adadelta"; return pt_optim_adadelta_params(4, params, PT_ADADELTA_DEFAULTS);
     case 6: *name = "Adamax"; return pt_optim_adamax_params(4, params, PT_ADAMAX_DEFAULTS);
-    default: *name = "NAdam"; return pt_optim_nadam_params(4, params, PT_NADAM_DEFAULTS);
+    case 7: *name = "NAdam"; return pt_optim_nadam_params(4, params, PT_NADAM_DEFAULTS);
+    case 8: *name = "RAdam"; return pt_optim_radam_params(4, params, PT_RADAM_DEFAULTS);
+    case 9: *name = "ASGD"; return pt_optim_asgd_params(4, params, PT_ASGD_DEFAULTS);
+    case 10: *name = "Rprop"; return pt_optim_rprop_params(4, params, PT_RPROP_DEFAULTS);
+    case 11: *name = "Lion"; return pt_optim_lion_params(4, params, PT_LION_DEFAULTS);
+    case 12: *name = "LAMB"; return pt_optim_lamb_params(4, params, PT_LAMB_DEFAULTS);
+    case 13: *name = "Adafactor"; return pt_optim_adafactor_params(4, params, PT_ADAFACTOR_DEFAULTS);
+    default: *name = "SophiaG"; return pt_optim_sophia_params(4, params, PT_SOPHIA_DEFAULTS);
     }
 }
 
@@ -71,7 +78,7 @@ int main(void)
     }
     pt_tensor *x = pt_randn(PT_SHAPE(16, 64), PT_FLOAT32, pt_cpu());
     pt_tensor *y = pt_randint(0, 10, PT_SHAPE(16), PT_INT64, pt_cpu());
-    for (int which = 0; which < 8; which++) {
+    for (int which = 0; which < 15; which++) {
         const char *name = "";
         pt_optim *opt = make(which, params, &name);
         if (!opt)

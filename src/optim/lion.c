@@ -1,0 +1,120 @@
+/* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms") as the reference
+ * implementation lucidrains/lion-pytorch (not in torch.optim), fused float32 CPU pass +
+ * generic path:
+ *
+ *   p *= 1 - lr * weight_decay
+ *   p -= lr * sign(beta1 * m + (1 - beta1) * g)
+ *   m = beta2 * m + (1 - beta2) * g */
+#include <stddef.h>
+
+#include "optim_internal.h"
+
+enum { BUF_EXP_AVG };
+
+static const pti_hparam lion_hparams[] = {
+    {"lr", PTI_HP_FLOAT, offsetof(pt_lion_opts, lr)},
+    {"betas", PTI_HP_PAIR, offsetof(pt_lion_opts, betas)},
+    {"weight_decay", PTI_HP_FLOAT, offsetof(pt_lion_opts, weight_decay)},
+};
+
+static const pti_state_entry lion_state[] = {
+    {"exp_avg", PTI_ST_BUF, BUF_EXP_AVG},
+};
+
+static pt_status lion_check(const char *op, const void *opts)
+{
+    const pt_lion_opts *o = opts;
+    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
+    if (st == PT_OK)
+        st = pti_optim_check_beta(op, 0, o->betas[0]);
+    if (st == PT_OK)
+        st = pti_optim_check_beta(op, 1, o->betas[1]);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
+    return st;
+}
+
+static pt_status lion_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
+{
+    (void)o, (void)opts;
+    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
+    return s->buf[BUF_EXP_AVG] ? PT_OK : pt_last_status();
+}
+
+typedef struct lion_ctx {
+    float *p, *m;
+    const float *g;
+    float decay, neg_lr, b1, one_b1, b2, one_b2;
+} lion_ctx;
+
+static void lion_range(void *vctx, int64_t begin, int64_t end)
+{
+    const lion_ctx *c = vctx;
+    for (int64_t i = begin; i < end; i++) {
+        float g = c->g[i], m = c->m[i];
+        float u = m * c->b1 + c->one_b1 * g;
+        float s = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
+        c->p[i] = c->p[i] * c->decay + c->neg_lr * s;
+        c->m[i] = m * c->b2 + c->one_b2 * g;
+    }
+}
+
+static pt_status lion_generic(const pt_lion_opts *o, pt_tensor *p, const pt_tensor *g,
+                              pt_tensor *m)
+{
+    pt_status st = pt_mul_scalar_(p, 1.0 - o->lr * o->weight_decay);
+    pt_tensor *u = st == PT_OK ? pt_mul_scalar(m, o->betas[0]) : NULL;
+    if (st == PT_OK && !u)
+        st = pt_last_status();
+    if (st == PT_OK)
+        st = pt_add_ex_(u, g, 1.0 - o->betas[0]);
+    if (st == PT_OK)
+        st = pt_sign_(u);
+    if (st == PT_OK)
+        st = pt_add_ex_(p, u, -o->lr);
+    if (st == PT_OK)
+        st = pt_mul_scalar_(m, o->betas[1]);
+    if (st == PT_OK)
+        st = pt_add_ex_(m, g, 1.0 - o->betas[1]);
+    pt_release(u);
+    return st;
+}
+
+static pt_status lion_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                             pti_param_state *s)
+{
+    (void)opt;
+    const pt_lion_opts *o = opts;
+    if (!pti_optim_fast_ok(p, g, 1, s->buf))
+        return lion_generic(o, p, g, s->buf[BUF_EXP_AVG]);
+    lion_ctx c = {
+        .p = pti_data(p), .m = pti_data(s->buf[BUF_EXP_AVG]), .g = pti_data(g),
+        .decay = (float)(1.0 - o->lr * o->weight_decay), .neg_lr = (float)-o->lr,
+        .b1 = (float)o->betas[0], .one_b1 = (float)(1.0 - o->betas[0]),
+        .b2 = (float)o->betas[1], .one_b2 = (float)(1.0 - o->betas[1]),
+    };
+    pti_optim_parallel(p->numel, lion_range, &c);
+    return PT_OK;
+}
+
+static const pti_optim_def lion_def = {
+    .name = "Lion",
+    .opts_size = sizeof(pt_lion_opts),
+    .n_hparams = (int)(sizeof(lion_hparams) / sizeof(lion_hparams[0])),
+    .hparams = lion_hparams,
+    .n_state = (int)(sizeof(lion_state) / sizeof(lion_state[0])),
+    .state = lion_state,
+    .check_opts = lion_check,
+    .init_state = lion_init,
+    .update = lion_update,
+};
+
+pt_optim *pt_optim_lion(pt_module *m, pt_lion_opts o)
+{
+    return pti_optim_new_module(&lion_def, "pt_optim_lion", m, &o);
+}
+
+pt_optim *pt_optim_lion_params(int n, pt_tensor *const *params, pt_lion_opts o)
+{
+    return pti_optim_new(&lion_def, "pt_optim_lion", n, params, &o);
+}
