@@ -9,13 +9,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_SQUARE_AVG, BUF_ACC_DELTA };
 
@@ -51,10 +44,7 @@ static pt_status adadelta_init(pt_optim *o, const void *opts, const pt_tensor *p
                                pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_SQUARE_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_ACC_DELTA] = pti_optim_state_zeros(p);
-    return s->buf[BUF_SQUARE_AVG] && s->buf[BUF_ACC_DELTA] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct adadelta_ctx {
@@ -80,9 +70,9 @@ static void adadelta_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* adadelta_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adadelta_ctx *c = vctx;
     float *restrict P = c->p, *restrict SQ = c->sq, *restrict ACC = c->acc;
@@ -170,12 +160,7 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, 
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = adadelta_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = adadelta_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, adadelta_range, PTI_OPTIM_AVX2(adadelta_range_avx2), &c);
     return PT_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
 
 /* ---- groups ---------------------------------------------------------------------------------- */
 
@@ -489,6 +490,15 @@ pt_tensor *pti_optim_state_clone(const pt_tensor *src)
     return untrack(pt_clone(src));
 }
 
+pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_state *s)
+{
+    s->step = 0.0;
+    for (int k = 0; k < n_bufs; k++)
+        if (!(s->buf[k] = pti_optim_state_zeros(p)))
+            return pt_last_status();
+    return PT_OK;
+}
+
 bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs)
 {
     if (force_generic)
@@ -509,6 +519,11 @@ void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx)
 {
     /* Memory-bound updates: below ~64K elements a single thread wins. */
     pti_parallel_for(n, 65536, fn, ctx);
+}
+
+void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn, void *ctx)
+{
+    pti_optim_parallel(n, avx2_fn && pti_cpu_has_avx2() ? avx2_fn : scalar_fn, ctx);
 }
 
 pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)
@@ -545,4 +560,23 @@ pt_status pti_optim_check_beta(const char *op, int index, double v)
         return pti_error(PT_ERR_INVALID_ARG, "%s: Invalid beta parameter at index %d: %g", op,
                          index, v);
     return PT_OK;
+}
+
+pt_status pti_optim_check_betas(const char *op, const double betas[2])
+{
+    pt_status st = pti_optim_check_beta(op, 0, betas[0]);
+    return st == PT_OK ? pti_optim_check_beta(op, 1, betas[1]) : st;
+}
+
+pt_status pti_optim_check_adam_like(const char *op, double lr, double eps, const double betas[2],
+                                    double weight_decay)
+{
+    pt_status st = pti_optim_check_nonneg(op, "learning rate", lr);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "epsilon value", eps);
+    if (st == PT_OK)
+        st = pti_optim_check_betas(op, betas);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "weight_decay value", weight_decay);
+    return st;
 }

@@ -11,13 +11,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_SQUARE_AVG, BUF_MOMENTUM, BUF_GRAD_AVG };
 
@@ -113,9 +106,9 @@ static void rmsprop_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* rmsprop_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const rmsprop_ctx *c = vctx;
     float *restrict P = c->p, *restrict SQ = c->sq, *restrict B = c->buf, *restrict GA = c->ga;
@@ -227,12 +220,7 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = rmsprop_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = rmsprop_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, rmsprop_range, PTI_OPTIM_AVX2(rmsprop_range_avx2), &c);
     return PT_OK;
 }
 

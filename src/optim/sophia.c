@@ -34,9 +34,7 @@ static pt_status sophia_check(const char *op, const void *opts)
     const pt_sophia_opts *o = opts;
     pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
     if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
+        st = pti_optim_check_betas(op, o->betas);
     if (st == PT_OK)
         st = pti_optim_check_nonneg(op, "rho", o->rho);
     if (st == PT_OK)
@@ -50,10 +48,7 @@ static pt_status sophia_init(pt_optim *o, const void *opts, const pt_tensor *p,
                              pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_HESSIAN] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_HESSIAN] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct sophia_ctx {
