@@ -111,9 +111,7 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     if (!d)
         return pt_last_status();
     pt_tensor *std = NULL, *delta = NULL;
-    pt_status st = pt_mul_scalar_(sq, o->rho);
-    if (st == PT_OK)
-        st = pti_optim_assign(sq, pt_addcmul(sq, d, d, 1.0 - o->rho));
+    pt_status st = pti_optim_ema_sq_(sq, d, o->rho);
     if (st == PT_OK && !(std = pt_add_scalar(sq, o->eps)))
         st = pt_last_status();
     if (st == PT_OK)
@@ -127,9 +125,7 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     if (st == PT_OK)
         st = pt_mul_(delta, d);
     if (st == PT_OK)
-        st = pt_mul_scalar_(acc, o->rho);
-    if (st == PT_OK)
-        st = pti_optim_assign(acc, pt_addcmul(acc, delta, delta, 1.0 - o->rho));
+        st = pti_optim_ema_sq_(acc, delta, o->rho);
     if (st == PT_OK)
         st = pt_add_ex_(p, delta, -o->lr);
     pt_release(delta);

@@ -148,13 +148,9 @@ static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor 
     pt_tensor *d = pti_optim_generic_grad(p, g, a->maximize, a->decoupled ? 0.0 : a->weight_decay);
     if (!d)
         return pt_last_status();
-    st = pt_mul_scalar_(m, a->beta1);
+    st = pti_optim_ema_(m, d, a->beta1);
     if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - a->beta1);
-    if (st == PT_OK)
-        st = pt_mul_scalar_(v, a->beta2);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - a->beta2));
+        st = pti_optim_ema_sq_(v, d, a->beta2);
     pt_release(d);
     if (st == PT_OK && vmax)
         st = pti_optim_assign(vmax, pt_maximum(vmax, v));

@@ -104,9 +104,7 @@ static pt_status adamax_generic(const pt_adamax_opts *o, pt_tensor *p, const pt_
     if (!d)
         return pt_last_status();
     pt_tensor *absg = NULL;
-    pt_status st = pt_mul_scalar_(m, o->betas[0]);
-    if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
+    pt_status st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK)
         st = pt_mul_scalar_(u, o->betas[1]);
     if (st == PT_OK && !(absg = pt_abs(d)))

@@ -116,9 +116,7 @@ static pt_status lamb_generic(const lamb_args *a, pt_tensor *p, const pt_tensor 
     if (st == PT_OK)
         st = pt_add_ex_(m, g, a->b3);
     if (st == PT_OK)
-        st = pt_mul_scalar_(v, a->b2);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, g, g, 1.0 - a->b2));
+        st = pti_optim_ema_sq_(v, g, a->b2);
     if (st == PT_OK && !(denom = pt_sqrt(v)))
         st = pt_last_status();
     if (st == PT_OK)

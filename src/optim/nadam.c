@@ -114,13 +114,9 @@ static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_te
     if (!d)
         return pt_last_status();
     pt_tensor *denom = NULL;
-    pt_status st = pt_mul_scalar_(m, o->betas[0]);
+    pt_status st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
-    if (st == PT_OK)
-        st = pt_mul_scalar_(v, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - o->betas[1]));
+        st = pti_optim_ema_sq_(v, d, o->betas[1]);
     if (st == PT_OK && !(denom = pt_div_scalar(v, bc2)))
         st = pt_last_status();
     if (st == PT_OK)

@@ -233,14 +233,22 @@ static pti_group_extra *find_extra(const pti_optim_group *g, const char *name)
     return NULL;
 }
 
-static pt_status hp_read(const pti_hparam *h, const void *opts, int index, double *v,
-                         const char *op)
+/* index is 0, or 0/1 for a pair option. */
+static pt_status hp_check_index(const pti_hparam *h, int index, const char *op)
 {
-    const char *field = (const char *)opts + h->offset;
     int max_index = h->kind == PTI_HP_PAIR ? 1 : 0;
     if (index < 0 || index > max_index)
         return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op, index,
                          h->name);
+    return PT_OK;
+}
+
+static pt_status hp_read(const pti_hparam *h, const void *opts, int index, double *v,
+                         const char *op)
+{
+    const char *field = (const char *)opts + h->offset;
+    if (hp_check_index(h, index, op) != PT_OK)
+        return PT_ERR_INDEX;
     switch (h->kind) {
     case PTI_HP_FLOAT:
     case PTI_HP_NUMBER:
@@ -259,10 +267,8 @@ static pt_status hp_read(const pti_hparam *h, const void *opts, int index, doubl
 static pt_status hp_write(const pti_hparam *h, void *opts, int index, double v, const char *op)
 {
     char *field = (char *)opts + h->offset;
-    int max_index = h->kind == PTI_HP_PAIR ? 1 : 0;
-    if (index < 0 || index > max_index)
-        return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op, index,
-                         h->name);
+    if (hp_check_index(h, index, op) != PT_OK)
+        return PT_ERR_INDEX;
     switch (h->kind) {
     case PTI_HP_FLOAT:
     case PTI_HP_NUMBER:
@@ -533,6 +539,18 @@ pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)
     pt_status st = pt_copy_(dst, src_owned);
     pt_release(src_owned);
     return st;
+}
+
+pt_status pti_optim_ema_(pt_tensor *avg, const pt_tensor *x, double beta)
+{
+    pt_status st = pt_mul_scalar_(avg, beta);
+    return st == PT_OK ? pt_add_ex_(avg, x, 1.0 - beta) : st;
+}
+
+pt_status pti_optim_ema_sq_(pt_tensor *avg, const pt_tensor *x, double beta)
+{
+    pt_status st = pt_mul_scalar_(avg, beta);
+    return st == PT_OK ? pti_optim_assign(avg, pt_addcmul(avg, x, x, 1.0 - beta)) : st;
 }
 
 pt_tensor *pti_optim_generic_grad(const pt_tensor *p, const pt_tensor *g, bool maximize,

@@ -175,6 +175,12 @@ void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn
  * in-place "dst = src" with dst a state buffer: pt_copy_ then release. */
 pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned);
 
+/* Generic path, in place: avg = beta * avg + (1 - beta) * x (torch's mul_(beta).add_(x,
+ * alpha=1 - beta): exp_avg, square_avg of the gradient, ...). */
+pt_status pti_optim_ema_(pt_tensor *avg, const pt_tensor *x, double beta);
+/* Same with x * x (torch's mul_(beta).addcmul_(x, x, value=1 - beta)): exp_avg_sq, ... */
+pt_status pti_optim_ema_sq_(pt_tensor *avg, const pt_tensor *x, double beta);
+
 /* Generic path: the gradient as most algorithms first transform it, a new reference:
  * d = maximize ? -g : g; if weight_decay != 0: d = d + weight_decay * p. NULL on error. */
 pt_tensor *pti_optim_generic_grad(const pt_tensor *p, const pt_tensor *g, bool maximize,

@@ -162,13 +162,9 @@ static pt_status rmsprop_generic(const pt_rmsprop_opts *o, pt_tensor *p, const p
     if (!d)
         return pt_last_status();
     pt_tensor *avg = NULL;
-    pt_status st = pt_mul_scalar_(sq, o->alpha);
-    if (st == PT_OK)
-        st = pti_optim_assign(sq, pt_addcmul(sq, d, d, 1.0 - o->alpha));
+    pt_status st = pti_optim_ema_sq_(sq, d, o->alpha);
     if (st == PT_OK && ga) {
-        st = pt_mul_scalar_(ga, o->alpha);
-        if (st == PT_OK)
-            st = pt_add_ex_(ga, d, 1.0 - o->alpha);
+        st = pti_optim_ema_(ga, d, o->alpha);
         if (st == PT_OK && !(avg = pt_addcmul(sq, ga, ga, -1.0)))
             st = pt_last_status();
         if (st == PT_OK)
