@@ -58,9 +58,7 @@ static void adadelta_range(void *vctx, int64_t begin, int64_t end)
 {
     const adadelta_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float sq = c->sq[i] * c->rho + c->one_rho * g * g;
         c->sq[i] = sq;
         float std = sqrtf(sq + c->eps);

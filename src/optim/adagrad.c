@@ -60,9 +60,7 @@ static void adagrad_range(void *vctx, int64_t begin, int64_t end)
 {
     const adagrad_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float sum = c->sum[i] + g * g;
         c->sum[i] = sum;
         c->p[i] = c->p[i] + c->neg_clr * g / (sqrtf(sum) + c->eps);

@@ -68,12 +68,10 @@ static void adam_range(void *vctx, int64_t begin, int64_t end)
 {
     const adam_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
         float p = c->p[i];
         if (c->decay_mul != 1.0f)
             p = p * c->decay_mul;
-        if (c->has_wd)
-            g = g + c->wd * p;
+        float g = pti_optim_grad_f32(c->g[i], p, c->maximize, c->has_wd, c->wd);
         float m = c->m[i] * c->b1 + c->one_b1 * g;
         float v = c->v[i] * c->b2 + c->one_b2 * g * g;
         c->m[i] = m;

@@ -49,9 +49,7 @@ static void adamax_range(void *vctx, int64_t begin, int64_t end)
 {
     const adamax_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float m = c->m[i] * c->b1 + c->one_b1 * g;
         c->m[i] = m;
         float a = c->u[i] * c->b2, b = fabsf(g) + c->eps;

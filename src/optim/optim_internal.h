@@ -164,6 +164,15 @@ pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_sta
  * pt_optim_step) forces the generic path built from public ops (tests compare both). */
 bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs);
 
+/* Fused kernels: one gradient element as most algorithms first transform it (the float32 twin
+ * of pti_optim_generic_grad): maximize ? -g : g, plus wd * p when has_wd. */
+static inline float pti_optim_grad_f32(float g, float p, bool maximize, bool has_wd, float wd)
+{
+    if (maximize)
+        g = -g;
+    return has_wd ? g + wd * p : g;
+}
+
 /* Runs fn(ctx, begin, end) over [0, n) elements, split across the thread pool for big
  * tensors (a grain fit for memory-bound elementwise updates). */
 void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx);
