@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/testutil.h"
+#include "optim_common.h"
 
 static pt_fixture *fx;
 
@@ -49,30 +49,6 @@ static pt_status problem_backward(problem *pr)
 
 /* ---- cases (options must match CASES in tests/fixtures/gen/optim.py) ----------------------- */
 
-typedef pt_optim *(*make_fn)(pt_tensor *W, pt_tensor *b);
-
-static pt_optim *sgd_two(pt_tensor *W, pt_tensor *b, pt_sgd_opts o, double lr_b)
-{
-    pt_optim *opt = pt_optim_sgd_params(1, &W, o);
-    o.lr = lr_b;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
-}
-
-static pt_optim *adam_two(pt_tensor *W, pt_tensor *b, pt_adam_opts o, double lr_b)
-{
-    pt_optim *opt = pt_optim_adam_params(1, &W, o);
-    o.lr = lr_b;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
-}
-
-#define PARAMS(W, b)                                                                               \
-    2, (pt_tensor *const[])                                                                        \
-    {                                                                                              \
-        W, b                                                                                       \
-    }
-
 static pt_optim *mk_sgd_plain(pt_tensor *W, pt_tensor *b)
 {
     return pt_optim_sgd_params(PARAMS(W, b), (pt_sgd_opts){.lr = 0.1});
@@ -93,7 +69,8 @@ static pt_optim *mk_sgd_nesterov_maximize(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_sgd_two_groups(pt_tensor *W, pt_tensor *b)
 {
-    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05, .momentum = 0.5}, 0.2);
+    pt_sgd_opts o = {.lr = 0.05, .momentum = 0.5};
+    return optim_test_second_group(pt_optim_sgd_params(1, &W, o), b, &o, 0.2);
 }
 static pt_optim *mk_adam_default(pt_tensor *W, pt_tensor *b)
 {
@@ -117,7 +94,7 @@ static pt_optim *mk_adam_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_adam_opts o = PT_ADAM_DEFAULTS;
     o.lr = 0.02;
-    return adam_two(W, b, o, 0.1);
+    return optim_test_second_group(pt_optim_adam_params(1, &W, o), b, &o, 0.1);
 }
 
 static pt_optim *mk_adamw_default(pt_tensor *W, pt_tensor *b)
@@ -152,10 +129,7 @@ static pt_optim *mk_rmsprop_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
     o.centered = true;
-    pt_optim *opt = pt_optim_rmsprop_params(1, &W, o);
-    o.lr = 0.03;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_rmsprop_params(1, &W, o), b, &o, 0.03);
 }
 static pt_optim *mk_adagrad_default(pt_tensor *W, pt_tensor *b)
 {
@@ -176,10 +150,7 @@ static pt_optim *mk_adagrad_maximize_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
     o.lr = 0.1, o.maximize = true;
-    pt_optim *opt = pt_optim_adagrad_params(1, &W, o);
-    o.lr = 0.3;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_adagrad_params(1, &W, o), b, &o, 0.3);
 }
 static pt_optim *mk_adadelta_default(pt_tensor *W, pt_tensor *b)
 {
@@ -194,10 +165,7 @@ static pt_optim *mk_adadelta_rho_wd_maximize(pt_tensor *W, pt_tensor *b)
 static pt_optim *mk_adadelta_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_adadelta_opts o = PT_ADADELTA_DEFAULTS;
-    pt_optim *opt = pt_optim_adadelta_params(1, &W, o);
-    o.lr = 2.0;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_adadelta_params(1, &W, o), b, &o, 2.0);
 }
 static pt_optim *mk_adamax_default(pt_tensor *W, pt_tensor *b)
 {
@@ -215,10 +183,7 @@ static pt_optim *mk_adamax_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_adamax_opts o = PT_ADAMAX_DEFAULTS;
     o.lr = 0.02;
-    pt_optim *opt = pt_optim_adamax_params(1, &W, o);
-    o.lr = 0.1;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_adamax_params(1, &W, o), b, &o, 0.1);
 }
 static pt_optim *mk_nadam_default(pt_tensor *W, pt_tensor *b)
 {
@@ -237,10 +202,7 @@ static pt_optim *mk_nadam_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_nadam_opts o = PT_NADAM_DEFAULTS;
     o.lr = 0.02;
-    pt_optim *opt = pt_optim_nadam_params(1, &W, o);
-    o.lr = 0.1;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_nadam_params(1, &W, o), b, &o, 0.1);
 }
 
 typedef struct optim_case {
@@ -284,12 +246,8 @@ static const optim_case cases[] = {
 static void run_case_dtype(const optim_case *c, pt_dtype dt)
 {
     print_message("  %s %s\n", c->name, pt_dtype_name(dt));
-    const char *sfx = dt == PT_FLOAT64 ? ".f64" : "";
-    char key[96];
-    snprintf(key, sizeof(key), "%s%s.W", c->name, sfx);
-    pt_tensor *Wexp = fx_get(fx, key);
-    snprintf(key, sizeof(key), "%s%s.b", c->name, sfx);
-    pt_tensor *bexp = fx_get(fx, key);
+    char name[96];
+    snprintf(name, sizeof(name), "%s%s", c->name, dt == PT_FLOAT64 ? ".f64" : "");
     problem pr = problem_new_dtype(dt);
     double rtol = dt == PT_FLOAT64 ? 1e-9 : 1e-5, atol = dt == PT_FLOAT64 ? 1e-12 : 1e-6;
     pt_optim *opt = c->make(pr.W, pr.b);
@@ -298,10 +256,7 @@ static void run_case_dtype(const optim_case *c, pt_dtype dt)
         pt_optim_zero_grad(opt);
         assert_int_equal(problem_backward(&pr), PT_OK);
         assert_int_equal(pt_optim_step(opt), PT_OK);
-        pt_scope_begin();
-        assert_tensor_close(pr.W, pt_select(Wexp, 0, k), rtol, atol);
-        assert_tensor_close(pr.b, pt_select(bexp, 0, k), rtol, atol);
-        pt_scope_end();
+        optim_test_check_step(fx, name, pr.W, pr.b, k, rtol, atol);
     }
     pt_optim_free(opt);
     pt_release(pr.W);
@@ -602,11 +557,13 @@ static void assert_state_values(const pt_value *sd, const char *name)
 
 static pt_optim *mk_sd_sgd(pt_tensor *W, pt_tensor *b)
 {
-    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05}, 0.2);
+    pt_sgd_opts o = {.lr = 0.05};
+    return optim_test_second_group(pt_optim_sgd_params(1, &W, o), b, &o, 0.2);
 }
 static pt_optim *mk_sd_sgd_momentum(pt_tensor *W, pt_tensor *b)
 {
-    return sgd_two(W, b, (pt_sgd_opts){.lr = 0.05, .momentum = 0.9, .nesterov = true}, 0.2);
+    pt_sgd_opts o = {.lr = 0.05, .momentum = 0.9, .nesterov = true};
+    return optim_test_second_group(pt_optim_sgd_params(1, &W, o), b, &o, 0.2);
 }
 static pt_optim *mk_sd_adam_amsgrad(pt_tensor *W, pt_tensor *b)
 {
@@ -618,18 +575,12 @@ static pt_optim *mk_sd_adamw(pt_tensor *W, pt_tensor *b)
 {
     pt_adamw_opts o = PT_ADAMW_DEFAULTS;
     o.lr = 0.02;
-    pt_optim *opt = pt_optim_adamw_params(1, &W, o);
-    o.lr = 0.1;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_adamw_params(1, &W, o), b, &o, 0.1);
 }
 static pt_optim *mk_sd_rmsprop(pt_tensor *W, pt_tensor *b)
 {
     pt_rmsprop_opts o = PT_RMSPROP_DEFAULTS;
-    pt_optim *opt = pt_optim_rmsprop_params(1, &W, o);
-    o.lr = 0.03;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_rmsprop_params(1, &W, o), b, &o, 0.03);
 }
 static pt_optim *mk_sd_rmsprop_centered_momentum(pt_tensor *W, pt_tensor *b)
 {
@@ -641,10 +592,7 @@ static pt_optim *mk_sd_adagrad(pt_tensor *W, pt_tensor *b)
 {
     pt_adagrad_opts o = PT_ADAGRAD_DEFAULTS;
     o.lr = 0.1;
-    pt_optim *opt = pt_optim_adagrad_params(1, &W, o);
-    o.lr = 0.3;
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, &o), PT_OK);
-    return opt;
+    return optim_test_second_group(pt_optim_adagrad_params(1, &W, o), b, &o, 0.3);
 }
 static pt_optim *mk_sd_adagrad_fresh(pt_tensor *W, pt_tensor *b)
 {
@@ -718,11 +666,6 @@ static void test_state_dict_layout_matches_torch(void **state)
  * uninterrupted run. */
 static void round_trip(const optim_case *c)
 {
-    char key[96];
-    snprintf(key, sizeof(key), "%s.W", c->name);
-    pt_tensor *Wexp = fx_get(fx, key);
-    snprintf(key, sizeof(key), "%s.b", c->name);
-    pt_tensor *bexp = fx_get(fx, key);
     problem a = problem_new();
     pt_optim *oa = c->make(a.W, a.b);
     run_steps(oa, &a, STEPS / 2);
@@ -730,10 +673,7 @@ static void round_trip(const optim_case *c)
     assert_non_null(sd);
 
     problem b = problem_new();
-    pt_no_grad_begin();
-    assert_int_equal(pt_copy_(b.W, a.W), PT_OK);
-    assert_int_equal(pt_copy_(b.b, a.b), PT_OK);
-    pt_no_grad_end();
+    optim_test_copy_params(b.W, b.b, a.W, a.b);
     pt_optim *ob = c->make(b.W, b.b);
     for (int g = 0; g < pt_optim_num_groups(ob); g++)
         assert_int_equal(pt_optim_set_lr(ob, g, 0.123), PT_OK);
@@ -746,10 +686,7 @@ static void round_trip(const optim_case *c)
     pt_optim_free(oa);
     for (int k = STEPS / 2; k < STEPS; k++) {
         run_steps(ob, &b, 1);
-        pt_scope_begin();
-        assert_tensor_close(b.W, pt_select(Wexp, 0, k), 1e-5, 1e-6);
-        assert_tensor_close(b.b, pt_select(bexp, 0, k), 1e-5, 1e-6);
-        pt_scope_end();
+        optim_test_check_step(fx, c->name, b.W, b.b, k, 1e-5, 1e-6);
     }
     pt_optim_free(ob);
     pt_release(a.W);

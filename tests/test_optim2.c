@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/testutil.h"
+#include "optim_common.h"
 
 static pt_fixture *fx;
 
@@ -40,6 +40,22 @@ static void problem_free(problem *pr)
     pt_release(pr->b);
 }
 
+/* Converts the problem to float64: W and b become float64 leaves that require grad, x and y
+ * new float64 tensors the caller releases. */
+static void problem_to_float64(problem *pr)
+{
+    pt_tensor *W = pt_to_dtype(pr->W, PT_FLOAT64), *b = pt_to_dtype(pr->b, PT_FLOAT64);
+    problem_free(pr);
+    pr->W = pt_detach(W);
+    pr->b = pt_detach(b);
+    pt_release(W);
+    pt_release(b);
+    pt_set_requires_grad(pr->W, true);
+    pt_set_requires_grad(pr->b, true);
+    pr->x = pt_to_dtype(pr->x, PT_FLOAT64);
+    pr->y = pt_to_dtype(pr->y, PT_FLOAT64);
+}
+
 /* Computes the loss and its gradients (accumulated into .grad); returns the loss or NAN. */
 static double problem_backward(problem *pr)
 {
@@ -60,19 +76,6 @@ static double problem_backward(problem *pr)
 
 /* ---- cases (options must match CASES in tests/fixtures/gen/optim2.py) ---------------------- */
 
-typedef pt_optim *(*make_fn)(pt_tensor *W, pt_tensor *b);
-
-#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
-
-/* The second group {b, lr = lr_b} with the first group's options otherwise. */
-static pt_optim *second_group(pt_optim *opt, pt_tensor *b, double lr_b)
-{
-    assert_non_null(opt);
-    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, NULL), PT_OK);
-    assert_int_equal(pt_optim_set_lr(opt, 1, lr_b), PT_OK);
-    return opt;
-}
-
 static pt_optim *mk_radam_default(pt_tensor *W, pt_tensor *b)
 {
     pt_radam_opts o = PT_RADAM_DEFAULTS;
@@ -88,7 +91,7 @@ static pt_optim *mk_radam_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_radam_opts o = PT_RADAM_DEFAULTS;
     o.lr = 0.02;
-    return second_group(pt_optim_radam_params(1, &W, o), b, 0.1);
+    return optim_test_second_group(pt_optim_radam_params(1, &W, o), b, NULL, 0.1);
 }
 static pt_optim *mk_radam_decoupled_wd(pt_tensor *W, pt_tensor *b)
 {
@@ -112,7 +115,7 @@ static pt_optim *mk_asgd_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_asgd_opts o = PT_ASGD_DEFAULTS;
     o.lr = 0.03, o.t0 = 3;
-    return second_group(pt_optim_asgd_params(1, &W, o), b, 0.1);
+    return optim_test_second_group(pt_optim_asgd_params(1, &W, o), b, NULL, 0.1);
 }
 static pt_optim *mk_rprop_default(pt_tensor *W, pt_tensor *b)
 {
@@ -128,7 +131,7 @@ static pt_optim *mk_rprop_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_rprop_opts o = PT_RPROP_DEFAULTS;
     o.lr = 0.005;
-    return second_group(pt_optim_rprop_params(1, &W, o), b, 0.02);
+    return optim_test_second_group(pt_optim_rprop_params(1, &W, o), b, NULL, 0.02);
 }
 static pt_optim *mk_lion_default(pt_tensor *W, pt_tensor *b)
 {
@@ -145,7 +148,7 @@ static pt_optim *mk_lion_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_lion_opts o = PT_LION_DEFAULTS;
     o.lr = 0.01, o.weight_decay = 0.1;
-    return second_group(pt_optim_lion_params(1, &W, o), b, 0.005);
+    return optim_test_second_group(pt_optim_lion_params(1, &W, o), b, NULL, 0.005);
 }
 static pt_optim *mk_lamb_default(pt_tensor *W, pt_tensor *b)
 {
@@ -171,7 +174,7 @@ static pt_optim *mk_lamb_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_lamb_opts o = PT_LAMB_DEFAULTS;
     o.lr = 0.02, o.weight_decay = 0.0;
-    return second_group(pt_optim_lamb_params(1, &W, o), b, 0.1);
+    return optim_test_second_group(pt_optim_lamb_params(1, &W, o), b, NULL, 0.1);
 }
 static pt_optim *mk_adafactor_default(pt_tensor *W, pt_tensor *b)
 {
@@ -194,7 +197,7 @@ static pt_optim *mk_adafactor_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_adafactor_opts o = PT_ADAFACTOR_DEFAULTS;
     o.lr = 0.01, o.relative_step = false, o.scale_parameter = false;
-    return second_group(pt_optim_adafactor_params(1, &W, o), b, 0.05);
+    return optim_test_second_group(pt_optim_adafactor_params(1, &W, o), b, NULL, 0.05);
 }
 static pt_optim *mk_sophia_default(pt_tensor *W, pt_tensor *b)
 {
@@ -212,7 +215,7 @@ static pt_optim *mk_sophia_two_groups(pt_tensor *W, pt_tensor *b)
 {
     pt_sophia_opts o = PT_SOPHIA_DEFAULTS;
     o.lr = 0.01, o.bs = 100;
-    return second_group(pt_optim_sophia_params(1, &W, o), b, 0.03);
+    return optim_test_second_group(pt_optim_sophia_params(1, &W, o), b, NULL, 0.03);
 }
 
 typedef struct optim_case {
@@ -249,17 +252,6 @@ static const optim_case cases[] = {
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
 
-static void check_step(const char *name, const problem *pr, int k)
-{
-    char key[96];
-    pt_scope_begin();
-    snprintf(key, sizeof(key), "%s.W", name);
-    assert_tensor_close(pr->W, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
-    snprintf(key, sizeof(key), "%s.b", name);
-    assert_tensor_close(pr->b, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
-    pt_scope_end();
-}
-
 static void one_step(const optim_case *c, pt_optim *opt, problem *pr, int k)
 {
     pt_optim_zero_grad(opt);
@@ -283,10 +275,7 @@ static void run_case(const optim_case *c, bool reload)
             pt_value *sd = pt_optim_state_dict(opt);
             assert_non_null(sd);
             problem pr2 = problem_new();
-            pt_no_grad_begin();
-            assert_int_equal(pt_copy_(pr2.W, pr.W), PT_OK);
-            assert_int_equal(pt_copy_(pr2.b, pr.b), PT_OK);
-            pt_no_grad_end();
+            optim_test_copy_params(pr2.W, pr2.b, pr.W, pr.b);
             pt_optim *opt2 = c->make(pr2.W, pr2.b);
             assert_int_equal(pt_optim_load_state_dict(opt2, sd), PT_OK);
             pt_value_free(sd);
@@ -296,7 +285,7 @@ static void run_case(const optim_case *c, bool reload)
             opt = opt2;
         }
         one_step(c, opt, &pr, k);
-        check_step(c->name, &pr, k);
+        optim_test_check_step(fx, c->name, pr.W, pr.b, k, 1e-5, 1e-6);
     }
     pt_optim_free(opt);
     problem_free(&pr);
@@ -371,16 +360,7 @@ static void test_float64_params(void **state)
     for (size_t i = 0; i < N_CASES; i++) {
         const optim_case *c = &cases[i];
         problem pr = problem_new();
-        pt_tensor *W = pt_to_dtype(pr.W, PT_FLOAT64), *b = pt_to_dtype(pr.b, PT_FLOAT64);
-        problem_free(&pr);
-        pr.W = pt_detach(W);
-        pr.b = pt_detach(b);
-        pt_release(W);
-        pt_release(b);
-        pr.x = pt_to_dtype(fx_get(fx, "data.x"), PT_FLOAT64);
-        pr.y = pt_to_dtype(fx_get(fx, "data.y"), PT_FLOAT64);
-        pt_set_requires_grad(pr.W, true);
-        pt_set_requires_grad(pr.b, true);
+        problem_to_float64(&pr);
         pt_optim *opt = c->make(pr.W, pr.b);
         for (int k = 0; k < 5; k++)
             one_step(c, opt, &pr, k);
@@ -429,16 +409,7 @@ static problem lbfgs_problem(bool f64)
     pr.convex = true;
     if (!f64)
         return pr;
-    pt_tensor *W = pt_to_dtype(pr.W, PT_FLOAT64), *b = pt_to_dtype(pr.b, PT_FLOAT64);
-    problem_free(&pr);
-    pr.W = pt_detach(W);
-    pr.b = pt_detach(b);
-    pt_release(W);
-    pt_release(b);
-    pt_set_requires_grad(pr.W, true);
-    pt_set_requires_grad(pr.b, true);
-    pr.x = pt_to_dtype(pr.x, PT_FLOAT64);
-    pr.y = pt_to_dtype(pr.y, PT_FLOAT64);
+    problem_to_float64(&pr);
     return pr;
 }
 
@@ -470,10 +441,7 @@ static void run_lbfgs(const char *name, bool reload, bool f64)
         if (reload && k == STEPS / 2) {
             pt_value *sd = pt_optim_state_dict(opt);
             problem pr2 = lbfgs_problem(f64);
-            pt_no_grad_begin();
-            assert_int_equal(pt_copy_(pr2.W, pr.W), PT_OK);
-            assert_int_equal(pt_copy_(pr2.b, pr.b), PT_OK);
-            pt_no_grad_end();
+            optim_test_copy_params(pr2.W, pr2.b, pr.W, pr.b);
             pt_optim *opt2 = pt_optim_lbfgs_params(PARAMS(pr2.W, pr2.b), o);
             assert_int_equal(pt_optim_load_state_dict(opt2, sd), PT_OK);
             pt_value_free(sd);
@@ -490,12 +458,7 @@ static void run_lbfgs(const char *name, bool reload, bool f64)
         assert_true(fabs(loss - want) <= 1e-5 * fabs(want));
         if (!f64)
             continue;
-        pt_scope_begin();
-        snprintf(key, sizeof(key), "%s.W", name);
-        assert_tensor_close(pr.W, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
-        snprintf(key, sizeof(key), "%s.b", name);
-        assert_tensor_close(pr.b, pt_select(fx_get(fx, key), 0, k), 1e-5, 1e-6);
-        pt_scope_end();
+        optim_test_check_step(fx, name, pr.W, pr.b, k, 1e-5, 1e-6);
     }
     if (f64) {
         pt_value *sd = pt_optim_state_dict(opt);

@@ -136,27 +136,35 @@ static bool has_zero_dim(const pt_tensor *t)
     return false;
 }
 
-pt_status pt_nn_init_xavier_uniform_(pt_tensor *t, double gain)
+/* fan_in + fan_out of a floating tensor, for the xavier_* inits (`op` names the caller). */
+static pt_status xavier_fan_sum(const pt_tensor *t, const char *op, double *fan_sum)
 {
     int64_t fi, fo;
-    pt_status st = check_float(t, "pt_nn_init_xavier_uniform_");
+    pt_status st = check_float(t, op);
     if (st == PT_OK)
         st = pt_nn_init_calculate_fan(t, &fi, &fo);
+    if (st == PT_OK)
+        *fan_sum = (double)(fi + fo);
+    return st;
+}
+
+pt_status pt_nn_init_xavier_uniform_(pt_tensor *t, double gain)
+{
+    double fans;
+    pt_status st = xavier_fan_sum(t, "pt_nn_init_xavier_uniform_", &fans);
     if (st != PT_OK)
         return st;
-    double a = gain * sqrt(6.0 / (double)(fi + fo));
+    double a = gain * sqrt(6.0 / fans);
     return pt_nn_init_uniform_(t, -a, a);
 }
 
 pt_status pt_nn_init_xavier_normal_(pt_tensor *t, double gain)
 {
-    int64_t fi, fo;
-    pt_status st = check_float(t, "pt_nn_init_xavier_normal_");
-    if (st == PT_OK)
-        st = pt_nn_init_calculate_fan(t, &fi, &fo);
+    double fans;
+    pt_status st = xavier_fan_sum(t, "pt_nn_init_xavier_normal_", &fans);
     if (st != PT_OK)
         return st;
-    return pt_nn_init_normal_(t, 0.0, gain * sqrt(2.0 / (double)(fi + fo)));
+    return pt_nn_init_normal_(t, 0.0, gain * sqrt(2.0 / fans));
 }
 
 /* std = gain / sqrt(fan) of kaiming_*; *skip when the tensor has a zero-size dim. */

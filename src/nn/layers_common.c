@@ -114,6 +114,21 @@ pt_tensor *pti_nn_new_param(pt_module *m, const char *name, int ndim, const int6
     return st == PT_OK ? t : NULL;
 }
 
+pt_module *pti_nn_add_weight_bias(pt_module *m, int w_ndim, const int64_t *w_shape, int64_t out,
+                                  bool with_bias, double bound, pt_tensor **weight,
+                                  pt_tensor **bias)
+{
+    int64_t b_shape[1] = {out};
+    *weight = pti_nn_new_param(m, "weight", w_ndim, w_shape, bound, 0);
+    if (*weight && with_bias)
+        *bias = pti_nn_new_param(m, "bias", 1, b_shape, bound, 0);
+    if (!*weight || (with_bias && !*bias)) {
+        pt_nn_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 pt_tensor *pti_nn_new_buffer(pt_module *m, const char *name, int ndim, const int64_t *shape,
                              pt_dtype dt, double fill)
 {

@@ -20,6 +20,13 @@ const char *pti_nn_bool(bool b);
  * constant `fill` when bound < 0). Returns the borrowed tensor, NULL on error. */
 pt_tensor *pti_nn_new_param(pt_module *m, const char *name, int ndim, const int64_t *shape,
                             double bound, double fill);
+/* Registers "weight" (w_ndim dims, w_shape) and, when with_bias, "bias" ([out]), both
+ * U(-bound, bound) (Linear/Conv's kaiming_uniform(a=sqrt(5)) and bias init), storing the borrowed
+ * tensors in *weight / *bias (untouched without bias). Returns m, or NULL after freeing m on
+ * error. */
+pt_module *pti_nn_add_weight_bias(pt_module *m, int w_ndim, const int64_t *w_shape, int64_t out,
+                                  bool with_bias, double bound, pt_tensor **weight,
+                                  pt_tensor **bias);
 /* Registers a new buffer (zeros/ones/...) filled with `fill` of dtype dt. Borrowed result. */
 pt_tensor *pti_nn_new_buffer(pt_module *m, const char *name, int ndim, const int64_t *shape,
                              pt_dtype dt, double fill);

@@ -94,15 +94,8 @@ pt_module *pt_nn_linear(int64_t in, int64_t out, bool bias)
         return NULL;
     /* kaiming_uniform_(a=sqrt(5)) gives bound 1/sqrt(fan_in); the bias uses the same bound. */
     double bound = 1.0 / sqrt((double)in);
-    int64_t wshape[2] = {out, in}, bshape[1] = {out};
-    c->weight = pti_nn_new_param(m, "weight", 2, wshape, bound, 0);
-    if (c->weight && bias)
-        c->bias = pti_nn_new_param(m, "bias", 1, bshape, bound, 0);
-    if (!c->weight || (bias && !c->bias)) {
-        pt_nn_free(m);
-        return NULL;
-    }
-    return m;
+    int64_t wshape[2] = {out, in};
+    return pti_nn_add_weight_bias(m, 2, wshape, out, bias, bound, &c->weight, &c->bias);
 }
 
 /* ---- Bilinear -------------------------------------------------------------------------------- */
@@ -215,15 +208,8 @@ pt_module *pt_nn_bilinear(int64_t in1, int64_t in2, int64_t out, bool bias)
     if (!m)
         return NULL;
     double bound = 1.0 / sqrt((double)in1);
-    int64_t wshape[3] = {out, in1, in2}, bshape[1] = {out};
-    c->weight = pti_nn_new_param(m, "weight", 3, wshape, bound, 0);
-    if (c->weight && bias)
-        c->bias = pti_nn_new_param(m, "bias", 1, bshape, bound, 0);
-    if (!c->weight || (bias && !c->bias)) {
-        pt_nn_free(m);
-        return NULL;
-    }
-    return m;
+    int64_t wshape[3] = {out, in1, in2};
+    return pti_nn_add_weight_bias(m, 3, wshape, out, bias, bound, &c->weight, &c->bias);
 }
 
 /* ---- Identity -------------------------------------------------------------------------------- */

@@ -29,6 +29,38 @@ static pt_status check_pair(const char *op, const char *arg, const int64_t *v, i
     return PT_OK;
 }
 
+/* "kernel_size=K, stride=S, padding=P", the start of both pools' repr. */
+static void cat_window(char *buf, size_t cap, const int64_t kernel[2], const int64_t stride[2],
+                       const int64_t padding[2])
+{
+    pti_nn_catf(buf, cap, "kernel_size=");
+    cat_pair(buf, cap, kernel);
+    pti_nn_catf(buf, cap, ", stride=");
+    cat_pair(buf, cap, stride);
+    pti_nn_catf(buf, cap, ", padding=");
+    cat_pair(buf, cap, padding);
+}
+
+/* The window checks shared by MaxPool2d and AvgPool2d: a (0, 0) stride becomes the kernel;
+ * padding at most half the kernel (`kernel_what` words torch's message), stride > 0. */
+static pt_status resolve_window(const char *op, const char *kernel_what, const int64_t kernel[2],
+                                const int64_t padding[2], int64_t stride[2])
+{
+    bool stride_is_kernel = stride[0] == 0 && stride[1] == 0;
+    for (int d = 0; d < 2; d++) {
+        if (stride_is_kernel)
+            stride[d] = kernel[d];
+        if (padding[d] * 2 > kernel[d])
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "%s: pad should be at most half of %s size, but got pad=%lld, "
+                             "kernel_size=%lld",
+                             op, kernel_what, (long long)padding[d], (long long)kernel[d]);
+    }
+    if (stride[0] <= 0 || stride[1] <= 0)
+        return pti_error(PT_ERR_INVALID_ARG, "%s: stride must be > 0", op);
+    return PT_OK;
+}
+
 /* ---- MaxPool2d ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -45,12 +77,7 @@ static pt_tensor *max_pool_forward(pt_module *self, const pt_tensor *x)
 static void max_pool_repr(const pt_module *self, char *buf, size_t cap)
 {
     const max_pool_ctx *c = self->ctx;
-    pti_nn_catf(buf, cap, "kernel_size=");
-    cat_pair(buf, cap, c->kernel);
-    pti_nn_catf(buf, cap, ", stride=");
-    cat_pair(buf, cap, c->o.stride);
-    pti_nn_catf(buf, cap, ", padding=");
-    cat_pair(buf, cap, c->o.padding);
+    cat_window(buf, cap, c->kernel, c->o.stride, c->o.padding);
     pti_nn_catf(buf, cap, ", dilation=");
     cat_pair(buf, cap, c->o.dilation);
     pti_nn_catf(buf, cap, ", ceil_mode=%s", pti_nn_bool(c->o.ceil_mode));
@@ -70,7 +97,8 @@ pt_module *pt_nn_max_pool2d_ex(const int64_t kernel[2], const pt_max_pool2d_opts
     if (check_pair(op, "kernel_size", kernel, 1) != PT_OK ||
         check_pair(op, "stride", o.stride, 0) != PT_OK ||
         check_pair(op, "padding", o.padding, 0) != PT_OK ||
-        check_pair(op, "dilation", o.dilation, 0) != PT_OK)
+        check_pair(op, "dilation", o.dilation, 0) != PT_OK ||
+        resolve_window(op, "effective kernel", kernel, o.padding, o.stride) != PT_OK)
         return NULL;
     max_pool_ctx *c = malloc(sizeof(*c));
     if (!c)
@@ -78,21 +106,8 @@ pt_module *pt_nn_max_pool2d_ex(const int64_t kernel[2], const pt_max_pool2d_opts
     c->o = o;
     for (int d = 0; d < 2; d++) {
         c->kernel[d] = kernel[d];
-        if (o.stride[0] == 0 && o.stride[1] == 0)
-            c->o.stride[d] = kernel[d];
         if (c->o.dilation[d] == 0)
             c->o.dilation[d] = 1;
-        if (c->o.padding[d] * 2 > kernel[d]) {
-            free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG,
-                                  "%s: pad should be at most half of "
-                                  "effective kernel size, but got pad=%lld, kernel_size=%lld",
-                                  op, (long long)o.padding[d], (long long)kernel[d]);
-        }
-    }
-    if (c->o.stride[0] <= 0 || c->o.stride[1] <= 0) {
-        free(c);
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: stride must be > 0", op);
     }
     return pt_nn_module_new(&max_pool_def, c);
 }
@@ -120,12 +135,7 @@ static pt_tensor *avg_pool_forward(pt_module *self, const pt_tensor *x)
 static void avg_pool_repr(const pt_module *self, char *buf, size_t cap)
 {
     const avg_pool_ctx *c = self->ctx;
-    pti_nn_catf(buf, cap, "kernel_size=");
-    cat_pair(buf, cap, c->kernel);
-    pti_nn_catf(buf, cap, ", stride=");
-    cat_pair(buf, cap, c->o.stride);
-    pti_nn_catf(buf, cap, ", padding=");
-    cat_pair(buf, cap, c->o.padding);
+    cat_window(buf, cap, c->kernel, c->o.stride, c->o.padding);
 }
 
 static const pt_module_def avg_pool_def = {.type_name = "AvgPool2d",
@@ -145,26 +155,13 @@ pt_module *pt_nn_avg_pool2d_ex(const int64_t kernel[2], const pt_avg_pool2d_opts
         return NULL;
     if (o.divisor_override < 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: divisor must be not zero", op);
+    if (resolve_window(op, "kernel", kernel, o.padding, o.stride) != PT_OK)
+        return NULL;
     avg_pool_ctx *c = malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->o = o;
-    for (int d = 0; d < 2; d++) {
-        c->kernel[d] = kernel[d];
-        if (o.stride[0] == 0 && o.stride[1] == 0)
-            c->o.stride[d] = kernel[d];
-        if (o.padding[d] * 2 > kernel[d]) {
-            free(c);
-            return pti_error_null(PT_ERR_INVALID_ARG,
-                                  "%s: pad should be at most half of kernel "
-                                  "size, but got pad=%lld, kernel_size=%lld",
-                                  op, (long long)o.padding[d], (long long)kernel[d]);
-        }
-    }
-    if (c->o.stride[0] <= 0 || c->o.stride[1] <= 0) {
-        free(c);
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: stride must be > 0", op);
-    }
+    memcpy(c->kernel, kernel, sizeof(c->kernel));
     return pt_nn_module_new(&avg_pool_def, c);
 }
 

@@ -9,13 +9,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_SQUARE_AVG, BUF_ACC_DELTA };
 
@@ -51,10 +44,7 @@ static pt_status adadelta_init(pt_optim *o, const void *opts, const pt_tensor *p
                                pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_SQUARE_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_ACC_DELTA] = pti_optim_state_zeros(p);
-    return s->buf[BUF_SQUARE_AVG] && s->buf[BUF_ACC_DELTA] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct adadelta_ctx {
@@ -68,9 +58,7 @@ static void adadelta_range(void *vctx, int64_t begin, int64_t end)
 {
     const adadelta_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float sq = c->sq[i] * c->rho + c->one_rho * g * g;
         c->sq[i] = sq;
         float std = sqrtf(sq + c->eps);
@@ -80,9 +68,9 @@ static void adadelta_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* adadelta_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adadelta_ctx *c = vctx;
     float *restrict P = c->p, *restrict SQ = c->sq, *restrict ACC = c->acc;
@@ -121,9 +109,7 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     if (!d)
         return pt_last_status();
     pt_tensor *std = NULL, *delta = NULL;
-    pt_status st = pt_mul_scalar_(sq, o->rho);
-    if (st == PT_OK)
-        st = pti_optim_assign(sq, pt_addcmul(sq, d, d, 1.0 - o->rho));
+    pt_status st = pti_optim_ema_sq_(sq, d, o->rho);
     if (st == PT_OK && !(std = pt_add_scalar(sq, o->eps)))
         st = pt_last_status();
     if (st == PT_OK)
@@ -137,9 +123,7 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     if (st == PT_OK)
         st = pt_mul_(delta, d);
     if (st == PT_OK)
-        st = pt_mul_scalar_(acc, o->rho);
-    if (st == PT_OK)
-        st = pti_optim_assign(acc, pt_addcmul(acc, delta, delta, 1.0 - o->rho));
+        st = pti_optim_ema_sq_(acc, delta, o->rho);
     if (st == PT_OK)
         st = pt_add_ex_(p, delta, -o->lr);
     pt_release(delta);
@@ -170,12 +154,7 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, 
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = adadelta_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = adadelta_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, adadelta_range, PTI_OPTIM_AVX2(adadelta_range_avx2), &c);
     return PT_OK;
 }
 

@@ -8,13 +8,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 static const pti_hparam adagrad_hparams[] = {
     {"lr", PTI_HP_FLOAT, offsetof(pt_adagrad_opts, lr)},
@@ -67,18 +60,16 @@ static void adagrad_range(void *vctx, int64_t begin, int64_t end)
 {
     const adagrad_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float sum = c->sum[i] + g * g;
         c->sum[i] = sum;
         c->p[i] = c->p[i] + c->neg_clr * g / (sqrtf(sum) + c->eps);
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* adagrad_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void adagrad_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void adagrad_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adagrad_ctx *c = vctx;
     float *restrict P = c->p, *restrict S = c->sum;
@@ -140,12 +131,7 @@ static pt_status adagrad_update(pt_optim *opt, const void *opts, pt_tensor *p, c
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = adagrad_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = adagrad_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, adagrad_range, PTI_OPTIM_AVX2(adagrad_range_avx2), &c);
     return PT_OK;
 }
 

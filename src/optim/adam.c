@@ -9,12 +9,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define ADAM_HAVE_AVX2 1
-#endif
 
 enum { BUF_EXP_AVG, BUF_EXP_AVG_SQ, BUF_MAX_EXP_AVG_SQ };
 
@@ -44,37 +38,15 @@ typedef struct adam_args {
     bool amsgrad, maximize, decoupled;
 } adam_args;
 
-static pt_status adam_check_common(const char *op, double lr, const double betas[2], double eps,
-                                   double wd)
-{
-    pt_status st = pti_optim_check_nonneg(op, "learning rate", lr);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "epsilon value", eps);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "weight_decay value", wd);
-    return st;
-}
-
 static pt_status adam_check(const char *op, const void *opts)
 {
     const pt_adam_opts *o = opts;
-    return adam_check_common(op, o->lr, o->betas, o->eps, o->weight_decay);
+    return pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
 }
 
 static pt_status adam_init_bufs(const pt_tensor *p, bool amsgrad, pti_param_state *s)
 {
-    s->step = 0.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    if (amsgrad)
-        s->buf[BUF_MAX_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    if (!s->buf[BUF_EXP_AVG] || !s->buf[BUF_EXP_AVG_SQ] || (amsgrad && !s->buf[BUF_MAX_EXP_AVG_SQ]))
-        return pt_last_status();
-    return PT_OK;
+    return pti_optim_init_zero_bufs(p, amsgrad ? 3 : 2, s); /* max_exp_avg_sq last */
 }
 
 static pt_status adam_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
@@ -96,12 +68,10 @@ static void adam_range(void *vctx, int64_t begin, int64_t end)
 {
     const adam_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
         float p = c->p[i];
         if (c->decay_mul != 1.0f)
             p = p * c->decay_mul;
-        if (c->has_wd)
-            g = g + c->wd * p;
+        float g = pti_optim_grad_f32(c->g[i], p, c->maximize, c->has_wd, c->wd);
         float m = c->m[i] * c->b1 + c->one_b1 * g;
         float v = c->v[i] * c->b2 + c->one_b2 * g * g;
         c->m[i] = m;
@@ -117,10 +87,10 @@ static void adam_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef ADAM_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* The same float operations as adam_range, 8 lanes at a time (no FMA contraction, so results
  * equal the scalar loop's); the tail goes through adam_range. */
-__attribute__((target("avx2"))) static void adam_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void adam_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adam_ctx *c = vctx;
     float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v, *restrict VM = c->vmax;
@@ -176,13 +146,9 @@ static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor 
     pt_tensor *d = pti_optim_generic_grad(p, g, a->maximize, a->decoupled ? 0.0 : a->weight_decay);
     if (!d)
         return pt_last_status();
-    st = pt_mul_scalar_(m, a->beta1);
+    st = pti_optim_ema_(m, d, a->beta1);
     if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - a->beta1);
-    if (st == PT_OK)
-        st = pt_mul_scalar_(v, a->beta2);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - a->beta2));
+        st = pti_optim_ema_sq_(v, d, a->beta2);
     pt_release(d);
     if (st == PT_OK && vmax)
         st = pti_optim_assign(vmax, pt_maximum(vmax, v));
@@ -233,12 +199,7 @@ static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g, 
     };
     if (a->decoupled)
         c.decay_mul = (float)(1.0 - a->lr * a->weight_decay);
-    pti_range_fn fn = adam_range;
-#ifdef ADAM_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = adam_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, adam_range, PTI_OPTIM_AVX2(adam_range_avx2), &c);
     return PT_OK;
 }
 
@@ -290,7 +251,7 @@ static const pti_hparam adamw_hparams[] = {
 static pt_status adamw_check(const char *op, const void *opts)
 {
     const pt_adamw_opts *o = opts;
-    return adam_check_common(op, o->lr, o->betas, o->eps, o->weight_decay);
+    return pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
 }
 
 static pt_status adamw_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)

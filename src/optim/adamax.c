@@ -8,13 +8,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_EXP_AVG, BUF_EXP_INF };
 
@@ -36,25 +29,13 @@ static const pti_state_entry adamax_state[] = {
 static pt_status adamax_check(const char *op, const void *opts)
 {
     const pt_adamax_opts *o = opts;
-    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "epsilon value", o->eps);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
-    return st;
+    return pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
 }
 
 static pt_status adamax_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_EXP_INF] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_EXP_INF] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct adamax_ctx {
@@ -68,9 +49,7 @@ static void adamax_range(void *vctx, int64_t begin, int64_t end)
 {
     const adamax_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float m = c->m[i] * c->b1 + c->one_b1 * g;
         c->m[i] = m;
         float a = c->u[i] * c->b2, b = fabsf(g) + c->eps;
@@ -80,10 +59,10 @@ static void adamax_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* adamax_range 8 lanes at a time with the same float operations (NaN kept as torch.amax
  * does); the tail goes through it. */
-AVX2_FN static void adamax_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void adamax_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const adamax_ctx *c = vctx;
     float *restrict P = c->p, *restrict M = c->m, *restrict U = c->u;
@@ -123,9 +102,7 @@ static pt_status adamax_generic(const pt_adamax_opts *o, pt_tensor *p, const pt_
     if (!d)
         return pt_last_status();
     pt_tensor *absg = NULL;
-    pt_status st = pt_mul_scalar_(m, o->betas[0]);
-    if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
+    pt_status st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK)
         st = pt_mul_scalar_(u, o->betas[1]);
     if (st == PT_OK && !(absg = pt_abs(d)))
@@ -165,12 +142,7 @@ static pt_status adamax_update(pt_optim *opt, const void *opts, pt_tensor *p, co
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = adamax_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = adamax_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, adamax_range, PTI_OPTIM_AVX2(adamax_range_avx2), &c);
     return PT_OK;
 }
 

@@ -63,10 +63,8 @@ static void asgd_range(void *vctx, int64_t begin, int64_t end)
 {
     const asgd_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
         float p = c->p[i];
-        if (c->has_wd)
-            g = g + c->wd * p;
+        float g = pti_optim_grad_f32(c->g[i], p, c->maximize, c->has_wd, c->wd);
         p = p * c->decay;
         p = p + c->neg_eta * g;
         c->p[i] = p;

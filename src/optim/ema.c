@@ -145,21 +145,10 @@ pt_status pt_ema_update(pt_ema *e, pt_module *m)
     return st;
 }
 
-pt_status pt_ema_copy_to(const pt_ema *e, pt_module *m)
+/* Copies the EMA value into the module's tensor. */
+static pt_status copy_from_ema(pt_tensor *module_t, pt_tensor *ema_t)
 {
-    pt_tensor **ps, **bs;
-    pt_status st = matching("pt_ema_copy_to", e, m, &ps, &bs);
-    if (st != PT_OK)
-        return st;
-    pt_no_grad_begin();
-    for (int i = 0; st == PT_OK && i < e->n_params; i++)
-        st = pt_copy_(ps[i], e->params[i]);
-    for (int i = 0; st == PT_OK && i < e->n_buffers; i++)
-        st = pt_copy_(bs[i], e->buffers[i]);
-    pt_no_grad_end();
-    free(ps);
-    free(bs);
-    return st;
+    return pt_copy_(module_t, ema_t);
 }
 
 /* Exchanges the values of a and b through a temporary copy. */
@@ -173,21 +162,34 @@ static pt_status swap_values(pt_tensor *a, pt_tensor *b)
     return st;
 }
 
-pt_status pt_ema_swap(pt_ema *e, pt_module *m)
+/* Runs fn(module tensor, EMA tensor) under no_grad over every parameter, then every buffer,
+ * of m matched with e's (`op` names the caller in messages); stops at the first error. */
+static pt_status for_each_pair(const char *op, const pt_ema *e, pt_module *m,
+                               pt_status (*fn)(pt_tensor *module_t, pt_tensor *ema_t))
 {
     pt_tensor **ps, **bs;
-    pt_status st = matching("pt_ema_swap", e, m, &ps, &bs);
+    pt_status st = matching(op, e, m, &ps, &bs);
     if (st != PT_OK)
         return st;
     pt_no_grad_begin();
     for (int i = 0; st == PT_OK && i < e->n_params; i++)
-        st = swap_values(ps[i], e->params[i]);
+        st = fn(ps[i], e->params[i]);
     for (int i = 0; st == PT_OK && i < e->n_buffers; i++)
-        st = swap_values(bs[i], e->buffers[i]);
+        st = fn(bs[i], e->buffers[i]);
     pt_no_grad_end();
     free(ps);
     free(bs);
     return st;
+}
+
+pt_status pt_ema_copy_to(const pt_ema *e, pt_module *m)
+{
+    return for_each_pair("pt_ema_copy_to", e, m, copy_from_ema);
+}
+
+pt_status pt_ema_swap(pt_ema *e, pt_module *m)
+{
+    return for_each_pair("pt_ema_swap", e, m, swap_values);
 }
 
 int64_t pt_ema_num_updates(const pt_ema *e)

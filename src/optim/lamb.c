@@ -39,15 +39,7 @@ static const pti_state_entry lamb_state[] = {
 static pt_status lamb_check(const char *op, const void *opts)
 {
     const pt_lamb_opts *o = opts;
-    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "epsilon value", o->eps);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
+    pt_status st = pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
     if (st == PT_OK && !isnan(o->max_grad_norm) && !(o->max_grad_norm > 0.0))
         st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid max_grad_norm: %g", op,
                        o->max_grad_norm);
@@ -57,9 +49,7 @@ static pt_status lamb_check(const char *op, const void *opts)
 static pt_status lamb_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_EXP_AVG_SQ] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 /* The per-step constants of one group. */
@@ -126,9 +116,7 @@ static pt_status lamb_generic(const lamb_args *a, pt_tensor *p, const pt_tensor 
     if (st == PT_OK)
         st = pt_add_ex_(m, g, a->b3);
     if (st == PT_OK)
-        st = pt_mul_scalar_(v, a->b2);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, g, g, 1.0 - a->b2));
+        st = pti_optim_ema_sq_(v, g, a->b2);
     if (st == PT_OK && !(denom = pt_sqrt(v)))
         st = pt_last_status();
     if (st == PT_OK)

@@ -26,9 +26,7 @@ static pt_status lion_check(const char *op, const void *opts)
     const pt_lion_opts *o = opts;
     pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
     if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
+        st = pti_optim_check_betas(op, o->betas);
     if (st == PT_OK)
         st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
     return st;
@@ -37,8 +35,7 @@ static pt_status lion_check(const char *op, const void *opts)
 static pt_status lion_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 1, s);
 }
 
 typedef struct lion_ctx {

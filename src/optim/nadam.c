@@ -12,13 +12,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_EXP_AVG, BUF_EXP_AVG_SQ };
 enum { SCALAR_MU_PRODUCT };
@@ -42,15 +35,7 @@ static const pti_state_entry nadam_state[] = {
 static pt_status nadam_check(const char *op, const void *opts)
 {
     const pt_nadam_opts *o = opts;
-    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "epsilon value", o->eps);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
+    pt_status st = pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
     if (st == PT_OK)
         st = pti_optim_check_nonneg(op, "momentum_decay value", o->momentum_decay);
     return st;
@@ -59,11 +44,8 @@ static pt_status nadam_check(const char *op, const void *opts)
 static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
     s->scalar[SCALAR_MU_PRODUCT] = 1.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_EXP_AVG_SQ] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct nadam_ctx {
@@ -91,9 +73,9 @@ static void nadam_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* nadam_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const nadam_ctx *c = vctx;
     float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v;
@@ -132,13 +114,9 @@ static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_te
     if (!d)
         return pt_last_status();
     pt_tensor *denom = NULL;
-    pt_status st = pt_mul_scalar_(m, o->betas[0]);
+    pt_status st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
-    if (st == PT_OK)
-        st = pt_mul_scalar_(v, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - o->betas[1]));
+        st = pti_optim_ema_sq_(v, d, o->betas[1]);
     if (st == PT_OK && !(denom = pt_div_scalar(v, bc2)))
         st = pt_last_status();
     if (st == PT_OK)
@@ -189,12 +167,7 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
         .coef_m = (float)coef_m,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = nadam_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = nadam_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, nadam_range, PTI_OPTIM_AVX2(nadam_range_avx2), &c);
     return PT_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "optim_internal.h"
+#include "../backends/cpu/cpu.h"
 
 /* ---- groups ---------------------------------------------------------------------------------- */
 
@@ -232,14 +233,22 @@ static pti_group_extra *find_extra(const pti_optim_group *g, const char *name)
     return NULL;
 }
 
-static pt_status hp_read(const pti_hparam *h, const void *opts, int index, double *v,
-                         const char *op)
+/* index is 0, or 0/1 for a pair option. */
+static pt_status hp_check_index(const pti_hparam *h, int index, const char *op)
 {
-    const char *field = (const char *)opts + h->offset;
     int max_index = h->kind == PTI_HP_PAIR ? 1 : 0;
     if (index < 0 || index > max_index)
         return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op, index,
                          h->name);
+    return PT_OK;
+}
+
+static pt_status hp_read(const pti_hparam *h, const void *opts, int index, double *v,
+                         const char *op)
+{
+    const char *field = (const char *)opts + h->offset;
+    if (hp_check_index(h, index, op) != PT_OK)
+        return PT_ERR_INDEX;
     switch (h->kind) {
     case PTI_HP_FLOAT:
     case PTI_HP_NUMBER:
@@ -258,10 +267,8 @@ static pt_status hp_read(const pti_hparam *h, const void *opts, int index, doubl
 static pt_status hp_write(const pti_hparam *h, void *opts, int index, double v, const char *op)
 {
     char *field = (char *)opts + h->offset;
-    int max_index = h->kind == PTI_HP_PAIR ? 1 : 0;
-    if (index < 0 || index > max_index)
-        return pti_error(PT_ERR_INDEX, "%s: index %d out of range for option '%s'", op, index,
-                         h->name);
+    if (hp_check_index(h, index, op) != PT_OK)
+        return PT_ERR_INDEX;
     switch (h->kind) {
     case PTI_HP_FLOAT:
     case PTI_HP_NUMBER:
@@ -489,6 +496,15 @@ pt_tensor *pti_optim_state_clone(const pt_tensor *src)
     return untrack(pt_clone(src));
 }
 
+pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_state *s)
+{
+    s->step = 0.0;
+    for (int k = 0; k < n_bufs; k++)
+        if (!(s->buf[k] = pti_optim_state_zeros(p)))
+            return pt_last_status();
+    return PT_OK;
+}
+
 bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs)
 {
     if (force_generic)
@@ -511,6 +527,11 @@ void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx)
     pti_parallel_for(n, 65536, fn, ctx);
 }
 
+void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn, void *ctx)
+{
+    pti_optim_parallel(n, avx2_fn && pti_cpu_has_avx2() ? avx2_fn : scalar_fn, ctx);
+}
+
 pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)
 {
     if (!src_owned)
@@ -518,6 +539,18 @@ pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)
     pt_status st = pt_copy_(dst, src_owned);
     pt_release(src_owned);
     return st;
+}
+
+pt_status pti_optim_ema_(pt_tensor *avg, const pt_tensor *x, double beta)
+{
+    pt_status st = pt_mul_scalar_(avg, beta);
+    return st == PT_OK ? pt_add_ex_(avg, x, 1.0 - beta) : st;
+}
+
+pt_status pti_optim_ema_sq_(pt_tensor *avg, const pt_tensor *x, double beta)
+{
+    pt_status st = pt_mul_scalar_(avg, beta);
+    return st == PT_OK ? pti_optim_assign(avg, pt_addcmul(avg, x, x, 1.0 - beta)) : st;
 }
 
 pt_tensor *pti_optim_generic_grad(const pt_tensor *p, const pt_tensor *g, bool maximize,
@@ -545,4 +578,23 @@ pt_status pti_optim_check_beta(const char *op, int index, double v)
         return pti_error(PT_ERR_INVALID_ARG, "%s: Invalid beta parameter at index %d: %g", op,
                          index, v);
     return PT_OK;
+}
+
+pt_status pti_optim_check_betas(const char *op, const double betas[2])
+{
+    pt_status st = pti_optim_check_beta(op, 0, betas[0]);
+    return st == PT_OK ? pti_optim_check_beta(op, 1, betas[1]) : st;
+}
+
+pt_status pti_optim_check_adam_like(const char *op, double lr, double eps, const double betas[2],
+                                    double weight_decay)
+{
+    pt_status st = pti_optim_check_nonneg(op, "learning rate", lr);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "epsilon value", eps);
+    if (st == PT_OK)
+        st = pti_optim_check_betas(op, betas);
+    if (st == PT_OK)
+        st = pti_optim_check_nonneg(op, "weight_decay value", weight_decay);
+    return st;
 }

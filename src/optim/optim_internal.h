@@ -17,6 +17,18 @@
 #include "../core/internal.h"
 #include "prometorch/optim.h"
 
+/* x86 builds compile each fused kernel's AVX2 variant (marked PTI_OPTIM_AVX2_FN, inside
+ * #ifdef PTI_OPTIM_HAVE_AVX2); PTI_OPTIM_AVX2(fn) names it there and is NULL elsewhere, for
+ * pti_optim_run_fused. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PTI_OPTIM_HAVE_AVX2 1
+#define PTI_OPTIM_AVX2_FN __attribute__((target("avx2")))
+#define PTI_OPTIM_AVX2(fn) (fn)
+#else
+#define PTI_OPTIM_AVX2(fn) NULL
+#endif
+
 /* ---- hyperparameters ---------------------------------------------------------------------- */
 
 typedef enum pti_hp_kind {
@@ -143,19 +155,40 @@ pt_tensor *pti_optim_state_zeros(const pt_tensor *p);
 pt_tensor *pti_optim_state_full(const pt_tensor *p, double v);
 /* Same, a copy of src. */
 pt_tensor *pti_optim_state_clone(const pt_tensor *src);
+/* The common init_state: s->step = 0 and s->buf[0..n_bufs) zero-filled like p. PT_OK, or the
+ * allocation's error. */
+pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_state *s);
 
 /* True when the fused CPU float32 kernels apply: p, g and every non-NULL buf are contiguous
  * CPU float32 tensors of p's numel. PT_OPTIM_GENERIC=1 in the environment (read at each
  * pt_optim_step) forces the generic path built from public ops (tests compare both). */
 bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs);
 
+/* Fused kernels: one gradient element as most algorithms first transform it (the float32 twin
+ * of pti_optim_generic_grad): maximize ? -g : g, plus wd * p when has_wd. */
+static inline float pti_optim_grad_f32(float g, float p, bool maximize, bool has_wd, float wd)
+{
+    if (maximize)
+        g = -g;
+    return has_wd ? g + wd * p : g;
+}
+
 /* Runs fn(ctx, begin, end) over [0, n) elements, split across the thread pool for big
  * tensors (a grain fit for memory-bound elementwise updates). */
 void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx);
+/* pti_optim_parallel with avx2_fn when it is non-NULL and the CPU has AVX2 (and
+ * PT_DISABLE_AVX2 is unset), else scalar_fn. Pass PTI_OPTIM_AVX2(x_range_avx2). */
+void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn, void *ctx);
 
 /* The generic path's temporaries: out-of-place results released by the caller. For an
  * in-place "dst = src" with dst a state buffer: pt_copy_ then release. */
 pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned);
+
+/* Generic path, in place: avg = beta * avg + (1 - beta) * x (torch's mul_(beta).add_(x,
+ * alpha=1 - beta): exp_avg, square_avg of the gradient, ...). */
+pt_status pti_optim_ema_(pt_tensor *avg, const pt_tensor *x, double beta);
+/* Same with x * x (torch's mul_(beta).addcmul_(x, x, value=1 - beta)): exp_avg_sq, ... */
+pt_status pti_optim_ema_sq_(pt_tensor *avg, const pt_tensor *x, double beta);
 
 /* Generic path: the gradient as most algorithms first transform it, a new reference:
  * d = maximize ? -g : g; if weight_decay != 0: d = d + weight_decay * p. NULL on error. */
@@ -165,5 +198,11 @@ pt_tensor *pti_optim_generic_grad(const pt_tensor *p, const pt_tensor *g, bool m
 /* Message helpers for check_opts (return PT_ERR_INVALID_ARG with torch's wording). */
 pt_status pti_optim_check_nonneg(const char *op, const char *what, double v);
 pt_status pti_optim_check_beta(const char *op, int index, double v);
+/* Both betas in [0, 1), index 0 first. */
+pt_status pti_optim_check_betas(const char *op, const double betas[2]);
+/* Adam's checks in torch's order: lr >= 0, eps >= 0, betas in [0, 1), weight_decay >= 0
+ * (Adam, AdamW, Adamax, NAdam, RAdam, Lamb). */
+pt_status pti_optim_check_adam_like(const char *op, double lr, double eps, const double betas[2],
+                                    double weight_decay);
 
 #endif

@@ -31,26 +31,14 @@ static const pti_state_entry radam_state[] = {
 static pt_status radam_check(const char *op, const void *opts)
 {
     const pt_radam_opts *o = opts;
-    pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "epsilon value", o->eps);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
-    return st;
+    return pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
 }
 
 static pt_status radam_init(pt_optim *o, const void *opts, const pt_tensor *p,
                             pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_EXP_AVG_SQ] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_EXP_AVG_SQ] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 /* ---- fused float32 path ------------------------------------------------------------------ */
@@ -95,13 +83,9 @@ static pt_status radam_generic(const pt_radam_opts *o, pt_tensor *p, const pt_te
     if (!d)
         return pt_last_status();
     pt_tensor *u = NULL, *denom = NULL;
-    pt_status st = pt_mul_scalar_(m, o->betas[0]);
+    pt_status st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
-    if (st == PT_OK)
-        st = pt_mul_scalar_(v, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_assign(v, pt_addcmul(v, d, d, 1.0 - o->betas[1]));
+        st = pti_optim_ema_sq_(v, d, o->betas[1]);
     if (st == PT_OK && !(u = pt_div_scalar(m, bc1)))
         st = pt_last_status();
     if (st == PT_OK)

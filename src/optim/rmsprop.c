@@ -11,13 +11,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define OPT_HAVE_AVX2 1
-#define AVX2_FN __attribute__((target("avx2")))
-#endif
 
 enum { BUF_SQUARE_AVG, BUF_MOMENTUM, BUF_GRAD_AVG };
 
@@ -90,9 +83,7 @@ static void rmsprop_range(void *vctx, int64_t begin, int64_t end)
 {
     const rmsprop_ctx *c = vctx;
     for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            g = g + c->wd * c->p[i];
+        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
         float sq = c->sq[i] * c->alpha + c->one_alpha * g * g;
         c->sq[i] = sq;
         float avg;
@@ -113,9 +104,9 @@ static void rmsprop_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef OPT_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* rmsprop_range 8 lanes at a time with the same float operations; the tail goes through it. */
-AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const rmsprop_ctx *c = vctx;
     float *restrict P = c->p, *restrict SQ = c->sq, *restrict B = c->buf, *restrict GA = c->ga;
@@ -169,13 +160,9 @@ static pt_status rmsprop_generic(const pt_rmsprop_opts *o, pt_tensor *p, const p
     if (!d)
         return pt_last_status();
     pt_tensor *avg = NULL;
-    pt_status st = pt_mul_scalar_(sq, o->alpha);
-    if (st == PT_OK)
-        st = pti_optim_assign(sq, pt_addcmul(sq, d, d, 1.0 - o->alpha));
+    pt_status st = pti_optim_ema_sq_(sq, d, o->alpha);
     if (st == PT_OK && ga) {
-        st = pt_mul_scalar_(ga, o->alpha);
-        if (st == PT_OK)
-            st = pt_add_ex_(ga, d, 1.0 - o->alpha);
+        st = pti_optim_ema_(ga, d, o->alpha);
         if (st == PT_OK && !(avg = pt_addcmul(sq, ga, ga, -1.0)))
             st = pt_last_status();
         if (st == PT_OK)
@@ -227,12 +214,7 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_range_fn fn = rmsprop_range;
-#ifdef OPT_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = rmsprop_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, rmsprop_range, PTI_OPTIM_AVX2(rmsprop_range_avx2), &c);
     return PT_OK;
 }
 

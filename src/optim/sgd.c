@@ -8,12 +8,6 @@
 #include <stddef.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define SGD_HAVE_AVX2 1
-#endif
 
 static const pti_hparam sgd_hparams[] = {
     {"lr", PTI_HP_FLOAT, offsetof(pt_sgd_opts, lr)},
@@ -76,9 +70,9 @@ static void sgd_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-#ifdef SGD_HAVE_AVX2
+#ifdef PTI_OPTIM_HAVE_AVX2
 /* sgd_range 8 lanes at a time with the same float operations; the tail goes through it. */
-__attribute__((target("avx2"))) static void sgd_range_avx2(void *vctx, int64_t begin, int64_t end)
+PTI_OPTIM_AVX2_FN static void sgd_range_avx2(void *vctx, int64_t begin, int64_t end)
 {
     const sgd_ctx *c = vctx;
     float *restrict P = c->p, *restrict B = c->buf;
@@ -160,12 +154,7 @@ static pt_status sgd_update(pt_optim *opt, const void *opts, pt_tensor *p, const
         .has_wd = o->weight_decay != 0.0,
         .first = first,
     };
-    pti_range_fn fn = sgd_range;
-#ifdef SGD_HAVE_AVX2
-    if (pti_cpu_has_avx2())
-        fn = sgd_range_avx2;
-#endif
-    pti_optim_parallel(p->numel, fn, &c);
+    pti_optim_run_fused(p->numel, sgd_range, PTI_OPTIM_AVX2(sgd_range_avx2), &c);
     return PT_OK;
 }
 

@@ -34,9 +34,7 @@ static pt_status sophia_check(const char *op, const void *opts)
     const pt_sophia_opts *o = opts;
     pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
     if (st == PT_OK)
-        st = pti_optim_check_beta(op, 0, o->betas[0]);
-    if (st == PT_OK)
-        st = pti_optim_check_beta(op, 1, o->betas[1]);
+        st = pti_optim_check_betas(op, o->betas);
     if (st == PT_OK)
         st = pti_optim_check_nonneg(op, "rho", o->rho);
     if (st == PT_OK)
@@ -50,10 +48,7 @@ static pt_status sophia_init(pt_optim *o, const void *opts, const pt_tensor *p,
                              pti_param_state *s)
 {
     (void)o, (void)opts;
-    s->step = 0.0;
-    s->buf[BUF_EXP_AVG] = pti_optim_state_zeros(p);
-    s->buf[BUF_HESSIAN] = pti_optim_state_zeros(p);
-    return s->buf[BUF_EXP_AVG] && s->buf[BUF_HESSIAN] ? PT_OK : pt_last_status();
+    return pti_optim_init_zero_bufs(p, 2, s);
 }
 
 typedef struct sophia_ctx {
@@ -85,9 +80,7 @@ static pt_status sophia_generic(const pt_sophia_opts *o, pt_tensor *p, const pt_
     pt_tensor *ratio = NULL, *den = NULL, *sg = NULL;
     pt_status st = d ? pt_mul_scalar_(p, 1.0 - o->lr * o->weight_decay) : pt_last_status();
     if (st == PT_OK)
-        st = pt_mul_scalar_(m, o->betas[0]);
-    if (st == PT_OK)
-        st = pt_add_ex_(m, d, 1.0 - o->betas[0]);
+        st = pti_optim_ema_(m, d, o->betas[0]);
     if (st == PT_OK && !(den = pt_mul_scalar(h, o->rho * o->bs)))
         st = pt_last_status();
     if (st == PT_OK)
@@ -152,9 +145,7 @@ pt_optim *pt_optim_sophia_params(int n, pt_tensor *const *params, pt_sophia_opts
 /* h = beta2 h + (1 - beta2) g g for one parameter (any dtype/layout: public ops). */
 static pt_status hessian_one(const pt_sophia_opts *o, pt_tensor *h, const pt_tensor *g)
 {
-    pt_status st = pt_mul_scalar_(h, o->betas[1]);
-    if (st == PT_OK)
-        st = pti_optim_assign(h, pt_addcmul(h, g, g, 1.0 - o->betas[1]));
+    pt_status st = pti_optim_ema_sq_(h, g, o->betas[1]);
     return st;
 }
 

@@ -1,0 +1,54 @@
+/* Helpers shared by the optimizer tests (tests/test_optim.c, tests/test_optim2.c): building a
+ * two-group optimizer over the fixture problem's (W, b), comparing (W, b) with the reference
+ * trajectory after a step, and copying parameters for state-dict round trips. Header-only
+ * (static inline) so that each test binary stays one source file. */
+#ifndef PT_TEST_OPTIM_COMMON_H
+#define PT_TEST_OPTIM_COMMON_H
+
+#include <stdio.h>
+
+#include "common/testutil.h"
+
+/* Builds the optimizer of one case over the problem's two parameters. */
+typedef pt_optim *(*make_fn)(pt_tensor *W, pt_tensor *b);
+
+/* Both parameters as the (n, params) arguments of pt_optim_<x>_params. */
+#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
+
+/* Adds {b} as group 1 of opt (built over {W}) with the options struct *opts (NULL: the
+ * constructor's), then sets that group's lr to lr_b. Returns opt. */
+static inline pt_optim *optim_test_second_group(pt_optim *opt, pt_tensor *b, const void *opts,
+                                                double lr_b)
+{
+    assert_non_null(opt);
+    assert_int_equal(pt_optim_add_param_group(opt, 1, &b, opts), PT_OK);
+    assert_int_equal(pt_optim_set_lr(opt, 1, lr_b), PT_OK);
+    return opt;
+}
+
+/* W and b equal row k of the fixture trajectories "<name>.W" and "<name>.b". */
+static inline void optim_test_check_step(const pt_fixture *fx, const char *name,
+                                         const pt_tensor *W, const pt_tensor *b, int k,
+                                         double rtol, double atol)
+{
+    char key[128];
+    pt_scope_begin();
+    snprintf(key, sizeof(key), "%s.W", name);
+    assert_tensor_close(W, pt_select(fx_get(fx, key), 0, k), rtol, atol);
+    snprintf(key, sizeof(key), "%s.b", name);
+    assert_tensor_close(b, pt_select(fx_get(fx, key), 0, k), rtol, atol);
+    pt_scope_end();
+}
+
+/* dst_W = src_W, dst_b = src_b in place, outside autograd (fresh parameters that continue a
+ * saved run). */
+static inline void optim_test_copy_params(pt_tensor *dst_W, pt_tensor *dst_b,
+                                          const pt_tensor *src_W, const pt_tensor *src_b)
+{
+    pt_no_grad_begin();
+    assert_int_equal(pt_copy_(dst_W, src_W), PT_OK);
+    assert_int_equal(pt_copy_(dst_b, src_b), PT_OK);
+    pt_no_grad_end();
+}
+
+#endif
