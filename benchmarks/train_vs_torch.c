@@ -29,13 +29,13 @@ static pt_module *make_mlp(void)
     return pt_nn_sequential(8, layers);
 }
 
-/* Two conv + batch-norm blocks (examples/mnist_cnn.c). */
+/* Two conv + batch-norm blocks (examples/mnist_cnn.c: conv without bias before BN). */
 static pt_module *make_cnn(void)
 {
     pt_module *layers[] = {
-        pt_nn_conv2d(1, 32, 3, 1, 1, true), pt_nn_batch_norm2d(32), pt_nn_relu(),
+        pt_nn_conv2d(1, 32, 3, 1, 1, false), pt_nn_batch_norm2d(32), pt_nn_relu(),
         pt_nn_max_pool2d(2, 2, 0),
-        pt_nn_conv2d(32, 64, 3, 1, 1, true), pt_nn_batch_norm2d(64), pt_nn_relu(),
+        pt_nn_conv2d(32, 64, 3, 1, 1, false), pt_nn_batch_norm2d(64), pt_nn_relu(),
         pt_nn_max_pool2d(2, 2, 0),
         pt_nn_flatten(1, -1), pt_nn_linear(64 * 7 * 7, 128, true), pt_nn_relu(),
         pt_nn_dropout(0.25), pt_nn_linear(128, 10, true)};
