@@ -11,3 +11,5 @@ echo "== ops vs PyTorch =="
   --min-seconds 0.2 --repeat 3
 echo "== autograd vs PyTorch =="
 /usr/bin/python3 benchmarks/autograd_vs_torch.py --bin "$build/bin/autograd_vs_torch" --threads 2
+echo "== training one epoch vs PyTorch (MLP and CNN on Fashion-MNIST) =="
+/usr/bin/python3 benchmarks/train_vs_torch.py --bin "$build/bin/train_vs_torch" --threads 2
