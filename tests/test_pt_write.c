@@ -344,10 +344,11 @@ static void test_shared_storage(void **state)
         memcpy(&f, d0->data + 4 * i, 4);
         assert_true(f == (float)i);
     }
-    /* rows: offset 4 (BININT1 4) after the persistent id; numel 12 in every pid */
+    /* numel 12 ends every persistent id; rows: offset 4 and size (2, 4) after BINPERSID */
     const record *pkl = find(&a, "views/data.pkl");
     assert_true(contains(pkl, "X\x01\x00\x00\x00" "0"));
-    assert_true(contains(pkl, "K\x0ctQK\x04K\x02K\x04\x86"));
+    assert_true(contains(pkl, "K\x0ctq"));
+    assert_true(contains(pkl, "QK\x04K\x02K\x04\x86"));
     free(a.buf);
     pt_value_free(d);
     pt_release(flat);

@@ -7,9 +7,10 @@
  *   <archive>/data/<k>   the bytes of storage k (keys 0, 1, ... by first use in the pickle)
  *   <archive>/version    "3\n"
  *
- * The memo follows CPython's pickler where it changes what a loader sees: a tensor or a
- * container reached twice is written once and fetched with BINGET the second time, so shared
- * objects stay shared. Globals and strings are memoized too (by content). */
+ * The memo follows CPython's pickler, so a state dict pickles to the same bytes as torch.save
+ * of it (tests/fixtures/check_pt_save.py checks this): every tuple and REDUCE result gets a
+ * BINPUT; a tensor or container reached twice is written once and fetched with BINGET the
+ * second time, so shared objects stay shared; globals and strings are memoized by content. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,6 +196,20 @@ static pt_status memo_put(pickler *pk, int kind, const void *ptr, size_t len)
     return PT_OK;
 }
 
+/* BINPUT for an object nothing refers to again (CPython memoizes every tuple and every
+ * REDUCE result; doing the same keeps the byte stream identical to torch.save's). */
+static void memo_anon(pickler *pk)
+{
+    uint32_t idx = pk->next_idx++;
+    if (idx < 256) {
+        bb_byte(&pk->out, OP_BINPUT);
+        bb_byte(&pk->out, (unsigned char)idx);
+    } else {
+        bb_byte(&pk->out, OP_LONG_BINPUT);
+        bb_u32(&pk->out, idx);
+    }
+}
+
 /* ---- scalars ------------------------------------------------------------------------------- */
 
 static void write_int(pickler *pk, int64_t v)
@@ -299,7 +314,8 @@ static pt_status write_global(pickler *pk, const char *module_nl_name_nl)
     return memo_put(pk, MEMO_GLOBAL, module_nl_name_nl, n);
 }
 
-/* collections.OrderedDict() : GLOBAL + EMPTY_TUPLE + REDUCE, as Python pickles one. */
+/* collections.OrderedDict() : GLOBAL + EMPTY_TUPLE + REDUCE, as Python pickles one (the
+ * caller memoizes the result). */
 static pt_status write_ordered_dict_new(pickler *pk)
 {
     pt_status st = write_global(pk, "collections\nOrderedDict\n");
@@ -377,6 +393,7 @@ static void write_int_tuple(pickler *pk, int n, const int64_t *v)
         write_int(pk, v[i]);
     static const unsigned char ops[4] = {0, OP_TUPLE1, OP_TUPLE2, OP_TUPLE3};
     bb_byte(&pk->out, n > 3 ? OP_TUPLE : ops[n]);
+    memo_anon(pk);
 }
 
 /* _rebuild_tensor_v2(BINPERSID(('storage', torch.XStorage, key, 'cpu', numel)), offset, size,
@@ -398,6 +415,7 @@ static pt_status write_tensor(pickler *pk, const pt_tensor *t, const char *key_n
         st = write_cstr(pk, "cpu");
     write_int(pk, (int64_t)(t->storage->nbytes / esize));
     bb_byte(&pk->out, OP_TUPLE);
+    memo_anon(pk);
     bb_byte(&pk->out, OP_BINPERSID);
     write_int(pk, t->offset);
     write_int_tuple(pk, t->ndim, t->shape);
@@ -405,7 +423,9 @@ static pt_status write_tensor(pickler *pk, const pt_tensor *t, const char *key_n
     bb_byte(&pk->out, t->requires_grad ? OP_NEWTRUE : OP_NEWFALSE);
     if (st == PT_OK)
         st = write_ordered_dict_new(pk);
+    memo_anon(pk);
     bb_byte(&pk->out, OP_TUPLE);
+    memo_anon(pk);
     bb_byte(&pk->out, OP_REDUCE);
     if (st == PT_OK)
         st = memo_put(pk, MEMO_TENSOR, t, 0);
@@ -505,6 +525,7 @@ static pt_status write_bytes(pickle_ctx *c, const pt_value *v)
         pt_status st = write_global(pk, "__builtin__\nbytes\n");
         bb_byte(&pk->out, OP_EMPTY_TUPLE);
         bb_byte(&pk->out, OP_REDUCE);
+        memo_anon(pk);
         return st;
     }
     if (n > UINT32_MAX / 2)
@@ -520,14 +541,17 @@ static pt_status write_bytes(pickle_ctx *c, const pt_value *v)
         free(latin.data);
         return pti_error(PT_ERR_OOM, OP ": out of memory");
     }
-    bb_byte(&pk->out, OP_BINUNICODE); /* not memoized: the buffer is temporary */
+    bb_byte(&pk->out, OP_BINUNICODE); /* the buffer is temporary: not looked up again */
     bb_u32(&pk->out, (uint32_t)latin.len);
     bb_add(&pk->out, latin.data, latin.len);
     free(latin.data);
+    memo_anon(pk);
     if (st == PT_OK)
         st = write_cstr(pk, "latin1");
     bb_byte(&pk->out, OP_TUPLE2);
+    memo_anon(pk);
     bb_byte(&pk->out, OP_REDUCE);
+    memo_anon(pk);
     return st;
 }
 
