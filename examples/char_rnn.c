@@ -524,7 +524,7 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
         st = pt_value_dict_set_str(meta, "model", pt_value_str(o->model));
     pt_value *sd = st == PT_OK ? pt_nn_state_dict(model) : NULL;
     if (st == PT_OK)
-        st = !sd ? pt_last_status()
+        st = !sd                         ? pt_last_status()
              : ends_with(o->save, ".pt") ? pt_save(o->save, sd)
                                          : pt_save_safetensors(o->save, sd, meta);
     pt_value_free(sd);

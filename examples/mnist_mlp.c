@@ -1,6 +1,7 @@
 /* mnist_mlp: trains a multilayer perceptron (784-512-256-128-10, ReLU) on Fashion-MNIST or
  * MNIST with Adam and cross-entropy, evaluates it on the test set after every epoch, and can
- * save the weights (.safetensors, or .pt for PyTorch) with a chart of the loss and accuracy curves (.svg).
+ * save the weights (.safetensors, or .pt for PyTorch) with a chart of the loss and accuracy
+ * curves (.svg).
  *
  *     build/bin/mnist_mlp --epochs 1                  (Fashion-MNIST from setup.sh's package)
  *     build/bin/mnist_mlp --data ~/mnist --epochs 5 --save mlp.safetensors
@@ -239,7 +240,7 @@ static pt_status save_results(pt_module *model, const options *o, int epochs,
                               const double *test_acc)
 {
     pt_value *sd = pt_nn_state_dict(model);
-    pt_status st = !sd ? pt_last_status()
+    pt_status st = !sd                       ? pt_last_status()
                    : has_ext(o->save, ".pt") ? pt_save(o->save, sd)
                                              : pt_save_safetensors(o->save, sd, NULL);
     pt_value_free(sd);

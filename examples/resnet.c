@@ -344,7 +344,7 @@ static pt_status save_results(pt_module *model, const options *o, int epochs,
                               const double *test_acc)
 {
     pt_value *sd = pt_nn_state_dict(model);
-    pt_status st = !sd ? pt_last_status()
+    pt_status st = !sd                       ? pt_last_status()
                    : has_ext(o->save, ".pt") ? pt_save(o->save, sd)
                                              : pt_save_safetensors(o->save, sd, NULL);
     pt_value_free(sd);

@@ -296,8 +296,8 @@ static void test_pickle_bytes(void **state)
     pt_value_append(l, pt_value_int(1));
     pt_value_dict_set_str(d, "l", pt_value_retain(l));
     pt_value_dict_set_str(d, "m", l);
-    pt_value_dict_set_str(d, "n", pt_value_tuple_of(2, (pt_value *[]){pt_value_int(1),
-                                                                       pt_value_int(2)}));
+    pt_value_dict_set_str(d, "n",
+                          pt_value_tuple_of(2, (pt_value *[]){pt_value_int(1), pt_value_int(2)}));
     pt_value_dict_set_str(d, "o", pt_value_tuple());
     pt_value *t4 = pt_value_tuple();
     for (int i = 1; i <= 4; i++)
@@ -346,7 +346,8 @@ static void test_shared_storage(void **state)
     }
     /* numel 12 ends every persistent id; rows: offset 4 and size (2, 4) after BINPERSID */
     const record *pkl = find(&a, "views/data.pkl");
-    assert_true(contains(pkl, "X\x01\x00\x00\x00" "0"));
+    assert_true(contains(pkl, "X\x01\x00\x00\x00"
+                              "0"));
     assert_true(contains(pkl, "K\x0ctq"));
     assert_true(contains(pkl, "QK\x04K\x02K\x04\x86"));
     free(a.buf);
@@ -499,8 +500,9 @@ static void test_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(test_state_dict),   T(test_pickle_bytes), T(test_shared_storage),
-        T(test_dtypes_and_empty), T(test_forced_zip64), T(test_archive_name), T(test_errors),
+        T(test_state_dict),       T(test_pickle_bytes), T(test_shared_storage),
+        T(test_dtypes_and_empty), T(test_forced_zip64), T(test_archive_name),
+        T(test_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -64,13 +64,36 @@ static void bb_u32(bytebuf *b, uint32_t v)
 /* ---- pickle opcodes (protocol 2) ------------------------------------------------------------ */
 
 enum {
-    OP_PROTO = 0x80, OP_GLOBAL = 'c', OP_BINPUT = 'q', OP_LONG_BINPUT = 'r', OP_BINGET = 'h',
-    OP_LONG_BINGET = 'j', OP_MARK = '(', OP_TUPLE = 't', OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86,
-    OP_TUPLE3 = 0x87, OP_EMPTY_TUPLE = ')', OP_REDUCE = 'R', OP_BINPERSID = 'Q',
-    OP_EMPTY_DICT = '}', OP_SETITEM = 's', OP_SETITEMS = 'u', OP_EMPTY_LIST = ']',
-    OP_APPEND = 'a', OP_APPENDS = 'e', OP_BINUNICODE = 'X', OP_BININT1 = 'K', OP_BININT2 = 'M',
-    OP_BININT = 'J', OP_LONG1 = 0x8a, OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89, OP_NONE = 'N',
-    OP_BINFLOAT = 'G', OP_STOP = '.',
+    OP_PROTO = 0x80,
+    OP_GLOBAL = 'c',
+    OP_BINPUT = 'q',
+    OP_LONG_BINPUT = 'r',
+    OP_BINGET = 'h',
+    OP_LONG_BINGET = 'j',
+    OP_MARK = '(',
+    OP_TUPLE = 't',
+    OP_TUPLE1 = 0x85,
+    OP_TUPLE2 = 0x86,
+    OP_TUPLE3 = 0x87,
+    OP_EMPTY_TUPLE = ')',
+    OP_REDUCE = 'R',
+    OP_BINPERSID = 'Q',
+    OP_EMPTY_DICT = '}',
+    OP_SETITEM = 's',
+    OP_SETITEMS = 'u',
+    OP_EMPTY_LIST = ']',
+    OP_APPEND = 'a',
+    OP_APPENDS = 'e',
+    OP_BINUNICODE = 'X',
+    OP_BININT1 = 'K',
+    OP_BININT2 = 'M',
+    OP_BININT = 'J',
+    OP_LONG1 = 0x8a,
+    OP_NEWTRUE = 0x88,
+    OP_NEWFALSE = 0x89,
+    OP_NONE = 'N',
+    OP_BINFLOAT = 'G',
+    OP_STOP = '.',
 };
 
 #define BATCH 1000 /* CPython's APPENDS / SETITEMS batch size */
@@ -291,7 +314,7 @@ static pt_status write_str(pickler *pk, const char *s, size_t n)
         return pti_error(PT_ERR_UNSUPPORTED, OP ": a str of %zu bytes is too long to pickle", n);
     if (!valid_utf8((const unsigned char *)s, n))
         return pti_error(PT_ERR_INVALID_ARG, OP ": a str is not valid UTF-8 (Python cannot "
-                                             "load it)");
+                                                "load it)");
     bb_byte(&pk->out, OP_BINUNICODE);
     bb_u32(&pk->out, (uint32_t)n);
     bb_add(&pk->out, s, n);
@@ -559,8 +582,7 @@ static pt_status write_value(pickle_ctx *c, const pt_value *v, int depth)
 {
     pickler *pk = c->pk;
     if (depth > MAX_DEPTH)
-        return pti_error(PT_ERR_UNSUPPORTED, OP ": values nested deeper than %d levels",
-                         MAX_DEPTH);
+        return pti_error(PT_ERR_UNSUPPORTED, OP ": values nested deeper than %d levels", MAX_DEPTH);
     switch (pt_value_kind_of(v)) {
     case PT_VALUE_NONE: bb_byte(&pk->out, OP_NONE); return PT_OK;
     case PT_VALUE_BOOL: {

@@ -20,10 +20,10 @@ typedef struct pti_zip_entry {
 
 typedef struct pti_zip_writer {
     FILE *f;
-    const char *path;      /* for error messages */
-    const char *op;        /* the public function, for error messages */
-    uint64_t pos;          /* bytes written so far */
-    uint64_t zip64_limit;  /* sizes/offsets >= this use zip64 extras (0xFFFFFFFF normally) */
+    const char *path;     /* for error messages */
+    const char *op;       /* the public function, for error messages */
+    uint64_t pos;         /* bytes written so far */
+    uint64_t zip64_limit; /* sizes/offsets >= this use zip64 extras (0xFFFFFFFF normally) */
     pti_zip_entry *entries;
     size_t n, cap;
 } pti_zip_writer;

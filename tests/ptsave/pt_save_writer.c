@@ -85,8 +85,9 @@ static void add_scalars(pt_value *d)
     pt_value_dict_set_str(d, "none", pt_value_none());
     pt_value_dict_set_str(d, "true", pt_value_bool(true));
     pt_value_dict_set_str(d, "false", pt_value_bool(false));
-    const int64_t ints[] = {0, 255, 256, 65535, 65536, -1, 2147483647, -2147483647 - 1,
-                            2147483648, -2147483649LL, INT64_MAX, INT64_MIN, 1LL << 40};
+    const int64_t ints[] = {
+        0,          255,           256,       65535,     65536,    -1, 2147483647, -2147483647 - 1,
+        2147483648, -2147483649LL, INT64_MAX, INT64_MIN, 1LL << 40};
     pt_value_dict_set_str(d, "ints", int_list((int)(sizeof(ints) / sizeof(ints[0])), ints));
     pt_value_dict_set_str(d, "str", pt_value_str("h\xc3\xa9llo \xe2\x9c\x93"));
     pt_value_dict_set_str(d, "empty_str", pt_value_str(""));
@@ -141,22 +142,22 @@ static void add_tensors(pt_value *d)
     pt_value *f32 = tensor_of(f6, PT_SHAPE(2, 3), PT_FLOAT32);
     pt_value_dict_set_str(d, "f32", pt_value_tensor(pt_value_tensor_ref(f32)));
     pt_value_dict_set_str(d, "f32_again", f32);
-    pt_value_dict_set_str(d, "f64", tensor_of((const double[]){1.5, -2.25}, PT_SHAPE(2),
-                                              PT_FLOAT64));
+    pt_value_dict_set_str(d, "f64",
+                          tensor_of((const double[]){1.5, -2.25}, PT_SHAPE(2), PT_FLOAT64));
     const float h[4] = {0.5f, 1, -2, 65504};
     pt_value_dict_set_str(d, "f16", float_tensor_as(h, 4, PT_FLOAT16));
     const float b[4] = {0.5f, 1, -2, 3.140625f};
     pt_value_dict_set_str(d, "bf16", float_tensor_as(b, 4, PT_BFLOAT16));
-    pt_value_dict_set_str(d, "bool", tensor_of((const bool[]){true, false, true}, PT_SHAPE(3),
-                                               PT_BOOL));
+    pt_value_dict_set_str(d, "bool",
+                          tensor_of((const bool[]){true, false, true}, PT_SHAPE(3), PT_BOOL));
     pt_value_dict_set_str(d, "u8", tensor_of((const uint8_t[]){0, 1, 255}, PT_SHAPE(3), PT_UINT8));
     pt_value_dict_set_str(d, "i8", tensor_of((const int8_t[]){-128, 127}, PT_SHAPE(2), PT_INT8));
-    pt_value_dict_set_str(d, "i16", tensor_of((const int16_t[]){-32768, 32767}, PT_SHAPE(2),
-                                              PT_INT16));
-    pt_value_dict_set_str(d, "i32", tensor_of((const int32_t[]){INT32_MIN, INT32_MAX},
-                                              PT_SHAPE(2), PT_INT32));
-    pt_value_dict_set_str(d, "i64", tensor_of((const int64_t[]){INT64_MIN, INT64_MAX},
-                                              PT_SHAPE(2), PT_INT64));
+    pt_value_dict_set_str(d, "i16",
+                          tensor_of((const int16_t[]){-32768, 32767}, PT_SHAPE(2), PT_INT16));
+    pt_value_dict_set_str(
+        d, "i32", tensor_of((const int32_t[]){INT32_MIN, INT32_MAX}, PT_SHAPE(2), PT_INT32));
+    pt_value_dict_set_str(
+        d, "i64", tensor_of((const int64_t[]){INT64_MIN, INT64_MAX}, PT_SHAPE(2), PT_INT64));
     pt_tensor *empty = pt_zeros(PT_SHAPE(0, 3), PT_FLOAT32, pt_cpu());
     pt_value_dict_set_str(d, "empty", pt_value_tensor(empty));
     pt_release(empty);
@@ -217,9 +218,10 @@ static pt_status save_mlp(const char *path, const char *io_path)
 {
     pt_manual_seed(1234);
     pt_module *layers[] = {
-        pt_nn_flatten(1, -1),         pt_nn_linear(784, 512, true), pt_nn_relu(),
-        pt_nn_linear(512, 256, true), pt_nn_relu(), pt_nn_linear(256, 128, true),
-        pt_nn_relu(),                 pt_nn_linear(128, 10, true),
+        pt_nn_flatten(1, -1), pt_nn_linear(784, 512, true),
+        pt_nn_relu(),         pt_nn_linear(512, 256, true),
+        pt_nn_relu(),         pt_nn_linear(256, 128, true),
+        pt_nn_relu(),         pt_nn_linear(128, 10, true),
     };
     pt_module *m = pt_nn_sequential((int)(sizeof(layers) / sizeof(layers[0])), layers);
     if (!m)
