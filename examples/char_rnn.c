@@ -57,8 +57,10 @@ static void usage(FILE *f)
                "  --lr X            Adam learning rate (default 2e-3 lstm, 1e-3 transformer)\n"
                "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
                "  --threads N       CPU threads (default: all cores)\n"
-               "  --save FILE       write the weights to FILE (safetensors, the vocabulary in its\n"
-               "                    metadata) and the curves to FILE without .safetensors + .svg\n"
+               "  --save FILE       write the weights to FILE and the curves to FILE without its\n"
+               "                    .pt / .safetensors extension + .svg: a PyTorch state dict\n"
+               "                    when FILE ends in .pt (weights only), else safetensors\n"
+               "                    with the vocabulary and model kind in its metadata\n"
                "  --seed N          random seed (default 0): same seed, same results\n"
                "  --limit N         cap training steps and validation batches at N (quick checks)\n"
                "  --eval-batches N  validation batches per evaluation (default 50)\n"
@@ -503,7 +505,8 @@ static pt_status sample_text(pt_module *model, const corpus *c, pt_device dev, c
     return st;
 }
 
-/* Weights + vocabulary (metadata "vocab": the byte values, comma-separated) and the curves. */
+/* Weights + vocabulary (safetensors metadata "vocab": the byte values, comma-separated; a .pt
+ * file holds the state dict alone) and the curves. */
 static pt_status save_results(pt_module *model, const corpus *c, const options *o, int epochs,
                               const double *train_loss, const double *val_loss,
                               const double *val_acc)
@@ -521,7 +524,9 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
         st = pt_value_dict_set_str(meta, "model", pt_value_str(o->model));
     pt_value *sd = st == PT_OK ? pt_nn_state_dict(model) : NULL;
     if (st == PT_OK)
-        st = sd ? pt_save_safetensors(o->save, sd, meta) : pt_last_status();
+        st = !sd                         ? pt_last_status()
+             : ends_with(o->save, ".pt") ? pt_save(o->save, sd)
+                                         : pt_save_safetensors(o->save, sd, meta);
     pt_value_free(sd);
     pt_value_free(meta);
     if (st != PT_OK)
@@ -530,6 +535,8 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
     size_t n = strlen(o->save);
     if (ends_with(o->save, ".safetensors"))
         n -= strlen(".safetensors");
+    else if (ends_with(o->save, ".pt"))
+        n -= strlen(".pt");
     snprintf(svg, sizeof(svg), "%.*s.svg", (int)n, o->save);
     pt_plot_series curves[] = {
         {.name = "train loss", .n = epochs, .y = train_loss},

@@ -1,6 +1,6 @@
 /* mnist_cnn: trains a small convolutional network on Fashion-MNIST or MNIST with Adam and
  * cross-entropy, evaluates it on the test set after every epoch, and can save the weights
- * (.safetensors) with a chart of the loss and accuracy curves (.svg).
+ * (.safetensors, or .pt for PyTorch) with a chart of the loss and accuracy curves (.svg).
  *
  *     build/bin/mnist_cnn --epochs 1
  *     build/bin/mnist_cnn --epochs 5 --save cnn.safetensors
@@ -44,8 +44,9 @@ static void usage(FILE *f)
                "  --device D        cpu, cuda, cuda:N ... (default cpu)\n"
                "  --threads N       CPU threads (default: all cores)\n"
                "  --workers N       data-loading threads (default 1)\n"
-               "  --save FILE       write the weights to FILE (safetensors) and the curves to\n"
-               "                    FILE without .safetensors + .svg\n"
+               "  --save FILE       write the weights to FILE (a PyTorch state dict when FILE\n"
+               "                    ends in .pt, else safetensors) and the curves to FILE\n"
+               "                    without its .pt / .safetensors extension + .svg\n"
                "  --seed N          random seed (default 0): same seed, same results\n"
                "  --limit N         use only N batches per epoch for training and for testing\n"
                "                    (quick checks)\n"
@@ -241,21 +242,32 @@ static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, 
     return st;
 }
 
-/* Writes the weights to o->save and the curves next to it ("cnn.safetensors" -> "cnn.svg"). */
+/* True when s ends in ext (and has more before it). */
+static bool has_ext(const char *s, const char *ext)
+{
+    size_t n = strlen(s), e = strlen(ext);
+    return n > e && strcmp(s + n - e, ext) == 0;
+}
+
+/* Writes the weights to o->save (.pt: pt_save of the state dict, else safetensors) and the
+ * curves next to it ("cnn.safetensors" -> "cnn.svg"). */
 static pt_status save_results(pt_module *model, const options *o, int epochs,
                               const double *train_loss, const double *test_loss,
                               const double *test_acc)
 {
     pt_value *sd = pt_nn_state_dict(model);
-    pt_status st = sd ? pt_save_safetensors(o->save, sd, NULL) : pt_last_status();
+    pt_status st = !sd                       ? pt_last_status()
+                   : has_ext(o->save, ".pt") ? pt_save(o->save, sd)
+                                             : pt_save_safetensors(o->save, sd, NULL);
     pt_value_free(sd);
     if (st != PT_OK)
         return st;
     char svg[4096];
     size_t n = strlen(o->save);
-    const char *ext = ".safetensors";
-    if (n > strlen(ext) && strcmp(o->save + n - strlen(ext), ext) == 0)
-        n -= strlen(ext);
+    if (has_ext(o->save, ".safetensors"))
+        n -= strlen(".safetensors");
+    else if (has_ext(o->save, ".pt"))
+        n -= strlen(".pt");
     snprintf(svg, sizeof(svg), "%.*s.svg", (int)n, o->save);
     pt_plot_series curves[] = {
         {.name = "train loss", .n = epochs, .y = train_loss},
