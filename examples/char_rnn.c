@@ -552,6 +552,7 @@ static pt_status save_results(pt_module *model, const corpus *c, const options *
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* epoch lines show up at once in a log file too */
     options o;
     int r = parse_options(argc, argv, &o);
     if (r != 0)

@@ -394,6 +394,7 @@ static bool open_cifar(const char *dir, pt_dataset **train, pt_dataset **test)
 
 int main(int argc, char **argv)
 {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* epoch lines show up at once in a log file too */
     options o;
     int r = parse_options(argc, argv, &o);
     if (r != 0)
