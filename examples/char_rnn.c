@@ -16,7 +16,7 @@
  *                norm_first, batch_first), LayerNorm) with a causal mask -> Linear(128, V)
  * Training: Adam with gradients clipped to norm 1; an epoch is --steps batches of random
  * windows. The last line printed is
- * `final: test_accuracy=0.XXXX train_seconds=S epochs=N` (next-character accuracy). */
+ * `final: test_accuracy=A train_seconds=S epochs=N` (A: next-character accuracy, 4 decimals). */
 #include <dirent.h>
 #include <getopt.h>
 #include <math.h>

@@ -9,7 +9,7 @@
  * (1 -> 32 channels at 28x28, 32 -> 64 at 14x14), then Flatten, Linear(64*7*7, 128), ReLU,
  * Dropout(0.25), Linear(128, 10). Adam's learning rate follows a cosine curve from --lr to 0
  * over the whole run, stepped after every batch. The last line printed is
- * `final: test_accuracy=0.XXXX train_seconds=S epochs=N`. */
+ * `final: test_accuracy=A train_seconds=S epochs=N` (A to 4 decimals). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
  * Shortcuts: option B of the paper (a 1x1 convolution + BatchNorm where the shape changes,
  * identity elsewhere). The blocks are user-defined modules (pt_module_def with a forward
  * callback), the way any custom layer is written. The last line printed is
- * `final: test_accuracy=0.XXXX train_seconds=S epochs=N`. */
+ * `final: test_accuracy=A train_seconds=S epochs=N` (A to 4 decimals). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -30,6 +30,39 @@ static void make_paths(void)
     snprintf(labels_path, sizeof labels_path, "%s/pt_fuzz_%d.labels", dir, (int)getpid());
 }
 
+/* Inputs the readers accepted; the smoke test checks that its unmutated seeds all are. */
+int fuzz_readers_accepted;
+
+/* A result must agree with the bytes it came from; a failure must carry an error that names
+ * the file. Either broken is a finding: abort, so the fuzzer reports it. */
+static void check_accepted(int reader, const uint8_t *file, size_t size, const pt_tensor *a,
+                           const pt_tensor *b)
+{
+    if (reader == 1) { /* CIFAR-10: [N, 3, 32, 32] uint8 from N records of 3073 bytes */
+        const int64_t *s = pt_shape(a);
+        if (pt_ndim(a) != 4 || s[1] != 3 || s[2] != 32 || s[3] != 32 ||
+            (size_t)s[0] * 3073 != size || pt_numel(b) != s[0])
+            abort();
+        for (int64_t i = 0; i < s[0]; i++)
+            if (file[(size_t)i * 3073] > 9)
+                abort();
+    } else if (reader == 0 && !(size >= 2 && file[0] == 0x1f && file[1] == 0x8b)) {
+        /* plain idx: header (4 + 4 * ndim bytes) then exactly numel elements */
+        size_t elem = pt_dtype_size(pt_dtype_of(a));
+        if (4 + 4 * (size_t)pt_ndim(a) + (size_t)pt_numel(a) * elem != size)
+            abort();
+    } else if (reader == 2 && (pt_ndim(a) < 1 || pt_shape(a)[0] != 3 || pt_numel(b) != 3)) {
+        abort(); /* the labels file holds 3 labels */
+    }
+}
+
+static void check_rejected(void)
+{
+    const char *msg = pt_last_error();
+    if (pt_last_status() == PT_OK || !msg || (!strstr(msg, input_path) && !strstr(msg, labels_path)))
+        abort();
+}
+
 /* 8 valid label bytes for the MNIST case: idx uint8, 1-D, n = 3 */
 static const uint8_t mnist_labels[] = {0, 0, 8, 1, 0, 0, 0, 3, 1, 2, 3};
 
@@ -55,8 +88,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             pt_read_mnist(input_path, labels_path, &a, &b);
         break;
     }
-    if (!a && pt_last_status() == PT_OK)
-        abort(); /* a failure must always come with an error */
+    if (a) {
+        check_accepted(data[0] % 3, data + 1, size - 1, a, b);
+        fuzz_readers_accepted++;
+    } else {
+        check_rejected();
+    }
     pt_release(a);
     pt_release(b);
     pt_clear_error();

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+extern int fuzz_readers_accepted;
 
 #define MAX_SEED 8192
 typedef struct seed {
@@ -26,7 +27,7 @@ static uint32_t next_random(void)
 /* selector byte + an idx uint8 file of dims [3, 4, 5] */
 static void seed_idx(seed *s)
 {
-    static const uint8_t header[] = {0, 0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5};
+    static const uint8_t header[] = {0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5};
     s->data[0] = 0;
     memcpy(s->data + 1, header, sizeof header);
     s->size = 1 + sizeof header;
@@ -118,6 +119,11 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 4000;
     for (int i = 0; i < 4; i++)
         LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].size);
+    if (fuzz_readers_accepted != 4) { /* the valid seeds must parse, or the mutations test little */
+        printf("fuzz smoke: only %d of the 4 valid seed files were read\n0 passed, 1 failed\n",
+               fuzz_readers_accepted);
+        return 1;
+    }
     for (int r = 0; r < runs; r++) {
         mutate(&seeds[r % 4], &m);
         LLVMFuzzerTestOneInput(m.data, m.size);
