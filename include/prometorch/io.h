@@ -1,10 +1,12 @@
-/* PromeTorch file formats: writing checkpoints. This header holds the PyTorch .pt writer
- * (pt_save: torch.save's zip + pickle format, loadable by torch.load) and the safetensors
- * writer (pt_save_safetensors); the readers join them with the checkpoint issue. */
+/* PromeTorch checkpoints: reading and writing PyTorch .pt files (torch.save's zip + pickle
+ * format and the legacy format) and safetensors, and saving/loading a module's state. Loading
+ * never executes anything from the file: pickles run on a restricted VM that knows only the
+ * globals torch.load(weights_only=True) accepts. */
 #ifndef PROMETORCH_IO_H
 #define PROMETORCH_IO_H
 
 #include "types.h"
+#include "nn.h"
 #include "value.h"
 
 #ifdef __cplusplus
@@ -47,6 +49,72 @@ PT_API pt_status pt_save_safetensors(const char *path, const pt_value *state_dic
  * PT_ERR_DTYPE (a GGUF block dtype), PT_ERR_UNSUPPORTED (one storage viewed as two dtypes,
  * nesting deeper than 1000 levels), PT_ERR_IO naming the path, PT_ERR_OOM. */
 PT_API pt_status pt_save(const char *path, const pt_value *v);
+
+
+/* ---- reading -------------------------------------------------------------------------------- */
+
+typedef enum pt_file_format {
+    PT_FORMAT_AUTO = 0,     /* detected from the first bytes */
+    PT_FORMAT_PT_ZIP,       /* torch.save since PyTorch 1.6 (a zip holding data.pkl, data/<key>) */
+    PT_FORMAT_PT_LEGACY,    /* torch.save(..., _use_new_zipfile_serialization=False) */
+    PT_FORMAT_SAFETENSORS,
+    PT_FORMAT_PICKLE,       /* a bare pickle stream without tensor storages */
+} pt_file_format;
+
+/* Options of pt_load_ex; the zero value is pt_load's behaviour. */
+typedef struct pt_load_opts {
+    pt_file_format format;
+    /* Read tensor storages into library memory instead of mapping the file (by default a file's
+     * storages are mapped copy-on-write: no copy, nothing read twice, and writes to the tensors
+     * never reach the file). */
+    bool copy;
+    /* Keep instances of classes that are not on the allowlist (a model saved whole with
+     * torch.save(model)) as inert dicts {'__class__': 'pkg.module.Name', ...its state...}
+     * instead of refusing the file. Nothing is executed either way. */
+    bool allow_objects;
+} pt_load_opts;
+
+/* Reads a checkpoint written by torch.save (zip or legacy format), safetensors
+ * (safetensors.torch.save_file) or pt_save, detected from its bytes, into a value tree as
+ * torch.load(path, weights_only=True) returns it: dicts and OrderedDicts -> dict (insertion
+ * order kept), list, tuple, set -> list, str, bytes, int, float, bool, None, torch.Size ->
+ * tuple, torch.dtype and torch.device -> their str ("torch.float32", "cpu"), tensors and
+ * Parameters -> tensors on the CPU with the file's dtype, shape, strides and storage offset
+ * (requires_grad kept). Tensors that share a storage in the file share one storage here.
+ * Returns a new reference, NULL with the error set:
+ * PT_ERR_IO naming the path; PT_ERR_FORMAT "<path>: <what is wrong>" for anything malformed,
+ * truncated or inconsistent (every size, offset, count and index in the file is checked);
+ * PT_ERR_UNSUPPORTED naming the global for a pickle that refers to code outside the allowlist
+ * (e.g. a model pickled whole: load it with pt_load_tensors, or save its state_dict());
+ * PT_ERR_DTYPE for a storage type PromeTorch has no dtype for (complex, quantized). */
+PT_API pt_value *pt_load(const char *path);
+PT_API pt_value *pt_load_ex(const char *path, const pt_load_opts *opts);
+/* pt_load_ex on bytes in memory (storages are copied out of the buffer). `name` (may be NULL)
+ * names the buffer in error messages. */
+PT_API pt_value *pt_load_buffer(const void *data, size_t len, const char *name,
+                                const pt_load_opts *opts);
+/* Every tensor of a checkpoint as a flat dict "dotted.path" -> tensor, in file order; works
+ * also for a model pickled whole (torch.save(model)), whose tensors get the names its
+ * state_dict() would give them ("fc1.weight"), without running any of its code. */
+PT_API pt_value *pt_load_tensors(const char *path);
+/* Reads a safetensors file (mapped; tensors are zero-copy views of the file when aligned). The
+ * header is checked: valid JSON object of at most 100 MB, known dtypes, shapes whose element
+ * count fits, data_offsets in order, inside the data section, matching shape x dtype size,
+ * non-overlapping and covering the section. Returns a dict name -> tensor in the order of
+ * their offsets; *metadata (may be NULL) gets the "__metadata__" dict of str -> str, or an
+ * empty dict. */
+PT_API pt_value *pt_load_safetensors(const char *path, pt_value **metadata);
+
+/* ---- modules ------------------------------------------------------------------------------- */
+
+/* Saves m's state_dict: as safetensors when path ends in ".safetensors", else as a .pt file
+ * (torch.save(model.state_dict(), path)). */
+PT_API pt_status pt_nn_save(pt_module *m, const char *path);
+/* Loads a state dict from path (any format pt_load reads) into m, as
+ * model.load_state_dict(torch.load(path), strict) does; a training checkpoint dict whose
+ * tensors sit under one of the keys "model", "state_dict" or "model_state_dict" works too.
+ * Values are copied into m's existing tensors (dtype converted as PyTorch's copy_ does). */
+PT_API pt_status pt_nn_load(pt_module *m, const char *path, bool strict);
 
 #ifdef __cplusplus
 }
