@@ -805,8 +805,8 @@ static void test_rng_state_round_trip(void **state)
     assert_int_equal(pt_initial_seed(), 1234);
 
     pt_tensor *bad = pt_zeros(PT_SHAPE(16), PT_FLOAT32, pt_cpu());
-    assert_pt_error(pt_set_rng_state(bad), PT_ERR_INVALID_ARG, "uint8 tensor of 16");
-    assert_pt_error(pt_set_rng_state(NULL), PT_ERR_INVALID_ARG, "state");
+    assert_pt_status_error(pt_set_rng_state(bad), PT_ERR_INVALID_ARG, "uint8 tensor of 16");
+    assert_pt_status_error(pt_set_rng_state(NULL), PT_ERR_INVALID_ARG, "state");
     pt_release(warm);
     pt_release(saved);
     pt_release(first);
