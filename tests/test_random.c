@@ -806,7 +806,7 @@ static void test_rng_state_round_trip(void **state)
 
     pt_tensor *bad = pt_zeros(PT_SHAPE(16), PT_FLOAT32, pt_cpu());
     assert_pt_status_error(pt_set_rng_state(bad), PT_ERR_INVALID_ARG, "uint8 tensor of 16");
-    assert_pt_status_error(pt_set_rng_state(NULL), PT_ERR_INVALID_ARG, "state");
+    assert_pt_status_error(pt_set_rng_state(NULL), PT_ERR_NULL, "state");
     pt_release(warm);
     pt_release(saved);
     pt_release(first);

@@ -171,7 +171,7 @@ PT_API uint64_t pt_initial_seed(void);
  * counter, each little-endian. Save it in a checkpoint to resume a run with the same random
  * numbers. Returns a new reference. */
 PT_API pt_tensor *pt_get_rng_state(void);
-/* Restores a state from pt_get_rng_state (torch.set_rng_state). PT_ERR_INVALID_ARG unless
+/* Restores a state from pt_get_rng_state (torch.set_rng_state). PT_ERR_NULL for NULL, PT_ERR_INVALID_ARG unless
  * state is a uint8 tensor of 16 elements. */
 PT_API pt_status pt_set_rng_state(const pt_tensor *state);
 
