@@ -14,9 +14,11 @@
  * field has been bounded by the bytes actually present (an entry count by the directory size,
  * an inflated size by the caller's limit and by deflate's maximum expansion).
  *
- * Entries keep the central directory's order; a hash table (open addressing, FNV-1a) over
- * the names serves pti_zip_find and detects duplicate names. Overlapping entries -- a classic
- * way to make one compressed stream count many times -- are found by sorting by offset. */
+ * Entries keep the central directory's order; an array of them sorted by name serves
+ * pti_zip_find (binary search) and shows duplicate names as neighbours. A sorted array rather
+ * than a hash table: names are chosen by the file's author, who could make them all collide in
+ * an unkeyed hash and turn opening into quadratic work. Overlapping entries -- a classic way
+ * to make one compressed stream count many times -- are found by sorting by offset. */
 #include "zip_read.h"
 
 #include <limits.h>
@@ -55,8 +57,7 @@ struct pti_zip {
     int64_t count;
     pti_zip_entry *entries;
     char *names;      /* every name, NUL-terminated, back to back */
-    uint32_t *slots;  /* hash table: entry index + 1, 0 = empty */
-    uint64_t mask;    /* slot count - 1 (a power of two) */
+    const pti_zip_entry **by_name; /* the entries sorted by name (strcmp order) */
 };
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -71,14 +72,6 @@ static uint64_t rd64(const uint8_t *p) { return rd32(p) | ((uint64_t)rd32(p + 4)
 static bool fits(uint64_t off, uint64_t len, uint64_t limit)
 {
     return len <= limit && off <= limit - len;
-}
-
-static uint64_t hash_name(const char *s, size_t len)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
 }
 
 /* ---- end records ------------------------------------------------------------------------------ */
@@ -483,30 +476,32 @@ static bool check_overlap(const pti_zip *z, span *spans)
     return true;
 }
 
+static int by_name_cmp(const void *a, const void *b)
+{
+    const pti_zip_entry *x = *(const pti_zip_entry *const *)a;
+    const pti_zip_entry *y = *(const pti_zip_entry *const *)b;
+    return strcmp(x->name, y->name);
+}
+
 static bool build_index(pti_zip *z)
 {
-    uint64_t n = 16;
-    while (n < 2 * (uint64_t)z->count)
-        n *= 2;
-    z->slots = calloc(n, sizeof *z->slots);
-    if (!z->slots) {
-        pti_error(PT_ERR_OOM, "%s: zip: out of memory indexing %lld entries", z->file,
-                  (long long)z->count);
+    size_t n = (size_t)z->count;
+    z->by_name = malloc((n ? n : 1) * sizeof *z->by_name);
+    if (!z->by_name) {
+        pti_error(PT_ERR_OOM, "%s: zip: out of memory indexing %zu entries", z->file, n);
         return false;
     }
-    z->mask = n - 1;
-    for (int64_t i = 0; i < z->count; i++) {
-        const char *name = z->entries[i].name;
-        uint64_t s = hash_name(name, strlen(name)) & z->mask;
-        while (z->slots[s]) {
-            if (strcmp(z->entries[z->slots[s] - 1].name, name) == 0) {
-                pti_error(PT_ERR_FORMAT, "%s: zip: duplicate entry name '%s' (entries %u and %lld)",
-                          z->file, name, z->slots[s] - 1, (long long)i);
-                return false;
-            }
-            s = (s + 1) & z->mask;
+    for (size_t i = 0; i < n; i++)
+        z->by_name[i] = &z->entries[i];
+    qsort(z->by_name, n, sizeof *z->by_name, by_name_cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (strcmp(z->by_name[i - 1]->name, z->by_name[i]->name) == 0) {
+            long long a = (long long)(z->by_name[i - 1] - z->entries);
+            long long b = (long long)(z->by_name[i] - z->entries);
+            pti_error(PT_ERR_FORMAT, "%s: zip: duplicate entry name '%s' (entries %lld and %lld)",
+                      z->file, z->by_name[i]->name, a < b ? a : b, a < b ? b : a);
+            return false;
         }
-        z->slots[s] = (uint32_t)(i + 1);
     }
     return true;
 }
@@ -588,7 +583,7 @@ void pti_zip_close(pti_zip *z)
         pti_file_map_release(z->map);
     free(z->entries);
     free(z->names);
-    free(z->slots);
+    free(z->by_name);
     free(z);
 }
 
@@ -596,22 +591,28 @@ int64_t pti_zip_count(const pti_zip *z) { return z ? z->count : 0; }
 
 const pti_zip_entry *pti_zip_entry_at(const pti_zip *z, int64_t i)
 {
-    if (!z || i < 0 || i >= z->count)
-        return pti_error_null(PT_ERR_INDEX, "zip: entry index %lld out of range [0, %lld)",
-                              (long long)i, (long long)pti_zip_count(z));
+    if (!z)
+        return pti_error_null(PT_ERR_NULL, "pti_zip_entry_at: NULL archive");
+    if (i < 0 || i >= z->count)
+        return pti_error_null(PT_ERR_INDEX, "%s: zip: entry index %lld out of range [0, %lld)",
+                              z->file, (long long)i, (long long)z->count);
     return &z->entries[i];
 }
 
 const pti_zip_entry *pti_zip_find(const pti_zip *z, const char *name)
 {
-    if (!z || !name || !z->slots)
+    if (!z || !name || !z->by_name)
         return NULL;
-    uint64_t s = hash_name(name, strlen(name)) & z->mask;
-    while (z->slots[s]) {
-        const pti_zip_entry *e = &z->entries[z->slots[s] - 1];
-        if (strcmp(e->name, name) == 0)
-            return e;
-        s = (s + 1) & z->mask;
+    size_t lo = 0, hi = (size_t)z->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(z->by_name[mid]->name, name);
+        if (c == 0)
+            return z->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return NULL;
 }
