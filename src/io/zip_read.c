@@ -56,17 +56,22 @@ struct pti_zip {
     const char *file; /* the map's name, for messages */
     int64_t count;
     pti_zip_entry *entries;
-    char *names;      /* every name, NUL-terminated, back to back */
+    char *names;                   /* every name, NUL-terminated, back to back */
     const pti_zip_entry **by_name; /* the entries sorted by name (strcmp order) */
 };
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
 static uint32_t rd32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+static uint64_t rd64(const uint8_t *p)
+{
+    return rd32(p) | ((uint64_t)rd32(p + 4) << 32);
+}
 
 /* True when [off, off + len) lies inside [0, limit). */
 static bool fits(uint64_t off, uint64_t len, uint64_t limit)
@@ -74,13 +79,13 @@ static bool fits(uint64_t off, uint64_t len, uint64_t limit)
     return len <= limit && off <= limit - len;
 }
 
-/* ---- end records ------------------------------------------------------------------------------ */
+/* ---- end records ----------------------------------------------------------------------------- */
 
 typedef struct end_info {
     uint64_t count;     /* entries in the directory */
     uint64_t cd_offset; /* where the central directory starts */
     uint64_t cd_size;
-    uint64_t cd_limit;  /* the directory must end by here (the first end record) */
+    uint64_t cd_limit; /* the directory must end by here (the first end record) */
 } end_info;
 
 /* Finds the classic EOCD: the last signature in the tail whose comment fits in the file. */
@@ -136,8 +141,8 @@ static bool read_zip64_end(const char *file, const uint8_t *d, size_t eocd, end_
     uint64_t rec = rd64(loc + 8);
     if (disk != 0 || disks > 1) {
         pti_error(PT_ERR_FORMAT,
-                  "%s: zip: the zip64 locator describes a multi-disk archive (disk %u of %u)",
-                  file, disk, disks);
+                  "%s: zip: the zip64 locator describes a multi-disk archive (disk %u of %u)", file,
+                  disk, disks);
         return false;
     }
     uint64_t limit = eocd - LOCATOR64_SIZE;
@@ -215,8 +220,8 @@ static bool read_end(const char *file, const uint8_t *d, size_t size, end_info *
         return false;
     if (!fits(end->cd_offset, end->cd_size, end->cd_limit)) {
         pti_error(PT_ERR_FORMAT,
-                  "%s: zip: central directory runs past its end (offset %llu + %llu > %llu)",
-                  file, (unsigned long long)end->cd_offset, (unsigned long long)end->cd_size,
+                  "%s: zip: central directory runs past its end (offset %llu + %llu > %llu)", file,
+                  (unsigned long long)end->cd_offset, (unsigned long long)end->cd_size,
                   (unsigned long long)end->cd_limit);
         return false;
     }
@@ -236,7 +241,7 @@ static bool read_end(const char *file, const uint8_t *d, size_t size, end_info *
     return true;
 }
 
-/* ---- extra fields ----------------------------------------------------------------------------- */
+/* ---- extra fields ---------------------------------------------------------------------------- */
 
 /* Replaces the saturated values among *usize, *csize, *offset (NULL = not in this header) and
  * *disk from the zip64 extra field, which holds exactly the saturated ones in that order. */
@@ -305,7 +310,7 @@ static bool apply_zip64_extra(const char *file, const char *where, const char *n
     return true;
 }
 
-/* ---- central directory and local headers ------------------------------------------------------ */
+/* ---- central directory and local headers ----------------------------------------------------- */
 
 /* Parses central header i at *pos (advancing it) into z->entries[i], its name into *names. */
 static bool read_central(pti_zip *z, const uint8_t *d, const end_info *end, uint64_t *pos,
@@ -344,8 +349,7 @@ static bool read_central(pti_zip *z, const uint8_t *d, const end_info *end, uint
     }
     const uint8_t *raw_name = h + CENTRAL_SIZE;
     if (memchr(raw_name, 0, name_len)) {
-        pti_error(PT_ERR_FORMAT, "%s: zip: entry %lld's name holds a NUL byte", file,
-                  (long long)i);
+        pti_error(PT_ERR_FORMAT, "%s: zip: entry %lld's name holds a NUL byte", file, (long long)i);
         return false;
     }
     char *name = *names;
@@ -363,8 +367,8 @@ static bool read_central(pti_zip *z, const uint8_t *d, const end_info *end, uint
                            &local, &disk))
         return false;
     if (disk != 0) {
-        pti_error(PT_ERR_FORMAT, "%s: zip: entry '%s' starts on disk %u (multi-disk archive)",
-                  file, name, disk);
+        pti_error(PT_ERR_FORMAT, "%s: zip: entry '%s' starts on disk %u (multi-disk archive)", file,
+                  name, disk);
         return false;
     }
     if (method == 0 && csize != usize) {
@@ -376,8 +380,12 @@ static bool read_central(pti_zip *z, const uint8_t *d, const end_info *end, uint
     }
     *pos += CENTRAL_SIZE + var_len;
     *flags_out = flags;
-    z->entries[i] = (pti_zip_entry){.name = name, .method = method, .crc32 = crc,
-                                    .comp_size = csize, .size = usize, .data_offset = local};
+    z->entries[i] = (pti_zip_entry){.name = name,
+                                    .method = method,
+                                    .crc32 = crc,
+                                    .comp_size = csize,
+                                    .size = usize,
+                                    .data_offset = local};
     return true;
 }
 
@@ -430,8 +438,8 @@ static bool read_local(const pti_zip *z, const uint8_t *d, uint64_t limit, pti_z
     /* Without a data descriptor (bit 3) the local sizes are real: they must agree with the
      * directory's, or another reader could see different contents. */
     if (!((flags | central_flags) & FLAG_DESCRIPTOR)) {
-        if (!apply_zip64_extra(file, "local", e->name, h + LOCAL_SIZE + name_len, extra_len,
-                               &usize, &csize, NULL, NULL))
+        if (!apply_zip64_extra(file, "local", e->name, h + LOCAL_SIZE + name_len, extra_len, &usize,
+                               &csize, NULL, NULL))
             return false;
         if (usize != e->size || csize != e->comp_size) {
             pti_error(PT_ERR_FORMAT,
@@ -446,7 +454,7 @@ static bool read_local(const pti_zip *z, const uint8_t *d, uint64_t limit, pti_z
     return true;
 }
 
-/* ---- overlap and name index ------------------------------------------------------------------- */
+/* ---- overlap and name index ------------------------------------------------------------------ */
 
 typedef struct span {
     uint64_t start, end;
@@ -466,10 +474,9 @@ static bool check_overlap(const pti_zip *z, span *spans)
         if (spans[i].start < spans[i - 1].end) {
             pti_error(PT_ERR_FORMAT,
                       "%s: zip: entries '%s' and '%s' overlap (bytes %llu..%llu and %llu..%llu)",
-                      z->file, z->entries[spans[i - 1].index].name,
-                      z->entries[spans[i].index].name, (unsigned long long)spans[i - 1].start,
-                      (unsigned long long)spans[i - 1].end, (unsigned long long)spans[i].start,
-                      (unsigned long long)spans[i].end);
+                      z->file, z->entries[spans[i - 1].index].name, z->entries[spans[i].index].name,
+                      (unsigned long long)spans[i - 1].start, (unsigned long long)spans[i - 1].end,
+                      (unsigned long long)spans[i].start, (unsigned long long)spans[i].end);
             return false;
         }
     }
@@ -506,7 +513,7 @@ static bool build_index(pti_zip *z)
     return true;
 }
 
-/* ---- open / close / lookup -------------------------------------------------------------------- */
+/* ---- open / close / lookup ------------------------------------------------------------------- */
 
 /* Reads the directory and local headers into z (entries, names already allocated). */
 static bool read_entries(pti_zip *z, const uint8_t *d, const end_info *end, span *spans)
@@ -527,9 +534,8 @@ static bool read_entries(pti_zip *z, const uint8_t *d, const end_info *end, span
     }
     if (pos != end->cd_offset + end->cd_size) {
         pti_error(PT_ERR_FORMAT,
-                  "%s: zip: the central directory holds %llu bytes after its %lld entries",
-                  z->file, (unsigned long long)(end->cd_offset + end->cd_size - pos),
-                  (long long)z->count);
+                  "%s: zip: the central directory holds %llu bytes after its %lld entries", z->file,
+                  (unsigned long long)(end->cd_offset + end->cd_size - pos), (long long)z->count);
         return false;
     }
     return true;
@@ -587,7 +593,10 @@ void pti_zip_close(pti_zip *z)
     free(z);
 }
 
-int64_t pti_zip_count(const pti_zip *z) { return z ? z->count : 0; }
+int64_t pti_zip_count(const pti_zip *z)
+{
+    return z ? z->count : 0;
+}
 
 const pti_zip_entry *pti_zip_entry_at(const pti_zip *z, int64_t i)
 {
@@ -617,9 +626,12 @@ const pti_zip_entry *pti_zip_find(const pti_zip *z, const char *name)
     return NULL;
 }
 
-pti_file_map *pti_zip_map(const pti_zip *z) { return z ? z->map : NULL; }
+pti_file_map *pti_zip_map(const pti_zip *z)
+{
+    return z ? z->map : NULL;
+}
 
-/* ---- reading an entry ------------------------------------------------------------------------- */
+/* ---- reading an entry ------------------------------------------------------------------------ */
 
 /* Inflates e's raw deflate stream into out (exactly e->size bytes): anything that would produce
  * more, or that ends before e->size bytes, is an error. */
@@ -680,8 +692,7 @@ static bool inflate_entry(const pti_zip *z, const pti_zip_entry *e, const uint8_
                       z->file, e->name, (unsigned long long)e->comp_size,
                       (unsigned long long)s.total_out, (unsigned long long)e->size);
         else if (ret == Z_MEM_ERROR)
-            pti_error(PT_ERR_OOM, "%s: zip: entry '%s': out of memory inflating", z->file,
-                      e->name);
+            pti_error(PT_ERR_OOM, "%s: zip: entry '%s': out of memory inflating", z->file, e->name);
         else
             pti_error(PT_ERR_FORMAT, "%s: zip: entry '%s': corrupt deflate data (%s)", z->file,
                       e->name, s.msg ? s.msg : "zlib error");

@@ -83,8 +83,8 @@ static void mutate(const seed *in, uint8_t *out, size_t *out_size)
         case 2: {               /* a field set to an extreme */
             static const int widths[] = {2, 4, 8};
             int w = widths[next_random() % 3];
-            static const uint64_t extremes[] = {0, 1, 0xFFFF, 0xFFFFFFFFull, UINT64_MAX,
-                                                0x7FFFFFFFull, 0x80000000ull, 46, 30};
+            static const uint64_t extremes[] = {
+                0, 1, 0xFFFF, 0xFFFFFFFFull, UINT64_MAX, 0x7FFFFFFFull, 0x80000000ull, 46, 30};
             if (pos + (size_t)w <= n)
                 set_field(out + pos, w, extremes[next_random() % 9]);
             break;

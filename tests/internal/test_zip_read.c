@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "testutil.h"
@@ -16,7 +17,7 @@
 
 #define MB (1024u * 1024u)
 
-/* ---- fixture files ---------------------------------------------------------------------------- */
+/* ---- fixture files --------------------------------------------------------------------------- */
 
 static void fixture_path(char *out, size_t cap, const char *fname)
 {
@@ -52,13 +53,18 @@ static zbuf load(const char *fname)
     return b;
 }
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
 static uint32_t rd32(const uint8_t *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+static uint64_t rd64(const uint8_t *p)
+{
+    return rd32(p) | ((uint64_t)rd32(p + 4) << 32);
+}
 static void wr16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)v;
@@ -121,7 +127,7 @@ static size_t local_of(const zbuf *b, int i)
     return (size_t)off;
 }
 
-/* ---- opening and expecting errors ------------------------------------------------------------- */
+/* ---- opening and expecting errors ------------------------------------------------------------ */
 
 static pti_zip *open_buf(const zbuf *b)
 {
@@ -140,8 +146,8 @@ static void check_error(const char *name, const char *what, const char *file, in
     snprintf(prefix, sizeof prefix, "%s: zip: ", name);
     if (pt_last_status() != PT_ERR_FORMAT || !msg || strncmp(msg, prefix, strlen(prefix)) != 0 ||
         !strstr(msg, what))
-        fail_msg("%s:%d: expected PT_ERR_FORMAT \"%s...%s...\", got %s \"%s\"", file, line,
-                 prefix, what, pt_status_name(pt_last_status()), msg ? msg : "(null)");
+        fail_msg("%s:%d: expected PT_ERR_FORMAT \"%s...%s...\", got %s \"%s\"", file, line, prefix,
+                 what, pt_status_name(pt_last_status()), msg ? msg : "(null)");
     pt_clear_error();
 }
 
@@ -157,7 +163,7 @@ static void expect_open_error_at(const zbuf *b, const char *what, const char *fi
     check_error(b->name, what, file, line);
 }
 
-#define expect_read_error(b, entry, max, what) \
+#define expect_read_error(b, entry, max, what)                                                     \
     expect_read_error_at((b), (entry), (max), (what), __FILE__, __LINE__)
 static void expect_read_error_at(const zbuf *b, const char *entry, uint64_t max, const char *what,
                                  const char *file, int line)
@@ -180,7 +186,7 @@ static void expect_read_error_at(const zbuf *b, const char *entry, uint64_t max,
     check_error(b->name, what, file, line);
 }
 
-/* ---- the real archives against the manifest --------------------------------------------------- */
+/* ---- the real archives against the manifest -------------------------------------------------- */
 
 typedef struct manifest_row {
     char archive[64], name[256], first[40];
@@ -214,9 +220,8 @@ static int read_manifest(manifest_row *rows, int cap)
     return n;
 }
 
-static const char *const ARCHIVES[] = {"torch_state_dict.pt", "torch_tensors.pt",
-                                       "deflated.zip",        "force_zip64.zip",
-                                       "descriptor.zip",      "empty.zip",
+static const char *const ARCHIVES[] = {"torch_state_dict.pt", "torch_tensors.pt", "deflated.zip",
+                                       "force_zip64.zip",     "descriptor.zip",   "empty.zip",
                                        "zip64_central.zip"};
 #define N_ARCHIVES (int)(sizeof ARCHIVES / sizeof ARCHIVES[0])
 
@@ -298,7 +303,8 @@ static void test_known_contents(void **state)
     free(s);
     s = pti_zip_read(z, pti_zip_find(z, "dir/nested/\xc3\xbcnicode.txt"), 100, &len);
     assert_non_null(s);
-    assert_string_equal((char *)s, "gr\xc3\xbc\xc3\x9f" "e\n");
+    assert_string_equal((char *)s, "gr\xc3\xbc\xc3\x9f"
+                                   "e\n");
     free(s);
     s = pti_zip_read(z, pti_zip_find(z, "empty.bin"), 0, &len);
     assert_non_null(s);
@@ -496,7 +502,73 @@ static void test_many_entries(void **state)
     free(offs);
 }
 
-/* ---- malformed archives ----------------------------------------------------------------------- */
+/* pt_save's archive (src/io/pt_zip_write.c, miniz's layout) read back: plain, and with the
+ * test hook PT_SAVE_ZIP64_LIMIT=64 that gives every record and offset zip64 extras. */
+static void check_pt_save_archive(const char *zip64_limit)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/pt_zip_read_%d.pt", (int)getpid());
+    pt_tensor *w = pt_arange(0, 100, 1, PT_FLOAT32, pt_cpu());
+    pt_tensor *b = pt_arange(-3, 3, 1, PT_INT64, pt_cpu());
+    pt_value *d = pt_value_dict();
+    assert_int_equal(pt_value_dict_set_str(d, "w", pt_value_tensor(w)), PT_OK);
+    assert_int_equal(pt_value_dict_set_str(d, "b", pt_value_tensor(b)), PT_OK);
+    if (zip64_limit)
+        setenv("PT_SAVE_ZIP64_LIMIT", zip64_limit, 1);
+    pt_status st = pt_save(path, d);
+    unsetenv("PT_SAVE_ZIP64_LIMIT");
+    assert_int_equal(st, PT_OK);
+    pt_value_free(d);
+
+    pti_file_map *m = pti_file_map_open(path);
+    assert_non_null(m);
+    pti_zip *z = pti_zip_open(m);
+    pti_file_map_release(m);
+    if (!z)
+        fail_msg("%s", pt_last_error());
+    const char *archive = strrchr(path, '/') + 1;
+    char name[128];
+    int len = (int)(strchr(archive, '.') - archive);
+    struct {
+        const char *rec;
+        const void *data;
+        size_t size;
+    } want[] = {
+        {"byteorder", "little", 6},
+        {"data/0", pt_data_ptr(w), 400},
+        {"data/1", pt_data_ptr(b), 48},
+        {"version", "3\n", 2},
+    };
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%.*s/%s", len, archive, want[i].rec);
+        const pti_zip_entry *e = pti_zip_find(z, name);
+        if (!e)
+            fail_msg("no %s in pt_save's archive", name);
+        assert_int_equal(e->data_offset % 64, 0);
+        size_t n;
+        uint8_t *s = pti_zip_read(z, e, MB, &n);
+        assert_non_null(s);
+        assert_int_equal(n, want[i].size);
+        assert_memory_equal(s, want[i].data, n);
+        free(s);
+    }
+    snprintf(name, sizeof name, "%.*s/data.pkl", len, archive);
+    assert_non_null(pti_zip_find(z, name));
+    assert_int_equal(pti_zip_count(z), 5);
+    pti_zip_close(z);
+    unlink(path);
+    pt_release(w);
+    pt_release(b);
+}
+
+static void test_pt_save_archives(void **state)
+{
+    (void)state;
+    check_pt_save_archive(NULL);
+    check_pt_save_archive("64");
+}
+
+/* ---- malformed archives ---------------------------------------------------------------------- */
 
 static void test_truncated_everywhere(void **state)
 {
@@ -643,7 +715,8 @@ static void test_overlapping_entries(void **state)
     size_t c = central_of(&b, 1);
     wr32(b.d + c + 20, 200);
     wr32(b.d + c + 24, 200);
-    expect_open_error(&b, "entries 'torch_state_dict/data/0' and 'torch_state_dict/data/1' overlap");
+    expect_open_error(&b,
+                      "entries 'torch_state_dict/data/0' and 'torch_state_dict/data/1' overlap");
     free(b.d);
     /* two directory entries pointing at one local header (names must differ to get this far:
      * the second's local name check would fail, so point the first at the second instead) */
@@ -815,8 +888,9 @@ static void test_read_refusals(void **state)
     (void)state;
     zbuf b = load("deflated.zip");
     expect_read_error(&b, "bzip2.txt", MB, "entry 'bzip2.txt' uses compression method 12");
-    expect_read_error(&b, "zeros.bin", 299999, "declares 300000 bytes, more than the limit of "
-                                               "299999");
+    expect_read_error(&b, "zeros.bin", 299999,
+                      "declares 300000 bytes, more than the limit of "
+                      "299999");
     expect_read_error(&b, "a.txt", 0, "more than the limit of 0");
     free(b.d);
     b = load("deflated.zip");
@@ -857,8 +931,9 @@ static void test_read_refusals(void **state)
     expect_read_error(&b, "zeros.bin", UINT64_MAX, "more than deflate can expand to");
     wr32(b.d + c + 24, 300001);
     wr32(b.d + l + 22, 300001);
-    expect_read_error(&b, "zeros.bin", UINT64_MAX, "inflates to 300000 bytes, short of its "
-                                                   "declared size of 300001");
+    expect_read_error(&b, "zeros.bin", UINT64_MAX,
+                      "inflates to 300000 bytes, short of its "
+                      "declared size of 300001");
     free(b.d);
     b = load("zip64_central.zip"); /* stored, declared 2^62 bytes: never allocated */
     size_t x = central_zip64_extra_of(&b, 2);
@@ -937,21 +1012,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_find_and_index, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_mapped_file, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_many_entries, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_pt_save_archives, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_end_records_out_of_range, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_overlapping_entries, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_overlapping_entries, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_entry_data_beyond_eof, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_names, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_headers, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_zip64_extra_fields, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_zip64_extra_fields, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_read_refusals, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_random_corruption, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_random_corruption, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
