@@ -68,6 +68,8 @@ static const struct {
     {"__builtin__.frozenset", G_FROZENSET},
     {"builtins.bytearray", G_BYTEARRAY},
     {"__builtin__.bytearray", G_BYTEARRAY},
+    {"builtins.bytes", G_BYTEARRAY}, /* protocols 0-2 write b'' as bytes() */
+    {"__builtin__.bytes", G_BYTEARRAY},
     {"builtins.complex", G_COMPLEX},
     {"__builtin__.complex", G_COMPLEX},
     {"torch.serialization._get_layout", G_GET_LAYOUT},
@@ -634,9 +636,10 @@ static bool encode_str(pk_vm *vm, const char *fn, const pt_value *s, const pt_va
     return *out != NULL;
 }
 
+/* bytearray(...) and bytes(...): bytes. */
 static bool make_bytearray(pk_vm *vm, const pt_value *args, pt_value **out)
 {
-    const char *fn = "bytearray";
+    const char *fn = "bytes";
     if (!want_args(vm, fn, args, 0, 2))
         return false;
     if (nargs(args) == 0) {
