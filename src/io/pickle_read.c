@@ -825,7 +825,8 @@ static bool op_list_mark(pk_vm *vm)
         pt_value_free(l);
         return false;
     }
-    memcpy(l->u.seq.items, vm->stack + base, n * sizeof(pt_value *));
+    if (n)
+        memcpy(l->u.seq.items, vm->stack + base, n * sizeof(pt_value *));
     l->u.seq.len = (int64_t)n;
     vm->sp = base;
     return push(vm, l);
