@@ -28,103 +28,6 @@
 /* Largest tuple (nodes through nested tuples) used as a dict key: hashing walks it whole. */
 #define PK_MAX_KEY_NODES 100000
 
-/* ---- opcodes ----------------------------------------------------------------------------- */
-
-enum {
-    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1', OP_DUP = '2',
-    OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J', OP_BININT1 = 'K', OP_LONG = 'L',
-    OP_BININT2 = 'M', OP_NONE = 'N', OP_PERSID = 'P', OP_BINPERSID = 'Q', OP_REDUCE = 'R',
-    OP_STRING = 'S', OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U', OP_UNICODE = 'V',
-    OP_BINUNICODE = 'X', OP_APPEND = 'a', OP_BUILD = 'b', OP_GLOBAL = 'c', OP_DICT = 'd',
-    OP_EMPTY_DICT = '}', OP_APPENDS = 'e', OP_GET = 'g', OP_BINGET = 'h', OP_INST = 'i',
-    OP_LONG_BINGET = 'j', OP_LIST = 'l', OP_EMPTY_LIST = ']', OP_OBJ = 'o', OP_PUT = 'p',
-    OP_BINPUT = 'q', OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't',
-    OP_EMPTY_TUPLE = ')', OP_SETITEMS = 'u', OP_BINFLOAT = 'G',
-    OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83, OP_EXT4 = 0x84,
-    OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87, OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89,
-    OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
-    OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
-    OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e, OP_EMPTY_SET = 0x8f,
-    OP_ADDITEMS = 0x90, OP_FROZENSET = 0x91, OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93,
-    OP_MEMOIZE = 0x94, OP_FRAME = 0x95,
-    OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98,
-};
-
-const char *pk_op_name(uint8_t op)
-{
-    switch (op) {
-    case OP_MARK: return "MARK";
-    case OP_STOP: return "STOP";
-    case OP_POP: return "POP";
-    case OP_POP_MARK: return "POP_MARK";
-    case OP_DUP: return "DUP";
-    case OP_FLOAT: return "FLOAT";
-    case OP_INT: return "INT";
-    case OP_BININT: return "BININT";
-    case OP_BININT1: return "BININT1";
-    case OP_LONG: return "LONG";
-    case OP_BININT2: return "BININT2";
-    case OP_NONE: return "NONE";
-    case OP_PERSID: return "PERSID";
-    case OP_BINPERSID: return "BINPERSID";
-    case OP_REDUCE: return "REDUCE";
-    case OP_STRING: return "STRING";
-    case OP_BINSTRING: return "BINSTRING";
-    case OP_SHORT_BINSTRING: return "SHORT_BINSTRING";
-    case OP_UNICODE: return "UNICODE";
-    case OP_BINUNICODE: return "BINUNICODE";
-    case OP_APPEND: return "APPEND";
-    case OP_BUILD: return "BUILD";
-    case OP_GLOBAL: return "GLOBAL";
-    case OP_DICT: return "DICT";
-    case OP_EMPTY_DICT: return "EMPTY_DICT";
-    case OP_APPENDS: return "APPENDS";
-    case OP_GET: return "GET";
-    case OP_BINGET: return "BINGET";
-    case OP_INST: return "INST";
-    case OP_LONG_BINGET: return "LONG_BINGET";
-    case OP_LIST: return "LIST";
-    case OP_EMPTY_LIST: return "EMPTY_LIST";
-    case OP_OBJ: return "OBJ";
-    case OP_PUT: return "PUT";
-    case OP_BINPUT: return "BINPUT";
-    case OP_LONG_BINPUT: return "LONG_BINPUT";
-    case OP_SETITEM: return "SETITEM";
-    case OP_TUPLE: return "TUPLE";
-    case OP_EMPTY_TUPLE: return "EMPTY_TUPLE";
-    case OP_SETITEMS: return "SETITEMS";
-    case OP_BINFLOAT: return "BINFLOAT";
-    case OP_PROTO: return "PROTO";
-    case OP_NEWOBJ: return "NEWOBJ";
-    case OP_EXT1: return "EXT1";
-    case OP_EXT2: return "EXT2";
-    case OP_EXT4: return "EXT4";
-    case OP_TUPLE1: return "TUPLE1";
-    case OP_TUPLE2: return "TUPLE2";
-    case OP_TUPLE3: return "TUPLE3";
-    case OP_NEWTRUE: return "NEWTRUE";
-    case OP_NEWFALSE: return "NEWFALSE";
-    case OP_LONG1: return "LONG1";
-    case OP_LONG4: return "LONG4";
-    case OP_BINBYTES: return "BINBYTES";
-    case OP_SHORT_BINBYTES: return "SHORT_BINBYTES";
-    case OP_SHORT_BINUNICODE: return "SHORT_BINUNICODE";
-    case OP_BINUNICODE8: return "BINUNICODE8";
-    case OP_BINBYTES8: return "BINBYTES8";
-    case OP_EMPTY_SET: return "EMPTY_SET";
-    case OP_ADDITEMS: return "ADDITEMS";
-    case OP_FROZENSET: return "FROZENSET";
-    case OP_NEWOBJ_EX: return "NEWOBJ_EX";
-    case OP_STACK_GLOBAL: return "STACK_GLOBAL";
-    case OP_MEMOIZE: return "MEMOIZE";
-    case OP_FRAME: return "FRAME";
-    case OP_BYTEARRAY8: return "BYTEARRAY8";
-    case OP_NEXT_BUFFER: return "NEXT_BUFFER";
-    case OP_READONLY_BUFFER: return "READONLY_BUFFER";
-    default: return "opcode";
-    }
-}
-
 /* ---- errors ------------------------------------------------------------------------------ */
 
 bool pk_fail(pk_vm *vm, const char *fmt, ...)
@@ -361,7 +264,7 @@ static pt_value *stub_items(pk_vm *vm, pt_value *stub, pt_value_kind kind)
 
 /* ---- stack and memo ------------------------------------------------------------------------ */
 
-static bool push(pk_vm *vm, pt_value *v)
+bool pk_push(pk_vm *vm, pt_value *v)
 {
     if (!v)
         return false;
@@ -446,337 +349,7 @@ static bool memo_get(pk_vm *vm, uint64_t idx)
 {
     if (idx >= vm->memo_cap || !vm->memo[idx])
         return pk_fail(vm, "memo index %llu was never stored", (unsigned long long)idx);
-    return push(vm, pt_value_retain(vm->memo[idx]));
-}
-
-/* ---- reading operands ----------------------------------------------------------------------- */
-
-static bool need_bytes(pk_vm *vm, uint64_t n)
-{
-    size_t left = vm->len - vm->pos;
-    if (n <= left)
-        return true;
-    return pk_fail(vm, "truncated: needs %llu byte%s, %zu left", (unsigned long long)n,
-                   n == 1 ? "" : "s", left);
-}
-
-static uint64_t rd_le(pk_vm *vm, int n)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < n; k++)
-        v |= (uint64_t)vm->data[vm->pos + (size_t)k] << (8 * k);
-    vm->pos += (size_t)n;
-    return v;
-}
-
-/* A little-endian unsigned operand of n bytes; false when truncated. */
-static bool rd_uint(pk_vm *vm, int n, uint64_t *out)
-{
-    if (!need_bytes(vm, (uint64_t)n))
-        return false;
-    *out = rd_le(vm, n);
-    return true;
-}
-
-/* A text line (without its '\n'); false when no newline follows. */
-static bool rd_line(pk_vm *vm, const char **s, size_t *n)
-{
-    const uint8_t *start = vm->data + vm->pos;
-    const uint8_t *nl = memchr(start, '\n', vm->len - vm->pos);
-    if (!nl)
-        return pk_fail(vm, "truncated: a text operand without its newline");
-    *s = (const char *)start;
-    *n = (size_t)(nl - start);
-    vm->pos += *n + 1;
-    return true;
-}
-
-/* Parses a decimal integer (optional sign, surrounding blanks, a trailing 'L' if allow_l):
- * 0 ok, 1 malformed, 2 too large for int64. */
-static int parse_decimal(const char *s, size_t n, bool allow_l, int64_t *out)
-{
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\r' || s[n - 1] == '\t'))
-        n--;
-    if (allow_l && n && s[n - 1] == 'L')
-        n--;
-    while (n && (*s == ' ' || *s == '\t')) {
-        s++;
-        n--;
-    }
-    bool neg = false;
-    if (n && (*s == '-' || *s == '+')) {
-        neg = *s == '-';
-        s++;
-        n--;
-    }
-    if (!n)
-        return 1;
-    uint64_t mag = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    bool big = false;
-    for (size_t k = 0; k < n; k++) {
-        if (s[k] < '0' || s[k] > '9')
-            return 1;
-        unsigned d = (unsigned)(s[k] - '0');
-        if (big || mag > (limit - d) / 10)
-            big = true;
-        else
-            mag = mag * 10 + d;
-    }
-    if (big)
-        return 2;
-    *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    return 0;
-}
-
-static bool text_int(pk_vm *vm, bool allow_l, int64_t *out)
-{
-    const char *s;
-    size_t n;
-    if (!rd_line(vm, &s, &n))
-        return false;
-    int r = parse_decimal(s, n, allow_l, out);
-    if (r == 2)
-        return pk_fail(vm, "integer too large (beyond int64)");
-    if (r == 1)
-        return pk_fail(vm, "malformed integer '%.*s'", (int)(n < 40 ? n : 40), s);
-    return true;
-}
-
-/* Two's-complement little-endian integer of n bytes (LONG1 / LONG4). */
-static bool push_long_bytes(pk_vm *vm, uint64_t n)
-{
-    if (!need_bytes(vm, n))
-        return false;
-    const uint8_t *b = vm->data + vm->pos;
-    vm->pos += (size_t)n;
-    if (n == 0)
-        return push(vm, pt_value_int(0));
-    bool neg = b[n - 1] & 0x80;
-    if (n > 8) {
-        for (uint64_t k = 8; k < n; k++)
-            if (b[k] != (neg ? 0xff : 0x00))
-                return pk_fail(vm, "integer too large (beyond int64)");
-        if (((b[7] & 0x80) != 0) != neg)
-            return pk_fail(vm, "integer too large (beyond int64)");
-    }
-    uint64_t v = neg ? ~(uint64_t)0 : 0;
-    size_t m = n < 8 ? (size_t)n : 8;
-    for (size_t k = 0; k < m; k++) {
-        v &= ~((uint64_t)0xff << (8 * k));
-        v |= (uint64_t)b[k] << (8 * k);
-    }
-    int64_t i;
-    memcpy(&i, &v, sizeof i);
-    return push(vm, pt_value_int(i));
-}
-
-/* UTF-8 as Python's 'utf-8' codec with 'surrogatepass' accepts it (the pickler's encoding). */
-static bool valid_utf8(const uint8_t *s, size_t n)
-{
-    size_t k = 0;
-    while (k < n) {
-        uint8_t c = s[k];
-        if (c < 0x80) {
-            k++;
-            continue;
-        }
-        int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                              : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-        if (!len || n - k < (size_t)len)
-            return false;
-        for (int j = 1; j < len; j++)
-            if ((s[k + (size_t)j] & 0xc0) != 0x80)
-                return false;
-        if ((c == 0xe0 && s[k + 1] < 0xa0) || (c == 0xf0 && s[k + 1] < 0x90) ||
-            (c == 0xf4 && s[k + 1] > 0x8f))
-            return false; /* overlong or beyond U+10FFFF */
-        k += (size_t)len;
-    }
-    return true;
-}
-
-/* A counted str operand of n bytes (BINUNICODE and friends). */
-static bool push_utf8(pk_vm *vm, uint64_t n)
-{
-    if (!need_bytes(vm, n))
-        return false;
-    const uint8_t *s = vm->data + vm->pos;
-    vm->pos += (size_t)n;
-    if (!valid_utf8(s, (size_t)n))
-        return pk_fail(vm, "invalid UTF-8 in a %llu-byte string", (unsigned long long)n);
-    return push(vm, pt_value_strn((const char *)s, (size_t)n));
-}
-
-static bool push_bytes(pk_vm *vm, uint64_t n)
-{
-    if (!need_bytes(vm, n))
-        return false;
-    const uint8_t *s = vm->data + vm->pos;
-    vm->pos += (size_t)n;
-    return push(vm, pt_value_bytes(s, (size_t)n));
-}
-
-/* A Python 2 str: a str when it is valid UTF-8 (ASCII names, keys), else bytes. */
-static bool push_py2_str(pk_vm *vm, const uint8_t *s, size_t n)
-{
-    if (valid_utf8(s, n))
-        return push(vm, pt_value_strn((const char *)s, n));
-    return push(vm, pt_value_bytes(s, n));
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0'
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* STRING: the repr of a Python 2 str, 'abc' or "abc" with backslash escapes. */
-static bool op_string(pk_vm *vm)
-{
-    const char *s;
-    size_t n;
-    if (!rd_line(vm, &s, &n))
-        return false;
-    while (n && s[n - 1] == '\r')
-        n--;
-    if (n < 2 || (s[0] != '\'' && s[0] != '"') || s[n - 1] != s[0])
-        return pk_fail(vm, "the STRING argument must be quoted");
-    uint8_t *out = pti_malloc(n);
-    if (!out)
-        return false;
-    size_t o = 0;
-    for (size_t k = 1; k + 1 < n; k++) {
-        char c = s[k];
-        if (c != '\\' || k + 2 >= n) {
-            out[o++] = (uint8_t)c;
-            continue;
-        }
-        char e = s[++k];
-        const char *simple = "\\\\''\"\"a\ab\bf\fn\nr\rt\tv\v";
-        const char *hit = NULL;
-        for (const char *p = simple; *p; p += 2)
-            if (*p == e)
-                hit = p;
-        if (hit) {
-            out[o++] = (uint8_t)hit[1];
-        } else if (e == 'x' && k + 2 < n - 1 && hexval(s[k + 1]) >= 0 && hexval(s[k + 2]) >= 0) {
-            out[o++] = (uint8_t)(hexval(s[k + 1]) * 16 + hexval(s[k + 2]));
-            k += 2;
-        } else if (e >= '0' && e <= '7') {
-            unsigned v = (unsigned)(e - '0');
-            for (int d = 0; d < 2 && k + 1 < n - 1 && s[k + 1] >= '0' && s[k + 1] <= '7'; d++)
-                v = v * 8 + (unsigned)(s[++k] - '0');
-            out[o++] = (uint8_t)v;
-        } else if (e == 'x') {
-            free(out);
-            return pk_fail(vm, "bad \\x escape in a STRING");
-        } else {
-            out[o++] = '\\';
-            out[o++] = (uint8_t)e;
-        }
-    }
-    bool ok = push_py2_str(vm, out, o);
-    free(out);
-    return ok;
-}
-
-static size_t put_utf8(uint8_t *o, uint32_t cp)
-{
-    if (cp < 0x80) {
-        o[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (uint8_t)(0xc0 | cp >> 6);
-        o[1] = (uint8_t)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (uint8_t)(0xe0 | cp >> 12);
-        o[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (uint8_t)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (uint8_t)(0xf0 | cp >> 18);
-    o[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (uint8_t)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* UNICODE: raw-unicode-escape text (bytes are Latin-1 characters; \uXXXX, \UXXXXXXXX). */
-static bool op_unicode(pk_vm *vm)
-{
-    const char *s;
-    size_t n;
-    if (!rd_line(vm, &s, &n))
-        return false;
-    if (n > SIZE_MAX / 3)
-        return pk_fail(vm, "string too long");
-    uint8_t *out = pti_malloc(n * 3 + 1); /* a byte gives at most 2; \uXXXX (6) at most 3 */
-    if (!out)
-        return false;
-    size_t o = 0;
-    for (size_t k = 0; k < n;) {
-        int digits = 0;
-        if (s[k] == '\\' && k + 1 < n && (s[k + 1] == 'u' || s[k + 1] == 'U'))
-            digits = s[k + 1] == 'u' ? 4 : 8;
-        if (digits) {
-            uint32_t cp = 0;
-            bool ok = n - k >= (size_t)digits + 2;
-            for (int d = 0; ok && d < digits; d++) {
-                int h = hexval(s[k + 2 + (size_t)d]);
-                ok = h >= 0;
-                cp = cp * 16 + (uint32_t)(h < 0 ? 0 : h);
-            }
-            if (!ok || cp > 0x10ffff) {
-                free(out);
-                return pk_fail(vm, "bad \\%c escape in a UNICODE string", s[k + 1]);
-            }
-            o += put_utf8(out + o, cp);
-            k += (size_t)digits + 2;
-        } else {
-            o += put_utf8(out + o, (uint8_t)s[k]);
-            k++;
-        }
-    }
-    bool ok = push(vm, pt_value_strn((const char *)out, o));
-    free(out);
-    return ok;
-}
-
-static bool op_float_text(pk_vm *vm)
-{
-    const char *s;
-    size_t n;
-    if (!rd_line(vm, &s, &n))
-        return false;
-    char buf[128];
-    if (n >= sizeof buf)
-        return pk_fail(vm, "malformed float (%zu characters)", n);
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    char *end;
-    double f = strtod(buf, &end);
-    while (*end == ' ' || *end == '\r' || *end == '\t')
-        end++;
-    if (end == buf || *end)
-        return pk_fail(vm, "malformed float '%s'", buf);
-    return push(vm, pt_value_float(f));
-}
-
-static bool op_binfloat(pk_vm *vm)
-{
-    if (!need_bytes(vm, 8))
-        return false;
-    uint64_t bits = 0;
-    for (int k = 0; k < 8; k++)
-        bits = bits << 8 | vm->data[vm->pos + (size_t)k];
-    vm->pos += 8;
-    double f;
-    memcpy(&f, &bits, sizeof f);
-    return push(vm, pt_value_float(f));
+    return pk_push(vm, pt_value_retain(vm->memo[idx]));
 }
 
 /* ---- containers -------------------------------------------------------------------------------- */
@@ -802,7 +375,7 @@ static bool make_tuple(pk_vm *vm, size_t n)
     t->u.seq.len = (int64_t)n;
     vm->sp -= n;
     pk_tracked(vm, t)->tuple_size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
-    return push(vm, t);
+    return pk_push(vm, t);
 }
 
 static bool op_tuple_mark(pk_vm *vm)
@@ -829,7 +402,7 @@ static bool op_list_mark(pk_vm *vm)
         memcpy(l->u.seq.items, vm->stack + base, n * sizeof(pt_value *));
     l->u.seq.len = (int64_t)n;
     vm->sp = base;
-    return push(vm, l);
+    return pk_push(vm, l);
 }
 
 /* Appends stack[from..sp) to the list-like target (moved); the target stays on the stack. */
@@ -940,7 +513,7 @@ static bool op_dict_mark(pk_vm *vm)
         return false;
     }
     /* the new dict goes below its items so setitems can take them from the stack */
-    if (!push(vm, d))
+    if (!pk_push(vm, d))
         return false;
     memmove(vm->stack + base + 1, vm->stack + base, (vm->sp - 1 - base) * sizeof(pt_value *));
     vm->stack[base] = d;
@@ -974,7 +547,7 @@ static bool op_frozenset(pk_vm *vm)
         release_range(vm, base);
         return false;
     }
-    if (!push(vm, s))
+    if (!pk_push(vm, s))
         return false;
     memmove(vm->stack + base + 1, vm->stack + base, (vm->sp - 1 - base) * sizeof(pt_value *));
     vm->stack[base] = s;
@@ -1000,14 +573,14 @@ static bool push_global(pk_vm *vm, const char *mod, size_t mlen, const char *nam
         pt_value_free(g);
         return false;
     }
-    return push(vm, g);
+    return pk_push(vm, g);
 }
 
 static bool op_global(pk_vm *vm)
 {
     const char *mod, *name;
     size_t ml, nl;
-    if (!rd_line(vm, &mod, &ml) || !rd_line(vm, &name, &nl))
+    if (!pk_rd_line(vm, &mod, &ml) || !pk_rd_line(vm, &name, &nl))
         return false;
     return push_global(vm, mod, ml, name, nl);
 }
@@ -1041,7 +614,7 @@ static bool op_reduce(pk_vm *vm)
     if (!pk_call(vm, func, args, &out))
         return false;
     release_range(vm, vm->sp - 2);
-    return push(vm, out);
+    return pk_push(vm, out);
 }
 
 static bool op_newobj(pk_vm *vm, bool ex)
@@ -1060,7 +633,7 @@ static bool op_newobj(pk_vm *vm, bool ex)
     if (!pk_newobj(vm, cls, args, kwargs, &out))
         return false;
     release_range(vm, vm->sp - n);
-    return push(vm, out);
+    return pk_push(vm, out);
 }
 
 static bool op_build(pk_vm *vm)
@@ -1085,7 +658,7 @@ static bool persistent_load(pk_vm *vm, pt_value *pid)
     pt_value_free(pid);
     if (!v && pt_last_status() == PT_OK)
         pk_fail(vm, "persistent_load failed");
-    return push(vm, v);
+    return pk_push(vm, v);
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -1098,10 +671,10 @@ static bool step(pk_vm *vm, bool *stop)
     size_t n;
     switch (vm->op) {
     case OP_PROTO:
-        if (!rd_uint(vm, 1, &u))
+        if (!pk_rd_uint(vm, 1, &u))
             return false;
         return u <= 5 || pk_fail(vm, "protocol %llu is newer than 5", (unsigned long long)u);
-    case OP_FRAME: return rd_uint(vm, 8, &u) && need_bytes(vm, u);
+    case OP_FRAME: return pk_rd_uint(vm, 8, &u) && pk_need_bytes(vm, u);
     case OP_STOP: *stop = true; return need_items(vm, 1);
     case OP_MARK:
         if (vm->nmarks == vm->marks_cap) {
@@ -1124,57 +697,57 @@ static bool step(pk_vm *vm, bool *stop)
         size_t base = 0;
         return pop_mark(vm, &base) && (release_range(vm, base), true);
     }
-    case OP_DUP: return need_items(vm, 1) && push(vm, pt_value_retain(vm->stack[vm->sp - 1]));
-    case OP_NONE: return push(vm, pt_value_none());
-    case OP_NEWTRUE: return push(vm, pt_value_bool(true));
-    case OP_NEWFALSE: return push(vm, pt_value_bool(false));
+    case OP_DUP: return need_items(vm, 1) && pk_push(vm, pt_value_retain(vm->stack[vm->sp - 1]));
+    case OP_NONE: return pk_push(vm, pt_value_none());
+    case OP_NEWTRUE: return pk_push(vm, pt_value_bool(true));
+    case OP_NEWFALSE: return pk_push(vm, pt_value_bool(false));
     case OP_INT:
         if (vm->len - vm->pos >= 3 && vm->data[vm->pos] == '0' && vm->data[vm->pos + 2] == '\n' &&
             (vm->data[vm->pos + 1] == '0' || vm->data[vm->pos + 1] == '1')) {
             bool b = vm->data[vm->pos + 1] == '1'; /* protocol 0's I01 / I00 booleans */
             vm->pos += 3;
-            return push(vm, pt_value_bool(b));
+            return pk_push(vm, pt_value_bool(b));
         }
-        return text_int(vm, false, &i) && push(vm, pt_value_int(i));
-    case OP_LONG: return text_int(vm, true, &i) && push(vm, pt_value_int(i));
+        return pk_text_int(vm, false, &i) && pk_push(vm, pt_value_int(i));
+    case OP_LONG: return pk_text_int(vm, true, &i) && pk_push(vm, pt_value_int(i));
     case OP_BININT:
-        if (!rd_uint(vm, 4, &u))
+        if (!pk_rd_uint(vm, 4, &u))
             return false;
-        return push(vm, pt_value_int((int32_t)(uint32_t)u));
-    case OP_BININT1: return rd_uint(vm, 1, &u) && push(vm, pt_value_int((int64_t)u));
-    case OP_BININT2: return rd_uint(vm, 2, &u) && push(vm, pt_value_int((int64_t)u));
-    case OP_LONG1: return rd_uint(vm, 1, &u) && push_long_bytes(vm, u);
+        return pk_push(vm, pt_value_int((int32_t)(uint32_t)u));
+    case OP_BININT1: return pk_rd_uint(vm, 1, &u) && pk_push(vm, pt_value_int((int64_t)u));
+    case OP_BININT2: return pk_rd_uint(vm, 2, &u) && pk_push(vm, pt_value_int((int64_t)u));
+    case OP_LONG1: return pk_rd_uint(vm, 1, &u) && pk_push_long_bytes(vm, u);
     case OP_LONG4:
-        if (!rd_uint(vm, 4, &u))
+        if (!pk_rd_uint(vm, 4, &u))
             return false;
         if ((int32_t)(uint32_t)u < 0)
             return pk_fail(vm, "negative length %d", (int32_t)(uint32_t)u);
-        return push_long_bytes(vm, u);
-    case OP_FLOAT: return op_float_text(vm);
-    case OP_BINFLOAT: return op_binfloat(vm);
-    case OP_STRING: return op_string(vm);
+        return pk_push_long_bytes(vm, u);
+    case OP_FLOAT: return pk_op_float_text(vm);
+    case OP_BINFLOAT: return pk_op_binfloat(vm);
+    case OP_STRING: return pk_op_string(vm);
     case OP_BINSTRING:
     case OP_SHORT_BINSTRING:
-        if (!rd_uint(vm, vm->op == OP_BINSTRING ? 4 : 1, &u))
+        if (!pk_rd_uint(vm, vm->op == OP_BINSTRING ? 4 : 1, &u))
             return false;
         if (vm->op == OP_BINSTRING && (int32_t)(uint32_t)u < 0)
             return pk_fail(vm, "negative length %d", (int32_t)(uint32_t)u);
-        if (!need_bytes(vm, u))
+        if (!pk_need_bytes(vm, u))
             return false;
         vm->pos += (size_t)u;
-        return push_py2_str(vm, vm->data + vm->pos - (size_t)u, (size_t)u);
-    case OP_UNICODE: return op_unicode(vm);
-    case OP_BINUNICODE: return rd_uint(vm, 4, &u) && push_utf8(vm, u);
-    case OP_SHORT_BINUNICODE: return rd_uint(vm, 1, &u) && push_utf8(vm, u);
-    case OP_BINUNICODE8: return rd_uint(vm, 8, &u) && push_utf8(vm, u);
-    case OP_BINBYTES: return rd_uint(vm, 4, &u) && push_bytes(vm, u);
-    case OP_SHORT_BINBYTES: return rd_uint(vm, 1, &u) && push_bytes(vm, u);
+        return pk_push_py2_str(vm, vm->data + vm->pos - (size_t)u, (size_t)u);
+    case OP_UNICODE: return pk_op_unicode(vm);
+    case OP_BINUNICODE: return pk_rd_uint(vm, 4, &u) && pk_push_utf8(vm, u);
+    case OP_SHORT_BINUNICODE: return pk_rd_uint(vm, 1, &u) && pk_push_utf8(vm, u);
+    case OP_BINUNICODE8: return pk_rd_uint(vm, 8, &u) && pk_push_utf8(vm, u);
+    case OP_BINBYTES: return pk_rd_uint(vm, 4, &u) && pk_push_bytes(vm, u);
+    case OP_SHORT_BINBYTES: return pk_rd_uint(vm, 1, &u) && pk_push_bytes(vm, u);
     case OP_BINBYTES8:
-    case OP_BYTEARRAY8: return rd_uint(vm, 8, &u) && push_bytes(vm, u);
-    case OP_EMPTY_LIST: return push(vm, pk_new_container(vm, PT_VALUE_LIST, 0));
+    case OP_BYTEARRAY8: return pk_rd_uint(vm, 8, &u) && pk_push_bytes(vm, u);
+    case OP_EMPTY_LIST: return pk_push(vm, pk_new_container(vm, PT_VALUE_LIST, 0));
     case OP_EMPTY_TUPLE: return make_tuple(vm, 0);
-    case OP_EMPTY_DICT: return push(vm, pk_new_container(vm, PT_VALUE_DICT, 0));
-    case OP_EMPTY_SET: return push(vm, pk_new_container(vm, PT_VALUE_DICT, PK_SET));
+    case OP_EMPTY_DICT: return pk_push(vm, pk_new_container(vm, PT_VALUE_DICT, 0));
+    case OP_EMPTY_SET: return pk_push(vm, pk_new_container(vm, PT_VALUE_DICT, PK_SET));
     case OP_APPEND: return op_appends(vm, true);
     case OP_APPENDS: return op_appends(vm, false);
     case OP_LIST: return op_list_mark(vm);
@@ -1191,21 +764,21 @@ static bool step(pk_vm *vm, bool *stop)
     case OP_ADDITEMS: return op_additems(vm);
     case OP_FROZENSET: return op_frozenset(vm);
     case OP_GET:
-        if (!text_int(vm, false, &i))
+        if (!pk_text_int(vm, false, &i))
             return false;
         if (i < 0)
             return pk_fail(vm, "negative memo index %lld", (long long)i);
         return memo_get(vm, (uint64_t)i);
-    case OP_BINGET: return rd_uint(vm, 1, &u) && memo_get(vm, u);
-    case OP_LONG_BINGET: return rd_uint(vm, 4, &u) && memo_get(vm, u);
+    case OP_BINGET: return pk_rd_uint(vm, 1, &u) && memo_get(vm, u);
+    case OP_LONG_BINGET: return pk_rd_uint(vm, 4, &u) && memo_get(vm, u);
     case OP_PUT:
-        if (!text_int(vm, false, &i))
+        if (!pk_text_int(vm, false, &i))
             return false;
         if (i < 0)
             return pk_fail(vm, "negative memo index %lld", (long long)i);
         return memo_put(vm, (uint64_t)i);
-    case OP_BINPUT: return rd_uint(vm, 1, &u) && memo_put(vm, u);
-    case OP_LONG_BINPUT: return rd_uint(vm, 4, &u) && memo_put(vm, u);
+    case OP_BINPUT: return pk_rd_uint(vm, 1, &u) && memo_put(vm, u);
+    case OP_LONG_BINPUT: return pk_rd_uint(vm, 4, &u) && memo_put(vm, u);
     case OP_MEMOIZE: return memo_put(vm, vm->memo_count);
     case OP_GLOBAL: return op_global(vm);
     case OP_STACK_GLOBAL: return op_stack_global(vm);
@@ -1214,9 +787,9 @@ static bool step(pk_vm *vm, bool *stop)
     case OP_NEWOBJ_EX: return op_newobj(vm, true);
     case OP_BUILD: return op_build(vm);
     case OP_PERSID:
-        if (!rd_line(vm, &s, &n))
+        if (!pk_rd_line(vm, &s, &n))
             return false;
-        if (!valid_utf8((const uint8_t *)s, n))
+        if (!pk_valid_utf8((const uint8_t *)s, n))
             return pk_fail(vm, "the persistent id is not text");
         {
             pt_value *pid = pt_value_strn(s, n);

@@ -1,11 +1,33 @@
 /* Shared state of the restricted pickle VM (pickle_read.h): the machine itself lives in
- * pickle_read.c (opcodes, stack, memo, container tracking, final validation), the allowlisted
- * callables in pickle_read_globals.c (what REDUCE / NEWOBJ / BUILD may do, tensor rebuilds).
+ * pickle_read.c (the opcode loop, stack, memo, containers, tracking, final validation), the
+ * operand readers and scalar opcodes in pickle_read_operands.c, the allowlisted callables in
+ * pickle_read_globals.c (what REDUCE / NEWOBJ / BUILD may do, tensor rebuilds).
  * Internal; never installed. */
 #ifndef PT_IO_PICKLE_READ_INTERNAL_H
 #define PT_IO_PICKLE_READ_INTERNAL_H
 
 #include "pickle_read.h"
+
+/* Opcode bytes. */
+enum {
+    OP_MARK = '(', OP_STOP = '.', OP_POP = '0', OP_POP_MARK = '1', OP_DUP = '2',
+    OP_FLOAT = 'F', OP_INT = 'I', OP_BININT = 'J', OP_BININT1 = 'K', OP_LONG = 'L',
+    OP_BININT2 = 'M', OP_NONE = 'N', OP_PERSID = 'P', OP_BINPERSID = 'Q', OP_REDUCE = 'R',
+    OP_STRING = 'S', OP_BINSTRING = 'T', OP_SHORT_BINSTRING = 'U', OP_UNICODE = 'V',
+    OP_BINUNICODE = 'X', OP_APPEND = 'a', OP_BUILD = 'b', OP_GLOBAL = 'c', OP_DICT = 'd',
+    OP_EMPTY_DICT = '}', OP_APPENDS = 'e', OP_GET = 'g', OP_BINGET = 'h', OP_INST = 'i',
+    OP_LONG_BINGET = 'j', OP_LIST = 'l', OP_EMPTY_LIST = ']', OP_OBJ = 'o', OP_PUT = 'p',
+    OP_BINPUT = 'q', OP_LONG_BINPUT = 'r', OP_SETITEM = 's', OP_TUPLE = 't',
+    OP_EMPTY_TUPLE = ')', OP_SETITEMS = 'u', OP_BINFLOAT = 'G',
+    OP_PROTO = 0x80, OP_NEWOBJ = 0x81, OP_EXT1 = 0x82, OP_EXT2 = 0x83, OP_EXT4 = 0x84,
+    OP_TUPLE1 = 0x85, OP_TUPLE2 = 0x86, OP_TUPLE3 = 0x87, OP_NEWTRUE = 0x88, OP_NEWFALSE = 0x89,
+    OP_LONG1 = 0x8a, OP_LONG4 = 0x8b,
+    OP_BINBYTES = 'B', OP_SHORT_BINBYTES = 'C',
+    OP_SHORT_BINUNICODE = 0x8c, OP_BINUNICODE8 = 0x8d, OP_BINBYTES8 = 0x8e, OP_EMPTY_SET = 0x8f,
+    OP_ADDITEMS = 0x90, OP_FROZENSET = 0x91, OP_NEWOBJ_EX = 0x92, OP_STACK_GLOBAL = 0x93,
+    OP_MEMOIZE = 0x94, OP_FRAME = 0x95,
+    OP_BYTEARRAY8 = 0x96, OP_NEXT_BUFFER = 0x97, OP_READONLY_BUFFER = 0x98,
+};
 
 /* Flags of a container the VM made (pk_track.flags). */
 enum {
@@ -64,6 +86,23 @@ bool pk_dict_set(pk_vm *vm, pt_value *dict, pt_value *key, pt_value *val);
 bool pk_dict_set_str(pk_vm *vm, pt_value *dict, const char *key, pt_value *val);
 /* Appends to a list (takes item). */
 bool pk_list_append(pk_vm *vm, pt_value *list, pt_value *item);
+
+/* Operand readers and scalar opcodes (pickle_read_operands.c). Each returns false with the
+ * error set (truncation, malformed text, integers beyond int64, invalid UTF-8). */
+bool pk_push(pk_vm *vm, pt_value *v); /* takes v (NULL: the error of its constructor) */
+bool pk_need_bytes(pk_vm *vm, uint64_t n);
+bool pk_rd_uint(pk_vm *vm, int n, uint64_t *out); /* little-endian, n bytes */
+bool pk_rd_line(pk_vm *vm, const char **s, size_t *n); /* text up to '\n' (excluded) */
+bool pk_text_int(pk_vm *vm, bool allow_l, int64_t *out);
+bool pk_push_long_bytes(pk_vm *vm, uint64_t n); /* LONG1 / LONG4 payload */
+bool pk_valid_utf8(const uint8_t *s, size_t n);
+bool pk_push_utf8(pk_vm *vm, uint64_t n);
+bool pk_push_bytes(pk_vm *vm, uint64_t n);
+bool pk_push_py2_str(pk_vm *vm, const uint8_t *s, size_t n);
+bool pk_op_string(pk_vm *vm);
+bool pk_op_unicode(pk_vm *vm);
+bool pk_op_float_text(pk_vm *vm);
+bool pk_op_binfloat(pk_vm *vm);
 
 /* ---- pickle_read_globals.c -------------------------------------------------------------- */
 
