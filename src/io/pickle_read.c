@@ -232,6 +232,16 @@ bool pk_dict_set_str(pk_vm *vm, pt_value *dict, const char *key, pt_value *val)
     return pk_dict_set(vm, dict, k, val);
 }
 
+bool pk_charge(pk_vm *vm, uint64_t units)
+{
+    uint64_t budget = (uint64_t)vm->len * 4 + (1u << 20);
+    vm->work += units;
+    if (vm->work <= budget)
+        return true;
+    return pk_fail(vm, "values copied more than the pickle's size allows (%llu items and bytes)",
+                   (unsigned long long)vm->work);
+}
+
 /* The list or dict `key` of a stub (created on first use): where APPEND/SETITEM on an object
  * of a list or dict subclass put their items. Borrowed. */
 static pt_value *stub_items(pk_vm *vm, pt_value *stub, pt_value_kind kind)

@@ -545,6 +545,7 @@ static bool make_set(pk_vm *vm, pk_gid id, const pt_value *args, pt_value **out)
         return false;
     int64_t n = 0;
     bool keys = false, ok = nargs(args) == 0 || seq_items(vm, fn, arg(args, 0), &n, &keys);
+    ok = ok && pk_charge(vm, (uint64_t)n);
     for (int64_t k = 0; ok && k < n; k++) {
         const pt_value *src = arg(args, 0);
         pt_value *item = keys ? src->u.dict.entries[k].key : src->u.seq.items[k];
@@ -566,8 +567,8 @@ static bool make_odict(pk_vm *vm, const char *fn, const pt_value *args, pt_value
     pt_value *d = pk_new_container(vm, PT_VALUE_DICT, PK_ODICT);
     if (!d)
         return false;
-    bool ok = true;
     const pt_value *src = nargs(args) ? arg(args, 0) : NULL;
+    bool ok = !src || pt_value_len(src) < 0 || pk_charge(vm, (uint64_t)pt_value_len(src));
     if (src && src->kind == PT_VALUE_DICT && is_dict_plain(vm, src)) {
         for (int64_t k = 0; ok && k < src->u.dict.len; k++)
             ok = pk_dict_set(vm, d, pt_value_retain(src->u.dict.entries[k].key),
@@ -585,7 +586,6 @@ static bool make_odict(pk_vm *vm, const char *fn, const pt_value *args, pt_value
         ok = pk_fail(vm, "%s: expects a dict or (key, value) pairs, got a %s", fn,
                      pt_value_kind_name(src->kind));
     }
-    vm->work += (uint64_t)pt_value_len(d);
     if (!ok) {
         pt_value_free(d);
         return false;
@@ -600,6 +600,8 @@ static bool encode_str(pk_vm *vm, const char *fn, const pt_value *s, const pt_va
 {
     if (s->kind != PT_VALUE_STR || (enc && enc->kind != PT_VALUE_STR))
         return pk_fail(vm, "%s expects (str, encoding)", fn);
+    if (!pk_charge(vm, s->u.s.len))
+        return false;
     const char *e = enc ? enc->u.s.data : "utf-8";
     bool latin1 = !strcmp(e, "latin1") || !strcmp(e, "latin-1") || !strcmp(e, "iso-8859-1");
     bool ascii = !strcmp(e, "ascii");
@@ -803,9 +805,8 @@ bool pk_newobj(pk_vm *vm, const pt_value *cls, const pt_value *args, const pt_va
 /* Merges a dict state into a stub (Python's inst.__dict__.update(state)). */
 static bool merge_into_stub(pk_vm *vm, pt_value *stub, const pt_value *state)
 {
-    vm->work += (uint64_t)state->u.dict.len;
-    if (vm->work > (uint64_t)vm->len + 65536)
-        return pk_fail(vm, "object states merged more than the pickle's size allows");
+    if (!pk_charge(vm, (uint64_t)state->u.dict.len))
+        return false;
     for (int64_t k = 0; k < state->u.dict.len; k++) {
         const pti_dict_entry *e = &state->u.dict.entries[k];
         if (e->key->kind == PT_VALUE_STR && !strcmp(e->key->u.s.data, "__class__"))

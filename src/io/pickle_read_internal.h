@@ -66,7 +66,7 @@ typedef struct pk_vm {
     uint32_t *map; /* open addressing pointer -> tracker index + 1 (0: empty) */
     size_t map_cap;
 
-    uint64_t work; /* items copied by BUILD merges and the like, against a budget */
+    uint64_t work; /* items and bytes copied out of existing values (pk_charge) */
 } pk_vm;
 
 /* PT_ERR_FORMAT "<what>: pickle: <OPNAME>: <message> at byte <offset>"; returns false. */
@@ -84,6 +84,11 @@ pk_track *pk_tracked(pk_vm *vm, const pt_value *v);
 bool pk_dict_set(pk_vm *vm, pt_value *dict, pt_value *key, pt_value *val);
 /* dict["key"] = val (takes val). */
 bool pk_dict_set_str(pk_vm *vm, pt_value *dict, const char *key, pt_value *val);
+/* Accounts for copying `units` items or bytes out of values already built (OrderedDict(d),
+ * set(l), BUILD merges, _codecs.encode): a memoized value copied again and again would
+ * otherwise make memory quadratic in the input. The budget is 4 units per input byte plus
+ * 2^20; false (PT_ERR_FORMAT) beyond it. */
+bool pk_charge(pk_vm *vm, uint64_t units);
 /* Appends to a list (takes item). */
 bool pk_list_append(pk_vm *vm, pt_value *list, pt_value *item);
 

@@ -2,7 +2,7 @@
  * operands and text lines checked against the bytes left before use, integers (text, LONG1,
  * LONG4; beyond int64 is an error), floats, and strings: UTF-8 validated as Python's decoder
  * with 'surrogatepass' does; Python 2 str (STRING, BINSTRING) becomes str when it is valid UTF-8
- * and bytes otherwise; UNICODE is raw-unicode-escape text (Latin-1 bytes, \\uXXXX, \\UXXXXXXXX). */
+ * and bytes otherwise; UNICODE is raw-unicode-escape text (Latin-1 bytes, \uXXXX, \UXXXXXXXX). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -618,6 +618,28 @@ static void test_nesting_cycles_and_sharing(void **state)
     b = repeat("\x80\x02}N", "2\x86", 60, "", "", 0, "K\x01s.", &len);
     assert_pt_error(unpickle(b, len, false, &ctx), PT_ERR_FORMAT, "a tuple of more than");
     free(b);
+    /* copying a memoized 2000-item dict 10000 times (OrderedDict(d)): quadratic, refused */
+    b = malloc(200000);
+    len = 0;
+    const char head[] = "\x80\x02" "ccollections\nOrderedDict\nq\x01}(";
+    memcpy(b, head, sizeof head - 1);
+    len += sizeof head - 1;
+    for (int i = 0; i < 2000; i++) {
+        b[len++] = 'M';
+        b[len++] = (uint8_t)i;
+        b[len++] = (uint8_t)(i >> 8);
+        b[len++] = 'N';
+    }
+    memcpy(b + len, "u\x85q\x02" "00", 6);
+    len += 6;
+    for (int i = 0; i < 10000; i++) {
+        memcpy(b + len, "h\x01h\x02R0", 6);
+        len += 6;
+    }
+    memcpy(b + len, "N.", 2);
+    len += 2;
+    assert_pt_error(unpickle(b, len, false, &ctx), PT_ERR_FORMAT, "values copied more than");
+    free(b);
     /* sharing within the limits stays shared */
     v = UNPICKLE("\x80\x02]q\x00K\x01" "ah\x00h\x00\x86.", false, &ctx);
     assert_repr_of(v, "([1], [1])");
