@@ -221,11 +221,11 @@ static bool not_allowed(pk_vm *vm, const char *name)
 
 static bool whole_object(pk_vm *vm, const char *name)
 {
-    return pk_unsupported(vm, "'%s' is a whole pickled Python object (%s instantiates class "
-                              "'%s'), which needs its Python class to load; nothing was "
-                              "executed. Read just its tensors with pt_load_tensors, or save "
-                              "model.state_dict() instead of the model",
-                          name, pk_op_name(vm->op), name);
+    return pk_unsupported(vm, "%s at byte %zu instantiates class '%s': the file holds a whole "
+                              "pickled Python object (as torch.save(model) writes), which needs "
+                              "its Python class to load; nothing was executed. Read just its "
+                              "tensors with pt_load_tensors, or save model.state_dict() instead",
+                          pk_op_name(vm->op), vm->op_pos, name);
 }
 
 bool pk_global_check(pk_vm *vm, const char *name)
@@ -367,6 +367,11 @@ static bool rebuild_view(pk_vm *vm, const char *fn, const pt_value *st, const pt
         *out = pt_as_strided(base, nd, size, stride, offset);
     else
         *out = pti_tensor_on_storage(base->storage, dt, nd, size, stride, offset);
+    if (!*out && pt_last_status() != PT_ERR_OOM) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", pt_last_error());
+        return pk_fail(vm, "%s: %s", fn, msg);
+    }
     return *out != NULL;
 }
 
