@@ -197,8 +197,7 @@ static bool key_hashable(pk_vm *vm, const pt_value *key)
                            PK_MAX_KEY_NODES);
         return true;
     }
-    default:
-        return pk_fail(vm, "unhashable dict key or set item (a %s)", describe(vm, key));
+    default: return pk_fail(vm, "unhashable dict key or set item (a %s)", describe(vm, key));
     }
 }
 
@@ -362,7 +361,8 @@ static bool memo_get(pk_vm *vm, uint64_t idx)
     return pk_push(vm, pt_value_retain(vm->memo[idx]));
 }
 
-/* ---- containers -------------------------------------------------------------------------------- */
+/* ---- containers --------------------------------------------------------------------------------
+ */
 
 /* A tuple of the n values at the top of the stack (moved into it). */
 static bool make_tuple(pk_vm *vm, size_t n)
@@ -370,8 +370,8 @@ static bool make_tuple(pk_vm *vm, size_t n)
     pt_value *t = pk_new_container(vm, PT_VALUE_TUPLE, 0);
     if (!t)
         return false;
-    if (n && !pti_value_grow((void **)&t->u.seq.items, &t->u.seq.cap, (int64_t)n,
-                             sizeof(pt_value *))) {
+    if (n &&
+        !pti_value_grow((void **)&t->u.seq.items, &t->u.seq.cap, (int64_t)n, sizeof(pt_value *))) {
         pt_value_free(t);
         return false;
     }
@@ -535,9 +535,8 @@ static bool op_additems(pk_vm *vm)
     size_t base = 0;
     if (!pop_mark(vm, &base))
         return false;
-    pt_value *set = base > 0 && !(vm->nmarks && vm->marks[vm->nmarks - 1] >= base)
-                        ? vm->stack[base - 1]
-                        : NULL;
+    pt_value *set =
+        base > 0 && !(vm->nmarks && vm->marks[vm->nmarks - 1] >= base) ? vm->stack[base - 1] : NULL;
     pk_track *t = pk_tracked(vm, set);
     if (!set || !t || !(t->flags & PK_SET)) {
         release_range(vm, base);
@@ -564,7 +563,8 @@ static bool op_frozenset(pk_vm *vm)
     return set_add_items(vm, s, base + 1);
 }
 
-/* ---- globals, calls, persistent ids ----------------------------------------------------------- */
+/* ---- globals, calls, persistent ids -----------------------------------------------------------
+ */
 
 static bool push_global(pk_vm *vm, const char *mod, size_t mlen, const char *name, size_t nlen)
 {
@@ -812,19 +812,22 @@ static bool step(pk_vm *vm, bool *stop)
     case OP_EXT1:
     case OP_EXT2:
     case OP_EXT4:
-        return pk_unsupported(vm, "%s (the copyreg extension registry) at byte %zu is not "
-                                  "supported; nothing was executed",
+        return pk_unsupported(vm,
+                              "%s (the copyreg extension registry) at byte %zu is not "
+                              "supported; nothing was executed",
                               pk_op_name(vm->op), vm->op_pos);
     case OP_INST:
     case OP_OBJ:
-        return pk_unsupported(vm, "%s (protocol 0/1 object construction) at byte %zu is not "
-                                  "supported: the pickle holds a whole Python object; nothing "
-                                  "was executed",
+        return pk_unsupported(vm,
+                              "%s (protocol 0/1 object construction) at byte %zu is not "
+                              "supported: the pickle holds a whole Python object; nothing "
+                              "was executed",
                               pk_op_name(vm->op), vm->op_pos);
     case OP_NEXT_BUFFER:
     case OP_READONLY_BUFFER:
-        return pk_unsupported(vm, "%s (protocol 5 out-of-band buffers) at byte %zu is not "
-                                  "supported",
+        return pk_unsupported(vm,
+                              "%s (protocol 5 out-of-band buffers) at byte %zu is not "
+                              "supported",
                               pk_op_name(vm->op), vm->op_pos);
     default: return pk_fail(vm, "unknown opcode 0x%02x", vm->op);
     }
@@ -946,8 +949,9 @@ static bool check_and_convert(pk_vm *vm, pt_value *result, const size_t *order)
         if (depth[i] > PTI_PICKLE_MAX_DEPTH)
             ok = pk_fail(vm, "containers nested deeper than %d levels", PTI_PICKLE_MAX_DEPTH);
         else if (s > cap)
-            ok = pk_fail(vm, "the result holds more than %d nodes (counting shared ones each "
-                             "time they appear)",
+            ok = pk_fail(vm,
+                         "the result holds more than %d nodes (counting shared ones each "
+                         "time they appear)",
                          PTI_PICKLE_MAX_EXPANDED);
     }
     free(size);

@@ -117,35 +117,94 @@ static const struct {
     const char *name;
     pt_dtype dt;
 } dtype_names[] = {
-    {"float32", PT_FLOAT32}, {"float", PT_FLOAT32},   {"float64", PT_FLOAT64},
-    {"double", PT_FLOAT64},  {"float16", PT_FLOAT16}, {"half", PT_FLOAT16},
-    {"bfloat16", PT_BFLOAT16}, {"int64", PT_INT64},   {"long", PT_INT64},
-    {"int32", PT_INT32},     {"int", PT_INT32},       {"int16", PT_INT16},
-    {"short", PT_INT16},     {"int8", PT_INT8},       {"uint8", PT_UINT8},
+    {"float32", PT_FLOAT32},   {"float", PT_FLOAT32},   {"float64", PT_FLOAT64},
+    {"double", PT_FLOAT64},    {"float16", PT_FLOAT16}, {"half", PT_FLOAT16},
+    {"bfloat16", PT_BFLOAT16}, {"int64", PT_INT64},     {"long", PT_INT64},
+    {"int32", PT_INT32},       {"int", PT_INT32},       {"int16", PT_INT16},
+    {"short", PT_INT16},       {"int8", PT_INT8},       {"uint8", PT_UINT8},
     {"bool", PT_BOOL},
 };
 
 /* dtypes torch has and this library does not (tensors of them are refused by name) */
 static const char *const other_dtypes[] = {
-    "complex32", "chalf", "complex64", "cfloat", "complex128", "cdouble", "quint8", "qint8",
-    "qint32", "quint4x2", "quint2x4", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
-    "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint16", "uint32", "uint64",
-    "uint1", "uint2", "uint3", "uint4", "uint5", "uint6", "uint7", "int1", "int2", "int3",
-    "int4", "int5", "int6", "int7", "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16",
+    "complex32",
+    "chalf",
+    "complex64",
+    "cfloat",
+    "complex128",
+    "cdouble",
+    "quint8",
+    "qint8",
+    "qint32",
+    "quint4x2",
+    "quint2x4",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+    "uint16",
+    "uint32",
+    "uint64",
+    "uint1",
+    "uint2",
+    "uint3",
+    "uint4",
+    "uint5",
+    "uint6",
+    "uint7",
+    "int1",
+    "int2",
+    "int3",
+    "int4",
+    "int5",
+    "int6",
+    "int7",
+    "bits1x8",
+    "bits2x4",
+    "bits4x2",
+    "bits8",
+    "bits16",
 };
 
 static const char *const storage_bases[] = {
-    "Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool",
-    "ComplexFloat", "ComplexDouble", "QInt8", "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4",
+    "Float", "Double", "Half",   "BFloat16", "Long",         "Int",
+    "Short", "Char",   "Byte",   "Bool",     "ComplexFloat", "ComplexDouble",
+    "QInt8", "QUInt8", "QInt32", "QUInt4x2", "QUInt2x4",
 };
 #define N_TENSOR_BASES 10 /* the first ten storage bases also name legacy tensor classes */
 
 /* Modules only an exploit names: refused at GLOBAL, even as inert stubs. */
 static const char *const denied_modules[] = {
-    "os", "posix", "nt", "sys", "subprocess", "shutil", "socket", "importlib", "runpy", "pty",
-    "ctypes", "marshal", "pickle", "_pickle", "code", "codeop", "webbrowser", "pdb",
-    "multiprocessing", "signal", "_posixsubprocess", "builtins", "__builtin__", "commands",
-    "platform", "asyncio", "tempfile", "operator",
+    "os",
+    "posix",
+    "nt",
+    "sys",
+    "subprocess",
+    "shutil",
+    "socket",
+    "importlib",
+    "runpy",
+    "pty",
+    "ctypes",
+    "marshal",
+    "pickle",
+    "_pickle",
+    "code",
+    "codeop",
+    "webbrowser",
+    "pdb",
+    "multiprocessing",
+    "signal",
+    "_posixsubprocess",
+    "builtins",
+    "__builtin__",
+    "commands",
+    "platform",
+    "asyncio",
+    "tempfile",
+    "operator",
 };
 
 static bool has_prefix(const char *s, const char *p, const char **rest)
@@ -214,17 +273,19 @@ static pk_gid classify(const char *name)
 
 static bool not_allowed(pk_vm *vm, const char *name)
 {
-    return pk_unsupported(vm, "global '%s' is not allowed (a checkpoint may only refer to "
-                              "PyTorch's tensor types; nothing was executed)",
+    return pk_unsupported(vm,
+                          "global '%s' is not allowed (a checkpoint may only refer to "
+                          "PyTorch's tensor types; nothing was executed)",
                           name);
 }
 
 static bool whole_object(pk_vm *vm, const char *name)
 {
-    return pk_unsupported(vm, "%s at byte %zu instantiates class '%s': the file holds a whole "
-                              "pickled Python object (as torch.save(model) writes), which needs "
-                              "its Python class to load; nothing was executed. Read just its "
-                              "tensors with pt_load_tensors, or save model.state_dict() instead",
+    return pk_unsupported(vm,
+                          "%s at byte %zu instantiates class '%s': the file holds a whole "
+                          "pickled Python object (as torch.save(model) writes), which needs "
+                          "its Python class to load; nothing was executed. Read just its "
+                          "tensors with pt_load_tensors, or save model.state_dict() instead",
                           pk_op_name(vm->op), vm->op_pos, name);
 }
 
@@ -359,8 +420,9 @@ static bool rebuild_view(pk_vm *vm, const char *fn, const pt_value *st, const pt
                            dims_str(nd, stride));
     }
     if ((numel > 0 && last >= capacity) || offset > capacity)
-        return pk_fail(vm, "%s: size %s, stride %s at offset %lld reach element %lld, but the "
-                           "storage holds %lld %s elements",
+        return pk_fail(vm,
+                       "%s: size %s, stride %s at offset %lld reach element %lld, but the "
+                       "storage holds %lld %s elements",
                        fn, dims_str(nd, size), dims_str(nd, stride), (long long)offset,
                        (long long)last, (long long)capacity, pt_dtype_name(dt));
     if (dt == base->dtype)
@@ -381,8 +443,9 @@ static bool tensor_value(pk_vm *vm, const char *fn, pt_tensor *t, bool requires_
 {
     if (requires_grad && pt_requires_grad_(t, true) != PT_OK) {
         pt_release(t);
-        return pk_fail(vm, "%s: requires_grad on a %s tensor (only floating point tensors can "
-                           "require gradients)",
+        return pk_fail(vm,
+                       "%s: requires_grad on a %s tensor (only floating point tensors can "
+                       "require gradients)",
                        fn, pt_dtype_name(pt_dtype_of(t)));
     }
     *out = pt_value_tensor(t);
@@ -395,8 +458,9 @@ static bool check_hooks(pk_vm *vm, const char *fn, const pt_value *hooks)
     if (hooks->kind == PT_VALUE_NONE || (is_dict_plain(vm, hooks) && hooks->u.dict.len == 0))
         return true;
     if (is_dict_plain(vm, hooks))
-        return pk_unsupported(vm, "%s: %lld saved backward hooks (Python callables) are not "
-                                  "supported",
+        return pk_unsupported(vm,
+                              "%s: %lld saved backward hooks (Python callables) are not "
+                              "supported",
                               fn, (long long)hooks->u.dict.len);
     return pk_fail(vm, "%s: backward_hooks is a %s, not a dict", fn,
                    pt_value_kind_name(hooks->kind));
@@ -415,8 +479,9 @@ static bool check_metadata(pk_vm *vm, const char *fn, const pt_value *md)
                     (val->kind == PT_VALUE_INT && val->u.i == 0));
         if (key->kind == PT_VALUE_STR && on &&
             (strstr(key->u.s.data, "conj") || strstr(key->u.s.data, "neg")))
-            return pk_unsupported(vm, "%s: a tensor with the '%s' bit set (lazy conjugate or "
-                                      "negative view) is not supported",
+            return pk_unsupported(vm,
+                                  "%s: a tensor with the '%s' bit set (lazy conjugate or "
+                                  "negative view) is not supported",
                                   fn, key->u.s.data);
     }
     return true;
@@ -438,13 +503,11 @@ static bool rebuild_tensor(pk_vm *vm, pk_gid id, const pt_value *args, pt_value 
             return pk_fail(vm, "%s: the dtype is a %s, not a torch dtype", fn,
                            pt_value_kind_name(d->kind));
         if (dt < 0)
-            return pk_unsupported(vm, "%s: tensors of dtype %s are not supported", fn,
-                                  d->u.s.data);
+            return pk_unsupported(vm, "%s: tensors of dtype %s are not supported", fn, d->u.s.data);
     }
-    if (id != G_REBUILD_V1 &&
-        (!get_bool(vm, fn, "requires_grad", arg(args, 4), &rg) ||
-         !check_hooks(vm, fn, arg(args, 5)) ||
-         (nargs(args) > lo && !check_metadata(vm, fn, arg(args, lo)))))
+    if (id != G_REBUILD_V1 && (!get_bool(vm, fn, "requires_grad", arg(args, 4), &rg) ||
+                               !check_hooks(vm, fn, arg(args, 5)) ||
+                               (nargs(args) > lo && !check_metadata(vm, fn, arg(args, lo)))))
         return false;
     pt_tensor *t = NULL;
     if (!rebuild_view(vm, fn, arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3), dt, &t))
@@ -453,8 +516,7 @@ static bool rebuild_tensor(pk_vm *vm, pk_gid id, const pt_value *args, pt_value 
 }
 
 /* nn.Parameter(data, requires_grad): a new tensor object over data's memory. */
-static bool make_parameter(pk_vm *vm, const char *fn, const pt_value *data, bool rg,
-                           pt_value **out)
+static bool make_parameter(pk_vm *vm, const char *fn, const pt_value *data, bool rg, pt_value **out)
 {
     if (data->kind != PT_VALUE_TENSOR)
         return pk_fail(vm, "%s: the data is a %s, not a tensor", fn,
@@ -490,8 +552,9 @@ static bool rebuild_from_type(pk_vm *vm, const pt_value *args, pt_value **out, i
         return pk_fail(vm, "%s expects (function, type, tuple, state)", fn);
     pk_gid tid = classify(type->u.s.data);
     if (tid != G_TENSOR_CLASS && tid != G_PARAMETER && !vm->o->allow_objects)
-        return pk_unsupported(vm, "%s: tensor subclass '%s' is not supported (nothing was "
-                                  "executed)",
+        return pk_unsupported(vm,
+                              "%s: tensor subclass '%s' is not supported (nothing was "
+                              "executed)",
                               fn, type->u.s.data);
     if (!call_depth(vm, func, fargs, out, depth + 1))
         return false;
@@ -503,7 +566,8 @@ static bool rebuild_from_type(pk_vm *vm, const pt_value *args, pt_value **out, i
     return true;
 }
 
-/* ---- plain Python values ----------------------------------------------------------------------- */
+/* ---- plain Python values -----------------------------------------------------------------------
+ */
 
 static bool make_stub(pk_vm *vm, const char *name, const pt_value *args, const pt_value *kwargs,
                       pt_value **out)
@@ -741,11 +805,11 @@ static bool call_depth(pk_vm *vm, const pt_value *func, const pt_value *args, pt
     case G_REBUILD_PARAM_STATE: return rebuild_parameter(vm, id, args, out);
     case G_REBUILD_FROM_TYPE: return rebuild_from_type(vm, args, out, depth);
     case G_REBUILD_UNSUPPORTED:
-        return pk_unsupported(vm, "%s: this kind of tensor (sparse, quantized, nested, meta, "
-                                  "subclass wrapper or numpy-backed) is not supported",
+        return pk_unsupported(vm,
+                              "%s: this kind of tensor (sparse, quantized, nested, meta, "
+                              "subclass wrapper or numpy-backed) is not supported",
                               name);
-    case G_COMPLEX:
-        return pk_unsupported(vm, "%s: complex numbers are not supported", name);
+    case G_COMPLEX: return pk_unsupported(vm, "%s: complex numbers are not supported", name);
     case G_RECONSTRUCTOR: { /* copyreg._reconstructor(cls, base, state): protocol 0/1 objects */
         const pt_value *cls = nargs(args) == 3 ? arg(args, 0) : NULL;
         if (!cls || cls->kind != PTI_VALUE_GLOBAL)
@@ -802,8 +866,7 @@ bool pk_newobj(pk_vm *vm, const pt_value *cls, const pt_value *args, const pt_va
     case G_DEVICE:
     case G_BYTEARRAY:
     case G_COMPLEX: return pk_call(vm, cls, args, out); /* __new__ builds the whole value */
-    default:
-        return pk_unsupported(vm, "%s of '%s' is not supported", pk_op_name(vm->op), name);
+    default: return pk_unsupported(vm, "%s of '%s' is not supported", pk_op_name(vm->op), name);
     }
 }
 
@@ -849,8 +912,9 @@ bool pk_build(pk_vm *vm, pt_value *inst, pt_value *state)
     if (inst->kind == PT_VALUE_TENSOR) { /* Python attributes of a tensor: dropped */
         if (dict_like || (state->kind == PT_VALUE_TUPLE && state->u.seq.len == 0))
             return true;
-        return pk_unsupported(vm, "BUILD on a tensor with a %s state (legacy tensor "
-                                  "serialization) is not supported",
+        return pk_unsupported(vm,
+                              "BUILD on a tensor with a %s state (legacy tensor "
+                              "serialization) is not supported",
                               pt_value_kind_name(state->kind));
     }
     return pk_fail(vm, "cannot set the state of a %s", pt_value_kind_name(inst->kind));

@@ -215,8 +215,10 @@ bool pk_valid_utf8(const uint8_t *s, size_t n)
             k++;
             continue;
         }
-        int len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                                              : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        int len = c >= 0xc2 && c <= 0xdf   ? 2
+                  : c >= 0xe0 && c <= 0xef ? 3
+                  : c >= 0xf0 && c <= 0xf4 ? 4
+                                           : 0;
         if (!len || n - k < (size_t)len)
             return false;
         for (int j = 1; j < len; j++)
@@ -261,9 +263,10 @@ bool pk_push_py2_str(pk_vm *vm, const uint8_t *s, size_t n)
 
 static int hexval(char c)
 {
-    return c >= '0' && c <= '9' ? c - '0'
+    return c >= '0' && c <= '9'   ? c - '0'
            : c >= 'a' && c <= 'f' ? c - 'a' + 10
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 /* STRING: the repr of a Python 2 str, 'abc' or "abc" with backslash escapes. */

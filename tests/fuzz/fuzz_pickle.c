@@ -71,8 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    pti_unpickle_opts o = {.what = "fuzz.pkl", .persistent_load = load_storage,
-                           .allow_objects = data[0] & 1};
+    pti_unpickle_opts o = {
+        .what = "fuzz.pkl", .persistent_load = load_storage, .allow_objects = data[0] & 1};
     size_t used = 0;
     pt_clear_error();
     pt_value *v = pti_unpickle(data + 1, size - 1, &o, &used);

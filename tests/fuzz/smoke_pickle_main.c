@@ -47,7 +47,7 @@ static void mutate(const seed *in, seed *out)
         case 4: /* insert an opcode-like byte */
             if (out->size < MAX_SEED && pos < out->size) {
                 memmove(out->data + pos + 1, out->data + pos, out->size - pos);
-                out->data[pos] = (uint8_t)"(]})ta2hqsueRQbc.\x85\x86\x93\x94"[next_random() % 21];
+                out->data[pos] = (uint8_t) "(]})ta2hqsueRQbc.\x85\x86\x93\x94"[next_random() % 21];
                 out->size++;
             }
             break;

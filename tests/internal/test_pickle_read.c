@@ -115,8 +115,8 @@ static void storage_ctx_free(storage_ctx *ctx)
 
 static pt_value *unpickle(const void *data, size_t len, bool objects, storage_ctx *ctx)
 {
-    pti_unpickle_opts o = {.what = "test.pkl", .persistent_load = load_storage, .ctx = ctx,
-                           .allow_objects = objects};
+    pti_unpickle_opts o = {
+        .what = "test.pkl", .persistent_load = load_storage, .ctx = ctx, .allow_objects = objects};
     return pti_unpickle(data, len, &o, NULL);
 }
 
@@ -171,7 +171,8 @@ static int check_case(const char *name, const char *opts)
     if (!strncmp(line, "ERROR ", 6)) {
         char *status = line + 6, *sub = strchr(status, ' ');
         *sub++ = '\0';
-        if (v || strcmp(pt_status_name(pt_last_status()), status) || !strstr(pt_last_error(), sub)) {
+        if (v || strcmp(pt_status_name(pt_last_status()), status) ||
+            !strstr(pt_last_error(), sub)) {
             printf("%s: expected %s '%s', got %s: %s\n", name, status, sub,
                    v ? "a value" : pt_status_name(pt_last_status()), pt_last_error());
             fails++;
@@ -258,7 +259,7 @@ static void test_torch_views_share_storage(void **state)
     storage_ctx ctx = {.name = "torch_views"};
     pt_value *v = unpickle(data, len, false, &ctx);
     assert_non_null(v);
-    assert_int_equal(ctx.calls, 6); /* one persistent id per tensor ... */
+    assert_int_equal(ctx.calls, 6);     /* one persistent id per tensor ... */
     assert_int_equal(ctx.nstorages, 2); /* ... over two storages */
     pt_tensor *base = pt_value_tensor_ref(pt_value_get_str_ref(v, "base"));
     pt_tensor *t = pt_value_tensor_ref(pt_value_get_str_ref(v, "t"));
@@ -272,7 +273,8 @@ static void test_torch_views_share_storage(void **state)
     free(data);
 }
 
-/* ---- hand-made pickles ------------------------------------------------------------------------ */
+/* ---- hand-made pickles ------------------------------------------------------------------------
+ */
 
 static void assert_repr_of(const pt_value *v, const char *expected)
 {
@@ -292,8 +294,9 @@ static void test_old_opcodes(void **state)
     pt_value *v = UNPICKLE("(S'abc'\nS\"it's\"\nS'\\xff\\n\\101'\nI01\nI00\nL123L\n"
                            "L-9223372036854775808\nF2.5\nV\\u20ac\\xe9x\nI-7\nt.",
                            false, &ctx);
-    assert_repr_of(v, "('abc', \"it's\", b'\\xff\\nA', True, False, 123, -9223372036854775808, 2.5, "
-                      "'\xe2\x82\xac\\\\xe9x', -7)");
+    assert_repr_of(v,
+                   "('abc', \"it's\", b'\\xff\\nA', True, False, 123, -9223372036854775808, 2.5, "
+                   "'\xe2\x82\xac\\\\xe9x', -7)");
     pt_value_free(v);
     /* BINSTRING / SHORT_BINSTRING: bytes when not UTF-8 */
     v = UNPICKLE("\x80\x02U\x02\xc3\xa9T\x01\x00\x00\x00\xff\x86.", false, &ctx);
@@ -302,25 +305,36 @@ static void test_old_opcodes(void **state)
     /* DUP, POP, POP_MARK, MEMOIZE, FRAME, LONG4, BYTEARRAY8, EMPTY_SET/ADDITEMS, frozenset */
     v = UNPICKLE("\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00"
                  "K\x01\x32\x30(K\x05\x31\x8b\x02\x00\x00\x00\xff\x7f\x94"
-                 "\x96\x02\x00\x00\x00\x00\x00\x00\x00" "ab"
+                 "\x96\x02\x00\x00\x00\x00\x00\x00\x00"
+                 "ab"
                  "\x8f(K\x02K\x02K\x03\x90(K\x09\x91h\x00\x86\x86\x86\x86\x86.",
                  false, &ctx);
     assert_repr_of(v, "(1, (32767, (b'ab', ([2, 3], ([9], 32767)))))");
     pt_value_free(v);
     /* NEWOBJ_EX of a stub with keyword arguments, SETITEMS and APPENDS on stubs */
     v = UNPICKLE("\x80\x04\x8c\x03pkg\x8c\x03Obj\x93)}\x8c\x01kK\x01s\x92"
-                 "(K\x01K\x02u}\x8c\x01" "aK\x03sb.",
+                 "(K\x01K\x02u}\x8c\x01"
+                 "aK\x03sb.",
                  true, &ctx);
-    assert_repr_of(v, "{'__class__': 'pkg.Obj', '__kwargs__': {'k': 1}, '__items__': {1: 2}, 'a': 3}");
+    assert_repr_of(v,
+                   "{'__class__': 'pkg.Obj', '__kwargs__': {'k': 1}, '__items__': {1: 2}, 'a': 3}");
     pt_value_free(v);
-    v = UNPICKLE("\x80\x02" "cm\nL\n)\x81(K\x07K\x08" "eK\x09" "a.", true, &ctx);
+    v = UNPICKLE("\x80\x02"
+                 "cm\nL\n)\x81(K\x07K\x08"
+                 "eK\x09"
+                 "a.",
+                 true, &ctx);
     assert_repr_of(v, "{'__class__': 'm.L', '__items__': [7, 8, 9]}");
     pt_value_free(v);
-    assert_pt_error(UNPICKLE("\x80\x02" "cm\nL\n)\x81K\x07" "aK\x01K\x02s.", true, &ctx),
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "cm\nL\n)\x81K\x07"
+                             "aK\x01K\x02s.",
+                             true, &ctx),
                     PT_ERR_FORMAT, "both list and dict items");
     /* BUILD with (state, slotstate) on a stub; a non-dict state kept as __state__ */
-    v = UNPICKLE("\x80\x02(cm\nC\n)\x81N}X\x01\x00\x00\x00sK\x02s\x86" "bcm\nD\n)\x81]bl.", true,
-                 &ctx);
+    v = UNPICKLE("\x80\x02(cm\nC\n)\x81N}X\x01\x00\x00\x00sK\x02s\x86"
+                 "bcm\nD\n)\x81]bl.",
+                 true, &ctx);
     assert_repr_of(v, "[{'__class__': 'm.C', 's': 2}, {'__class__': 'm.D', '__state__': []}]");
     pt_value_free(v);
     /* a global left in the result becomes its name (dtypes, storage classes) */
@@ -358,10 +372,17 @@ static void test_tensor_rebuilds(void **state)
 {
     (void)state;
     storage_ctx ctx = {0};
-#define PID_F4 "(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00" "cpuK\x04tQ"
-#define PID_U8 "(X\x07\x00\x00\x00storagectorch\nUntypedStorage\nX\x01\x00\x00\x00" "1X\x03\x00\x00\x00" "cpuK\x10tQ"
+#define PID_F4                                                                                     \
+    "(X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"                             \
+    "0X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x04tQ"
+#define PID_U8                                                                                     \
+    "(X\x07\x00\x00\x00storagectorch\nUntypedStorage\nX\x01\x00\x00\x00"                           \
+    "1X\x03\x00\x00\x00"                                                                           \
+    "cpuK\x10tQ"
 #define HOOKS "ccollections\nOrderedDict\n)R"
-    pt_value *v = UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
+    pt_value *v = UNPICKLE("\x80\x02"
+                           "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
                            "K\x01K\x03\x85K\x01\x85\x88" HOOKS "tR.",
                            false, &ctx);
     assert_repr_of(v, "tensor(float32, [3])");
@@ -369,43 +390,53 @@ static void test_tensor_rebuilds(void **state)
     assert_int_equal(pt_storage_offset(pt_value_tensor_ref(v)), 1);
     pt_value_free(v);
     /* out of the storage: size 5 over 4 elements; offset; overflowing strides */
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
                              "K\x00K\x05\x85K\x01\x85\x89" HOOKS "tR.",
                              false, &ctx),
                     PT_ERR_FORMAT, "storage holds 4 float32 elements");
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor\n(" PID_F4
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor\n(" PID_F4
                              "K\x04K\x01\x85K\x01\x85tR.",
                              false, &ctx),
                     PT_ERR_FORMAT, "_rebuild_tensor: size [1]");
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor\n(" PID_F4
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor\n(" PID_F4
                              "K\x00K\x03K\x02\x86\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40K\x01\x86"
                              "tR.",
                              false, &ctx),
                     PT_ERR_FORMAT, "overflows");
     /* v3: 16 bytes viewed as 4 float32 / 2 float64; too many for the bytes */
-    v = UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
+    v = UNPICKLE("\x80\x02"
+                 "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
                  "K\x00K\x02K\x02\x86K\x02K\x01\x86\x89" HOOKS "ctorch\nfloat32\ntR.",
                  false, &ctx);
     assert_repr_of(v, "tensor(float32, [2, 2])");
     pt_value_free(v);
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
                              "K\x00K\x03\x85K\x01\x85\x89" HOOKS "ctorch\nfloat64\ntR.",
                              false, &ctx),
                     PT_ERR_FORMAT, "storage holds 2 float64 elements");
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
                              "K\x00K\x01\x85K\x01\x85\x89" HOOKS "ctorch\ncomplex64\ntR.",
                              false, &ctx),
                     PT_ERR_UNSUPPORTED, "torch.complex64");
     /* hooks, conj metadata, requires_grad on ints */
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
                              "K\x00K\x01\x85K\x01\x85\x89}K\x01K\x02stR.",
                              false, &ctx),
                     PT_ERR_UNSUPPORTED, "backward hooks");
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
-                             "K\x00K\x01\x85K\x01\x85\x89" HOOKS "}X\x04\x00\x00\x00" "conj\x88stR.",
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
+                             "K\x00K\x01\x85K\x01\x85\x89" HOOKS "}X\x04\x00\x00\x00"
+                             "conj\x88stR.",
                              false, &ctx),
                     PT_ERR_UNSUPPORTED, "'conj' bit");
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
                              "K\x00K\x01\x85K\x01\x85\x88" HOOKS "ctorch\nint32\ntR.",
                              false, &ctx),
                     PT_ERR_FORMAT, "requires_grad on a int32 tensor");
@@ -415,25 +446,32 @@ static void test_tensor_rebuilds(void **state)
     assert_pt_error(UNPICKLE("ctorch._utils\n_rebuild_qtensor\n)R.", false, &ctx),
                     PT_ERR_UNSUPPORTED, "_rebuild_qtensor");
     /* Parameter via NEWOBJ, _rebuild_from_type_v2 around a rebuild */
-    v = UNPICKLE("\x80\x02" "ctorch.nn.parameter\nParameter\nctorch._utils\n_rebuild_tensor\n(" PID_F4
+    v = UNPICKLE("\x80\x02"
+                 "ctorch.nn.parameter\nParameter\nctorch._utils\n_rebuild_tensor\n(" PID_F4
                  "K\x00K\x04\x85K\x01\x85tR\x85\x81.",
                  false, &ctx);
     assert_repr_of(v, "tensor(float32, [4])");
     assert_true(pt_requires_grad(pt_value_tensor_ref(v)));
     pt_value_free(v);
-    v = UNPICKLE("\x80\x02" "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor\n"
-                 "ctorch\nTensor\n(" PID_F4 "K\x00K\x02\x85K\x01\x85t}X\x01\x00\x00\x00" "aK\x01stR.",
+    v = UNPICKLE("\x80\x02"
+                 "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n_rebuild_tensor\n"
+                 "ctorch\nTensor\n(" PID_F4 "K\x00K\x02\x85K\x01\x85t}X\x01\x00\x00\x00"
+                 "aK\x01stR.",
                  false, &ctx);
     assert_repr_of(v, "tensor(float32, [2])");
     pt_value_free(v);
-    assert_pt_error(UNPICKLE("\x80\x02" "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n"
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n"
                              "_rebuild_tensor\ncmy\nT\n)}tR.",
                              false, &ctx),
                     PT_ERR_UNSUPPORTED, "tensor subclass 'my.T'");
     /* torch.device / Size / dtype values, _codecs.encode, sets */
-    v = UNPICKLE("\x80\x02(ctorch\ndevice\nX\x04\x00\x00\x00" "cudaK\x01\x86Rctorch\nSize\n"
+    v = UNPICKLE("\x80\x02(ctorch\ndevice\nX\x04\x00\x00\x00"
+                 "cudaK\x01\x86Rctorch\nSize\n"
                  "K\x02K\x03\x86\x85Rc_codecs\nencode\nX\x02\x00\x00\x00\xc3\xbfX\x06\x00\x00\x00"
-                 "latin1\x86Rc__builtin__\nset\n]K\x01" "aK\x01" "a\x85Rt.",
+                 "latin1\x86Rc__builtin__\nset\n]K\x01"
+                 "aK\x01"
+                 "a\x85Rt.",
                  false, &ctx);
     assert_repr_of(v, "('cuda:1', (2, 3), b'\\xff', [1])");
     pt_value_free(v);
@@ -456,7 +494,10 @@ static void test_code_execution_refused(void **state)
                     "refer to PyTorch's tensor types; nothing was executed)");
     assert_pt_error(UNPICKLE("\x80\x04\x8c\x02os\x8c\x06system\x93.", true, &ctx),
                     PT_ERR_UNSUPPORTED, "global 'os.system' is not allowed");
-    assert_pt_error(UNPICKLE("\x80\x04\x8c\x08" "builtins\x8c\x04" "exec\x93.", true, &ctx),
+    assert_pt_error(UNPICKLE("\x80\x04\x8c\x08"
+                             "builtins\x8c\x04"
+                             "exec\x93.",
+                             true, &ctx),
                     PT_ERR_UNSUPPORTED, "'builtins.exec' is not allowed");
     assert_pt_error(UNPICKLE("csubprocess\nPopen\n.", true, &ctx), PT_ERR_UNSUPPORTED,
                     "subprocess.Popen");
@@ -494,11 +535,19 @@ static void test_refused_opcodes_and_operands(void **state)
         C("\x80\x06N.", PT_ERR_FORMAT, "protocol 6"),
         C("a.", PT_ERR_FORMAT, "APPEND: stack underflow"),
         C("K\x01t.", PT_ERR_FORMAT, "TUPLE: no MARK on the stack at byte 2"),
-        C("}K\x01" "a.", PT_ERR_FORMAT, "APPEND: appends to a dict, not a list"),
-        C(")K\x01" "a.", PT_ERR_FORMAT, "appends to a tuple"),
+        C("}K\x01"
+          "a.",
+          PT_ERR_FORMAT, "APPEND: appends to a dict, not a list"),
+        C(")K\x01"
+          "a.",
+          PT_ERR_FORMAT, "appends to a tuple"),
         C("]K\x01K\x02s.", PT_ERR_FORMAT, "SETITEM: sets items of a list"),
-        C("(]K\x02" "d.", PT_ERR_FORMAT, "DICT: unhashable dict key"),
-        C("(K\x01" "d.", PT_ERR_FORMAT, "odd number"),
+        C("(]K\x02"
+          "d.",
+          PT_ERR_FORMAT, "DICT: unhashable dict key"),
+        C("(K\x01"
+          "d.",
+          PT_ERR_FORMAT, "odd number"),
         C("}]K\x01s.", PT_ERR_FORMAT, "unhashable dict key or set item (a list)"),
         C("ccollections\nOrderedDict\n]R.", PT_ERR_FORMAT, "REDUCE: the arguments are a list"),
         C("(K\x01\x90.", PT_ERR_FORMAT, "ADDITEMS: no set below"),
@@ -514,9 +563,12 @@ static void test_refused_opcodes_and_operands(void **state)
         C("S'abc\n.", PT_ERR_FORMAT, "quoted"),
         C("X\x02\x00\x00\x00\xc3(.", PT_ERR_FORMAT, "invalid UTF-8"),
         C("V\\u12\n.", PT_ERR_FORMAT, "bad \\u escape"),
-        C("\x80\x02N\x8d\x00\xff\xff\xff\xff\xff\xff\xff" "ab.", PT_ERR_FORMAT,
-          "BINUNICODE8: truncated: needs 18446744073709551360 bytes, 3 left"),
-        C("\x80\x02NX\xff\xff\xff\xff" "ab.", PT_ERR_FORMAT, "BINUNICODE: truncated"),
+        C("\x80\x02N\x8d\x00\xff\xff\xff\xff\xff\xff\xff"
+          "ab.",
+          PT_ERR_FORMAT, "BINUNICODE8: truncated: needs 18446744073709551360 bytes, 3 left"),
+        C("\x80\x02NX\xff\xff\xff\xff"
+          "ab.",
+          PT_ERR_FORMAT, "BINUNICODE: truncated"),
         C("\x80\x02N\x8e\x00\x00\x00\x00\x00\x00\x00\x80.", PT_ERR_FORMAT, "BINBYTES8: truncated"),
         C("\x80\x02NT\xff\xff\xff\xff.", PT_ERR_FORMAT, "negative length"),
         C("\x80\x02N\x8b\xff\xff\xff\x7f.", PT_ERR_FORMAT, "LONG4: truncated"),
@@ -536,8 +588,7 @@ static void test_refused_opcodes_and_operands(void **state)
         pt_value *v = unpickle(cases[i].data, cases[i].len, false, &ctx);
         if (v || pt_last_status() != cases[i].st || !strstr(pt_last_error(), cases[i].msg)) {
             printf("case %zu: expected %s '%s', got %s: %s\n", i, pt_status_name(cases[i].st),
-                   cases[i].msg, v ? "a value" : pt_status_name(pt_last_status()),
-                   pt_last_error());
+                   cases[i].msg, v ? "a value" : pt_status_name(pt_last_status()), pt_last_error());
             pt_value_free(v);
             fail();
         }
@@ -591,21 +642,33 @@ static void test_nesting_cycles_and_sharing(void **state)
     free(b);
 
     /* cycles: direct, through another list, through a dict, in garbage, via a stub */
-    assert_pt_error(UNPICKLE("\x80\x02]q\x00h\x00" "a.", false, &ctx), PT_ERR_FORMAT,
-                    "reference cycle");
-    assert_pt_error(UNPICKLE("\x80\x02]q\x00]h\x00" "aa.", false, &ctx), PT_ERR_FORMAT,
-                    "reference cycle");
+    assert_pt_error(UNPICKLE("\x80\x02]q\x00h\x00"
+                             "a.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "reference cycle");
+    assert_pt_error(UNPICKLE("\x80\x02]q\x00]h\x00"
+                             "aa.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "reference cycle");
     assert_pt_error(UNPICKLE("\x80\x02}q\x00K\x01h\x00s.", false, &ctx), PT_ERR_FORMAT,
                     "reference cycle");
-    assert_pt_error(UNPICKLE("\x80\x02]q\x00](h\x00K\x01" "ea0N.", false, &ctx), PT_ERR_FORMAT,
-                    "reference cycle");
-    assert_pt_error(UNPICKLE("\x80\x02]q\x00h\x00\x85" "a0N.", false, &ctx), PT_ERR_FORMAT,
-                    "reference cycle");
-    assert_pt_error(UNPICKLE("\x80\x02" "cm\nC\n)\x81q\x00}X\x01\x00\x00\x00sh\x00sb.", true, &ctx),
+    assert_pt_error(UNPICKLE("\x80\x02]q\x00](h\x00K\x01"
+                             "ea0N.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "reference cycle");
+    assert_pt_error(UNPICKLE("\x80\x02]q\x00h\x00\x85"
+                             "a0N.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "reference cycle");
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "cm\nC\n)\x81q\x00}X\x01\x00\x00\x00sh\x00sb.",
+                             true, &ctx),
                     PT_ERR_FORMAT, "reference cycle");
     /* a tuple in a list in the tuple's own memo slot, used as a dict key */
-    assert_pt_error(UNPICKLE("\x80\x02}]q\x00h\x00\x85q\x01" "aN.", false, &ctx), PT_ERR_FORMAT,
-                    "reference cycle");
+    assert_pt_error(UNPICKLE("\x80\x02}]q\x00h\x00\x85q\x01"
+                             "aN.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "reference cycle");
 
     /* billion laughs: 60 doublings of one list */
     b = repeat("\x80\x02]", "2\x86", 60, "", "", 0, ".", &len);
@@ -621,7 +684,8 @@ static void test_nesting_cycles_and_sharing(void **state)
     /* copying a memoized 2000-item dict 10000 times (OrderedDict(d)): quadratic, refused */
     b = malloc(200000);
     len = 0;
-    const char head[] = "\x80\x02" "ccollections\nOrderedDict\nq\x01}(";
+    const char head[] = "\x80\x02"
+                        "ccollections\nOrderedDict\nq\x01}(";
     memcpy(b, head, sizeof head - 1);
     len += sizeof head - 1;
     for (int i = 0; i < 2000; i++) {
@@ -630,7 +694,10 @@ static void test_nesting_cycles_and_sharing(void **state)
         b[len++] = (uint8_t)(i >> 8);
         b[len++] = 'N';
     }
-    memcpy(b + len, "u\x85q\x02" "00", 6);
+    memcpy(b + len,
+           "u\x85q\x02"
+           "00",
+           6);
     len += 6;
     for (int i = 0; i < 10000; i++) {
         memcpy(b + len, "h\x01h\x02R0", 6);
@@ -641,7 +708,9 @@ static void test_nesting_cycles_and_sharing(void **state)
     assert_pt_error(unpickle(b, len, false, &ctx), PT_ERR_FORMAT, "values copied more than");
     free(b);
     /* sharing within the limits stays shared */
-    v = UNPICKLE("\x80\x02]q\x00K\x01" "ah\x00h\x00\x86.", false, &ctx);
+    v = UNPICKLE("\x80\x02]q\x00K\x01"
+                 "ah\x00h\x00\x86.",
+                 false, &ctx);
     assert_repr_of(v, "([1], [1])");
     assert_ptr_equal(pt_value_item_ref(v, 0), pt_value_item_ref(v, 1));
     pt_value_free(v);
@@ -652,9 +721,9 @@ static void test_nesting_cycles_and_sharing(void **state)
 static void test_truncated_at_every_byte(void **state)
 {
     (void)state;
-    const char *names[] = {"torch_state_dict", "torch_optimizer", "torch_module_objects",
+    const char *names[] = {"torch_state_dict", "torch_optimizer",  "torch_module_objects",
                            "py_containers_p0", "py_containers_p4", "py_scalars_p5",
-                           "py_strings_p1", "py_torchvals_p0"};
+                           "py_strings_p1",    "py_torchvals_p0"};
     for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s.pkl", PK_DIR, names[n]);
@@ -687,7 +756,9 @@ static void test_global_name(void **state)
     assert_null(pti_pickle_global_name(i));
     pt_value_free(i);
     pt_value *v = UNPICKLE("\x80\x02(X\x07\x00\x00\x00storagectorch\nLongStorage\nX\x01\x00\x00"
-                           "\x00" "0X\x03\x00\x00\x00" "cpuK\x02tQ.",
+                           "\x00"
+                           "0X\x03\x00\x00\x00"
+                           "cpuK\x02tQ.",
                            false, &ctx);
     assert_repr_of(v, "tensor(int64, [2])");
     assert_int_equal(ctx.calls, 1);
