@@ -43,7 +43,7 @@ static uint8_t *read_file(const char *path, size_t *len)
 typedef struct storage_ctx {
     const char *name; /* case name, or NULL: storages of zeros */
     int nstorages;
-    char keys[32][16];
+    char keys[32][32];
     pt_tensor *storages[32];
     int calls;
 } storage_ctx;
@@ -70,7 +70,7 @@ static pt_value *load_storage(void *vctx, const pt_value *pid)
     const char *key = pt_value_as_str(pt_value_item_ref(pid, 2), NULL);
     int64_t numel = -1;
     pt_value_as_int(pt_value_item_ref(pid, 4), &numel);
-    if (!cls || !key || numel < 0 || strlen(key) >= 16)
+    if (!cls || !key || numel < 0 || strlen(key) >= 32)
         return pti_error_null(PT_ERR_FORMAT, "test: bad persistent id fields");
     int dt = -1;
     for (size_t k = 0; k < sizeof storage_types / sizeof *storage_types; k++)
@@ -101,7 +101,7 @@ static pt_value *load_storage(void *vctx, const pt_value *pid)
     if (!t)
         return NULL;
     pt_keep(t);
-    snprintf(ctx->keys[ctx->nstorages], 16, "%s", key);
+    snprintf(ctx->keys[ctx->nstorages], 32, "%s", key);
     ctx->storages[ctx->nstorages++] = t;
     return pt_value_tensor(t);
 }
@@ -460,6 +460,23 @@ static void test_tensor_rebuilds(void **state)
                  false, &ctx);
     assert_repr_of(v, "tensor(float32, [2])");
     pt_value_free(v);
+    v = UNPICKLE("\x80\x02"
+                 "ctorch._utils\n_rebuild_parameter_with_state\n(ctorch._utils\n_rebuild_tensor\n"
+                 "(" PID_F4 "K\x00K\x02\x85K\x01\x85tR\x89" HOOKS "}X\x01\x00\x00\x00"
+                 "aK\x01stR.",
+                 false, &ctx);
+    assert_repr_of(v, "tensor(float32, [2])");
+    assert_false(pt_requires_grad(pt_value_tensor_ref(v)));
+    pt_value_free(v);
+    /* nested rebuild_from_type calls are bounded */
+    assert_pt_error(UNPICKLE("\x80\x02"
+                             "ctorch._tensor\n_rebuild_from_type_v2\nq\x01"
+                             "ctorch\nTensor\nq\x02"
+                             "0"
+                             "(h\x01h\x02(h\x01h\x02(h\x01h\x02(h\x01h\x02(h\x01h\x02(h\x01h\x02)"
+                             "}t}t}t}t}t}tR.",
+                             false, &ctx),
+                    PT_ERR_FORMAT, "nested more than 4 deep");
     assert_pt_error(UNPICKLE("\x80\x02"
                              "ctorch._tensor\n_rebuild_from_type_v2\n(ctorch._utils\n"
                              "_rebuild_tensor\ncmy\nT\n)}tR.",
@@ -747,6 +764,50 @@ static void test_truncated_at_every_byte(void **state)
     }
 }
 
+/* The legacy (pre-1.6) .pt format: pickles back to back, read with *consumed. */
+static void test_legacy_format(void **state)
+{
+    (void)state;
+    size_t len, tlen, used = 0, pos;
+    uint8_t *data = read_file(PK_DIR "/torch_legacy.pt", &len);
+    char *txt = (char *)read_file(PK_DIR "/torch_legacy.txt", &tlen);
+    assert_non_null(data);
+    assert_non_null(txt);
+    *strchr(txt, '\n') = '\0';
+    storage_ctx ctx = {0};
+    pti_unpickle_opts o = {.what = "legacy.pt", .persistent_load = load_storage, .ctx = &ctx};
+    /* the magic number 0x1950a86a20f9469cfc6c is beyond int64: callers compare its bytes */
+    static const uint8_t magic[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19.";
+    assert_pt_error(pti_unpickle(data, len, &o, &used), PT_ERR_FORMAT,
+                    "legacy.pt: pickle: LONG1: integer too large");
+    assert_memory_equal(data, magic, sizeof magic - 1);
+    pos = sizeof magic - 1;
+    pt_value *v = pti_unpickle(data + pos, len - pos, &o, &used);
+    assert_repr_of(v, "1001");
+    pt_value_free(v);
+    pos += used;
+    v = pti_unpickle(data + pos, len - pos, &o, &used);
+    assert_non_null(v);
+    assert_non_null(pt_value_get_str_ref(v, "little_endian"));
+    pt_value_free(v);
+    pos += used;
+    v = pti_unpickle(data + pos, len - pos, &o, &used);
+    assert_repr_of(v, txt);
+    assert_int_equal(ctx.calls, 2); /* ('storage', cls, key, location, numel, None) */
+    pt_value_free(v);
+    pos += used;
+    v = pti_unpickle(data + pos, len - pos, &o, &used);
+    assert_non_null(v);
+    assert_int_equal(pt_value_len(v), 2); /* the storage keys */
+    assert_true(pt_value_is(pt_value_item_ref(v, 0), PT_VALUE_STR));
+    pt_value_free(v);
+    pos += used;
+    assert_true(pos < len); /* the raw storages follow */
+    storage_ctx_free(&ctx);
+    free(data);
+    free(txt);
+}
+
 static void test_global_name(void **state)
 {
     (void)state;
@@ -783,6 +844,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_truncated_at_every_byte, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_format, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_global_name, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
