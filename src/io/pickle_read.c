@@ -102,8 +102,9 @@ static bool map_grow(pk_vm *vm)
 
 pk_track *pk_tracked(pk_vm *vm, const pt_value *v)
 {
-    if (!vm->map_cap || !v)
-        return NULL;
+    if (!vm->map_cap || !v ||
+        (v->kind != PT_VALUE_LIST && v->kind != PT_VALUE_TUPLE && v->kind != PT_VALUE_DICT))
+        return NULL; /* only containers are tracked */
     size_t mask = vm->map_cap - 1;
     for (size_t s = ptr_hash(v) & mask; vm->map[s]; s = (s + 1) & mask)
         if (vm->tr[vm->map[s] - 1].v == v)
