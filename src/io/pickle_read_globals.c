@@ -502,8 +502,11 @@ static bool rebuild_tensor(pk_vm *vm, pk_gid id, const pt_value *args, pt_value 
         if (d->kind != PTI_VALUE_GLOBAL || !dtype_of_name(d->u.s.data, &dt))
             return pk_fail(vm, "%s: the dtype is a %s, not a torch dtype", fn,
                            pt_value_kind_name(d->kind));
-        if (dt < 0)
-            return pk_unsupported(vm, "%s: tensors of dtype %s are not supported", fn, d->u.s.data);
+        if (dt < 0) {
+            pti_error(PT_ERR_DTYPE, "%s: pickle: %s: PromeTorch has no dtype %s", vm->what, fn,
+                      d->u.s.data);
+            return false;
+        }
     }
     if (id != G_REBUILD_V1 && (!get_bool(vm, fn, "requires_grad", arg(args, 4), &rg) ||
                                !check_hooks(vm, fn, arg(args, 5)) ||

@@ -165,8 +165,8 @@ static int parse_decimal(const char *s, size_t n, bool allow_l, int64_t *out)
 
 bool pk_text_int(pk_vm *vm, bool allow_l, int64_t *out)
 {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     if (!pk_rd_line(vm, &s, &n))
         return false;
     int r = parse_decimal(s, n, allow_l, out);
@@ -272,8 +272,8 @@ static int hexval(char c)
 /* STRING: the repr of a Python 2 str, 'abc' or "abc" with backslash escapes. */
 bool pk_op_string(pk_vm *vm)
 {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     if (!pk_rd_line(vm, &s, &n))
         return false;
     while (n && s[n - 1] == '\r')
@@ -346,8 +346,8 @@ static size_t put_utf8(uint8_t *o, uint32_t cp)
 /* UNICODE: raw-unicode-escape text (bytes are Latin-1 characters; \uXXXX, \UXXXXXXXX). */
 bool pk_op_unicode(pk_vm *vm)
 {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     if (!pk_rd_line(vm, &s, &n))
         return false;
     if (n > SIZE_MAX / 3)
@@ -386,8 +386,8 @@ bool pk_op_unicode(pk_vm *vm)
 
 bool pk_op_float_text(pk_vm *vm)
 {
-    const char *s;
-    size_t n;
+    const char *s = NULL;
+    size_t n = 0;
     if (!pk_rd_line(vm, &s, &n))
         return false;
     char buf[128];

@@ -422,7 +422,7 @@ static void test_tensor_rebuilds(void **state)
                              "ctorch._utils\n_rebuild_tensor_v3\n(" PID_U8
                              "K\x00K\x01\x85K\x01\x85\x89" HOOKS "ctorch\ncomplex64\ntR.",
                              false, &ctx),
-                    PT_ERR_UNSUPPORTED, "torch.complex64");
+                    PT_ERR_DTYPE, "torch.complex64");
     /* hooks, conj metadata, requires_grad on ints */
     assert_pt_error(UNPICKLE("\x80\x02"
                              "ctorch._utils\n_rebuild_tensor_v2\n(" PID_F4
