@@ -485,11 +485,14 @@ static void gguf_json(const options *o, pt_gguf *g)
                     char *cut = strndup(s, !o->all && len > SHORT_STR ? SHORT_STR : len);
                     cJSON_AddItemToArray(items, cJSON_CreateString(cut ? cut : ""));
                     free(cut);
+                } else if (et == PT_GGUF_BOOL) {
+                    int64_t b = 0;
+                    pt_gguf_arr_int(g, i, j, &b);
+                    cJSON_AddItemToArray(items, cJSON_CreateBool(b != 0));
                 } else {
                     double d = 0;
                     pt_gguf_arr_float(g, i, j, &d);
-                    cJSON_AddItemToArray(items, et == PT_GGUF_BOOL ? cJSON_CreateBool(d != 0)
-                                                                   : cJSON_CreateNumber(d));
+                    cJSON_AddItemToArray(items, cJSON_CreateNumber(d));
                 }
             }
         } else {
