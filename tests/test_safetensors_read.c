@@ -270,6 +270,23 @@ static void test_header_length(void **state)
     expect_bad(buf, 16, PT_ERR_FORMAT, "header length 9 runs past the end of the file");
 }
 
+/* A header of millions of tiny JSON values is refused before cJSON builds a tree for it. */
+static void test_too_many_values(void **state)
+{
+    (void)state;
+    size_t n = (1u << 22) + 10, hl = 2 * n + 8;
+    char *json = malloc(hl + 1);
+    memcpy(json, "{\"a\": [", 7);
+    size_t k = 7;
+    for (size_t i = 0; i < n; i++) {
+        json[k++] = '0';
+        json[k++] = ',';
+    }
+    memcpy(json + k - 1, "]}", 3);
+    expect_bad_header(json, 0, PT_ERR_FORMAT, "JSON values, more than the 4194304 allowed");
+    free(json);
+}
+
 static void test_bad_json(void **state)
 {
     (void)state;
@@ -414,6 +431,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_header_length, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_json, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_too_many_values, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_offsets, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_shapes_and_dtypes, pt_test_setup,
                                         pt_test_teardown),

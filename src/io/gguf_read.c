@@ -9,9 +9,9 @@
  * Everything is checked once, at open, before anything is allocated or read: counts are
  * bounded by the bytes left (a KV needs at least 13, a tensor info at least 32), every length
  * and element count by the bytes that must hold it, with overflow-safe arithmetic
- * (a + b > size is tested as b > size - a). Strings are copied, NUL-terminated, into one arena
- * (at most about twice the metadata's size); KVs keep the file offset of their value, and the
- * getters decode it from the mapping. We are as strict as ggml's gguf.cpp (nested arrays,
+ * (a + b > size is tested as b > size - a), and the tables grow as entries are actually read.
+ * Strings are copied, NUL-terminated, into one arena (no larger than the metadata); KVs keep the
+ * file offset of their value, and the getters decode it from the mapping. We are as strict as ggml's gguf.cpp (nested arrays,
  * duplicate keys and tensor names, unknown types, unaligned offsets are refused) except that
  * tensor data need only be aligned, inside the file and non-overlapping, not packed in
  * tensor-info order. */
@@ -215,12 +215,13 @@ static bool read_array(reader *r, gguf_kv *kv)
         return true;
     }
     pt_gguf *g = r->g;
-    if (!grow((void **)&g->strs, &g->strs_cap, g->n_strs + count, sizeof(gguf_str), r->file))
-        return false;
     kv->strs = g->n_strs;
-    for (uint64_t j = 0; j < count; j++)
-        if (!read_str(r, &g->strs[g->n_strs++], "a string array element"))
+    for (uint64_t j = 0; j < count; j++) {
+        if (!grow((void **)&g->strs, &g->strs_cap, g->n_strs + 1, sizeof(gguf_str), r->file) ||
+            !read_str(r, &g->strs[g->n_strs], "a string array element"))
             return false;
+        g->n_strs++;
+    }
     return true;
 }
 
@@ -477,20 +478,25 @@ static bool parse(pt_gguf *g)
                   (unsigned long long)left);
         return false;
     }
-    g->kv = calloc((size_t)(n_kv ? n_kv : 1), sizeof *g->kv);
-    g->tensors = calloc((size_t)(n_tensors ? n_tensors : 1), sizeof *g->tensors);
-    if (!g->kv || !g->tensors) {
-        pti_error(PT_ERR_OOM, "%s: gguf: out of memory", r.file);
-        return false;
-    }
-    for (g->n_kv = 0; g->n_kv < (int64_t)n_kv; g->n_kv++)
+    /* the tables grow as entries are read, so memory follows what the file really holds */
+    uint64_t kv_cap = 0, tensors_cap = 0;
+    for (g->n_kv = 0; g->n_kv < (int64_t)n_kv; g->n_kv++) {
+        if (!grow((void **)&g->kv, &kv_cap, (uint64_t)g->n_kv + 1, sizeof *g->kv, r.file))
+            return false;
+        memset(&g->kv[g->n_kv], 0, sizeof *g->kv);
         if (!read_kv(&r, &g->kv[g->n_kv]))
             return false;
+    }
     if (!read_alignment(g))
         return false;
-    for (g->n_tensors = 0; g->n_tensors < (int64_t)n_tensors; g->n_tensors++)
+    for (g->n_tensors = 0; g->n_tensors < (int64_t)n_tensors; g->n_tensors++) {
+        if (!grow((void **)&g->tensors, &tensors_cap, (uint64_t)g->n_tensors + 1,
+                  sizeof *g->tensors, r.file))
+            return false;
+        memset(&g->tensors[g->n_tensors], 0, sizeof *g->tensors);
         if (!read_tensor_info(&r, &g->tensors[g->n_tensors], g->alignment))
             return false;
+    }
     uint64_t pad = (g->alignment - r.pos % g->alignment) % g->alignment;
     g->data_offset = r.pos + pad;
     return check_unique(g) && check_tensor_data(g);

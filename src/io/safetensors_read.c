@@ -385,8 +385,40 @@ static pt_status header_span(const pti_file_map *m, const char **json, uint64_t 
     return PT_OK;
 }
 
+/* cJSON spends about 64 bytes per value: a header of 100 MB of "0,0,0,..." would take several
+ * GB. Values are counted (commas and openings outside strings) before parsing, and a header
+ * with more than this many is refused (a real one has about ten per tensor). */
+#define ST_MAX_JSON_VALUES (UINT64_C(1) << 22)
+
+static uint64_t count_json_values(const char *s, uint64_t len)
+{
+    uint64_t n = 1;
+    bool in_string = false;
+    for (uint64_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == ',' || c == '[' || c == '{') {
+            n++;
+        }
+    }
+    return n;
+}
+
 static cJSON *parse_json(const char *file, const char *json, uint64_t len)
 {
+    uint64_t values = count_json_values(json, len);
+    if (values > ST_MAX_JSON_VALUES)
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: safetensors: the header holds about %llu JSON values, more than "
+                              "the %llu allowed",
+                              file, (unsigned long long)values,
+                              (unsigned long long)ST_MAX_JSON_VALUES);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)len, &end, false);
     if (!root) {
