@@ -631,7 +631,7 @@ static pt_status get_scalar(const pt_gguf *g, int64_t i, pt_gguf_type want, cons
 
 pt_status pt_gguf_get_u8(const pt_gguf *g, int64_t i, uint8_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_UINT8, "pt_gguf_get_u8", &b);
     if (st == PT_OK)
         *out = (uint8_t)b;
@@ -640,7 +640,7 @@ pt_status pt_gguf_get_u8(const pt_gguf *g, int64_t i, uint8_t *out)
 
 pt_status pt_gguf_get_i8(const pt_gguf *g, int64_t i, int8_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_INT8, "pt_gguf_get_i8", &b);
     if (st == PT_OK)
         *out = (int8_t)(uint8_t)b;
@@ -649,7 +649,7 @@ pt_status pt_gguf_get_i8(const pt_gguf *g, int64_t i, int8_t *out)
 
 pt_status pt_gguf_get_u16(const pt_gguf *g, int64_t i, uint16_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_UINT16, "pt_gguf_get_u16", &b);
     if (st == PT_OK)
         *out = (uint16_t)b;
@@ -658,7 +658,7 @@ pt_status pt_gguf_get_u16(const pt_gguf *g, int64_t i, uint16_t *out)
 
 pt_status pt_gguf_get_i16(const pt_gguf *g, int64_t i, int16_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_INT16, "pt_gguf_get_i16", &b);
     if (st == PT_OK)
         *out = (int16_t)(uint16_t)b;
@@ -667,7 +667,7 @@ pt_status pt_gguf_get_i16(const pt_gguf *g, int64_t i, int16_t *out)
 
 pt_status pt_gguf_get_u32(const pt_gguf *g, int64_t i, uint32_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_UINT32, "pt_gguf_get_u32", &b);
     if (st == PT_OK)
         *out = (uint32_t)b;
@@ -676,7 +676,7 @@ pt_status pt_gguf_get_u32(const pt_gguf *g, int64_t i, uint32_t *out)
 
 pt_status pt_gguf_get_i32(const pt_gguf *g, int64_t i, int32_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_INT32, "pt_gguf_get_i32", &b);
     if (st == PT_OK)
         *out = (int32_t)(uint32_t)b;
@@ -685,7 +685,7 @@ pt_status pt_gguf_get_i32(const pt_gguf *g, int64_t i, int32_t *out)
 
 pt_status pt_gguf_get_u64(const pt_gguf *g, int64_t i, uint64_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_UINT64, "pt_gguf_get_u64", &b);
     if (st == PT_OK)
         *out = b;
@@ -694,7 +694,7 @@ pt_status pt_gguf_get_u64(const pt_gguf *g, int64_t i, uint64_t *out)
 
 pt_status pt_gguf_get_i64(const pt_gguf *g, int64_t i, int64_t *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_INT64, "pt_gguf_get_i64", &b);
     if (st == PT_OK)
         *out = (int64_t)b;
@@ -703,7 +703,7 @@ pt_status pt_gguf_get_i64(const pt_gguf *g, int64_t i, int64_t *out)
 
 pt_status pt_gguf_get_f32(const pt_gguf *g, int64_t i, float *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_FLOAT32, "pt_gguf_get_f32", &b);
     if (st == PT_OK) {
         uint32_t u = (uint32_t)b;
@@ -714,7 +714,7 @@ pt_status pt_gguf_get_f32(const pt_gguf *g, int64_t i, float *out)
 
 pt_status pt_gguf_get_f64(const pt_gguf *g, int64_t i, double *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_FLOAT64, "pt_gguf_get_f64", &b);
     if (st == PT_OK)
         memcpy(out, &b, 8);
@@ -723,7 +723,7 @@ pt_status pt_gguf_get_f64(const pt_gguf *g, int64_t i, double *out)
 
 pt_status pt_gguf_get_bool(const pt_gguf *g, int64_t i, bool *out)
 {
-    uint64_t b;
+    uint64_t b = 0;
     pt_status st = get_scalar(g, i, PT_GGUF_BOOL, "pt_gguf_get_bool", &b);
     if (st == PT_OK)
         *out = b != 0;
