@@ -12,7 +12,7 @@
 #include "io/pickle_read.h"
 
 /* Inputs the VM accepted; the smoke test checks that its unmutated seeds all are. */
-int fuzz_pickle_accepted;
+int fuzz_accepted;
 
 static const struct {
     const char *cls;
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!s)
             abort();
         free(s);
-        fuzz_pickle_accepted++;
+        fuzz_accepted++;
         pt_value_free(v);
     } else if (pt_last_status() == PT_OK || strncmp(pt_last_error(), "fuzz.pkl", 8) != 0) {
         abort(); /* every refusal carries an error that names the input */

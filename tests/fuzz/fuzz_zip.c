@@ -14,7 +14,7 @@
 #define READ_LIMIT (1u << 20)
 
 /* Inputs the reader opened; the smoke test checks that its unmutated seeds all are. */
-int fuzz_zip_accepted;
+int fuzz_accepted;
 
 /* A failure must carry a format error that names the file (out of memory aside). */
 static void check_rejected(void)
@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     pti_zip *z = pti_zip_open(m);
     pti_file_map_release(m);
     if (z) {
-        fuzz_zip_accepted++;
+        fuzz_accepted++;
         check_entries(z, size);
         pti_zip_close(z);
     } else {
