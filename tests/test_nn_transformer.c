@@ -92,7 +92,7 @@ static void run_case(const char *tag, pt_module *m, bool train)
         fail_msg("%s: forward failed: %s", tag, pt_last_error());
     pt_tensor *loss = NULL;
     for (int j = 0; j < n_out; j++) {
-        char key[8];
+        char key[24];
         snprintf(key, sizeof key, "out%d", j);
         assert_tensor_close(out[j], fxf(tag, "%s", key), RTOL, ATOL);
         snprintf(key, sizeof key, "gout%d", j);
