@@ -930,7 +930,11 @@ static bool check_and_convert(pk_vm *vm, pt_value *result, const size_t *order)
                 vm->tr[j].flags |= PK_REACHED;
         }
     }
-    const uint64_t cap = PTI_PICKLE_MAX_EXPANDED;
+    /* Walking the result (repr, flattening, saving) costs its expanded size, so it may only
+     * grow linearly with the input: sharing is for the odd tied weight, not for exponents. */
+    uint64_t cap = (uint64_t)PTI_PICKLE_EXPANDED_PER_BYTE * vm->len + PTI_PICKLE_EXPANDED_BASE;
+    if (cap > PTI_PICKLE_MAX_EXPANDED)
+        cap = PTI_PICKLE_MAX_EXPANDED;
     for (size_t q = n; ok && q-- > 0;) { /* children first: sizes and depths */
         size_t i = order[q];
         if (!(vm->tr[i].flags & PK_REACHED))
@@ -951,9 +955,9 @@ static bool check_and_convert(pk_vm *vm, pt_value *result, const size_t *order)
             ok = pk_fail(vm, "containers nested deeper than %d levels", PTI_PICKLE_MAX_DEPTH);
         else if (s > cap)
             ok = pk_fail(vm,
-                         "the result holds more than %d nodes (counting shared ones each "
-                         "time they appear)",
-                         PTI_PICKLE_MAX_EXPANDED);
+                         "the result holds more than %llu nodes (counting shared ones each "
+                         "time they appear) for %zu bytes of pickle",
+                         (unsigned long long)cap, vm->len);
     }
     free(size);
     free(depth);

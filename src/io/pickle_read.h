@@ -11,6 +11,8 @@
 /* Limits that keep hostile pickles from exhausting memory or the C stack. */
 #define PTI_PICKLE_MAX_DEPTH 1000        /* nesting of containers in the result */
 #define PTI_PICKLE_MAX_EXPANDED 50000000 /* nodes in the result counted as if unshared */
+#define PTI_PICKLE_EXPANDED_PER_BYTE 8   /* ... and at most this many per input byte */
+#define PTI_PICKLE_EXPANDED_BASE 65536   /* ... plus this many */
 
 typedef struct pti_unpickle_opts {
     /* File name (or "<name>/data.pkl") used as the prefix of every error message. */
@@ -35,7 +37,8 @@ typedef struct pti_unpickle_opts {
  * parameters tensors sharing the persistent storages, requires_grad kept). NULL with
  * PT_ERR_FORMAT "<what>: pickle: <problem> at byte <offset>" for a truncated or malformed
  * pickle, stack underflow, a memo index never stored, an unsupported opcode, nesting deeper
- * than PTI_PICKLE_MAX_DEPTH, a reference cycle or more than PTI_PICKLE_MAX_EXPANDED nodes;
+ * than PTI_PICKLE_MAX_DEPTH, a reference cycle or more nodes than the expanded-size limits
+ * allow (8 per input byte + 65536, at most PTI_PICKLE_MAX_EXPANDED);
  * PT_ERR_UNSUPPORTED "<what>: pickle: global 'os.system' is not allowed ..." for a global
  * outside the allowlist. */
 pt_value *pti_unpickle(const uint8_t *data, size_t len, const pti_unpickle_opts *o,
