@@ -18,9 +18,10 @@
 
 #include <prometorch/io.h>
 
-#ifndef PT_CKPT_DIR
-#define PT_CKPT_DIR "tests/fixtures"
+#ifndef PT_FIXTURES_DIR /* set by tests/CMakeLists.txt */
+#define PT_FIXTURES_DIR "tests/fixtures"
 #endif
+#define PT_CKPT_DIR PT_FIXTURES_DIR
 #define CKPT(name) PT_CKPT_DIR "/checkpoints/" name
 
 /* What the malicious pickles would create if anything ran them (gen_checkpoints.py's PWNED). */
