@@ -851,6 +851,8 @@ static const refusal REFUSALS[] = {
     {"huge_storage.pt", PT_ERR_FORMAT, NULL},
     {"no_data_pkl.pt", PT_ERR_FORMAT, "data.pkl"},
     {"truncated.pt", PT_ERR_FORMAT, NULL},
+    {"legacy_truncated.pt", PT_ERR_FORMAT, NULL},
+    {"zip_size_past_end.pt", PT_ERR_FORMAT, "data/0"},
     {"bad_memo.pt", PT_ERR_FORMAT, NULL},
     {"no_stop.pt", PT_ERR_FORMAT, NULL},
     {"stack_underflow.pt", PT_ERR_FORMAT, NULL},
