@@ -29,14 +29,13 @@
 
 /* The files torch.load reads; each has a tree in the manifest. */
 static const char *const LOADABLE[] = {
-    "state_dict.pt",        "training.pt",     "protocol4.pt", "dtypes.pt",
-    "views.pt",             "edge.pt",         "legacy_state_dict.pt",
-    "legacy_views.pt",      "deflated.pt",     "zip64.pt",     "parameter.pt",
-    "big.pt",
+    "state_dict.pt", "training.pt", "protocol4.pt",         "dtypes.pt",
+    "views.pt",      "edge.pt",     "legacy_state_dict.pt", "legacy_views.pt",
+    "deflated.pt",   "zip64.pt",    "parameter.pt",         "big.pt",
 };
 #define N_LOADABLE ((int)(sizeof(LOADABLE) / sizeof(LOADABLE[0])))
 
-/* ---- the manifest --------------------------------------------------------------------------- */
+/* ---- the manifest ---------------------------------------------------------------------------- */
 
 typedef struct manifest {
     char *text;
@@ -105,7 +104,7 @@ static unsigned char *unhex(const char *s, size_t *len)
     return out;
 }
 
-/* ---- tree comparison -------------------------------------------------------------------------- */
+/* ---- tree comparison ------------------------------------------------------------------------- */
 
 #define MAX_STORAGES 1024
 
@@ -119,11 +118,11 @@ typedef struct walk {
     int n_tensors;
 } walk;
 
-#define WALK_FAIL(w, ...)                                                                  \
-    do {                                                                                   \
-        char why_[512];                                                                    \
-        snprintf(why_, sizeof why_, __VA_ARGS__);                                          \
-        fail_msg("%s, manifest line '%s': %s", (w)->file, (w)->m->lines[(w)->pos - 1], why_); \
+#define WALK_FAIL(w, ...)                                                                          \
+    do {                                                                                           \
+        char why_[512];                                                                            \
+        snprintf(why_, sizeof why_, __VA_ARGS__);                                                  \
+        fail_msg("%s, manifest line '%s': %s", (w)->file, (w)->m->lines[(w)->pos - 1], why_);      \
     } while (0)
 
 /* Fails unless the tensors have the same dtype, shape and bytes (NaN payloads, -0.0 too). */
@@ -137,8 +136,8 @@ static void assert_bitwise_equal(const pt_tensor *actual, const pt_tensor *expec
                  pt_ndim(actual), pt_dtype_of(expected), pt_ndim(expected));
     for (int d = 0; d < pt_ndim(actual); d++)
         if (pt_shape(actual)[d] != pt_shape(expected)[d])
-            fail_msg("%s: size %lld of dim %d, expected %lld", what,
-                     (long long)pt_shape(actual)[d], d, (long long)pt_shape(expected)[d]);
+            fail_msg("%s: size %lld of dim %d, expected %lld", what, (long long)pt_shape(actual)[d],
+                     d, (long long)pt_shape(expected)[d]);
     size_t nbytes = (size_t)pt_numel(actual) * pt_dtype_size(pt_dtype_of(actual));
     unsigned char *a = malloc(nbytes + 1), *e = malloc(nbytes + 1);
     assert_int_equal(pt_copy_to_host(actual, a, nbytes), PT_OK);
@@ -258,8 +257,8 @@ static void walk_node(walk *w, const pt_value *v, int depth)
     case 'Y': {
         size_t n, len = 0;
         unsigned char *want = unhex(rest, &n);
-        const void *got = kind == 'S' ? (const void *)pt_value_as_str(v, &len)
-                                      : pt_value_as_bytes(v, &len);
+        const void *got =
+            kind == 'S' ? (const void *)pt_value_as_str(v, &len) : pt_value_as_bytes(v, &len);
         bool ok = got && len == n && memcmp(got, want, n) == 0;
         if (!got)
             pt_clear_error();
@@ -269,14 +268,13 @@ static void walk_node(walk *w, const pt_value *v, int depth)
                       pt_value_kind_name(k), len);
         break;
     }
-    case 'T':
-        walk_tensor(w, v, rest);
-        break;
+    case 'T': walk_tensor(w, v, rest); break;
     case 'L':
     case 'U':
     case 'D': {
-        pt_value_kind want = kind == 'L' ? PT_VALUE_LIST : kind == 'U' ? PT_VALUE_TUPLE
-                                                                       : PT_VALUE_DICT;
+        pt_value_kind want = kind == 'L'   ? PT_VALUE_LIST
+                             : kind == 'U' ? PT_VALUE_TUPLE
+                                           : PT_VALUE_DICT;
         int64_t n = strtoll(rest, NULL, 10);
         if (k != want || pt_value_len(v) != n)
             WALK_FAIL(w, "expected %s of %lld, got %s of %lld", pt_value_kind_name(want),
@@ -288,8 +286,7 @@ static void walk_node(walk *w, const pt_value *v, int depth)
         }
         break;
     }
-    default:
-        WALK_FAIL(w, "unknown kind '%c'", kind);
+    default: WALK_FAIL(w, "unknown kind '%c'", kind);
     }
 }
 
@@ -422,7 +419,7 @@ static char *temp_dir(void)
     return d;
 }
 
-/* ---- the files torch wrote ------------------------------------------------------------------ */
+/* ---- the files torch wrote ------------------------------------------------------------------- */
 
 static void test_every_file_matches_torch(void **state)
 {
@@ -459,7 +456,7 @@ static void test_training_checkpoint_paths(void **state)
     assert_true(b);
     /* keys with dots inside a state dict, int keys of the optimizer state */
     pt_fixture *fx = fx_open("checkpoints");
-    const char *paths[] = {"model.fc1.weight", "model.bn.num_batches_tracked",
+    const char *paths[] = {"model.fc1.weight",        "model.bn.num_batches_tracked",
                            "model.lstm.weight_hh_l0", "optimizer.state.0.exp_avg",
                            "optimizer.state.13.step", "rng"};
     for (int k = 0; k < 6; k++) {
@@ -473,9 +470,8 @@ static void test_training_checkpoint_paths(void **state)
     pt_value *model = pt_value_get_str_ref(v, "model");
     assert_ptr_equal(pt_value_path_ref(v, "model.fc1.weight"),
                      pt_value_get_str_ref(model, "fc1.weight"));
-    assert_int_equal(pt_value_as_float(pt_value_path_ref(v, "optimizer.param_groups.0.betas.1"),
-                                       &f),
-                     PT_OK);
+    assert_int_equal(
+        pt_value_as_float(pt_value_path_ref(v, "optimizer.param_groups.0.betas.1"), &f), PT_OK);
     assert_true(f == 0.999);
     assert_pt_error(pt_value_path_ref(v, "model.fc9.weight"), PT_ERR_INDEX, "fc9");
     pt_value_free(v);
@@ -512,8 +508,8 @@ static void test_views_share_and_write_through(void **state)
     pt_tensor *t = pt_value_tensor_ref(pt_value_get_str_ref(v, "t"));
     pt_tensor *rows = pt_value_tensor_ref(pt_value_get_str_ref(v, "rows"));
     assert_true(pt_shares_storage(base, t) && pt_shares_storage(base, rows));
-    assert_true(pt_value_equal(pt_value_get_str_ref(v, "same_a"),
-                               pt_value_get_str_ref(v, "same_b")));
+    assert_true(
+        pt_value_equal(pt_value_get_str_ref(v, "same_a"), pt_value_get_str_ref(v, "same_b")));
     assert_true(pt_shares_storage(pt_value_tensor_ref(pt_value_path_ref(v, "tied.enc.weight")),
                                   pt_value_tensor_ref(pt_value_path_ref(v, "tied.dec.weight"))));
     double before = pt_test_get(t, 1 * 4 + 0); /* t[1][0] = base[0][1] */
@@ -542,14 +538,13 @@ static void test_parameter_and_big(void **state)
     float old = data[256 * 256 - 1];
     data[256 * 256 - 1] = -12345.0f;
     pt_value *again = load_ok(CKPT("big.pt"));
-    assert_true(((float *)pt_data_ptr(
-                     pt_value_tensor_ref(pt_value_get_str_ref(again, "big"))))[256 * 256 - 1] ==
-                old);
+    assert_true(((float *)pt_data_ptr(pt_value_tensor_ref(
+                    pt_value_get_str_ref(again, "big"))))[256 * 256 - 1] == old);
     pt_value_free(again);
     pt_value_free(big);
 }
 
-/* ---- load options ------------------------------------------------------------------------------ */
+/* ---- load options ---------------------------------------------------------------------------- */
 
 static void test_copy_buffer_and_format_options(void **state)
 {
@@ -590,8 +585,8 @@ static void test_round_trip_through_pt_save(void **state)
 {
     (void)state;
     char *dir = temp_dir();
-    const char *files[] = {"training.pt", "dtypes.pt", "views.pt", "edge.pt", "parameter.pt",
-                           "legacy_views.pt"};
+    const char *files[] = {"training.pt", "dtypes.pt",    "views.pt",
+                           "edge.pt",     "parameter.pt", "legacy_views.pt"};
     for (int i = 0; i < 6; i++) {
         char in[1024], out[1024];
         snprintf(in, sizeof in, "%s/checkpoints/%s", PT_CKPT_DIR, files[i]);
@@ -608,7 +603,7 @@ static void test_round_trip_through_pt_save(void **state)
     free(dir);
 }
 
-/* ---- pt_load_tensors ------------------------------------------------------------------------ */
+/* ---- pt_load_tensors ------------------------------------------------------------------------- */
 
 static void test_load_tensors(void **state)
 {
@@ -671,7 +666,7 @@ static void test_whole_model_refused_or_inert(void **state)
     pt_value_free(v);
 }
 
-/* ---- modules ----------------------------------------------------------------------------- */
+/* ---- modules --------------------------------------------------------------------------------- */
 
 /* gen_checkpoints.py's CheckpointNet from PromeTorch modules, children in torch's order.
  * drop_fc2 leaves out the last layer; extra adds a child "fc3" torch's net does not have. */
@@ -680,9 +675,14 @@ static pt_module *build_net(bool drop_fc2, bool extra)
     const char *names[] = {"conv", "bn", "fc1", "emb", "lstm", "ln", "fc2", "fc3"};
     int64_t ln_shape[1] = {24};
     pt_module *ch[8] = {
-        pt_nn_conv2d(1, 4, 3, 1, 1, true), pt_nn_batch_norm2d(4),     pt_nn_linear(64, 16, true),
-        pt_nn_embedding(10, 6),            pt_nn_lstm(6, 8, NULL),     pt_nn_layer_norm(1, ln_shape),
-        pt_nn_linear(24, 5, true),         pt_nn_linear(5, 5, true),
+        pt_nn_conv2d(1, 4, 3, 1, 1, true),
+        pt_nn_batch_norm2d(4),
+        pt_nn_linear(64, 16, true),
+        pt_nn_embedding(10, 6),
+        pt_nn_lstm(6, 8, NULL),
+        pt_nn_layer_norm(1, ln_shape),
+        pt_nn_linear(24, 5, true),
+        pt_nn_linear(5, 5, true),
     };
     int n = drop_fc2 ? 6 : extra ? 8 : 7;
     for (int i = n; i < 8; i++)
@@ -722,8 +722,8 @@ static void test_nn_load_and_forward_matches_torch(void **state)
     pt_fixture *fx = fx_open("checkpoints");
     pt_tensor *img = fx_get(fx, "net.input.img"), *tokens = fx_get(fx, "net.input.tokens");
     pt_tensor *want = fx_get(fx, "net.output");
-    const char *files[] = {CKPT("state_dict.pt"), CKPT("training.pt"),
-                           CKPT("legacy_state_dict.pt"), CKPT("zip64.pt")};
+    const char *files[] = {CKPT("state_dict.pt"), CKPT("training.pt"), CKPT("legacy_state_dict.pt"),
+                           CKPT("zip64.pt")};
     for (int i = 0; i < 4; i++) {
         pt_module *m = build_net(false, false);
         pt_status st = pt_nn_load(m, files[i], true);
@@ -823,7 +823,7 @@ static void test_nn_save_then_load(void **state)
     free(dir);
 }
 
-/* ---- malicious and broken files ------------------------------------------------------------ */
+/* ---- malicious and broken files -------------------------------------------------------------- */
 
 typedef struct refusal {
     const char *file;
@@ -869,8 +869,8 @@ static void assert_refused(const void *result, const refusal *r, const char *how
     pt_status st = pt_last_status();
     if ((st != r->status && (r->alt == PT_OK || st != r->alt)) || !strstr(msg, r->file) ||
         (r->what && !strstr(msg, r->what)))
-        fail_msg("%s %s: status %d '%s', expected status %d naming the file and '%s'", how,
-                 r->file, (int)pt_last_status(), msg, (int)r->status, r->what ? r->what : "");
+        fail_msg("%s %s: status %d '%s', expected status %d naming the file and '%s'", how, r->file,
+                 (int)pt_last_status(), msg, (int)r->status, r->what ? r->what : "");
     pt_clear_error();
 }
 

@@ -332,9 +332,7 @@ static void describe(describer *d, const pt_value *v, int depth, const char *pat
     FILE *f = d->man;
     fprintf(f, "%d ", depth);
     switch (pt_value_kind_of(v)) {
-    case PT_VALUE_NONE:
-        fprintf(f, "N\n");
-        break;
+    case PT_VALUE_NONE: fprintf(f, "N\n"); break;
     case PT_VALUE_BOOL: {
         bool b = false;
         pt_value_as_bool(v, &b);
@@ -387,7 +385,10 @@ static void describe(describer *d, const pt_value *v, int depth, const char *pat
     case PT_VALUE_DICT: {
         pt_value_kind k = pt_value_kind_of(v);
         int64_t n = pt_value_len(v);
-        fprintf(f, "%c %lld\n", k == PT_VALUE_LIST ? 'L' : k == PT_VALUE_TUPLE ? 'U' : 'D',
+        fprintf(f, "%c %lld\n",
+                k == PT_VALUE_LIST    ? 'L'
+                : k == PT_VALUE_TUPLE ? 'U'
+                                      : 'D',
                 (long long)n);
         for (int64_t i = 0; i < n; i++) {
             char sub[1024];
@@ -435,9 +436,8 @@ static pt_tensor *bits_tensor(const void *bits, int64_t n, pt_dtype dt)
 
 static pt_value *dtypes_value(void)
 {
-    const uint32_t f32[] = {0x7FC00000, 0x7FC00001, 0xFFC00000, 0x7F800000, 0xFF800000,
-                            0x80000000, 0x00000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF,
-                            0x3F800000, 0xBEAAAAAB};
+    const uint32_t f32[] = {0x7FC00000, 0x7FC00001, 0xFFC00000, 0x7F800000, 0xFF800000, 0x80000000,
+                            0x00000001, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0xBEAAAAAB};
     const uint64_t f64[] = {0x7FF8000000000000ULL, 0x7FF0000000000001ULL, 0xFFF0000000000000ULL,
                             0x8000000000000000ULL, 0x0000000000000001ULL, 0x3FB999999999999AULL};
     const uint16_t f16[] = {0x7E00, 0x7C00, 0xFC00, 0x8000, 0x0001, 0x03FF, 0x7BFF, 0x3C00};
@@ -449,18 +449,23 @@ static pt_value *dtypes_value(void)
     const uint8_t u8[] = {0, 1, 128, 255};
     const bool b[] = {true, false, true};
     pt_tensor *ts[] = {
-        bits_tensor(f32, 12, PT_FLOAT32), bits_tensor(f64, 6, PT_FLOAT64),
-        bits_tensor(f16, 8, PT_FLOAT16),  bits_tensor(bf16, 8, PT_BFLOAT16),
-        bits_tensor(i8, 4, PT_INT8),      bits_tensor(i16, 4, PT_INT16),
-        bits_tensor(i32, 4, PT_INT32),    bits_tensor(i64, 5, PT_INT64),
-        bits_tensor(u8, 4, PT_UINT8),     bits_tensor(b, 3, PT_BOOL),
+        bits_tensor(f32, 12, PT_FLOAT32),
+        bits_tensor(f64, 6, PT_FLOAT64),
+        bits_tensor(f16, 8, PT_FLOAT16),
+        bits_tensor(bf16, 8, PT_BFLOAT16),
+        bits_tensor(i8, 4, PT_INT8),
+        bits_tensor(i16, 4, PT_INT16),
+        bits_tensor(i32, 4, PT_INT32),
+        bits_tensor(i64, 5, PT_INT64),
+        bits_tensor(u8, 4, PT_UINT8),
+        bits_tensor(b, 3, PT_BOOL),
         pt_zeros(PT_SHAPE(0, 3), PT_FLOAT32, pt_cpu()),
         pt_zeros(PT_SHAPE(2, 0, 4), PT_INT64, pt_cpu()),
         pt_scalar_tensor(-2.5, PT_FLOAT64, pt_cpu()),
         pt_scalar_tensor(7, PT_INT32, pt_cpu()),
     };
-    const char *names[] = {"float32", "float64", "float16",   "bfloat16",  "int8",
-                           "int16",   "int32",   "int64",     "uint8",     "bool",
+    const char *names[] = {"float32", "float64", "float16",    "bfloat16",  "int8",
+                           "int16",   "int32",   "int64",      "uint8",     "bool",
                            "empty",   "empty3d", "scalar_f64", "scalar_i32"};
     pt_value *d = pt_value_dict();
     for (int i = 0; i < 14; i++) {
@@ -477,16 +482,16 @@ static pt_value *views_value(void)
     pt_tensor *row0 = pt_narrow(base, 0, 0, 1);
     pt_tensor *ts[] = {
         base,
-        pt_narrow(base, 0, 1, 2),                /* offset 6 */
-        pt_narrow(base, 1, 2, 3),                /* offset 2, strides (6, 1) */
-        pt_transpose(base, 0, 1),                /* strides (1, 6) */
+        pt_narrow(base, 0, 1, 2), /* offset 6 */
+        pt_narrow(base, 1, 2, 3), /* offset 2, strides (6, 1) */
+        pt_transpose(base, 0, 1), /* strides (1, 6) */
         pt_as_strided(flat, 2, (const int64_t[]){2, 2}, (const int64_t[]){12, 3}, 1),
-        pt_expand(row0, PT_SHAPE(3, 6)),         /* stride 0 */
-        pt_narrow(base, 0, 2, 0),                /* [0, 6] at offset 12 */
+        pt_expand(row0, PT_SHAPE(3, 6)), /* stride 0 */
+        pt_narrow(base, 0, 2, 0),        /* [0, 6] at offset 12 */
         pt_ones(PT_SHAPE(3), PT_FLOAT64, pt_cpu()),
     };
-    const char *names[] = {"base", "rows", "cols", "t", "step", "expanded", "empty_view",
-                           "separate"};
+    const char *names[] = {"base", "rows",     "cols",       "t",
+                           "step", "expanded", "empty_view", "separate"};
     pt_value *d = pt_value_dict();
     for (int i = 0; i < 8; i++)
         pt_value_dict_set_str(d, names[i], pt_value_tensor(ts[i]));
@@ -559,7 +564,7 @@ static pt_value *training_value(pt_module *m, pt_optim *opt, pt_lr_scheduler *sc
     pt_value *hist = pt_value_list();
     pt_value_append(hist, pt_value_float(1.5));
     pt_value_append(hist, pt_value_tuple_of(3, (pt_value *[]){pt_value_int(1), pt_value_str("x"),
-                                                                pt_value_none()}));
+                                                              pt_value_none()}));
     pt_value *inner = pt_value_list();
     pt_value *two = pt_value_list();
     pt_value_append(two, pt_value_int(2));
