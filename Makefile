@@ -4,7 +4,7 @@
 #   make test   set up, build, run the whole test suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make fuzz   libFuzzer on the file parsers for FUZZ_SECONDS (clang; default 60)
+#   make fuzz   libFuzzer on each file parser for FUZZ_SECONDS (clang; default 60 each)
 #   make install PREFIX=/usr/local
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -12,6 +12,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
+FUZZ_FORMATS := zip pickle safetensors gguf pt_load
 
 .PHONY: all setup build run test bench asan fuzz install clean
 
@@ -44,9 +45,12 @@ asan: setup
 fuzz: setup
 	@scripts/setup.sh clang libclang-rt-14-dev
 	@CC=clang cmake -S . -B $(BUILD)-fuzz $(GENERATOR) -DPT_FUZZ=ON -DPT_WITH_CUDA=OFF -DPT_BUILD_BENCHMARKS=OFF -DPT_BUILD_EXAMPLES=OFF >/dev/null
-	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_readers fuzz_readers_smoke
+	@cmake --build $(BUILD)-fuzz -j $(JOBS) --target fuzz_readers fuzz_readers_smoke $(FUZZ_FORMATS:%=fuzz_%)
 	@mkdir -p $(BUILD)-fuzz/corpus-readers && $(BUILD)-fuzz/bin/fuzz_readers_smoke --write-seeds $(BUILD)-fuzz/corpus-readers
 	@$(BUILD)-fuzz/bin/fuzz_readers -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -rss_limit_mb=2048 $(BUILD)-fuzz/corpus-readers
+	@for f in $(FUZZ_FORMATS); do mkdir -p $(BUILD)-fuzz/corpus-$$f && \
+	  $(BUILD)-fuzz/bin/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 \
+	    -timeout=10 $(BUILD)-fuzz/corpus-$$f tests/fuzz/corpus/$$f || exit 1; done
 
 install: build
 	@cmake --install $(BUILD)

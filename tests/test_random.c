@@ -783,6 +783,38 @@ static void test_errors(void **state)
     assert_int_equal(pt_uniform_(f, 0.0, 1.0), PT_OK);
 }
 
+/* A saved generator state replays the same numbers (resuming a run from a checkpoint). */
+static void test_rng_state_round_trip(void **state)
+{
+    (void)state;
+    pt_manual_seed(1234);
+    pt_tensor *warm = pt_rand(PT_SHAPE(5), PT_FLOAT32, pt_cpu());
+    pt_tensor *saved = pt_get_rng_state();
+    assert_non_null(saved);
+    assert_int_equal(pt_dtype_of(saved), PT_UINT8);
+    assert_int_equal(pt_numel(saved), 16);
+    pt_tensor *first = pt_randn(PT_SHAPE(7), PT_FLOAT32, pt_cpu());
+    pt_tensor *other = pt_randn(PT_SHAPE(7), PT_FLOAT32, pt_cpu());
+    assert_int_equal(pt_set_rng_state(saved), PT_OK);
+    pt_tensor *again = pt_randn(PT_SHAPE(7), PT_FLOAT32, pt_cpu());
+    assert_tensor_equal(again, first);
+    float a[7], b[7];
+    assert_int_equal(pt_copy_to_host(again, a, sizeof a), PT_OK);
+    assert_int_equal(pt_copy_to_host(other, b, sizeof b), PT_OK);
+    assert_true(memcmp(a, b, sizeof a) != 0);
+    assert_int_equal(pt_initial_seed(), 1234);
+
+    pt_tensor *bad = pt_zeros(PT_SHAPE(16), PT_FLOAT32, pt_cpu());
+    assert_pt_status_error(pt_set_rng_state(bad), PT_ERR_INVALID_ARG, "uint8 tensor of 16");
+    assert_pt_status_error(pt_set_rng_state(NULL), PT_ERR_NULL, "state");
+    pt_release(warm);
+    pt_release(saved);
+    pt_release(first);
+    pt_release(other);
+    pt_release(again);
+    pt_release(bad);
+}
+
 int main(void)
 {
     fx = fx_open("random");
@@ -811,6 +843,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shapes_and_dtypes_follow_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_rng_state_round_trip, pt_test_setup,
+                                        pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -166,6 +166,14 @@ PT_API int pt_get_num_threads(void);
  * numbers whatever the thread count. */
 PT_API void pt_manual_seed(uint64_t seed);
 PT_API uint64_t pt_initial_seed(void);
+/* The default generator's state as a uint8 tensor (torch.get_rng_state's role; PromeTorch's
+ * generator is Philox, so the bytes differ from torch's): 16 bytes, the seed then the next
+ * counter, each little-endian. Save it in a checkpoint to resume a run with the same random
+ * numbers. Returns a new reference. */
+PT_API pt_tensor *pt_get_rng_state(void);
+/* Restores a state from pt_get_rng_state (torch.set_rng_state). PT_ERR_NULL for NULL, PT_ERR_INVALID_ARG unless
+ * state is a uint8 tensor of 16 elements. */
+PT_API pt_status pt_set_rng_state(const pt_tensor *state);
 
 /* ---- printing ------------------------------------------------------------------------------ */
 

@@ -100,9 +100,13 @@ PT_API pt_value *pt_load_tensors(const char *path);
 /* Reads a safetensors file (mapped; tensors are zero-copy views of the file when aligned). The
  * header is checked: valid JSON object of at most 100 MB, known dtypes, shapes whose element
  * count fits, data_offsets in order, inside the data section, matching shape x dtype size,
- * non-overlapping and covering the section. Returns a dict name -> tensor in the order of
- * their offsets; *metadata (may be NULL) gets the "__metadata__" dict of str -> str, or an
- * empty dict. */
+ * non-overlapping and covering the section; a repeated key or an unknown field in an entry is
+ * refused too. Returns a dict name -> tensor in the order of their offsets (the order
+ * safetensors.torch.load_file gives in safetensors 0.8; safe_open(...).keys() sorts by name);
+ * *metadata (may be NULL) gets the "__metadata__" dict of str -> str, or an empty dict (also a
+ * new reference; NULL on failure). Errors: PT_ERR_IO naming the path; PT_ERR_FORMAT
+ * "<path>: safetensors: <what>"; PT_ERR_DTYPE naming a safetensors dtype PromeTorch lacks
+ * (F8_E4M3, U16, U32, U64, C64, ...); PT_ERR_UNSUPPORTED for more than 16 dims. */
 PT_API pt_value *pt_load_safetensors(const char *path, pt_value **metadata);
 
 /* ---- modules ------------------------------------------------------------------------------- */

@@ -23,6 +23,7 @@
 #include "train_utils.h"
 #include "value.h"
 #include "io.h"
+#include "gguf.h"
 #include "nn.h"
 #include "nn_layers.h"
 #include "nn_init.h"

@@ -34,6 +34,39 @@ void pti_rng_set_state(pti_rng_state s)
     atomic_store(&next_counter, s.counter);
 }
 
+pt_tensor *pt_get_rng_state(void)
+{
+    pti_rng_state s = pti_rng_get_state();
+    uint8_t bytes[16];
+    for (int i = 0; i < 8; i++) {
+        bytes[i] = (uint8_t)(s.seed >> (8 * i));
+        bytes[8 + i] = (uint8_t)(s.counter >> (8 * i));
+    }
+    int64_t n = 16;
+    return pt_from_data(bytes, 1, &n, PT_UINT8, (pt_device){PT_DEVICE_CPU, 0});
+}
+
+pt_status pt_set_rng_state(const pt_tensor *state)
+{
+    if (!PTI_CHECK_ARG(state, "pt_set_rng_state", "state"))
+        return pt_last_status();
+    if (pt_dtype_of(state) != PT_UINT8 || pt_numel(state) != 16)
+        return pti_error(PT_ERR_INVALID_ARG, "pt_set_rng_state: expected a uint8 tensor of 16 "
+                         "elements (from pt_get_rng_state), got %s with %lld elements",
+                         pt_dtype_name(pt_dtype_of(state)), (long long)pt_numel(state));
+    uint8_t bytes[16];
+    pt_status st = pt_copy_to_host(state, bytes, sizeof bytes);
+    if (st != PT_OK)
+        return st;
+    pti_rng_state s = {0, 0};
+    for (int i = 7; i >= 0; i--) {
+        s.seed = s.seed << 8 | bytes[i];
+        s.counter = s.counter << 8 | bytes[8 + i];
+    }
+    pti_rng_set_state(s);
+    return PT_OK;
+}
+
 void pti_philox(uint64_t key, uint64_t ctr, uint32_t out[4])
 {
     uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = 0, c3 = 0;

@@ -101,7 +101,7 @@ static pt_status add_entry(pti_zip_writer *z, const char *name, uint32_t crc, ui
 {
     if (z->n == z->cap) {
         size_t cap = z->cap ? 2 * z->cap : 16;
-        pti_zip_entry *e = realloc(z->entries, cap * sizeof(*e));
+        pti_zip_written_entry *e = realloc(z->entries, cap * sizeof(*e));
         if (!e)
             return pti_error(PT_ERR_OOM, "%s: out of memory", z->op);
         z->entries = e;
@@ -112,7 +112,7 @@ static pt_status add_entry(pti_zip_writer *z, const char *name, uint32_t crc, ui
     if (!copy)
         return pti_error(PT_ERR_OOM, "%s: out of memory", z->op);
     memcpy(copy, name, len + 1);
-    z->entries[z->n++] = (pti_zip_entry){copy, crc, size, offset};
+    z->entries[z->n++] = (pti_zip_written_entry){copy, crc, size, offset};
     return PT_OK;
 }
 
@@ -163,7 +163,7 @@ pt_status pti_zip_add(pti_zip_writer *z, const char *name, const void *data, uin
     return st;
 }
 
-static pt_status write_central(pti_zip_writer *z, const pti_zip_entry *e)
+static pt_status write_central(pti_zip_writer *z, const pti_zip_written_entry *e)
 {
     size_t name_len = strlen(e->name);
     bool big = e->size >= z->zip64_limit, far = e->offset >= z->zip64_limit;

@@ -11,12 +11,12 @@
 
 #include "prometorch/types.h"
 
-typedef struct pti_zip_entry {
+typedef struct pti_zip_written_entry {
     char *name;
     uint32_t crc;
     uint64_t size;
     uint64_t offset; /* of the local header */
-} pti_zip_entry;
+} pti_zip_written_entry;
 
 typedef struct pti_zip_writer {
     FILE *f;
@@ -24,7 +24,7 @@ typedef struct pti_zip_writer {
     const char *op;       /* the public function, for error messages */
     uint64_t pos;         /* bytes written so far */
     uint64_t zip64_limit; /* sizes/offsets >= this use zip64 extras (0xFFFFFFFF normally) */
-    pti_zip_entry *entries;
+    pti_zip_written_entry *entries;
     size_t n, cap;
 } pti_zip_writer;
 

@@ -214,6 +214,8 @@ pt_value_kind pt_value_kind_of(const pt_value *v)
 
 const char *pt_value_kind_name(pt_value_kind k)
 {
+    if (k == PTI_VALUE_GLOBAL)
+        return "global";
     switch (k) {
     case PT_VALUE_NONE: return "None";
     case PT_VALUE_BOOL: return "bool";

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "value_internal.h"
 
@@ -20,6 +22,24 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
+/* A per-process random key mixed into every hash, so a file cannot be crafted to make all of
+ * its dict keys collide (which would make loading it quadratic). */
+static uint64_t hash_secret(void)
+{
+    static atomic_uint_fast64_t secret;
+    uint64_t s = atomic_load_explicit(&secret, memory_order_relaxed);
+    if (s)
+        return s;
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = mix64((uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)&r);
+    uint_fast64_t expected = 0;
+    atomic_compare_exchange_strong(&secret, &expected, r | 1);
+    return atomic_load(&secret);
+}
+
+static uint64_t int_hash(uint64_t i) { return mix64(i ^ hash_secret()); }
+
 /* True when f is an integer that int64 holds exactly; *i gets it. */
 static bool float_as_int(double f, int64_t *i)
 {
@@ -31,7 +51,7 @@ static bool float_as_int(double f, int64_t *i)
 
 static uint64_t bytes_hash(const char *s, size_t len, uint64_t seed)
 {
-    uint64_t h = 1469598103934665603ULL ^ seed;
+    uint64_t h = 1469598103934665603ULL ^ seed ^ hash_secret();
     for (size_t k = 0; k < len; k++)
         h = (h ^ (unsigned char)s[k]) * 1099511628211ULL;
     return mix64(h ^ len);
@@ -47,15 +67,15 @@ bool pti_value_hash(const pt_value *v, uint64_t *out, int depth)
     }
     switch (v->kind) {
     case PT_VALUE_NONE: *out = 0x6e6f6e65ULL; return true;
-    case PT_VALUE_BOOL: *out = mix64((uint64_t)v->u.b); return true;
-    case PT_VALUE_INT: *out = mix64((uint64_t)v->u.i); return true;
+    case PT_VALUE_BOOL: *out = int_hash((uint64_t)v->u.b); return true;
+    case PT_VALUE_INT: *out = int_hash((uint64_t)v->u.i); return true;
     case PT_VALUE_FLOAT:
         if (float_as_int(v->u.f, &i)) {
-            *out = mix64((uint64_t)i);
+            *out = int_hash((uint64_t)i);
         } else {
             uint64_t bits;
             memcpy(&bits, &v->u.f, sizeof bits);
-            *out = mix64(bits ^ 0x9e3779b97f4a7c15ULL);
+            *out = int_hash(bits ^ 0x9e3779b97f4a7c15ULL);
         }
         return true;
     case PT_VALUE_STR: *out = bytes_hash(v->u.s.data, v->u.s.len, 1); return true;

@@ -12,6 +12,12 @@
  * hostile or accidental deep tree cannot overflow the C stack (free is iterative). */
 #define PTI_VALUE_MAX_DEPTH 1000
 
+/* Internal-only kinds, never seen by callers of the public API. The pickle reader
+ * (pickle_read.c) uses PTI_VALUE_GLOBAL for a pickled global ("module.name" in u.s, laid out
+ * like a str) while it runs, and converts or refuses every such node before it returns; a
+ * persistent_load callback may meet one inside a persistent id (pti_pickle_global_name). */
+#define PTI_VALUE_GLOBAL ((pt_value_kind)64)
+
 typedef struct pti_dict_entry {
     pt_value *key;
     pt_value *val;

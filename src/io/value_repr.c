@@ -211,6 +211,12 @@ static void put_value(sbuf *b, const pt_value *v, int max_items, int depth)
         b->failed = true;
         return;
     }
+    if (v->kind == PTI_VALUE_GLOBAL) { /* only inside the pickle reader (value_internal.h) */
+        sb_str(b, "<global ");
+        sb_put(b, v->u.s.data, v->u.s.len);
+        sb_str(b, ">");
+        return;
+    }
     switch (v->kind) {
     case PT_VALUE_NONE: sb_str(b, "None"); break;
     case PT_VALUE_BOOL: sb_str(b, v->u.b ? "True" : "False"); break;

@@ -87,6 +87,15 @@ static const fx_record *find(const pt_fixture *fx, const char *name)
 
 bool fx_has(const pt_fixture *fx, const char *name) { return find(fx, name) != NULL; }
 
+int fx_count(const pt_fixture *fx) { return fx->count; }
+
+const char *fx_name(const pt_fixture *fx, int i)
+{
+    if (i < 0 || i >= fx->count)
+        fail_msg("fixture %s: record %d of %d requested", fx->area, i, fx->count);
+    return fx->records[i].name;
+}
+
 pt_tensor *fx_get(const pt_fixture *fx, const char *name)
 {
     const fx_record *r = find(fx, name);

@@ -18,6 +18,9 @@ typedef struct pt_fixture pt_fixture;
 pt_fixture *fx_open(const char *area);
 void fx_close(pt_fixture *fx);
 bool fx_has(const pt_fixture *fx, const char *name);
+/* The number of records and the name of record i, in file order. */
+int fx_count(const pt_fixture *fx);
+const char *fx_name(const pt_fixture *fx, int i);
 /* A new CPU tensor with the record's dtype/shape/data; fails the test if absent. */
 pt_tensor *fx_get(const pt_fixture *fx, const char *name);
 /* fx_get then pt_to(dev). */
