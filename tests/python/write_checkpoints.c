@@ -278,11 +278,6 @@ static pt_status save_many(const char *path)
 
 /* ==== 2. checkpoints described by expected.manifest + expected.ptfx ======================== */
 
-/* Part 2 needs pt_nn_save (the reading side of io.h); tests/CMakeLists.txt defines
- * PT_HAVE_PT_READ once src/io/pt_read.c is in the tree. Without it only part 1 is written and
- * the checker reports part 2 as skipped. */
-#ifdef PT_HAVE_PT_READ
-
 /* The expected.ptfx records, written at the end (the count comes first in the file). */
 typedef struct ptfx_writer {
     FILE *f;
@@ -658,7 +653,6 @@ static pt_status save_described_files(const char *dir)
     free(d);
     return st;
 }
-#endif
 
 int main(int argc, char **argv)
 {
@@ -685,12 +679,8 @@ int main(int argc, char **argv)
         return failed("zip64.pt");
     if (save_many(PATH(p, "many.pt")) != PT_OK)
         return failed("many.pt");
-#ifdef PT_HAVE_PT_READ
     if (save_described_files(argv[1]) != PT_OK)
         return failed("described checkpoints");
     printf("wrote 15 files to %s\n", argv[1]);
-#else
-    printf("wrote 8 files to %s (no pt_nn_save yet: part 2 skipped)\n", argv[1]);
-#endif
     return 0;
 }
