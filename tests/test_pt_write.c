@@ -2,8 +2,8 @@
  * data, CRCs, data descriptors, central directory, zip64 end records, forced zip64 extras),
  * the pickle bytes of a dict with every scalar kind (compared with CPython's
  * pickle.dumps(protocol=2) of the same dict), state dicts, shared storages, dtypes, empty
- * tensors, the archive folder name, and the errors. tests/fixtures/check_pt_save.py checks
- * the same writer against real PyTorch (ctest ptsave_torch). */
+ * tensors, the archive folder name, and the errors. tests/python/check_torch_load.py checks
+ * the same writer against real PyTorch (ctest torch_load_check). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
