@@ -8,7 +8,7 @@
  *   <archive>/version    "3\n"
  *
  * The memo follows CPython's pickler, so a state dict pickles to the same bytes as torch.save
- * of it (tests/fixtures/check_pt_save.py checks this): every tuple and REDUCE result gets a
+ * of it (tests/python/check_torch_load.py checks this): every tuple and REDUCE result gets a
  * BINPUT; a tensor or container reached twice is written once and fetched with BINGET the
  * second time, so shared objects stay shared; globals and strings are memoized by content. */
 #include <stdlib.h>
