@@ -537,20 +537,14 @@ static pt_status write_tuple(pickle_ctx *c, const pt_value *v, int depth)
     return memo_put(pk, MEMO_VALUE, v, 0);
 }
 
-/* bytes as CPython pickles them at protocol 2: _codecs.encode(latin-1 str, 'latin1'), or
- * bytes() when empty. */
+/* bytes as CPython pickles non-empty bytes at protocol 2: _codecs.encode(latin-1 str,
+ * 'latin1'). CPython writes b'' as bytes(), a global torch 2.x's weights_only loader refuses,
+ * so empty bytes take the same _codecs.encode('', 'latin1') form. */
 static pt_status write_bytes(pickle_ctx *c, const pt_value *v)
 {
     pickler *pk = c->pk;
     size_t n = 0;
     const unsigned char *p = pt_value_as_bytes(v, &n);
-    if (n == 0) {
-        pt_status st = write_global(pk, "__builtin__\nbytes\n");
-        bb_byte(&pk->out, OP_EMPTY_TUPLE);
-        bb_byte(&pk->out, OP_REDUCE);
-        memo_anon(pk);
-        return st;
-    }
     if (n > UINT32_MAX / 2)
         return pti_error(PT_ERR_UNSUPPORTED, OP ": bytes of %zu bytes are too long to pickle", n);
     pt_status st = write_global(pk, "_codecs\nencode\n");
