@@ -18,21 +18,6 @@
 
 #define GGUF_DIR PT_FIXTURES_DIR "/gguf/"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* Decodes the manifest's hex strings. */
 static size_t unhex(const char *hex, char *out)
@@ -258,7 +243,7 @@ static void check_file(pt_gguf *g, const pt_fixture *fx, const char *stem, char 
 static void check_manifest(bool from_buffer)
 {
     size_t len;
-    char *text = read_file(GGUF_DIR "manifest.txt", &len);
+    char *text = pt_test_read_file(GGUF_DIR "manifest.txt", &len);
     char *lines[256];
     int n = 0;
     char *save = NULL;
@@ -276,7 +261,7 @@ static void check_manifest(bool from_buffer)
         while (j < n && strncmp(lines[j], "file\t", 5) != 0)
             j++;
         size_t flen = 0;
-        char *data = from_buffer ? read_file(path, &flen) : NULL;
+        char *data = from_buffer ? pt_test_read_file(path, &flen) : NULL;
         pt_gguf *g = from_buffer ? pt_gguf_open_buffer(data, flen, stem) : pt_gguf_open(path);
         assert_non_null(g);
         assert_string_equal(pt_gguf_name(g), from_buffer ? stem : path);
@@ -308,7 +293,7 @@ static void test_tensor_outlives_handle(void **state)
 {
     (void)state;
     size_t len0, len1;
-    char *before = read_file(GGUF_DIR "meta.gguf", &len0);
+    char *before = pt_test_read_file(GGUF_DIR "meta.gguf", &len0);
     pt_gguf *g = pt_gguf_open(GGUF_DIR "meta.gguf");
     assert_non_null(g);
     int64_t i = pt_gguf_find_tensor(g, "w2d");
@@ -320,7 +305,7 @@ static void test_tensor_outlives_handle(void **state)
     assert_true(pt_test_get(t, 0) == first);
     ((float *)pt_data_ptr(t))[0] = 99.0f;
     pt_release(t);
-    char *after = read_file(GGUF_DIR "meta.gguf", &len1);
+    char *after = pt_test_read_file(GGUF_DIR "meta.gguf", &len1);
     assert_int_equal(len0, len1);
     assert_memory_equal(before, after, len0);
     free(before);
@@ -335,7 +320,7 @@ static void test_truncated_everywhere(void **state)
     const char *files[] = {GGUF_DIR "meta.gguf", GGUF_DIR "quant.gguf"};
     for (int k = 0; k < 2; k++) {
         size_t len;
-        char *data = read_file(files[k], &len);
+        char *data = pt_test_read_file(files[k], &len);
         pt_gguf *g = pt_gguf_open_buffer(data, len, "full");
         assert_non_null(g);
         uint64_t end = pt_gguf_data_offset(g);

@@ -397,19 +397,6 @@ static pt_value *load_ok(const char *path)
     return v;
 }
 
-static void *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc((size_t)size + 1);
-    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
-    fclose(f);
-    *len = (size_t)size;
-    return buf;
-}
 
 /* A fresh temporary directory; the tests remove what they write into it. */
 static char *temp_dir(void)
@@ -558,7 +545,7 @@ static void test_copy_buffer_and_format_options(void **state)
         assert_same_tree(c, ref, LOADABLE[i]);
         pt_value_free(c);
         size_t len;
-        unsigned char *bytes = read_file(path, &len);
+        unsigned char *bytes = pt_test_read_file(path, &len);
         pt_value *b = pt_load_buffer(bytes, len, LOADABLE[i], NULL);
         memset(bytes, 0xAA, len); /* the storages were copied out of the buffer */
         free(bytes);
@@ -886,7 +873,7 @@ static void test_malicious_files_refused(void **state)
         /* pt_load_tensors reads whole pickled models, yet refuses calls of other globals */
         assert_refused(pt_load_tensors(path), r, "pt_load_tensors");
         size_t len;
-        void *bytes = read_file(path, &len);
+        void *bytes = pt_test_read_file(path, &len);
         assert_refused(pt_load_buffer(bytes, len, r->file, NULL), r, "pt_load_buffer");
         free(bytes);
         /* keeping unknown objects as inert dicts must still not call anything */

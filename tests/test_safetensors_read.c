@@ -19,21 +19,6 @@
 
 #define ST_DIR PT_FIXTURES_DIR "/safetensors/"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static void write_file(const char *path, const void *data, size_t len)
 {
@@ -112,7 +97,7 @@ static void test_reference_files(void **state)
 {
     (void)state;
     size_t len;
-    char *text = read_file(ST_DIR "manifest.txt", &len);
+    char *text = pt_test_read_file(ST_DIR "manifest.txt", &len);
     char *lines[256];
     int n = 0;
     char *save = NULL;
@@ -142,7 +127,7 @@ static void test_copy_on_write(void **state)
 {
     (void)state;
     size_t len0, len1;
-    char *before = read_file(ST_DIR "model.safetensors", &len0);
+    char *before = pt_test_read_file(ST_DIR "model.safetensors", &len0);
     pt_value *d = pt_load_safetensors(ST_DIR "model.safetensors", NULL);
     assert_non_null(d);
     pt_tensor *w = pt_value_tensor_ref(pt_value_get_str_ref(d, "4.weight"));
@@ -153,7 +138,7 @@ static void test_copy_on_write(void **state)
     p[0] = 12345.0f;
     assert_true(pt_test_get(w, 0) == 12345.0);
     pt_value_free(d);
-    char *after = read_file(ST_DIR "model.safetensors", &len1);
+    char *after = pt_test_read_file(ST_DIR "model.safetensors", &len1);
     assert_int_equal(len0, len1);
     assert_memory_equal(before, after, len0);
     free(before);
@@ -230,7 +215,7 @@ static void test_truncated_everywhere(void **state)
 {
     (void)state;
     size_t len;
-    char *file = read_file(ST_DIR "dtypes.safetensors", &len);
+    char *file = pt_test_read_file(ST_DIR "dtypes.safetensors", &len);
     for (size_t cut = 0; cut < len; cut++) {
         char path[] = "/tmp/pt_st_cut_XXXXXX";
         temp_path(path);

@@ -16,21 +16,6 @@
 
 #include "testutil.h"
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    long n = ftell(f);
-    rewind(f);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 static void temp_path(char *path)
 {
@@ -68,7 +53,7 @@ static void test_exact_layout(void **state)
     assert_int_equal(pt_save_safetensors(path, sd, meta), PT_OK);
 
     size_t len;
-    char *buf = read_file(path, &len);
+    char *buf = pt_test_read_file(path, &len);
     remove(path);
     const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]},"
                        "\"n\\\"q\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[24,32]},"
@@ -111,7 +96,7 @@ static void test_dtypes(void **state)
     }
     assert_int_equal(pt_save_safetensors(path, sd, NULL), PT_OK);
     size_t len;
-    char *buf = read_file(path, &len);
+    char *buf = pt_test_read_file(path, &len);
     remove(path);
     uint64_t off = 0;
     for (int i = 0; i < 10; i++) {
@@ -166,7 +151,7 @@ static void test_errors(void **state)
     assert_pt_status_error(pt_save_safetensors(NULL, sd, NULL), PT_ERR_INVALID_ARG, "path");
     /* a failed save leaves the existing file alone and no temporary behind */
     size_t len;
-    char *before = read_file(path, &len);
+    char *before = pt_test_read_file(path, &len);
     assert_int_equal(len, 0);
     free(before);
     char tmp[64];

@@ -87,6 +87,25 @@ static const fx_record *find(const pt_fixture *fx, const char *name)
 
 bool fx_has(const pt_fixture *fx, const char *name) { return find(fx, name) != NULL; }
 
+void *pt_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    rewind(f);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f);
+        free(buf);
+        fail_msg("cannot read %s", path);
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = (size_t)n;
+    return buf;
+}
+
 int fx_count(const pt_fixture *fx) { return fx->count; }
 
 const char *fx_name(const pt_fixture *fx, int i)

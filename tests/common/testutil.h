@@ -26,6 +26,10 @@ pt_tensor *fx_get(const pt_fixture *fx, const char *name);
 /* fx_get then pt_to(dev). */
 pt_tensor *fx_get_on(const pt_fixture *fx, const char *name, pt_device dev);
 
+/* The whole file at path in a malloc'd buffer (free with free()) with a NUL byte after its
+ * *len bytes; fails the running test if it cannot be read. */
+void *pt_test_read_file(const char *path, size_t *len);
+
 /* Fails unless `actual` is non-NULL, has expected's shape and dtype, and every element
  * satisfies |a - e| <= atol + rtol * |e| (NaN matches NaN, inf matches same-sign inf).
  * Works for any device (values are copied to the host). */

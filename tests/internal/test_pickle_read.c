@@ -18,25 +18,6 @@
 #endif
 #define PK_DIR PT_FIXTURES_DIR "/pickle"
 
-static uint8_t *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    *len = (size_t)n;
-    return buf;
-}
 
 /* ---- the persistent_load callback: storages from NAME.s<key>, or zeros ------------------ */
 
@@ -88,7 +69,7 @@ static pt_value *load_storage(void *vctx, const pt_value *pid)
         char path[512];
         snprintf(path, sizeof path, "%s/%s.s%s", PK_DIR, ctx->name, key);
         size_t len = 0;
-        uint8_t *raw = read_file(path, &len);
+        uint8_t *raw = pt_test_read_file(path, &len);
         if (!raw || len != (size_t)numel * pt_dtype_size((pt_dtype)dt)) {
             free(raw);
             return pti_error_null(PT_ERR_FORMAT, "test: storage %s missing or wrong size", path);
@@ -153,9 +134,9 @@ static int check_case(const char *name, const char *opts)
     char path[512];
     size_t len = 0, tlen = 0;
     snprintf(path, sizeof path, "%s/%s.pkl", PK_DIR, name);
-    uint8_t *data = read_file(path, &len);
+    uint8_t *data = pt_test_read_file(path, &len);
     snprintf(path, sizeof path, "%s/%s.txt", PK_DIR, name);
-    char *txt = (char *)read_file(path, &tlen);
+    char *txt = (char *)pt_test_read_file(path, &tlen);
     if (!data || !txt) {
         printf("%s: fixture files missing\n", name);
         free(data);
@@ -233,7 +214,7 @@ static void test_python_and_torch_fixtures(void **state)
 {
     (void)state;
     size_t len;
-    char *index = (char *)read_file(PK_DIR "/index.txt", &len);
+    char *index = (char *)pt_test_read_file(PK_DIR "/index.txt", &len);
     assert_non_null(index);
     int cases = 0, fails = 0;
     char *save = NULL;
@@ -254,7 +235,7 @@ static void test_torch_views_share_storage(void **state)
 {
     (void)state;
     size_t len;
-    uint8_t *data = read_file(PK_DIR "/torch_views.pkl", &len);
+    uint8_t *data = pt_test_read_file(PK_DIR "/torch_views.pkl", &len);
     assert_non_null(data);
     storage_ctx ctx = {.name = "torch_views"};
     pt_value *v = unpickle(data, len, false, &ctx);
@@ -750,7 +731,7 @@ static void test_truncated_at_every_byte(void **state)
         char path[512];
         snprintf(path, sizeof path, "%s/%s.pkl", PK_DIR, names[n]);
         size_t len;
-        uint8_t *data = read_file(path, &len);
+        uint8_t *data = pt_test_read_file(path, &len);
         assert_non_null(data);
         storage_ctx ctx = {.name = strncmp(names[n], "torch", 5) ? NULL : names[n]};
         for (size_t cut = 0; cut < len; cut++) {
@@ -774,8 +755,8 @@ static void test_legacy_format(void **state)
 {
     (void)state;
     size_t len, tlen, used = 0, pos;
-    uint8_t *data = read_file(PK_DIR "/torch_legacy.pt", &len);
-    char *txt = (char *)read_file(PK_DIR "/torch_legacy.txt", &tlen);
+    uint8_t *data = pt_test_read_file(PK_DIR "/torch_legacy.pt", &len);
+    char *txt = (char *)pt_test_read_file(PK_DIR "/torch_legacy.txt", &tlen);
     assert_non_null(data);
     assert_non_null(txt);
     *strchr(txt, '\n') = '\0';
