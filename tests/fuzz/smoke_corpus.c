@@ -5,13 +5,17 @@
  * then a fixed number of deterministic mutations of them: bit flips, truncations, 2/4/8-byte
  * fields set to extremes or nudged (sizes, offsets and counts are what readers must check),
  * deleted and duplicated spans. Each input is passed in an exact-size buffer, so a read one byte
- * past it is an ASan report. Prints the plain result line.
- * Usage: <target>_smoke CORPUS_DIR [RUNS] */
+ * past it is an ASan report. Then the inputs libFuzzer once found problems with
+ * (tests/fuzz/regressions/<format>, if present) must each run in under a second. Prints the
+ * plain result line.
+ * Usage: <target>_smoke CORPUS_DIR [RUNS [REGRESSIONS_DIR]] */
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 extern int fuzz_accepted;
@@ -121,6 +125,33 @@ static void mutate(const seed *in, uint8_t *out, size_t *out_size)
     *out_size = n;
 }
 
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Replays each past finding; false (with the reason printed) if one takes a second or more. */
+static bool replay_regressions(const char *dir, int *count)
+{
+    static seed found[MAX_SEEDS];
+    int n = load_corpus(dir, found);
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        double t0 = now_seconds();
+        LLVMFuzzerTestOneInput(found[i].data, found[i].size);
+        double dt = now_seconds() - t0;
+        if (dt >= 1.0) {
+            printf("fuzz smoke: regression input %d of %s took %.1f s\n", i, dir, dt);
+            ok = false;
+        }
+        free(found[i].data);
+    }
+    *count = n > 0 ? n : 0;
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -158,7 +189,12 @@ int main(int argc, char **argv)
     free(buf);
     for (int i = 0; i < n; i++)
         free(seeds[i].data);
-    printf("fuzz smoke: %d seeds of %s + %d mutated inputs (%d of them accepted)\n1 passed, "
-           "0 failed\n", n, argv[1], runs, fuzz_accepted - n);
+    int accepted = fuzz_accepted - n, regressions = 0;
+    if (argc > 3 && !replay_regressions(argv[3], &regressions)) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    printf("fuzz smoke: %d seeds of %s + %d mutated inputs (%d of them accepted), %d past "
+           "findings replayed\n1 passed, 0 failed\n", n, argv[1], runs, accepted, regressions);
     return 0;
 }
