@@ -21,8 +21,12 @@
 #define SHORT_STR 60  /* bytes of a string shown without --all */
 #define SHORT_LIST 8  /* items of an array or list shown without --all */
 
+/* Totals count each tensor once, however often the tree refers to it (tied weights, a module
+ * pickled whole listing its parameters twice): `seen` is an open-addressing set of them. */
 typedef struct totals {
     int64_t tensors, params, bytes;
+    const pt_tensor **seen;
+    size_t seen_cap, seen_len;
 } totals;
 
 typedef struct options {
@@ -119,8 +123,39 @@ static int64_t tensor_bytes(const pt_tensor *t)
     return (pt_numel(t) + blk - 1) / blk * (int64_t)pt_dtype_size(dt);
 }
 
+/* Adds t to the set; false if it was there already (or memory ran out: then it is counted). */
+static bool first_sight(totals *tot, const pt_tensor *t)
+{
+    if (2 * (tot->seen_len + 1) > tot->seen_cap) {
+        size_t cap = tot->seen_cap ? 2 * tot->seen_cap : 1024;
+        const pt_tensor **grown = calloc(cap, sizeof *grown);
+        if (!grown)
+            return true;
+        for (size_t i = 0; i < tot->seen_cap; i++) {
+            if (!tot->seen[i])
+                continue;
+            size_t h = ((uintptr_t)tot->seen[i] >> 4) & (cap - 1);
+            while (grown[h])
+                h = (h + 1) & (cap - 1);
+            grown[h] = tot->seen[i];
+        }
+        free(tot->seen);
+        tot->seen = grown;
+        tot->seen_cap = cap;
+    }
+    size_t h = ((uintptr_t)t >> 4) & (tot->seen_cap - 1);
+    for (; tot->seen[h]; h = (h + 1) & (tot->seen_cap - 1))
+        if (tot->seen[h] == t)
+            return false;
+    tot->seen[h] = t;
+    tot->seen_len++;
+    return true;
+}
+
 static void count_tensor(const pt_tensor *t, totals *tot)
 {
+    if (!first_sight(tot, t))
+        return;
     tot->tensors++;
     tot->params += pt_numel(t);
     tot->bytes += tensor_bytes(t);
@@ -294,7 +329,7 @@ static cJSON *json_tree(const pt_value *v, bool all, totals *tot)
 
 static int inspect_value(const options *o, const char *format, pt_value *v, pt_value *meta)
 {
-    totals tot = {0, 0, 0};
+    totals tot = {0};
     if (o->json) {
         cJSON *doc = cJSON_CreateObject();
         cJSON_AddStringToObject(doc, "file", o->path);
@@ -303,6 +338,7 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
             cJSON_AddItemToObject(doc, "metadata", json_tree(meta, true, &tot));
         cJSON_AddItemToObject(doc, "value", json_tree(v, o->all, &tot));
         cJSON_AddItemToObject(doc, "totals", json_totals(&tot));
+        free(tot.seen);
         emit_json(doc);
         return 0;
     }
@@ -324,6 +360,7 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
         count_tensor(pt_value_tensor_ref(v), &tot);
     print_tree(v, 2, o->all, &tot);
     print_totals(&tot);
+    free(tot.seen);
     return 0;
 }
 
@@ -433,7 +470,7 @@ static void gguf_print(const options *o, pt_gguf *g)
                pt_gguf_ggml_type_name(pt_gguf_tensor_ggml_type(g, t)), shape,
                pt_gguf_tensor_nbytes(g, t), pt_gguf_tensor_offset(g, t));
     }
-    totals tot = {0, 0, 0};
+    totals tot = {0};
     gguf_totals(g, &tot);
     print_totals(&tot);
 }
@@ -513,7 +550,7 @@ static void gguf_json(const options *o, pt_gguf *g)
         cJSON_AddNumberToObject(ti, "offset", (double)pt_gguf_tensor_offset(g, t));
         cJSON_AddItemToArray(tensors, ti);
     }
-    totals tot = {0, 0, 0};
+    totals tot = {0};
     gguf_totals(g, &tot);
     cJSON_AddItemToObject(doc, "totals", json_totals(&tot));
     emit_json(doc);
