@@ -31,7 +31,7 @@ typedef struct bytebuf {
 
 static void bb_add(bytebuf *b, const void *p, size_t n)
 {
-    if (b->oom)
+    if (b->oom || n == 0)
         return;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
