@@ -3,12 +3,14 @@
  * the value tree, and prints one JSON line with the best and median times (benchmarks/
  * load_vs_torch.py drives it against torch.load / safetensors.torch.load_file).
  *
- *   load_vs_torch FILE [--repeat N] [--touch] [--copy]
+ *   load_vs_torch FILE [--repeat N] [--warmup N] [--touch] [--copy]
  *
  * --touch: after loading, pt_sum of every tensor (the PyTorch half calls t.sum() per tensor),
  *          so mapped storages are actually read (page faults).
  * --copy:  pt_load_ex with .copy = true: storages read into library memory instead of mapping
  *          the file copy-on-write (the default).
+ * --warmup N: untimed runs first (default 0), so the caching allocator is warm as in a process
+ *          that has loaded before (the PyTorch half runs in a long-lived worker).
  * Every repetition loads the file afresh; the page cache is whatever the caller left (the
  * driver reads the file once first). Threads come from PT_NUM_THREADS. */
 #include <stdio.h>
@@ -86,14 +88,19 @@ static double best(const double *xs, int n)
     return b;
 }
 
+static const char usage[] =
+    "usage: load_vs_torch FILE [--repeat N (1-1000)] [--warmup N] [--touch] [--copy]\n";
+
 int main(int argc, char **argv)
 {
     const char *path = NULL;
-    int repeat = 5;
+    int repeat = 5, warmup = 0;
     bool touch = false, copy = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
             repeat = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--touch"))
             touch = true;
         else if (!strcmp(argv[i], "--copy"))
@@ -101,12 +108,12 @@ int main(int argc, char **argv)
         else if (argv[i][0] != '-' && !path)
             path = argv[i];
         else {
-            fprintf(stderr, "usage: load_vs_torch FILE [--repeat N] [--touch] [--copy]\n");
+            fputs(usage, stderr);
             return 2;
         }
     }
-    if (!path || repeat < 1 || repeat > 1000) {
-        fprintf(stderr, "usage: load_vs_torch FILE [--repeat N (1-1000)] [--touch] [--copy]\n");
+    if (!path || repeat < 1 || repeat > 1000 || warmup < 0 || warmup > 1000) {
+        fputs(usage, stderr);
         return 2;
     }
     double *load_ms = calloc((size_t)repeat, sizeof(double));
@@ -114,7 +121,7 @@ int main(int argc, char **argv)
     if (!load_ms || !total_ms)
         return 1;
     int64_t tensors = 0, elems = 0;
-    for (int r = 0; r < repeat; r++) {
+    for (int r = -warmup; r < repeat; r++) {
         double t0 = now_ms();
         pt_value *v = load_file(path, copy);
         if (!v) {
@@ -129,8 +136,10 @@ int main(int argc, char **argv)
         }
         pt_value_free(v);
         double t2 = now_ms();
-        load_ms[r] = t1 - t0;
-        total_ms[r] = t2 - t0;
+        if (r >= 0) {
+            load_ms[r] = t1 - t0;
+            total_ms[r] = t2 - t0;
+        }
     }
     printf("{\"times_ms\": [");
     for (int r = 0; r < repeat; r++)

@@ -5,8 +5,8 @@ Creates test checkpoints in a temporary folder with torch -- big.pt, a ~400 MB f
 dict of 88 tensors shaped like a 7-layer transformer (d_model 1024, vocabulary 12,288);
 small.pt, 20,000 float32 tensors of 16-496 elements (~20 MB); and big.safetensors, the same
 tensors as big.pt, when the safetensors package is importable -- then, per file and case,
-alternates build/bin/load_vs_torch (the C half, a fresh process per measurement, --repeat
-loads in it) and the peer (one long-lived worker process per Python interpreter, the same
+alternates build/bin/load_vs_torch (the C half, a fresh process per measurement: one untimed
+load, then --repeat timed loads) and the peer (one long-lived worker process per Python interpreter, the same
 number of loads per measurement). Each file is read once before it is measured, so both sides
 load from a warm page cache: the times are parsing + copying/mapping, not disk.
 
@@ -149,7 +149,7 @@ def warm(path):
 
 
 def ours_times(binary, path, touch, copy, repeat, threads):
-    cmd = [binary, path, "--repeat", str(repeat)] + (["--touch"] if touch else []) + \
+    cmd = [binary, path, "--repeat", str(repeat), "--warmup", "1"] + (["--touch"] if touch else []) + \
         (["--copy"] if copy else [])
     env = dict(os.environ, PT_NUM_THREADS=str(threads))
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
