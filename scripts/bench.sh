@@ -13,3 +13,8 @@ echo "== autograd vs PyTorch =="
 /usr/bin/python3 benchmarks/autograd_vs_torch.py --bin "$build/bin/autograd_vs_torch" --threads 2
 echo "== training one epoch vs PyTorch (MLP and CNN on Fashion-MNIST) =="
 /usr/bin/python3 benchmarks/train_vs_torch.py --bin "$build/bin/train_vs_torch" --threads 2
+echo "== checkpoint loading vs PyTorch (torch.load, safetensors) =="
+# A second peer: the first interpreter listed in $PT_TORCH_PYTHONS (e.g. a venv with torch 2.x).
+py2=()
+for py in ${PT_TORCH_PYTHONS:-}; do py2=(--python2 "$py"); break; done
+/usr/bin/python3 benchmarks/load_vs_torch.py --bin "$build/bin/load_vs_torch" --threads 2 "${py2[@]}"
