@@ -89,6 +89,7 @@ typedef struct load_ctx {
     uint64_t legacy_bytes; /* sum of the legacy storages allocated so far */
     cached_storage *cache;
     int64_t ncache, capcache;
+    pt_value *index; /* key -> position in cache, so 100k storages do not cost 100k^2 */
 } load_ctx;
 
 static void ctx_free(load_ctx *c)
@@ -98,16 +99,22 @@ static void ctx_free(load_ctx *c)
         pt_release(c->cache[i].t);
     }
     free(c->cache);
+    pt_value_free(c->index);
     if (c->zip)
         pti_zip_close(c->zip);
 }
 
 static cached_storage *cache_find(load_ctx *c, const char *key)
 {
-    for (int64_t i = 0; i < c->ncache; i++)
-        if (strcmp(c->cache[i].key, key) == 0)
-            return &c->cache[i];
-    return NULL;
+    if (!c->index)
+        return NULL;
+    pt_value probe = pti_value_probe_str(key, strlen(key));
+    uint64_t hash;
+    int64_t pos, e;
+    if (!pti_value_hash(&probe, &hash, 0) || (e = pti_dict_find(c->index, &probe, hash)) < 0 ||
+        pt_value_as_int(c->index->u.dict.entries[e].val, &pos) != PT_OK)
+        return NULL;
+    return &c->cache[pos];
 }
 
 static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int64_t numel,
@@ -126,7 +133,11 @@ static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int6
     if (!t)
         return NULL;
     char *k = strdup(key);
-    if (!k) {
+    if (!c->index)
+        c->index = pt_value_dict();
+    if (!k || !c->index ||
+        pt_value_dict_set_str(c->index, key, pt_value_int(c->ncache)) != PT_OK) {
+        free(k);
         pt_release(t);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", c->what);
     }
