@@ -38,8 +38,8 @@ static void assert_bits_equal(const pt_tensor *actual, const pt_tensor *expected
     const uint32_t *a = pt_data_ptr(actual), *e = pt_data_ptr(expected);
     for (int64_t i = 0; i < pt_numel(expected); i++) {
         if (a[i] != e[i])
-            fail_msg("%s: element %lld is 0x%08x, gguf-py gives 0x%08x", what, (long long)i,
-                     a[i], e[i]);
+            fail_msg("%s: element %lld is 0x%08x, gguf-py gives 0x%08x", what, (long long)i, a[i],
+                     e[i]);
     }
 }
 
@@ -48,8 +48,8 @@ static pt_tensor *blocks_from_raw(const pt_tensor *raw, const pt_tensor *out, pt
 {
     const int64_t *s = pt_shape(out);
     int64_t shape[2] = {s[0], s[1]};
-    assert_int_equal(pt_numel(raw), (int64_t)pt_dtype_size(dt) * (s[0] * s[1]) /
-                                        pt_dtype_block_size(dt));
+    assert_int_equal(pt_numel(raw),
+                     (int64_t)pt_dtype_size(dt) * (s[0] * s[1]) / pt_dtype_block_size(dt));
     return pt_from_data(pt_data_ptr(raw), 2, shape, dt, cpu);
 }
 
@@ -319,12 +319,16 @@ int main(void)
 {
     fx = fx_open("quant");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_dequantize_matches_gguf_py, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_dequantize_matches_gguf_py, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dequantize_threaded, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_dequantize_plain_dtypes, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_dequantize_plain_dtypes, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dequantize_empty, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_to_dtype_of_block_tensor, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_embedding_block_tables, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_to_dtype_of_block_tensor, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_embedding_block_tables, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_embedding_threaded, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_embedding_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gguf_file_end_to_end, pt_test_setup, pt_test_teardown),

@@ -24,7 +24,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-/* ---- scale unpacking --------------------------------------------------------------------------- */
+/* ---- scale unpacking ----------------------------------------------------------------- */
 
 /* Q4_K / Q5_K: the 6-bit scale and min of sub-block i (0..7) from the 12 packed bytes. */
 static void kquant_scale_min(const uint8_t *s, int i, int *sc, int *mn)
@@ -73,8 +73,8 @@ static void deq_q4_1(const pti_block_q4_1 *x, float *y, int64_t nb)
 /* The 5-bit values of a Q5_0 / Q5_1 block (0..31) from its qh and qs. */
 static void q5_values(const uint8_t qh[4], const uint8_t *qs, int q[PTI_QK])
 {
-    uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 |
-                 (uint32_t)qh[3] << 24;
+    uint32_t h =
+        (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     for (int j = 0; j < PTI_QK / 2; j++) {
         q[j] = (qs[j] & 0xF) | (int)((h >> j) & 1) << 4;
         q[j + 16] = (qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
@@ -257,9 +257,7 @@ __attribute__((target("avx2"))) static inline void store_scaled(float *y, __m256
 /* 8 unsigned bytes at p widened to int32 lanes. */
 __attribute__((target("avx2"))) static inline __m256i load_u8x8(const uint8_t *p)
 {
-    __m128i v;
-    memcpy(&v, p, 8); /* only the low 8 bytes are read by cvtepu8 */
-    return _mm256_cvtepu8_epi32(v);
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 
 __attribute__((target("avx2"))) static void deq_q4_0_avx2(const pti_block_q4_0 *x, float *y,
@@ -284,8 +282,7 @@ __attribute__((target("avx2"))) static void deq_q8_0_avx2(const pti_block_q8_0 *
     for (int64_t i = 0; i < nb; i++, y += PTI_QK) {
         __m256 d = _mm256_set1_ps(pt_half_to_float(x[i].d));
         for (int j = 0; j < PTI_QK; j += 8) {
-            __m128i v;
-            memcpy(&v, x[i].qs + j, 8);
+            __m128i v = _mm_loadl_epi64((const __m128i *)(x[i].qs + j));
             store_scaled(y + j, _mm256_cvtepi8_epi32(v), d);
         }
     }
@@ -410,7 +407,7 @@ void pti_dequantize_row(pt_dtype dt, const void *blocks, float *out, int64_t n)
     }
 }
 
-/* ---- kernels ------------------------------------------------------------------------------------ */
+/* ---- kernels ------------------------------------------------------------------------- */
 
 /* First byte of a contiguous tensor whose offset (in elements) is a whole number of blocks. */
 static const char *block_data(const pt_tensor *t)
@@ -437,8 +434,8 @@ static void deq_range(void *ctx, int64_t begin, int64_t end)
         return;
     }
     for (int64_t r = begin; r < end; r++)
-        pti_dequantize_row(k->dt, k->src + (size_t)k->rows[r] * k->unit_bytes,
-                           k->dst + r * k->per, k->per);
+        pti_dequantize_row(k->dt, k->src + (size_t)k->rows[r] * k->unit_bytes, k->dst + r * k->per,
+                           k->per);
 }
 
 /* in[0]: contiguous block (or f16/bf16/f32) tensor; out[0]: contiguous float32, same numel. */
