@@ -138,7 +138,9 @@ typedef struct pt_embedding_opts {
 } pt_embedding_opts;
 
 /* torch.nn.functional.embedding(indices, weight): the rows of weight ([V, D]) at indices (any
- * shape, int64 or int32); result shape indices.shape + [D]. */
+ * shape, int64 or int32); result shape indices.shape + [D]. weight may also be a contiguous
+ * GGUF block tensor (D a multiple of its block size): only the looked-up rows are dequantized
+ * and the result is float32 (see ops_quant.h); no gradient flows to such a weight. */
 PT_API pt_tensor *pt_embedding(const pt_tensor *weight, const pt_tensor *indices);
 /* The same with options. padding_idx does not change the forward result (PyTorch's forward
  * does not either): the row is still read. It is validated here and only matters for the

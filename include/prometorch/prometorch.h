@@ -18,6 +18,7 @@
 #include "ops_nn.h"
 #include "ops_loss.h"
 #include "ops_random.h"
+#include "ops_quant.h"
 #include "autograd.h"
 #include "data.h"
 #include "train_utils.h"

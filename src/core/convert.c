@@ -214,10 +214,20 @@ pt_tensor *pt_to_dtype(const pt_tensor *t, pt_dtype dt)
         return pti_error_null(PT_ERR_DTYPE, "pt_to_dtype: invalid dtype %d", (int)dt);
     if (t->dtype == dt)
         return alias_of(t);
+    if (pti_dtypes[t->dtype].is_block && pti_dtypes[dt].is_floating) {
+        /* reading a block tensor: dequantize (src/ops/quant.c), then round to dt */
+        pt_tensor *f = pt_dequantize(t);
+        if (!f || dt == PT_FLOAT32)
+            return f;
+        pt_tensor *r = pt_to_dtype(f, dt);
+        pt_release(f);
+        return r;
+    }
     if (pti_dtypes[dt].is_block || pti_dtypes[t->dtype].is_block)
         return pti_error_null(PT_ERR_UNSUPPORTED,
                               "pt_to_dtype: conversion %s -> %s is not supported (block dtypes "
-                              "are read by quantized kernels)",
+                              "are dequantized to floating dtypes only, and quantizing is not "
+                              "supported)",
                               pt_dtype_name(t->dtype), pt_dtype_name(dt));
     pt_tensor *r = pti_tensor_new(t->ndim, t->shape, dt, t->storage->device);
     if (r && copy_same_device(r, t, "pt_to_dtype") != PT_OK) {

@@ -11,6 +11,7 @@
 #include "index.h"
 #include "index_grad.h"
 #include "index_util.h"
+#include "quant.h"
 
 /* For bool-returning checks: the error is already set by pti_error. */
 static bool fail(pt_status st)
@@ -102,7 +103,8 @@ pt_tensor *pti_fwd_embedding_ex(const pt_tensor *weight, const pt_tensor *indice
     if (!PTI_CHECK_ARG(weight, op, "weight") || !PTI_CHECK_ARG(indices, op, "indices"))
         return NULL;
     const pt_tensor *ts[2] = {weight, indices};
-    if (!pti_index_check_data(op, weight, 2, ts))
+    bool block = pti_dtypes[weight->dtype].is_block; /* GGUF table: src/ops/quant.c */
+    if (!block && !pti_index_check_data(op, weight, 2, ts))
         return NULL;
     if (weight->ndim != 2)
         return pti_error_null(PT_ERR_SHAPE, "%s: weight must be 2-D [num_embeddings, dim], got %s",
@@ -115,6 +117,8 @@ pt_tensor *pti_fwd_embedding_ex(const pt_tensor *weight, const pt_tensor *indice
         return pti_error_null(PT_ERR_INDEX,
                               "%s: padding_idx %lld must be within num_embeddings (%lld)", op,
                               (long long)opts->padding_idx, (long long)weight->shape[0]);
+    if (block)
+        return pti_fwd_embedding_quant(weight, indices);
     pt_tensor *idx = pti_index_as_i64(op, "indices", indices, true);
     pt_tensor *w = pti_alias(weight); /* any strides: the kernel walks them */
     pt_tensor *out = NULL;
