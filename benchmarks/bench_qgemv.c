@@ -6,6 +6,9 @@
  * "cold" cycles through enough copies (>= 256 MB) that every call streams from DRAM, which is
  * what a real model's decode step does.
  *
+ * A last column times a prefill-sized product, x[32, 4096] (hot weight), to show how the simple
+ * M > 1 loop scales (ideally far below 32 GEMVs).
+ *
  *   bench_qgemv [threads (default 2)] [seconds per measurement (default 1)] */
 #include <pthread.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #define DIM 4096
 #define COLD_BYTES (256u << 20)
 #define MAX_COPIES 64
+#define PREFILL_M 32
 
 static double now(void)
 {
@@ -148,7 +152,13 @@ int main(int argc, char **argv)
         xs[i] = (float)((i * 37 % 101) - 50) / 25.0f;
     pt_tensor *x = pt_from_data(xs, 2, (const int64_t[]){1, DIM}, PT_FLOAT32, pt_cpu());
     free(xs);
-    printf("%-6s %10s %12s %10s %12s\n", "type", "MB", "hot ms", "hot GB/s", "cold GB/s");
+    float *xps = malloc((size_t)PREFILL_M * DIM * sizeof(float));
+    for (int i = 0; i < PREFILL_M * DIM; i++)
+        xps[i] = (float)((i * 53 % 97) - 48) / 24.0f;
+    pt_tensor *xp = pt_from_data(xps, 2, (const int64_t[]){PREFILL_M, DIM}, PT_FLOAT32, pt_cpu());
+    free(xps);
+    printf("%-6s %8s %9s %9s %10s %10s %14s\n", "type", "MB", "hot ms", "hot GB/s", "cold ms",
+           "cold GB/s", "prefill32 ms");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const qtype *q = &types[t];
         size_t bsize = pt_dtype_size(q->dt), nblocks = (size_t)DIM * DIM / (size_t)pt_dtype_block_size(q->dt);
@@ -166,12 +176,15 @@ int main(int argc, char **argv)
         double hot = time_calls(gemv_call, &g, secs);
         g.copies = copies;
         double cold = time_calls(gemv_call, &g, secs);
-        printf("%-6s %10.2f %12.3f %10.2f %12.2f   (cold %.3f ms)\n", q->name, bytes / 1e6,
-               hot * 1e3, bytes / hot / 1e9, bytes / cold / 1e9, cold * 1e3);
+        gemv_arg gp = {.x = xp, .w = {g.w[0]}, .copies = 1};
+        double pre = time_calls(gemv_call, &gp, secs);
+        printf("%-6s %8.2f %9.3f %9.2f %10.3f %10.2f %8.2f (%.1fx GEMV)\n", q->name, bytes / 1e6,
+               hot * 1e3, bytes / hot / 1e9, cold * 1e3, bytes / cold / 1e9, pre * 1e3, pre / hot);
         for (int c = 0; c < copies; c++)
             pt_release(g.w[c]);
     }
     pt_release(x);
+    pt_release(xp);
     printf("memcpy (%d thread(s), bytes copied / time): 8 MB (cache) %.2f GB/s, 256 MB (DRAM) "
            "%.2f GB/s\n",
            threads, memcpy_gbs(8u << 20, threads, secs), memcpy_gbs(COLD_BYTES, threads, secs));

@@ -14,6 +14,7 @@
 #include "quant_dot.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -23,8 +24,10 @@ bool pti_quant_avx2_ok(void)
     static atomic_int ok = -1; /* every thread that races here stores the same value */
     int v = atomic_load_explicit(&ok, memory_order_relaxed);
     if (v < 0) {
-        __builtin_cpu_init();
-        v = pti_cpu_has_avx2() && __builtin_cpu_supports("f16c");
+        /* F16C is CPUID leaf 1, ECX bit 29 (every AVX2 CPU has it; checked all the same) */
+        unsigned eax, ebx, ecx = 0, edx;
+        bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx >> 29 & 1u);
+        v = pti_cpu_has_avx2() && f16c;
         atomic_store_explicit(&ok, v, memory_order_relaxed);
     }
     return v;
