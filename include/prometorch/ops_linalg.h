@@ -34,6 +34,13 @@ PT_API pt_tensor *pt_bmm(const pt_tensor *a, const pt_tensor *b);
  * [j, 1, n, m] @ [k, m, p] -> [j, k, n, p]. 0-dim inputs are an error. */
 PT_API pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b);
 
+/* Block-dtype second argument (a GGUF weight): pt_matmul(x, pt_t(w)) with w a contiguous
+ * [N, K] block tensor (the transpose view of a weight as loaded) equals pt_linear(x, w): x is
+ * float32 [..., K] (or [K]) and the result float32 [..., N] (or [N]), computed by the
+ * quantized kernel described at pt_linear. Any other block-dtype b (not 2-D, or not such a
+ * transpose) is PT_ERR_UNSUPPORTED / PT_ERR_SHAPE, and a block-dtype first argument
+ * PT_ERR_DTYPE. */
+
 /* Matrix-vector product: [n, m] @ [m] -> [n] (torch.mv). */
 PT_API pt_tensor *pt_mv(const pt_tensor *mat, const pt_tensor *vec);
 
@@ -66,6 +73,27 @@ PT_API pt_tensor *pt_baddbmm(const pt_tensor *input, const pt_tensor *batch1,
                              const pt_tensor *batch2);
 PT_API pt_tensor *pt_baddbmm_ex(const pt_tensor *input, const pt_tensor *batch1,
                                 const pt_tensor *batch2, const pt_baddbmm_opts *opts);
+
+/* F.linear(x, weight, bias): y = x @ weight^T + bias over the last dim of x.
+ * x [..., in] (at least 1-D), weight [out, in] (or [in], giving [...]), bias [out] or NULL
+ * (broadcastable to the output, as in PyTorch). With float weights all three share a dtype and
+ * the result is differentiable (addmm for a 2-D x with bias, else matmul + add, as PyTorch).
+ *
+ * Weight-only quantized path (beyond PyTorch, for GGUF models): when weight has a block dtype
+ * (PT_Q4_0 ... PT_Q8_K), or is float16/bfloat16 while x is float32, the weight is read in
+ * place: it must be 2-D [out, in] as stored in the file, contiguous (a row slice of one is
+ * fine), in a multiple of its block size (32 or 256); x must be float32 (any strides) and
+ * bias float32 [out] or NULL; the result is float32 [..., out]. As in llama.cpp, each row of x
+ * is quantized per block to 8 bits (Q8_0 for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, Q8_K for the
+ * K-quants; float16/bfloat16 weights use x unquantized) and the products are integer dot
+ * products per block, so results differ from the float product x @ dequant(weight)^T by the
+ * activation rounding (about 0.4% of a block's largest |x| per element). CPU only; inference
+ * only: PT_ERR_UNSUPPORTED when grad mode is on and x or bias requires grad.
+ *
+ * Errors: PT_ERR_SHAPE (in_features mismatch, bias shape, weight not 2-D or not on whole
+ * blocks), PT_ERR_DTYPE (mixed float dtypes, a non-float32 x or bias next to a quantized
+ * weight, a block-dtype x or bias), PT_ERR_UNSUPPORTED (non-contiguous block weight, grad). */
+PT_API pt_tensor *pt_linear(const pt_tensor *x, const pt_tensor *weight, const pt_tensor *bias);
 
 #ifdef __cplusplus
 }

@@ -648,9 +648,14 @@ pt_tensor *pt_outer(const pt_tensor *a, const pt_tensor *b)
 
 /* ---- matmul ---------------------------------------------------------------------------------- */
 
+/* A block-dtype b (a GGUF weight, transposed): src/ops/linalg_linear.c. */
+pt_tensor *pti_matmul_block_weight(const pt_tensor *a, const pt_tensor *b);
+
 pt_tensor *pt_matmul(const pt_tensor *a, const pt_tensor *b)
 {
     const char *op = "pt_matmul";
+    if (a && b && pti_dtypes[b->dtype].is_block)
+        return pti_matmul_block_weight(a, b);
     if (!check_pair(op, a, "a", b, "b"))
         return NULL;
     if (a->ndim == 0 || b->ndim == 0)

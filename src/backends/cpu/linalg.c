@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "quant.h"
 
 /* OpenBLAS runs single-threaded when M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4). */
 #define SMALL_MNK (65536 * 4)
@@ -233,4 +234,5 @@ void pti_cpu_register_linalg(pti_kernel *table)
 {
     table[PTI_OP_mm] = cpu_gemm;
     table[PTI_OP_bmm] = cpu_gemm;
+    pti_cpu_register_quant_linear(table);
 }

@@ -57,4 +57,7 @@ void pti_quantize_row_q8_k(const float *x, pti_block_q8_k *y, int64_t n);
  * quantized to pti_quant_act_dtype(dt). */
 float pti_quant_dot(pt_dtype dt, const void *w_row, const void *act, int64_t n);
 
+/* Fills the quant_linear slot (quant_matmul.c); called by pti_cpu_register_linalg. */
+void pti_cpu_register_quant_linear(pti_kernel *table);
+
 #endif

@@ -1,0 +1,53 @@
+/* Private to the quantized dot products (quant_dot.c, quant_dot_avx2.c) and the quantized
+ * matmul kernel (quant_matmul.c): the row dot-product function type, the AVX2 variants and a
+ * branch-light binary16 -> float conversion for the per-block scales. */
+#ifndef PT_CPU_QUANT_DOT_H
+#define PT_CPU_QUANT_DOT_H
+
+#include <string.h>
+
+#include "quant.h"
+
+/* Dot product of one weight row of n elements with one activation row (already in
+ * pti_quant_act_dtype(weight dtype)); n is a whole number of blocks. */
+typedef float (*pti_qdot_fn)(const void *w_row, const void *act, int64_t n);
+
+/* The kernel pti_quant_dot uses for dt (AVX2 when available, else scalar); NULL for a dtype
+ * without one. */
+pti_qdot_fn pti_quant_dot_fn(pt_dtype dt);
+
+/* AVX2+FMA+F16C variants (quant_dot_avx2.c); only called when pti_quant_avx2_ok(). NULL
+ * from pti_quant_dot_avx2_fn for the dtypes that only have the scalar path. */
+bool pti_quant_avx2_ok(void);
+pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt);
+
+/* IEEE binary16 bits -> float (exact; subnormals, inf and NaN included). */
+static inline float pti_h2f(pti_half h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | man << 13;
+    } else if (exp != 0) {
+        bits = sign | (exp + 112u) << 23 | man << 13;
+    } else {
+        float v = (float)man * (1.0f / 16777216.0f); /* 0 or a subnormal: man * 2^-24 */
+        return sign ? -v : v;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The eight 6-bit scales and mins of a Q4_K / Q5_K super-block (formats.md 2.3). */
+static inline void pti_kquant_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8])
+{
+    for (int i = 0; i < 4; i++) {
+        sc[i] = s[i] & 63;
+        mn[i] = s[i + 4] & 63;
+        sc[i + 4] = (uint8_t)((s[i + 8] & 0xF) | (s[i] >> 6) << 4);
+        mn[i + 4] = (uint8_t)((s[i + 8] >> 4) | (s[i + 4] >> 6) << 4);
+    }
+}
+
+#endif

@@ -1,0 +1,127 @@
+/* CPU kernel of quant_linear (front-end: pt_linear / pt_matmul in src/ops/linalg_linear.c):
+ * y[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) with W in a GGUF block dtype (or F16/BF16/F32)
+ * read in place, block by block.
+ *
+ * Design: the M activation rows are quantized once (Q8_0 or Q8_K, pti_quant_act_dtype) into a
+ * scratch buffer from the allocator cache; then the N output rows are split across the thread
+ * pool, and each thread computes every one of the M rows for its range of N, so each weight
+ * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth. For
+ * M > 1 (prefill) the weight rows are taken ROWS_PER_TILE at a time (a few KB, kept in L1/L2
+ * while all M activation rows stream past): the work is M separate GEMVs over cached weights,
+ * so it is compute bound at roughly M times the GEMV time -- far from a real GEMM kernel that
+ * would reuse each unpacked weight value across several activation rows. */
+#include "cpu.h"
+#include "quant_dot.h"
+
+/* weight rows per tile in the M > 1 loop */
+#define ROWS_PER_TILE 16
+/* multiply-adds below which a parallel chunk is not worth waking a thread */
+#define MIN_WORK_PER_CHUNK 32768
+
+typedef struct qlinear_ctx {
+    pti_qdot_fn dot;
+    const char *w;      /* weight row 0 */
+    size_t w_row_bytes; /* bytes of one weight row */
+    const char *act;    /* quantized (or float) activation row 0 */
+    size_t act_row_bytes;
+    const float *bias; /* [N] or NULL */
+    float *y;          /* [M, N] */
+    int64_t m, n, k;
+} qlinear_ctx;
+
+/* Output columns [n0, n1) of every row of y. */
+static void qlinear_rows(void *vctx, int64_t n0, int64_t n1)
+{
+    const qlinear_ctx *c = vctx;
+    for (int64_t t0 = n0; t0 < n1; t0 += ROWS_PER_TILE) {
+        int64_t t1 = t0 + ROWS_PER_TILE < n1 ? t0 + ROWS_PER_TILE : n1;
+        for (int64_t i = 0; i < c->m; i++) {
+            const char *a = c->act + (size_t)i * c->act_row_bytes;
+            float *yr = c->y + i * c->n;
+            for (int64_t j = t0; j < t1; j++) {
+                float v = c->dot(c->w + (size_t)j * c->w_row_bytes, a, c->k);
+                yr[j] = c->bias ? v + c->bias[j] : v;
+            }
+        }
+    }
+}
+
+typedef struct quantize_ctx {
+    pt_dtype adt;
+    const float *x;
+    char *act;
+    size_t act_row_bytes;
+    int64_t k;
+} quantize_ctx;
+
+static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const quantize_ctx *c = vctx;
+    for (int64_t i = r0; i < r1; i++) {
+        const float *xr = c->x + i * c->k;
+        void *dst = c->act + (size_t)i * c->act_row_bytes;
+        if (c->adt == PT_Q8_0)
+            pti_quantize_row_q8_0(xr, dst, c->k);
+        else
+            pti_quantize_row_q8_k(xr, dst, c->k);
+    }
+}
+
+/* The weight's first byte: block tensors count their offset in elements, a whole number of
+ * blocks (the front-end checked). */
+static const char *weight_data(const pt_tensor *w)
+{
+    const pti_dtype_info *di = &pti_dtypes[w->dtype];
+    return (const char *)w->storage->data + (w->offset / di->block_size) * (int64_t)di->size;
+}
+
+/* in[0] x float32 [M, K] contiguous; in[1] W [N, K] contiguous (block dtype, F16, BF16, F32;
+ * K a multiple of the block size); in[2] bias float32 [N] contiguous or NULL;
+ * out[0] y float32 [M, N] contiguous. */
+static pt_status cpu_quant_linear(const pti_call *c)
+{
+    const pt_tensor *x = c->in[0], *w = c->in[1], *bias = c->n_in > 2 ? c->in[2] : NULL;
+    pt_tensor *y = c->out[0];
+    int64_t m = x->shape[0], k = w->shape[1], n = w->shape[0];
+    pti_qdot_fn dot = pti_quant_dot_fn(w->dtype);
+    if (!dot)
+        return pti_error(PT_ERR_UNSUPPORTED, "quant_linear: no CPU kernel for weight dtype %s",
+                         pt_dtype_name(w->dtype));
+    const pti_dtype_info *wi = &pti_dtypes[w->dtype];
+    pt_dtype adt = pti_quant_act_dtype(w->dtype);
+    const pti_dtype_info *ai = &pti_dtypes[adt];
+    qlinear_ctx q = {
+        .dot = dot,
+        .w = weight_data(w),
+        .w_row_bytes = (size_t)(k / wi->block_size) * wi->size,
+        .act_row_bytes = (size_t)(k / ai->block_size) * ai->size,
+        .bias = bias ? pti_data(bias) : NULL,
+        .y = pti_data(y),
+        .m = m,
+        .n = n,
+        .k = k,
+    };
+    char *scratch = NULL;
+    size_t scratch_bytes = (size_t)m * q.act_row_bytes;
+    if (adt == PT_FLOAT32) {
+        q.act = pti_data(x);
+    } else {
+        scratch = pti_cpu_alloc(scratch_bytes ? scratch_bytes : 1);
+        if (!scratch)
+            return pti_error(PT_ERR_OOM, "quant_linear: out of memory for %lld quantized rows",
+                             (long long)m);
+        quantize_ctx qc = {adt, pti_data(x), scratch, q.act_row_bytes, k};
+        pti_parallel_for(m, k > 0 ? 1 + MIN_WORK_PER_CHUNK / k : m, quantize_rows, &qc);
+        q.act = scratch;
+    }
+    int64_t per_row = m * k > 0 ? m * k : 1;
+    pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
+    if (scratch)
+        pti_cpu_free(scratch, scratch_bytes ? scratch_bytes : 1);
+    return PT_OK;
+}
+
+void pti_cpu_register_quant_linear(pti_kernel *table)
+{
+    table[PTI_OP_quant_linear] = cpu_quant_linear;
+}
