@@ -258,15 +258,28 @@ static void select_from_logits(const float *src, int32_t n, int32_t k, cand *out
     int32_t len = 0;
     for (int32_t i = 0; i < k; i++)
         heap_offer(out, &len, k, (cand){isnan(src[i]) ? -INFINITY : src[i], i, 0.0f});
-    for (int32_t i = k; i < n; i++) {
-        float v = src[i];
-        /* A later equal logit has a higher id, so it never beats the root: '>' suffices, and
-         * NaN fails it. */
-        if (v > out[0].logit) {
-            out[0] = (cand){v, i, 0.0f};
+    /* A later equal logit has a higher id, so it never beats the root: '>' suffices, and NaN
+     * fails it. Blocks of 16 are first tested against the root as a whole (a branch-free loop
+     * the compiler vectorizes): once the heap has warmed up almost every block is skipped. */
+    int32_t i = k;
+    for (; i + 16 <= n; i += 16) {
+        float thr = out[0].logit;
+        int any = 0;
+        for (int j = 0; j < 16; j++)
+            any |= src[i + j] > thr;
+        if (!any)
+            continue;
+        for (int j = 0; j < 16; j++)
+            if (src[i + j] > out[0].logit) {
+                out[0] = (cand){src[i + j], i + j, 0.0f};
+                sift_down(out, k, 0);
+            }
+    }
+    for (; i < n; i++)
+        if (src[i] > out[0].logit) {
+            out[0] = (cand){src[i], i, 0.0f};
             sift_down(out, k, 0);
         }
-    }
     heap_to_sorted(out, k);
 }
 
@@ -368,6 +381,41 @@ static void typical_filter(pti_sampler *s, set *st)
     st->sorted = false;
 }
 
+/* For top_p on a large unsorted set: buckets the candidates by logit below the max m, finds
+ * the bucket where the mass (summed per bucket in double) reaches top_p, and copies every
+ * candidate of that bucket and those above it into out, sorted best-first. That is a top-k set
+ * (equal logits share a bucket) holding at least top_p of the mass up to rounding; the caller
+ * grows it if the exact float cumulative sum falls short. Returns k. */
+static int32_t top_p_prefilter(const cand *c, int32_t n, float m, float top_p, cand *out)
+{
+    enum { NB = 512 };
+    const float range = 32.0f, scale = NB / range; /* exp(-32) of the max: far below any cut */
+    double mass[NB] = {0};
+    for (int32_t i = 0; i < n; i++) {
+        float d = (m - c[i].logit) * scale; /* >= 0; +inf for -inf logits */
+        int b = d < (float)(NB - 1) ? (int)d : NB - 1;
+        mass[b] += c[i].p;
+    }
+    double cum = 0.0;
+    int last_b = NB - 1;
+    for (int b = 0; b < NB; b++) {
+        cum += mass[b];
+        if (cum >= (double)top_p + 1e-6) {
+            last_b = b;
+            break;
+        }
+    }
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        float d = (m - c[i].logit) * scale;
+        int b = d < (float)(NB - 1) ? (int)d : NB - 1;
+        if (b <= last_b)
+            out[k++] = c[i];
+    }
+    sort_inplace(out, k);
+    return k;
+}
+
 static void top_p_filter(pti_sampler *s, set *st)
 {
     float top_p = s->o.top_p;
@@ -379,8 +427,13 @@ static void top_p_filter(pti_sampler *s, set *st)
     const cand *pd = c;
     int32_t k = n;
     if (!st->sorted) {
-        k = n < 256 ? n : 256;
-        select_from_cands(c, n, k, s->buf);
+        float m = max_logit(c, n);
+        if (n > 1024 && isfinite(m)) {
+            k = top_p_prefilter(c, n, m, top_p, s->buf);
+        } else {
+            k = n < 256 ? n : 256;
+            select_from_cands(c, n, k, s->buf);
+        }
         pd = s->buf;
     }
     int32_t last = n;

@@ -386,6 +386,21 @@ static void test_edges(void **state)
     assert_int_equal(pti_sampler_probs(s, l, N, NULL, NULL, 0), N);
     pti_sampler_free(s);
 
+    /* ties: top_k keeps the lowest ids, and they share the mass equally */
+    for (int i = 0; i < N; i++)
+        l[i] = 1.0f;
+    o = d;
+    o.top_k = 3;
+    o.top_p = 1.0f;
+    o.repeat_penalty = 1.0f;
+    s = pti_sampler_new(&o, N);
+    assert_int_equal(pti_sampler_probs(s, l, N, ids, probs, N), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ids[i], i);
+        assert_true(fabsf(probs[i] - 1.0f / 3.0f) < 1e-7f);
+    }
+    pti_sampler_free(s);
+
     /* errors */
     s = pti_sampler_new(&d, N);
     assert_int_equal(pti_sample(s, l, N + 1), -1);
