@@ -2,6 +2,7 @@
  * transcription of llama.cpp's chain (tests/fixtures/gen/sampler.py), greedy, seeding, an
  * empirical-frequency check of the draws, edge cases, and the time of one step on a
  * 262,144-token vocabulary. */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -509,6 +510,47 @@ static void test_timing(void **state)
     free(l);
 }
 
+/* No allocation per step, in every mode: checked when run under tests/steady's malloc counter
+ * (LD_PRELOAD=build/lib/libmalloc_counter.so or wherever the build put it), skipped otherwise. */
+static void test_no_malloc(void **state)
+{
+    (void)state;
+    unsigned long (*calls)(void) =
+        (unsigned long (*)(void))dlsym(RTLD_DEFAULT, "malloc_counter_calls");
+    if (!calls)
+        skip();
+    enum { N = 5000 };
+    float *l = malloc(N * sizeof *l);
+    fill_normal(l, N, 12, 1.0f);
+    pti_sampler_opts o[6];
+    for (int i = 0; i < 6; i++)
+        o[i] = pti_sampler_default_opts();
+    o[1].temperature = 0.0f;
+    o[2].top_k = 0;
+    o[3].typical_p = 0.7f;
+    o[4].min_p = 0.05f;
+    o[4].top_k = 0;
+    o[5].frequency_penalty = 0.3f;
+    o[5].presence_penalty = 0.2f;
+    pti_sampler *s[6];
+    for (int i = 0; i < 6; i++)
+        s[i] = pti_sampler_new(&o[i], N);
+    int32_t ids[8];
+    float probs[8];
+    unsigned long before = calls();
+    for (int step = 0; step < 100; step++)
+        for (int i = 0; i < 6; i++) {
+            int32_t t = pti_sample(s[i], l, N);
+            pti_sampler_accept(s[i], t);
+            pti_sampler_probs(s[i], l, N, ids, probs, 8);
+        }
+    unsigned long after = calls();
+    for (int i = 0; i < 6; i++)
+        pti_sampler_free(s[i]);
+    free(l);
+    assert_int_equal(after - before, 0);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -533,6 +575,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_edges, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_window, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_timing, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_no_malloc, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
