@@ -66,8 +66,8 @@ static uint64_t random_seed(const void *addr)
 
 static bool opts_valid(const pti_sampler_opts *o)
 {
-    return !isnan(o->temperature) && !isnan(o->top_p) && !isnan(o->min_p) && !isnan(o->typical_p) &&
-           isfinite(o->repeat_penalty) && o->repeat_penalty > 0.0f &&
+    return isfinite(o->temperature) && !isnan(o->top_p) && !isnan(o->min_p) &&
+           !isnan(o->typical_p) && isfinite(o->repeat_penalty) && o->repeat_penalty > 0.0f &&
            isfinite(o->presence_penalty) && isfinite(o->frequency_penalty) && o->repeat_last_n >= 0;
 }
 
@@ -477,7 +477,16 @@ static void min_p_filter(pti_sampler *s, set *st)
     for (int32_t i = 0; i < st->size; i++)
         if (c[i].logit >= min_logit)
             c[kept++] = c[i];
-    st->size = kept; /* never empty: the max passes */
+    if (kept == 0) {
+        /* min_p > 1 (or +inf): like llama.cpp's sorted path, the best token alone remains */
+        int32_t best = 0;
+        for (int32_t i = 1; i < st->size; i++)
+            if (better(&c[i], &c[best]))
+                best = i;
+        c[0] = c[best];
+        kept = 1;
+    }
+    st->size = kept;
 }
 
 /* ---- the chain ---------------------------------------------------------------------------- */
@@ -598,7 +607,7 @@ int32_t pti_sample(pti_sampler *s, const float *logits, int32_t n_vocab)
         if (run > target)
             break;
     }
-    return s->cand[pick].id;
+    return s->cand[pick < 0 ? 0 : pick].id;
 }
 
 int32_t pti_sampler_probs(pti_sampler *s, const float *logits, int32_t n_vocab, int32_t *ids,

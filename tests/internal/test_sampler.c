@@ -402,6 +402,32 @@ static void test_edges(void **state)
     }
     pti_sampler_free(s);
 
+    /* min_p above 1 keeps the best token alone (llama.cpp's sorted path), with or without
+     * top_k's sorting before it */
+    fill_normal(l, N, 8, 1.0f);
+    int32_t best = 0;
+    for (int i = 1; i < N; i++)
+        if (l[i] > l[best])
+            best = i;
+    for (int v = 0; v < 2; v++) {
+        o = d;
+        o.min_p = 1.5f;
+        o.top_p = 1.0f;
+        o.top_k = v ? 0 : 10;
+        s = pti_sampler_new(&o, N);
+        assert_int_equal(pti_sampler_probs(s, l, N, ids, probs, N), 1);
+        assert_int_equal(ids[0], best);
+        assert_int_equal(pti_sample(s, l, N), best);
+        pti_sampler_free(s);
+    }
+    /* top_p 0 keeps the best token alone too */
+    o = d;
+    o.top_p = 0.0f;
+    s = pti_sampler_new(&o, N);
+    assert_int_equal(pti_sampler_probs(s, l, N, ids, probs, N), 1);
+    assert_int_equal(ids[0], best);
+    pti_sampler_free(s);
+
     /* errors */
     s = pti_sampler_new(&d, N);
     assert_int_equal(pti_sample(s, l, N + 1), -1);
@@ -425,6 +451,9 @@ static void test_edges(void **state)
     assert_null(pti_sampler_new(&o, N));
     o = d;
     o.repeat_penalty = 0.0f;
+    assert_null(pti_sampler_new(&o, N));
+    o = d;
+    o.temperature = INFINITY;
     assert_null(pti_sampler_new(&o, N));
     s = pti_sampler_new(NULL, N); /* the defaults */
     assert_non_null(s);
