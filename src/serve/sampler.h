@@ -70,8 +70,8 @@ pti_sampler_opts pti_sampler_default_opts(void);
 
 /* A sampler for vocabularies of n_vocab tokens (>= 1) with the options copied from *opts
  * (NULL: the defaults). Returns NULL with PT_ERR_INVALID_ARG for a bad option (NaN, infinite
- * temperature or penalty, negative repeat_last_n, repeat_penalty <= 0, n_vocab < 1) or PT_ERR_OOM.
- */
+ * temperature or penalty, negative repeat_last_n, repeat_penalty <= 0, n_vocab < 1), or
+ * PT_ERR_OOM. */
 pti_sampler *pti_sampler_new(const pti_sampler_opts *opts, int32_t n_vocab);
 /* Frees; NULL is a no-op. */
 void pti_sampler_free(pti_sampler *s);
