@@ -38,8 +38,8 @@
  * The numbers differ from llama.cpp's mt19937, so sampled (non-greedy) text is not expected to
  * match llama.cpp token for token; the distributions are the same.
  *
- * Memory: everything is allocated by pti_sampler_new, sized by n_vocab (about 36 bytes per
- * vocabulary entry: 9 MB for a 262,144-token vocabulary); pti_sample does not allocate.
+ * Memory: everything is allocated by pti_sampler_new, sized by n_vocab (32 bytes per
+ * vocabulary entry: 8 MB for a 262,144-token vocabulary); pti_sample does not allocate.
  * A sampler is not thread-safe; use one per generation stream. */
 #ifndef PROMETORCH_SERVE_SAMPLER_H
 #define PROMETORCH_SERVE_SAMPLER_H
