@@ -19,6 +19,8 @@
 struct pti_chat_template {
     pti_chat_family family;
     bool phi3_keep_empty_system; /* Phi-3-mini: prints a system turn even when it is empty */
+    bool ds_newlines;            /* DeepSeek-R1 (early template): newlines between its tags */
+    bool ds_think_prompt;        /* DeepSeek-R1 (2025 template): the prompt opens <think> */
     char *default_system;        /* ChatML/Qwen2.5: the system prompt used when none is given */
     char *warning;
 };
@@ -30,7 +32,10 @@ typedef struct sv {
     size_t n;
 } sv;
 
-static sv sv_of(const char *s) { return (sv){s ? s : "", s ? strlen(s) : 0}; }
+static sv sv_of(const char *s)
+{
+    return (sv){s ? s : "", s ? strlen(s) : 0};
+}
 
 static const char *sv_find(sv h, const char *needle)
 {
@@ -79,7 +84,8 @@ static size_t space_len_at(const unsigned char *p, size_t n)
     if (n >= 3 && c == 0xe1 && p[1] == 0x9a && p[2] == 0x80) /* U+1680 */
         return 3;
     if (n >= 3 && c == 0xe2 && p[1] == 0x80 &&
-        (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf)) /* U+2000-200A,2028,2029,202F */
+        (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 ||
+         p[2] == 0xaf)) /* U+2000-200A, 2028, 2029, 202F */
         return 3;
     if (n >= 3 && c == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) /* U+205F */
         return 3;
@@ -129,7 +135,7 @@ static sv rstrip_nl(sv s)
     return s;
 }
 
-/* ---- output buffer ---------------------------------------------------------------------------- */
+/* ---- output buffer --------------------------------------------------------------------------- */
 
 typedef struct sbuf {
     char *d;
@@ -164,8 +170,14 @@ static void put_n(sbuf *b, const char *s, size_t n)
     b->d[b->n] = '\0';
 }
 
-static void put(sbuf *b, const char *s) { put_n(b, s, s ? strlen(s) : 0); }
-static void put_sv(sbuf *b, sv s) { put_n(b, s.p, s.n); }
+static void put(sbuf *b, const char *s)
+{
+    put_n(b, s, s ? strlen(s) : 0);
+}
+static void put_sv(sbuf *b, sv s)
+{
+    put_n(b, s.p, s.n);
+}
 
 /* Python's json.dumps(s, ensure_ascii=False) of a string: quotes and escapes only. */
 static void put_json_str(sbuf *b, sv s)
@@ -200,12 +212,18 @@ static void tmpl_raise(sbuf *b, const char *msg)
         b->error = msg;
 }
 
-/* ---- message accessors ------------------------------------------------------------------------ */
+/* ---- message accessors ----------------------------------------------------------------------- */
 
-static bool role_is(const pti_chat_message *m, const char *r) { return strcmp(m->role, r) == 0; }
-static sv content(const pti_chat_message *m) { return sv_of(m->content); }
+static bool role_is(const pti_chat_message *m, const char *r)
+{
+    return strcmp(m->role, r) == 0;
+}
+static sv content(const pti_chat_message *m)
+{
+    return sv_of(m->content);
+}
 
-/* ---- renderers: one per family ---------------------------------------------------------------- */
+/* ---- renderers: one per family --------------------------------------------------------------- */
 
 /* Plain fallback: "role: content\n" per message, then "assistant: ". */
 static void render_plain(sbuf *b, const pti_chat_message *m, size_t n, bool gen)
@@ -231,8 +249,8 @@ static void chatml_turn(sbuf *b, const char *role, sv text)
 
 /* {% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}
  * {{ default system }}{% endif %}{{'<|im_start|>' + role + '\n' + content + '<|im_end|>\n'}} */
-static void render_chatml(sbuf *b, const pti_chat_template *t, const pti_chat_message *m,
-                          size_t n, bool gen)
+static void render_chatml(sbuf *b, const pti_chat_template *t, const pti_chat_message *m, size_t n,
+                          bool gen)
 {
     for (size_t i = 0; i < n; i++) {
         if (i == 0 && t->default_system && !role_is(&m[0], "system"))
@@ -265,8 +283,8 @@ static void qwen_tool_call(sbuf *b, const pti_chat_tool_call *tc)
     put(b, "}\n</tool_call>");
 }
 
-static void render_qwen25(sbuf *b, const pti_chat_template *t, const pti_chat_message *m,
-                          size_t n, bool gen)
+static void render_qwen25(sbuf *b, const pti_chat_template *t, const pti_chat_message *m, size_t n,
+                          bool gen)
 {
     const char *def = t->default_system
                           ? t->default_system
@@ -446,7 +464,7 @@ static void render_mistral(sbuf *b, const pti_chat_message *m, size_t n, const p
             continue;
         if (role_is(&m[i], "user") != (idx % 2 == 0)) {
             tmpl_raise(b, "After the optional system message, conversation roles must alternate "
-                     "user/assistant/user/assistant/...");
+                          "user/assistant/user/assistant/...");
             return;
         }
         idx++;
@@ -496,7 +514,7 @@ static void render_mistral(sbuf *b, const pti_chat_message *m, size_t n, const p
             put(b, "\"}[/TOOL_RESULTS]");
         } else {
             tmpl_raise(b, "Only user and assistant roles are supported, with the exception of an "
-                     "initial optional system message!");
+                          "initial optional system message!");
             return;
         }
     }
@@ -536,8 +554,8 @@ static void render_gemma(sbuf *b, const pti_chat_message *m, size_t n, bool gen,
 
 /* Phi-3/3.5: untrimmed turns; tool and other roles are dropped; eos_token ends a
  * conversation rendered without a generation prompt. */
-static void render_phi3(sbuf *b, const pti_chat_template *t, const pti_chat_message *m,
-                        size_t n, bool gen, const pti_chat_opts *o)
+static void render_phi3(sbuf *b, const pti_chat_template *t, const pti_chat_message *m, size_t n,
+                        bool gen, const pti_chat_opts *o)
 {
     for (size_t i = 0; i < n; i++) {
         const char *tag = NULL;
@@ -556,23 +574,32 @@ static void render_phi3(sbuf *b, const pti_chat_template *t, const pti_chat_mess
     put(b, gen ? "<|assistant|>\n" : o->eos_token);
 }
 
-#define DS_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"
+#define DS_EOS                                                                                     \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81"                                                                              \
+    "of\xe2\x96\x81"                                                                               \
+    "sentence\xef\xbd\x9c>"
 #define DS_USER "<\xef\xbd\x9cUser\xef\xbd\x9c>"
-#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
+#define DS_ASSISTANT                                                                               \
+    "<\xef\xbd\x9c"                                                                                \
+    "Assistant\xef\xbd\x9c>"
 #define DS_FW "\xef\xbd\x9c" /* U+FF5C FULLWIDTH VERTICAL LINE */
 #define DS_SP "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK */
 
-/* DeepSeek-R1 distills: bos, a newline, the (last) system prompt, then User/Assistant turns;
- * an assistant turn keeps only the text after its last </think>. */
-static void render_deepseek_r1(sbuf *b, const pti_chat_message *m, size_t n, bool gen,
-                               const pti_chat_opts *o)
+/* DeepSeek-R1 distills: bos, the (last) system prompt, then User/Assistant turns; an
+ * assistant turn keeps only the text after its last </think>. The early template was written
+ * on several lines, and the newlines after its {{bos_token}}, the tool outputs' end and the
+ * generation prompt are output; the 2025 one is a single line whose prompt opens <think>. */
+static void render_deepseek_r1(sbuf *b, const pti_chat_template *t, const pti_chat_message *m,
+                               size_t n, bool gen, const pti_chat_opts *o)
 {
+    const char *nl = t->ds_newlines ? "\n" : "";
     sv system = {"", 0};
     for (size_t i = 0; i < n; i++)
         if (role_is(&m[i], "system"))
             system = content(&m[i]);
     put(b, o->bos_token);
-    put(b, "\n");
+    put(b, nl);
     put_sv(b, system);
     bool is_tool = false, is_first = false, output_first = true;
     for (size_t i = 0; i < n; i++) {
@@ -630,13 +657,18 @@ static void render_deepseek_r1(sbuf *b, const pti_chat_message *m, size_t n, boo
             output_first = false;
         }
     }
-    if (is_tool)
-        put(b, "<" DS_FW "tool" DS_SP "outputs" DS_SP "end" DS_FW ">\n");
-    if (gen && !is_tool)
-        put(b, DS_ASSISTANT "\n");
+    if (is_tool) {
+        put(b, "<" DS_FW "tool" DS_SP "outputs" DS_SP "end" DS_FW ">");
+        put(b, nl);
+    }
+    if (gen && !is_tool) {
+        put(b, DS_ASSISTANT);
+        put(b, t->ds_think_prompt ? "<think>\n" : "");
+        put(b, nl);
+    }
 }
 
-/* ---- rendering entry point -------------------------------------------------------------------- */
+/* ---- rendering entry point ------------------------------------------------------------------- */
 
 char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, size_t n,
                       bool add_generation_prompt, const pti_chat_opts *opts, size_t *out_len)
@@ -675,7 +707,7 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
     case PTI_CHAT_MISTRAL: render_mistral(&b, msgs, n, &o); break;
     case PTI_CHAT_GEMMA: render_gemma(&b, msgs, n, gen, &o); break;
     case PTI_CHAT_PHI3: render_phi3(&b, t, msgs, n, gen, &o); break;
-    case PTI_CHAT_DEEPSEEK_R1: render_deepseek_r1(&b, msgs, n, gen, &o); break;
+    case PTI_CHAT_DEEPSEEK_R1: render_deepseek_r1(&b, t, msgs, n, gen, &o); break;
     case PTI_CHAT_PLAIN:
     default: render_plain(&b, msgs, n, gen); break;
     }
@@ -700,7 +732,7 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
     return b.d;
 }
 
-/* ---- detection -------------------------------------------------------------------------------- */
+/* ---- detection ------------------------------------------------------------------------------- */
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -780,19 +812,20 @@ static pti_chat_template *detect_by_arch(const char *arch)
         const char *arch;
         pti_chat_family family;
     } map[] = {
-        {"qwen2", PTI_CHAT_QWEN25}, {"qwen3", PTI_CHAT_QWEN3}, {"gemma", PTI_CHAT_GEMMA},
+        {"qwen2", PTI_CHAT_QWEN25}, {"qwen3", PTI_CHAT_QWEN3},  {"gemma", PTI_CHAT_GEMMA},
         {"gemma2", PTI_CHAT_GEMMA}, {"gemma3", PTI_CHAT_GEMMA}, {"phi3", PTI_CHAT_PHI3},
     };
     for (size_t i = 0; arch && i < sizeof map / sizeof map[0]; i++)
         if (strcmp(arch, map[i].arch) == 0)
             return tmpl_alloc(map[i].family);
-    pti_chat_template *t = tmpl_alloc(arch && strcmp(arch, "llama") == 0 ? PTI_CHAT_CHATML
-                                                                         : PTI_CHAT_PLAIN);
+    pti_chat_template *t =
+        tmpl_alloc(arch && strcmp(arch, "llama") == 0 ? PTI_CHAT_CHATML : PTI_CHAT_PLAIN);
     if (!t)
         return NULL;
-    return tmpl_warn(t, "no chat template in the file and architecture '%s' has no single "
-                        "format; using %s", arch ? arch : "(none)",
-                     pti_chat_family_name(t->family));
+    return tmpl_warn(t,
+                     "no chat template in the file and architecture '%s' has no single "
+                     "format; using %s",
+                     arch ? arch : "(none)", pti_chat_family_name(t->family));
 }
 
 pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const char *arch)
@@ -801,8 +834,13 @@ pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const
         return detect_by_arch(arch);
     sv s = {jinja, len};
     pti_chat_template *t;
-    if (sv_find(s, DS_USER) && sv_find(s, DS_ASSISTANT))
-        return tmpl_alloc(PTI_CHAT_DEEPSEEK_R1);
+    if (sv_find(s, DS_USER) && sv_find(s, DS_ASSISTANT)) {
+        if (!(t = tmpl_alloc(PTI_CHAT_DEEPSEEK_R1)))
+            return NULL;
+        t->ds_newlines = sv_find(s, "{{bos_token}}\n") != NULL;
+        t->ds_think_prompt = sv_find(s, DS_ASSISTANT "<think>") != NULL;
+        return t;
+    }
     if (sv_find(s, "<|im_start|>")) {
         if (sv_find(s, "</think>") && sv_find(s, "reasoning_content"))
             return tmpl_alloc(PTI_CHAT_QWEN3);
@@ -814,7 +852,7 @@ pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const
     }
     if (sv_find(s, "<|start_header_id|>"))
         return tmpl_alloc(sv_find(s, "Cutting Knowledge Date") ? PTI_CHAT_LLAMA3
-                                                                : PTI_CHAT_LLAMA30);
+                                                               : PTI_CHAT_LLAMA30);
     if (sv_find(s, "<start_of_turn>"))
         return tmpl_alloc(PTI_CHAT_GEMMA);
     if (sv_find(s, "<|user|>") && sv_find(s, "<|assistant|>") && sv_find(s, "<|end|>")) {
@@ -827,8 +865,10 @@ pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const
         return tmpl_alloc(PTI_CHAT_MISTRAL);
     if (!(t = tmpl_alloc(PTI_CHAT_PLAIN)))
         return NULL;
-    return tmpl_warn(t, "unrecognized chat template (%zu bytes); using a plain 'role: content' "
-                        "format", len);
+    return tmpl_warn(t,
+                     "unrecognized chat template (%zu bytes); using a plain 'role: content' "
+                     "format",
+                     len);
 }
 
 pti_chat_template *pti_chat_template_from_gguf(const pt_gguf *g)
@@ -868,7 +908,10 @@ pti_chat_family pti_chat_template_family(const pti_chat_template *t)
     return t ? t->family : PTI_CHAT_PLAIN;
 }
 
-const char *pti_chat_template_warning(const pti_chat_template *t) { return t ? t->warning : NULL; }
+const char *pti_chat_template_warning(const pti_chat_template *t)
+{
+    return t ? t->warning : NULL;
+}
 
 const char *pti_chat_family_name(pti_chat_family f)
 {
@@ -887,15 +930,14 @@ const char *pti_chat_family_name(pti_chat_family f)
     return "plain";
 }
 
-/* ---- stop strings ----------------------------------------------------------------------------- */
+/* ---- stop strings ---------------------------------------------------------------------------- */
 
 static const char *const STOP_CHATML[] = {"<|im_end|>", "<|im_start|>", "<|endoftext|>", NULL};
 static const char *const STOP_LLAMA3[] = {"<|eot_id|>", "<|start_header_id|>", "<|eom_id|>",
                                           "<|end_of_text|>", NULL};
 static const char *const STOP_MISTRAL[] = {"</s>", "[INST]", NULL};
 static const char *const STOP_GEMMA[] = {"<end_of_turn>", "<start_of_turn>", "<eos>", NULL};
-static const char *const STOP_PHI3[] = {"<|end|>", "<|user|>", "<|system|>", "<|endoftext|>",
-                                        NULL};
+static const char *const STOP_PHI3[] = {"<|end|>", "<|user|>", "<|system|>", "<|endoftext|>", NULL};
 static const char *const STOP_DEEPSEEK[] = {DS_EOS, DS_USER, NULL};
 static const char *const STOP_PLAIN[] = {"\nuser:", "\nsystem:", NULL};
 

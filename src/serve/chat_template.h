@@ -40,7 +40,7 @@ typedef struct pti_chat_template pti_chat_template;
 /* One tool call made by an assistant turn. arguments is JSON text, inserted verbatim (the
  * Jinja templates serialize a dict with json.dumps; pass it in that form: ", " and ": "). */
 typedef struct pti_chat_tool_call {
-    const char *id;        /* Mistral needs a 9-character id; others ignore it (nullable) */
+    const char *id; /* Mistral needs a 9-character id; others ignore it (nullable) */
     const char *name;
     const char *arguments;
 } pti_chat_tool_call;
@@ -50,10 +50,10 @@ typedef struct pti_chat_tool_call {
 typedef struct pti_chat_message {
     const char *role;
     const char *content;
-    const char *reasoning_content;  /* Qwen3: an assistant turn's reasoning (nullable) */
+    const char *reasoning_content; /* Qwen3: an assistant turn's reasoning (nullable) */
     const pti_chat_tool_call *tool_calls;
     size_t n_tool_calls;
-    const char *tool_call_id;       /* Mistral tool results (nullable) */
+    const char *tool_call_id; /* Mistral tool results (nullable) */
 } pti_chat_message;
 
 /* Rendering options; the zero value is the templates' defaults. */

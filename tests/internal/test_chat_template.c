@@ -40,11 +40,19 @@ static pti_chat_family expected_family(const char *fam)
     static const struct {
         const char *name;
         pti_chat_family f;
-    } map[] = {{"qwen25", PTI_CHAT_QWEN25},   {"qwen3", PTI_CHAT_QWEN3},
-               {"smollm2", PTI_CHAT_CHATML},  {"llama32", PTI_CHAT_LLAMA3},
-               {"llama30", PTI_CHAT_LLAMA30}, {"mistral", PTI_CHAT_MISTRAL},
-               {"gemma3", PTI_CHAT_GEMMA},    {"phi3", PTI_CHAT_PHI3},
-               {"deepseek_r1", PTI_CHAT_DEEPSEEK_R1}};
+    } map[] = {{"qwen25", PTI_CHAT_QWEN25},
+               {"qwen3", PTI_CHAT_QWEN3},
+               {"smollm2", PTI_CHAT_CHATML},
+               {"llama32", PTI_CHAT_LLAMA3},
+               {"llama30", PTI_CHAT_LLAMA30},
+               {"mistral", PTI_CHAT_MISTRAL},
+               {"gemma3", PTI_CHAT_GEMMA},
+               {"phi3", PTI_CHAT_PHI3},
+               {"deepseek_r1", PTI_CHAT_DEEPSEEK_R1},
+               {"deepseek_r1_new", PTI_CHAT_DEEPSEEK_R1},
+               {"llama31", PTI_CHAT_LLAMA3},
+               {"phi3_mini", PTI_CHAT_PHI3},
+               {"chatml", PTI_CHAT_CHATML}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(map[i].name, fam) == 0)
             return map[i].f;
@@ -114,19 +122,79 @@ static int check_family(const char *fam)
     free(tsrc);
     cJSON_Delete(cases);
     cJSON_Delete(convs);
-    assert_true(checked >= 16);
+    assert_true(checked >= 30);
     return checked;
 }
 
-static void test_qwen25(void **state) { (void)state; check_family("qwen25"); }
-static void test_qwen3(void **state) { (void)state; check_family("qwen3"); }
-static void test_smollm2(void **state) { (void)state; check_family("smollm2"); }
-static void test_llama32(void **state) { (void)state; check_family("llama32"); }
-static void test_llama30(void **state) { (void)state; check_family("llama30"); }
-static void test_mistral(void **state) { (void)state; check_family("mistral"); }
-static void test_gemma3(void **state) { (void)state; check_family("gemma3"); }
-static void test_phi3(void **state) { (void)state; check_family("phi3"); }
-static void test_deepseek_r1(void **state) { (void)state; check_family("deepseek_r1"); }
+static void test_qwen25(void **state)
+{
+    (void)state;
+    check_family("qwen25");
+}
+static void test_qwen3(void **state)
+{
+    (void)state;
+    check_family("qwen3");
+}
+static void test_smollm2(void **state)
+{
+    (void)state;
+    check_family("smollm2");
+}
+static void test_llama32(void **state)
+{
+    (void)state;
+    check_family("llama32");
+}
+static void test_llama30(void **state)
+{
+    (void)state;
+    check_family("llama30");
+}
+static void test_mistral(void **state)
+{
+    (void)state;
+    check_family("mistral");
+}
+static void test_gemma3(void **state)
+{
+    (void)state;
+    check_family("gemma3");
+}
+static void test_phi3(void **state)
+{
+    (void)state;
+    check_family("phi3");
+}
+static void test_deepseek_r1(void **state)
+{
+    (void)state;
+    check_family("deepseek_r1");
+}
+
+static void test_deepseek_r1_new(void **state)
+{
+    (void)state;
+    check_family("deepseek_r1_new");
+}
+
+static void test_llama31(void **state)
+{
+    (void)state;
+    check_family("llama31");
+}
+
+static void test_phi3_mini(void **state)
+{
+    (void)state;
+    check_family("phi3_mini");
+}
+
+static void test_chatml(void **state)
+{
+    (void)state;
+    check_family("chatml");
+}
 
 /* Options the fixtures do not cover: Qwen3's enable_thinking=false and Llama's date. */
 static void test_options(void **state)
@@ -153,11 +221,11 @@ static void test_options(void **state)
 static void test_tool_calls(void **state)
 {
     (void)state;
-    pti_chat_tool_call tc = {.id = "abcdefghi", .name = "get_weather",
-                             .arguments = "{\"city\": \"Paris\"}"};
-    pti_chat_message m[] = {{.role = "user", .content = "Weather?"},
-                            {.role = "assistant", .content = "", .tool_calls = &tc,
-                             .n_tool_calls = 1}};
+    pti_chat_tool_call tc = {
+        .id = "abcdefghi", .name = "get_weather", .arguments = "{\"city\": \"Paris\"}"};
+    pti_chat_message m[] = {
+        {.role = "user", .content = "Weather?"},
+        {.role = "assistant", .content = "", .tool_calls = &tc, .n_tool_calls = 1}};
     pti_chat_template *t = pti_chat_template_new(PTI_CHAT_QWEN3);
     char *s = pti_chat_render(t, m, 2, false, NULL, NULL);
     assert_non_null(strstr(s, "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>\n"
@@ -294,6 +362,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_gemma3, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_phi3, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_deepseek_r1, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_deepseek_r1_new, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_llama31, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_phi3_mini, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_chatml, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_options, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_tool_calls, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_fallback_and_arch, pt_test_setup, pt_test_teardown),
