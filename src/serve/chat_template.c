@@ -842,7 +842,8 @@ pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const
         return t;
     }
     if (sv_find(s, "<|im_start|>")) {
-        if (sv_find(s, "</think>") && sv_find(s, "reasoning_content"))
+        /* Qwen3 (and other ChatML templates that handle reasoning) */
+        if (sv_find(s, "</think>"))
             return tmpl_alloc(PTI_CHAT_QWEN3);
         bool qwen25 = sv_find(s, "<tool_response>") && sv_find(s, "tool_call.arguments");
         if (!(t = tmpl_alloc(qwen25 ? PTI_CHAT_QWEN25 : PTI_CHAT_CHATML)))
