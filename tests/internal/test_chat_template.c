@@ -90,6 +90,8 @@ static int check_family(const char *fam)
             const cJSON *m = cJSON_GetArrayItem(conv, (int)i);
             msgs[i].role = cJSON_GetObjectItem(m, "role")->valuestring;
             msgs[i].content = cJSON_GetObjectItem(m, "content")->valuestring;
+            const cJSON *r = cJSON_GetObjectItem(m, "reasoning_content");
+            msgs[i].reasoning_content = r ? r->valuestring : NULL;
         }
         pti_chat_opts o = {
             .bos_token = cJSON_GetObjectItem(c, "bos_token")->valuestring,
@@ -297,6 +299,38 @@ static void test_stop_strings(void **state)
     }
 }
 
+/* Every family on odd input: no messages, NULL content, unknown roles, long content. */
+static void test_robustness(void **state)
+{
+    (void)state;
+    size_t big_n = 1 << 20;
+    char *big = malloc(big_n + 1);
+    memset(big, ' ', big_n);
+    big[big_n] = '\0';
+    big[big_n / 2] = 'x';
+    pti_chat_message m[] = {{.role = "system"},
+                            {.role = "user", .content = big},
+                            {.role = "narrator", .content = "</think>"},
+                            {.role = "assistant", .content = "<think></think></think>"},
+                            {.role = "tool", .content = "\x01\"\\"}};
+    for (int f = PTI_CHAT_PLAIN; f <= PTI_CHAT_DEEPSEEK_R1; f++) {
+        pti_chat_template *t = pti_chat_template_new((pti_chat_family)f);
+        for (size_t n = 0; n <= 5; n++) {
+            for (int gen = 0; gen < 2; gen++) {
+                size_t len = 0;
+                char *s = pti_chat_render(t, m, n, gen, NULL, &len);
+                if (s)
+                    assert_int_equal(strlen(s), len);
+                else
+                    pt_clear_error();
+                free(s);
+            }
+        }
+        pti_chat_template_free(t);
+    }
+    free(big);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -370,6 +404,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tool_calls, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_fallback_and_arch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_stop_strings, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_robustness, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_real_models, pt_test_setup, pt_test_teardown),
     };
