@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/internal.h"
 
@@ -20,6 +21,7 @@ struct pti_chat_template {
     pti_chat_family family;
     bool phi3_keep_empty_system; /* Phi-3-mini: prints a system turn even when it is empty */
     bool ds_newlines;            /* DeepSeek-R1 (early template): newlines between its tags */
+    bool llama3_today;           /* Llama 3.2/3.3: date_string from strftime_now, i.e. today */
     bool ds_think_prompt;        /* DeepSeek-R1 (2025 template): the prompt opens <think> */
     char *default_system;        /* ChatML/Qwen2.5: the system prompt used when none is given */
     char *warning;
@@ -83,7 +85,7 @@ static size_t space_len_at(const unsigned char *p, size_t n)
         return 2;
     if (n >= 3 && c == 0xe1 && p[1] == 0x9a && p[2] == 0x80) /* U+1680 */
         return 3;
-    if (n >= 3 && c == 0xe2 && p[1] == 0x80 &&
+    if (n >= 3 && c == 0xe2 && p[1] == 0x80 && p[2] >= 0x80 &&
         (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 ||
          p[2] == 0xaf)) /* U+2000-200A, 2028, 2029, 202F */
         return 3;
@@ -388,11 +390,34 @@ static void llama3_header(sbuf *b, const char *role)
     put(b, "<|end_header_id|>\n\n");
 }
 
-/* Llama 3.1/3.2/3.3 without tools: a system turn always (dates, then the trimmed system
- * message), trimmed turns, tool results as ipython turns holding content|tojson. */
-static void render_llama3(sbuf *b, const pti_chat_message *m, size_t n, bool gen,
-                          const pti_chat_opts *o)
+/* strftime_now("%d %b %Y") in the C locale's month names, local time. */
+static void today_string(char out[16])
 {
+    static const char *const mon[12] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !localtime_r(&now, &tm) || tm.tm_mon < 0 || tm.tm_mon > 11) {
+        snprintf(out, 16, "26 Jul 2024");
+        return;
+    }
+    snprintf(out, 16, "%02d %s %04d", tm.tm_mday % 100, mon[tm.tm_mon],
+             (tm.tm_year + 1900) % 10000);
+}
+
+/* Llama 3.1/3.2/3.3 without tools: a system turn always (dates, then the trimmed system
+ * message), trimmed turns, tool results as ipython turns holding content|tojson. The date is
+ * opts->date_string, else today for templates that call strftime_now (3.2, 3.3; as
+ * transformers and llama.cpp render them), else the templates' "26 Jul 2024". */
+static void render_llama3(sbuf *b, const pti_chat_template *t, const pti_chat_message *m, size_t n,
+                          bool gen, const pti_chat_opts *o)
+{
+    char today[16];
+    const char *date = o->date_string;
+    if (!date && t->llama3_today) {
+        today_string(today);
+        date = today;
+    }
     put(b, o->bos_token);
     sv system = {"", 0};
     size_t first = 0;
@@ -402,7 +427,7 @@ static void render_llama3(sbuf *b, const pti_chat_message *m, size_t n, bool gen
     }
     llama3_header(b, "system");
     put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
-    put(b, o->date_string ? o->date_string : "26 Jul 2024");
+    put(b, date ? date : "26 Jul 2024");
     put(b, "\n\n");
     put_sv(b, system);
     put(b, "<|eot_id|>");
@@ -702,7 +727,7 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
     case PTI_CHAT_CHATML: render_chatml(&b, t, msgs, n, gen); break;
     case PTI_CHAT_QWEN25: render_qwen25(&b, t, msgs, n, gen); break;
     case PTI_CHAT_QWEN3: render_qwen3(&b, msgs, n, gen, &o); break;
-    case PTI_CHAT_LLAMA3: render_llama3(&b, msgs, n, gen, &o); break;
+    case PTI_CHAT_LLAMA3: render_llama3(&b, t, msgs, n, gen, &o); break;
     case PTI_CHAT_LLAMA30: render_llama30(&b, msgs, n, gen, &o); break;
     case PTI_CHAT_MISTRAL: render_mistral(&b, msgs, n, &o); break;
     case PTI_CHAT_GEMMA: render_gemma(&b, msgs, n, gen, &o); break;
@@ -851,9 +876,14 @@ pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const
         t->default_system = chatml_default_system(s);
         return t;
     }
-    if (sv_find(s, "<|start_header_id|>"))
-        return tmpl_alloc(sv_find(s, "Cutting Knowledge Date") ? PTI_CHAT_LLAMA3
-                                                               : PTI_CHAT_LLAMA30);
+    if (sv_find(s, "<|start_header_id|>")) {
+        if (!sv_find(s, "Cutting Knowledge Date"))
+            return tmpl_alloc(PTI_CHAT_LLAMA30);
+        if (!(t = tmpl_alloc(PTI_CHAT_LLAMA3)))
+            return NULL;
+        t->llama3_today = sv_find(s, "strftime_now") != NULL;
+        return t;
+    }
     if (sv_find(s, "<start_of_turn>"))
         return tmpl_alloc(PTI_CHAT_GEMMA);
     if (sv_find(s, "<|user|>") && sv_find(s, "<|assistant|>") && sv_find(s, "<|end|>")) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -96,6 +97,8 @@ static int check_family(const char *fam)
         pti_chat_opts o = {
             .bos_token = cJSON_GetObjectItem(c, "bos_token")->valuestring,
             .eos_token = cJSON_GetObjectItem(c, "eos_token")->valuestring,
+            /* jinja rendered without strftime_now, so Llama 3.2 took its default date */
+            .date_string = "26 Jul 2024",
         };
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
         size_t out_len = 0;
@@ -214,6 +217,25 @@ static void test_options(void **state)
     o = (pti_chat_opts){.bos_token = "<|begin_of_text|>", .date_string = "01 Jan 2026"};
     s = pti_chat_render(t, m, 1, false, &o, NULL);
     assert_non_null(strstr(s, "Today Date: 01 Jan 2026\n\n<|eot_id|>"));
+    free(s);
+    pti_chat_template_free(t);
+    /* without a date: Llama 3.1 keeps its fixed date, 3.2 (strftime_now) uses today's */
+    size_t len;
+    char *src = read_fixture("llama31.jinja", &len);
+    t = pti_chat_template_detect(src, len, NULL);
+    free(src);
+    s = pti_chat_render(t, m, 1, false, NULL, NULL);
+    assert_non_null(strstr(s, "Today Date: 26 Jul 2024\n\n<|eot_id|>"));
+    free(s);
+    pti_chat_template_free(t);
+    src = read_fixture("llama32.jinja", &len);
+    t = pti_chat_template_detect(src, len, NULL);
+    free(src);
+    s = pti_chat_render(t, m, 1, false, NULL, NULL);
+    char today[32];
+    time_t now = time(NULL);
+    strftime(today, sizeof today, "Today Date: %d %b %Y\n", localtime(&now));
+    assert_non_null(strstr(s, today));
     free(s);
     pti_chat_template_free(t);
 }
