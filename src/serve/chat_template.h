@@ -11,6 +11,12 @@
  * that matches none falls back to a plain "role: content" format with a warning; a file
  * without a template is matched by general.architecture.
  *
+ * Differences from running the Jinja template: tool definitions (`tools`) are not rendered;
+ * tool-call arguments are inserted as given JSON text (the templates json.dumps a dict);
+ * Gemma 2's template rejects a system message, we fold it into the first turn as Gemma 3
+ * does; conversations the official templates reject (Mistral and Gemma need alternating
+ * user/assistant turns) fail with the template's message, as jinja raises it.
+ *
  * Ownership: a pti_chat_template is owned by the caller (pti_chat_template_free); rendered
  * prompts are malloc'd and freed by the caller with free(). Thread safety: a template is
  * immutable after creation and may be used from several threads at once. */
@@ -58,17 +64,22 @@ typedef struct pti_chat_message {
 
 /* Rendering options; the zero value is the templates' defaults. */
 typedef struct pti_chat_opts {
-    const char *bos_token;   /* text of the BOS token, as HF passes bos_token (NULL = "") */
+    const char *bos_token;   /* text of the BOS token, as HF passes bos_token (NULL = "").
+                              * Templates that print it (Llama 3, Mistral, Gemma, DeepSeek)
+                              * then need tokenizing without adding another BOS */
     const char *eos_token;   /* text of the EOS token (NULL = "") */
-    const char *date_string; /* Llama 3.1+: "Today Date" (NULL = the template's "26 Jul 2024") */
+    const char *date_string; /* Llama 3.1+: "Today Date" (NULL = today where the template
+                              * calls strftime_now (3.2, 3.3), else its "26 Jul 2024") */
     bool disable_thinking;   /* Qwen3: enable_thinking=false, an empty <think> block */
 } pti_chat_opts;
 
 /* Recognizes a template. jinja (len bytes, need not be NUL-terminated; NULL or empty = none)
  * is the tokenizer.chat_template string; arch (nullable) is general.architecture, used only
- * when there is no template. Never fails except out of memory (NULL, PT_ERR_OOM): an
- * unrecognized template gives PTI_CHAT_PLAIN and a warning (pti_chat_template_warning).
- * Returns a new template, freed with pti_chat_template_free. */
+ * when there is no template: qwen2 -> Qwen2.5, qwen3, gemma/gemma2/gemma3 -> Gemma, phi3;
+ * llama (Llama 2/3, Mistral, SmolLM, ... share it) -> ChatML, llama.cpp's default, with a
+ * warning; anything else -> plain with a warning. Never fails except out of memory (NULL,
+ * PT_ERR_OOM): an unrecognized template gives PTI_CHAT_PLAIN and a warning
+ * (pti_chat_template_warning). Returns a new template, freed with pti_chat_template_free. */
 pti_chat_template *pti_chat_template_detect(const char *jinja, size_t len, const char *arch);
 
 /* Same, reading tokenizer.chat_template and general.architecture from an open GGUF (borrowed). */
