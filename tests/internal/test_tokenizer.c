@@ -195,6 +195,67 @@ static void check_against_ref(const pti_tokenizer *tok, const char *stem)
     assert_int_equal(bad, 0);
 }
 
+/* The machine-made corpus of tests/fixtures/gen_tokenize.py: `tok A P <hex> : ids`. */
+static void check_against_tokens_ref(const pti_tokenizer *tok, const char *stem)
+{
+    char path[4096], fname[512];
+    snprintf(fname, sizeof fname, "%s.tokens.ref", stem);
+    fixture_path(path, sizeof path, fname);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fail_msg("cannot open %s (run tests/fixtures/gen_tokenize.py)", path);
+    }
+    static char line[1 << 16];
+    int n = 0, bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        int add = 0, parse = 0, off = 0;
+        if (sscanf(line, "tok %d %d %n", &add, &parse, &off) < 2 || off == 0) {
+            continue;
+        }
+        char *p = line + off, *colon = strchr(p, ':');
+        assert_non_null(colon);
+        size_t hex_len = (size_t)(colon - p);
+        while (hex_len > 0 && p[hex_len - 1] == ' ') {
+            hex_len--;
+        }
+        char text[4096];
+        assert_true(hex_len / 2 < sizeof text);
+        for (size_t i = 0; i + 1 < hex_len + 1 && i < hex_len; i += 2) {
+            text[i / 2] = (char)(hexdig(p[i]) * 16 + hexdig(p[i + 1]));
+        }
+        int32_t want[1024], got[1024];
+        int nw = 0;
+        char *q = colon + 1, *end;
+        for (long v = strtol(q, &end, 10); end != q; v = strtol(q, &end, 10)) {
+            assert_true(nw < 1024);
+            want[nw++] = (int32_t)v;
+            q = end;
+        }
+        int64_t m = pti_tokenize(tok, text, hex_len / 2, add, parse, got, 1024);
+        n++;
+        if (m != nw || memcmp(got, want, sizeof(int32_t) * (size_t)nw) != 0) {
+            if (bad++ < 10) {
+                fprintf(stderr, "%s: add %d parse %d hex %.*s\n  llama.cpp:", stem, add, parse,
+                        (int)hex_len, p);
+                for (int k = 0; k < nw; k++) {
+                    fprintf(stderr, " %d", want[k]);
+                }
+                fprintf(stderr, "\n  ours:     ");
+                for (int64_t k = 0; k < m && k < 1024; k++) {
+                    fprintf(stderr, " %d", got[k]);
+                }
+                fprintf(stderr, "\n");
+            }
+        }
+    }
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "%s: %d of %d cases differ\n", stem, bad, n);
+    }
+    assert_true(n > 1000);
+    assert_int_equal(bad, 0);
+}
+
 /* ---- tests ------------------------------------------------------------------------------------- */
 
 static void test_smollm_matches_llamacpp(void **state)
@@ -212,6 +273,7 @@ static void test_smollm_matches_llamacpp(void **state)
     assert_true(pti_tokenizer_is_eog(v.tok, 0));  /* <|endoftext|> */
     assert_false(pti_tokenizer_is_eog(v.tok, 1)); /* <|im_start|> */
     check_against_ref(v.tok, SMOL);
+    check_against_tokens_ref(v.tok, SMOL);
     close_vocab(&v);
 }
 
@@ -229,6 +291,7 @@ static void test_gemma_matches_llamacpp(void **state)
     assert_int_equal(pti_tokenizer_eot(v.tok), 106); /* <end_of_turn> */
     assert_true(pti_tokenizer_is_eog(v.tok, 106));
     check_against_ref(v.tok, GEMMA);
+    check_against_tokens_ref(v.tok, GEMMA);
     close_vocab(&v);
 }
 
