@@ -201,12 +201,34 @@ static const char *const k_eog_names[] = {
     "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
     "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[", NULL};
-static const char *const k_fim_names[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|code_prefix|>", "<|prefix|>",
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|code_suffix|>", "<|suffix|>",
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|code_middle|>", "<|middle|>",
-    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
-    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>", NULL};
+/* fill-in-the-middle tokens: the metadata key, else the first text found; pad/rep/sep end
+ * generation */
+static const struct fim_group {
+    const char *key;
+    bool eog;
+    const char *names[9];
+} k_fim[] = {
+    {"tokenizer.ggml.fim_pre_token_id", false,
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
+      "<|code_prefix|>", "<|prefix|>", NULL}},
+    {"tokenizer.ggml.fim_suf_token_id", false,
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
+      "<|code_suffix|>", "<|suffix|>", NULL}},
+    {"tokenizer.ggml.fim_mid_token_id", false,
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
+      "<|code_middle|>", "<|middle|>", NULL}},
+    {"tokenizer.ggml.fim_pad_token_id", true,
+     {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL}},
+    {"tokenizer.ggml.fim_rep_token_id", true,
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL}},
+    {"tokenizer.ggml.fim_sep_token_id", true, {"<|file_sep|>", NULL}},
+};
+static const char *const k_fim_deprecated[3] = {
+    "tokenizer.ggml.prefix_token_id", "tokenizer.ggml.suffix_token_id",
+    "tokenizer.ggml.middle_token_id"};
 
 static bool add_eog(pti_tokenizer *t, int32_t id)
 {
@@ -228,21 +250,56 @@ static bool add_eog(pti_tokenizer *t, int32_t id)
     return true;
 }
 
-static bool fix_attributes(pti_tokenizer *t)
+/* The lowest id whose text is in `names` (llama.cpp takes the first in its hash map's order,
+ * which no model we know has more than one candidate for), or -1. */
+static int32_t find_first(const pti_tokenizer *t, const char *const *names)
 {
+    int32_t best = -1;
+    for (; *names; names++) {
+        int32_t id = pti_strtab_find(&t->vocab, *names, strlen(*names));
+        if (id >= 0 && (best < 0 || id < best)) {
+            best = id;
+        }
+    }
+    return best;
+}
+
+static bool fix_attributes(pti_tokenizer *t, const pt_gguf *g)
+{
+    if (t->eot < 0) {
+        t->eot = find_first(t, k_eot_names);
+        if (t->eot >= 0) {
+            t->attr[t->eot] |= PTI_ATTR_CONTROL;
+        }
+    }
+    if (t->eom < 0) {
+        t->eom = pti_strtab_find(&t->vocab, "<|eom_id|>", 10);
+        if (t->eom >= 0) {
+            t->attr[t->eom] |= PTI_ATTR_CONTROL;
+        }
+    }
+    for (size_t f = 0; f < sizeof k_fim / sizeof k_fim[0]; f++) {
+        int32_t id = -1;
+        if (f < 3) {
+            meta_id(g, k_fim_deprecated[f], t->n_vocab, &id);
+        }
+        meta_id(g, k_fim[f].key, t->n_vocab, &id);
+        if (id < 0) {
+            id = find_first(t, k_fim[f].names);
+            if (id >= 0) {
+                t->attr[id] |= PTI_ATTR_CONTROL;
+            }
+        }
+        if (k_fim[f].eog && !add_eog(t, id)) {
+            return false;
+        }
+    }
     const pti_strtab *v = &t->vocab;
-    bool eot_given = t->eot >= 0;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         const char *s = v->pool + v->off[id];
         /* only the id the text lookup gives counts (llama.cpp walks token_to_id) */
         if (v->len[id] == 0 || pti_strtab_find(v, s, v->len[id]) != id) {
             continue;
-        }
-        if (in_list(s, k_eot_names) || in_list(s, k_fim_names)) {
-            t->attr[id] |= PTI_ATTR_CONTROL;
-            if (!eot_given && in_list(s, k_eot_names) && t->eot < 0) {
-                t->eot = id;
-            }
         }
         if ((t->attr[id] & PTI_ATTR_CONTROL) && strstr(s, "unused")) {
             t->attr[id] |= PTI_ATTR_UNUSED;
@@ -599,7 +656,7 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
     meta_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos);
     meta_bool(g, "tokenizer.ggml.add_eos_token", &t->add_eos);
 
-    if (!fix_attributes(t) || !build_specials(t) || !build_pieces(t)) {
+    if (!fix_attributes(t, g) || !build_specials(t) || !build_pieces(t)) {
         pti_tokenizer_free(t);
         return NULL;
     }

@@ -256,6 +256,20 @@ static void check_against_tokens_ref(const pti_tokenizer *tok, const char *stem)
     assert_int_equal(bad, 0);
 }
 
+/* The end-of-generation ids are exactly `want` (sorted). */
+static void check_eog(const pti_tokenizer *tok, const int32_t *want, int n)
+{
+    int k = 0;
+    for (int32_t id = 0; id < pti_tokenizer_vocab_size(tok); id++) {
+        if (pti_tokenizer_is_eog(tok, id)) {
+            assert_true(k < n);
+            assert_int_equal(id, want[k]);
+            k++;
+        }
+    }
+    assert_int_equal(k, n);
+}
+
 /* ---- tests ------------------------------------------------------------------------------------- */
 
 static void test_smollm_matches_llamacpp(void **state)
@@ -269,9 +283,10 @@ static void test_smollm_matches_llamacpp(void **state)
     assert_int_equal(pti_tokenizer_eos(v.tok), 2);
     assert_int_equal(pti_tokenizer_pad(v.tok), 2);
     assert_false(pti_tokenizer_add_bos(v.tok));
-    assert_true(pti_tokenizer_is_eog(v.tok, 2));  /* <|im_end|> */
-    assert_true(pti_tokenizer_is_eog(v.tok, 0));  /* <|endoftext|> */
-    assert_false(pti_tokenizer_is_eog(v.tok, 1)); /* <|im_start|> */
+    /* llama.cpp (llama_vocab_eot / llama_vocab_is_eog over every id): eot 0, eog {0, 2, 4} --
+     * <|endoftext|>, <|im_end|> and <reponame> (taken as the FIM repo token) */
+    assert_int_equal(pti_tokenizer_eot(v.tok), 0);
+    check_eog(v.tok, (const int32_t[]){0, 2, 4}, 3);
     check_against_ref(v.tok, SMOL);
     check_against_tokens_ref(v.tok, SMOL);
     close_vocab(&v);
@@ -288,8 +303,9 @@ static void test_gemma_matches_llamacpp(void **state)
     assert_int_equal(pti_tokenizer_unk(v.tok), 3);
     assert_int_equal(pti_tokenizer_pad(v.tok), 0);
     assert_true(pti_tokenizer_add_bos(v.tok));
-    assert_int_equal(pti_tokenizer_eot(v.tok), 106); /* <end_of_turn> */
-    assert_true(pti_tokenizer_is_eog(v.tok, 106));
+    /* llama.cpp: eot 106 <end_of_turn>; eog {1 <eos>, 106, 212 </s>} */
+    assert_int_equal(pti_tokenizer_eot(v.tok), 106);
+    check_eog(v.tok, (const int32_t[]){1, 106, 212}, 3);
     check_against_ref(v.tok, GEMMA);
     check_against_tokens_ref(v.tok, GEMMA);
     close_vocab(&v);
