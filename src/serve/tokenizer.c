@@ -19,7 +19,8 @@
 
 #include "../core/internal.h"
 
-/* ---- string table ------------------------------------------------------------------------------ */
+/* ---- string table ------------------------------------------------------------------------------
+ */
 
 static uint64_t str_hash(const char *s, size_t len)
 {
@@ -133,7 +134,8 @@ static void strtab_free(pti_strtab *st)
     memset(st, 0, sizeof *st);
 }
 
-/* ---- metadata helpers -------------------------------------------------------------------------- */
+/* ---- metadata helpers --------------------------------------------------------------------------
+ */
 
 static const char *meta_str(const pt_gguf *g, const char *key)
 {
@@ -165,7 +167,8 @@ static void meta_bool(const pt_gguf *g, const char *key, bool *b)
     pt_clear_error();
 }
 
-/* ---- attributes and special tokens --------------------------------------------------------------- */
+/* ---- attributes and special tokens
+ * --------------------------------------------------------------- */
 
 static int attr_from_type(int64_t type)
 {
@@ -192,15 +195,47 @@ static bool in_list(const char *s, const char *const *list)
 
 /* llama.cpp's by-name fixes: end-of-turn-looking tokens become control and end generation;
  * control tokens named "unused" become unused. */
-static const char *const k_eot_names[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>",
-    "<end_of_utterance>", NULL};
-static const char *const k_eog_names[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>", "[e~[", NULL};
+static const char *const k_eot_names[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "<|end_of_text|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "<\xef\xbd\x9c"
+                                          "end\xe2\x96\x81"
+                                          "of\xe2\x96\x81"
+                                          "sentence\xef\xbd\x9c>",
+                                          "<end_of_utterance>",
+                                          NULL};
+static const char *const k_eog_names[] = {"<|eot_id|>",
+                                          "<|im_end|>",
+                                          "<|end|>",
+                                          "<|return|>",
+                                          "<|call|>",
+                                          "<|flush|>",
+                                          "<|calls|>",
+                                          "<end_of_turn>",
+                                          "<|endoftext|>",
+                                          "</s>",
+                                          "<|eom_id|>",
+                                          "<EOT>",
+                                          "_<EOT>",
+                                          "[EOT]",
+                                          "[EOS]",
+                                          "<|end_of_text|>",
+                                          "<end_of_utterance>",
+                                          "<eos>",
+                                          "<turn|>",
+                                          "<|tool_response>",
+                                          "<\xef\xbd\x9c"
+                                          "end\xe2\x96\x81"
+                                          "of\xe2\x96\x81"
+                                          "sentence\xef\xbd\x9c>",
+                                          "[e~[",
+                                          NULL};
 /* fill-in-the-middle tokens: the metadata key, else the first text found; pad/rep/sep end
  * generation */
 static const struct fim_group {
@@ -208,27 +243,38 @@ static const struct fim_group {
     bool eog;
     const char *names[9];
 } k_fim[] = {
-    {"tokenizer.ggml.fim_pre_token_id", false,
+    {"tokenizer.ggml.fim_pre_token_id",
+     false,
      {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>", "<PRE>", "\xe2\x96\x81<PRE>",
-      "<|code_prefix|>", "<|prefix|>", NULL}},
-    {"tokenizer.ggml.fim_suf_token_id", false,
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81"
+      "begin\xef\xbd\x9c>",
+      "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL}},
+    {"tokenizer.ggml.fim_suf_token_id",
+     false,
      {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>", "<SUF>", "\xe2\x96\x81<SUF>",
-      "<|code_suffix|>", "<|suffix|>", NULL}},
-    {"tokenizer.ggml.fim_mid_token_id", false,
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81"
+      "hole\xef\xbd\x9c>",
+      "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL}},
+    {"tokenizer.ggml.fim_mid_token_id",
+     false,
      {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>", "<MID>", "\xe2\x96\x81<MID>",
-      "<|code_middle|>", "<|middle|>", NULL}},
-    {"tokenizer.ggml.fim_pad_token_id", true,
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81"
+      "end\xef\xbd\x9c>",
+      "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL}},
+    {"tokenizer.ggml.fim_pad_token_id",
+     true,
      {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", NULL}},
-    {"tokenizer.ggml.fim_rep_token_id", true,
+    {"tokenizer.ggml.fim_rep_token_id",
+     true,
      {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>", NULL}},
     {"tokenizer.ggml.fim_sep_token_id", true, {"<|file_sep|>", NULL}},
 };
-static const char *const k_fim_deprecated[3] = {
-    "tokenizer.ggml.prefix_token_id", "tokenizer.ggml.suffix_token_id",
-    "tokenizer.ggml.middle_token_id"};
+static const char *const k_fim_deprecated[3] = {"tokenizer.ggml.prefix_token_id",
+                                                "tokenizer.ggml.suffix_token_id",
+                                                "tokenizer.ggml.middle_token_id"};
 
 static bool add_eog(pti_tokenizer *t, int32_t id)
 {
@@ -353,8 +399,8 @@ static bool build_specials(pti_tokenizer *t)
         return false;
     }
     for (int32_t i = 0; i < n; i++) {
-        keys[i] = ((uint64_t)(UINT32_MAX - t->vocab.len[t->special[i]]) << 32) |
-                  (uint32_t)t->special[i];
+        keys[i] =
+            ((uint64_t)(UINT32_MAX - t->vocab.len[t->special[i]]) << 32) | (uint32_t)t->special[i];
     }
     qsort(keys, (size_t)n, sizeof(uint64_t), cmp_u64);
     for (int32_t i = 0; i < n; i++) {
@@ -396,13 +442,17 @@ static bool build_specials(pti_tokenizer *t)
     return true;
 }
 
-/* ---- pieces ------------------------------------------------------------------------------------ */
+/* ---- pieces ------------------------------------------------------------------------------------
+ */
 
 static int hexval(char c)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
     return -1;
 }
 
@@ -413,16 +463,24 @@ static int byte_of_token(const char *s, uint32_t len)
         return 0;
     }
     int hi = hexval(s[3]), lo = hexval(s[4]);
-    if (hi < 0) return 0;
-    if (lo < 0) return hi;
+    if (hi < 0)
+        return 0;
+    if (lo < 0)
+        return hi;
     return hi * 16 + lo;
 }
 
 static uint32_t utf8_decode(const uint8_t *s, size_t n, size_t *used)
 {
     uint8_t c = s[0];
-    if (c < 0x80) { *used = 1; return c; }
-    if ((c & 0xE0) == 0xC0 && n >= 2) { *used = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F); }
+    if (c < 0x80) {
+        *used = 1;
+        return c;
+    }
+    if ((c & 0xE0) == 0xC0 && n >= 2) {
+        *used = 2;
+        return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
+    }
     if ((c & 0xF0) == 0xE0 && n >= 3) {
         *used = 3;
         return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
@@ -533,7 +591,8 @@ static bool build_pieces(pti_tokenizer *t)
     return true;
 }
 
-/* ---- creation ---------------------------------------------------------------------------------- */
+/* ---- creation ----------------------------------------------------------------------------------
+ */
 
 pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
 {
@@ -543,8 +602,7 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
     const char *name = pt_gguf_name(g);
     const char *model = meta_str(g, "tokenizer.ggml.model");
     if (!model) {
-        return pti_error_null(PT_ERR_FORMAT, "%s: tokenizer: no string tokenizer.ggml.model",
-                              name);
+        return pti_error_null(PT_ERR_FORMAT, "%s: tokenizer: no string tokenizer.ggml.model", name);
     }
     pti_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -601,7 +659,8 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
             pt_clear_error();
             return pti_error_null(PT_ERR_FORMAT,
                                   "%s: tokenizer: tokenizer.ggml.scores must be an f32/i32 array "
-                                  "of at least %d entries", name, t->n_vocab);
+                                  "of at least %d entries",
+                                  name, t->n_vocab);
         }
         const uint8_t *d = pt_gguf_arr_data(g, ksc);
         for (int32_t i = 0; i < t->n_vocab; i++) {
@@ -621,7 +680,8 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
             pt_clear_error();
             return pti_error_null(PT_ERR_FORMAT,
                                   "%s: tokenizer: tokenizer.ggml.token_type must be an i32 array "
-                                  "of at least %d entries", name, t->n_vocab);
+                                  "of at least %d entries",
+                                  name, t->n_vocab);
         }
         const uint8_t *d = pt_gguf_arr_data(g, kty);
         for (int32_t i = 0; i < t->n_vocab; i++) {
@@ -683,7 +743,8 @@ void pti_tokenizer_free(pti_tokenizer *t)
     free(t);
 }
 
-/* ---- special-token partition --------------------------------------------------------------------- */
+/* ---- special-token partition
+ * --------------------------------------------------------------------- */
 
 typedef struct occ {
     int32_t rank; /* position of the token in t->special */
@@ -765,7 +826,8 @@ static bool partition(const pti_tokenizer *t, const char *text, size_t len, bool
     return true;
 }
 
-/* ---- SPM ----------------------------------------------------------------------------------------- */
+/* ---- SPM
+ * ----------------------------------------------------------------------------------------- */
 
 typedef struct spm_sym {
     int32_t prev, next;
@@ -902,7 +964,8 @@ static void spm_tokenize(const pti_tokenizer *t, const char *s, size_t n, spm_sy
     }
 }
 
-/* ---- tokenize ------------------------------------------------------------------------------------ */
+/* ---- tokenize
+ * ------------------------------------------------------------------------------------ */
 
 int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool add_special,
                      bool parse_special, int32_t *out, int64_t cap)
@@ -985,10 +1048,10 @@ int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool 
     return ok ? o.n : -1;
 }
 
-/* ---- pieces and getters -------------------------------------------------------------------------- */
+/* ---- pieces and getters
+ * -------------------------------------------------------------------------- */
 
-int32_t pti_token_to_piece(const pti_tokenizer *t, int32_t id, bool special, char *buf,
-                           int32_t cap)
+int32_t pti_token_to_piece(const pti_tokenizer *t, int32_t id, bool special, char *buf, int32_t cap)
 {
     if (!t || id < 0 || id >= t->n_vocab || cap < 0 || (!buf && cap > 0)) {
         return -1;
@@ -1022,17 +1085,50 @@ int32_t pti_token_find(const pti_tokenizer *t, const char *text, size_t len)
     return (t && text) ? pti_strtab_find(&t->vocab, text, len) : -1;
 }
 
-pti_tok_kind pti_tokenizer_kind(const pti_tokenizer *t) { return t ? t->kind : 0; }
-int32_t pti_tokenizer_vocab_size(const pti_tokenizer *t) { return t ? t->n_vocab : 0; }
-int32_t pti_tokenizer_bos(const pti_tokenizer *t) { return t ? t->bos : -1; }
-int32_t pti_tokenizer_eos(const pti_tokenizer *t) { return t ? t->eos : -1; }
-int32_t pti_tokenizer_eot(const pti_tokenizer *t) { return t ? t->eot : -1; }
-int32_t pti_tokenizer_eom(const pti_tokenizer *t) { return t ? t->eom : -1; }
-int32_t pti_tokenizer_pad(const pti_tokenizer *t) { return t ? t->pad : -1; }
-int32_t pti_tokenizer_unk(const pti_tokenizer *t) { return t ? t->unk : -1; }
-bool pti_tokenizer_add_bos(const pti_tokenizer *t) { return t && t->add_bos; }
-bool pti_tokenizer_add_eos(const pti_tokenizer *t) { return t && t->add_eos; }
-const char *pti_tokenizer_pre(const pti_tokenizer *t) { return t ? t->pre : NULL; }
+pti_tok_kind pti_tokenizer_kind(const pti_tokenizer *t)
+{
+    return t ? t->kind : 0;
+}
+int32_t pti_tokenizer_vocab_size(const pti_tokenizer *t)
+{
+    return t ? t->n_vocab : 0;
+}
+int32_t pti_tokenizer_bos(const pti_tokenizer *t)
+{
+    return t ? t->bos : -1;
+}
+int32_t pti_tokenizer_eos(const pti_tokenizer *t)
+{
+    return t ? t->eos : -1;
+}
+int32_t pti_tokenizer_eot(const pti_tokenizer *t)
+{
+    return t ? t->eot : -1;
+}
+int32_t pti_tokenizer_eom(const pti_tokenizer *t)
+{
+    return t ? t->eom : -1;
+}
+int32_t pti_tokenizer_pad(const pti_tokenizer *t)
+{
+    return t ? t->pad : -1;
+}
+int32_t pti_tokenizer_unk(const pti_tokenizer *t)
+{
+    return t ? t->unk : -1;
+}
+bool pti_tokenizer_add_bos(const pti_tokenizer *t)
+{
+    return t && t->add_bos;
+}
+bool pti_tokenizer_add_eos(const pti_tokenizer *t)
+{
+    return t && t->add_eos;
+}
+const char *pti_tokenizer_pre(const pti_tokenizer *t)
+{
+    return t ? t->pre : NULL;
+}
 
 bool pti_tokenizer_is_eog(const pti_tokenizer *t, int32_t id)
 {
@@ -1047,7 +1143,8 @@ bool pti_tokenizer_is_eog(const pti_tokenizer *t, int32_t id)
     return false;
 }
 
-/* ---- streaming detokenizer ----------------------------------------------------------------------- */
+/* ---- streaming detokenizer
+ * ----------------------------------------------------------------------- */
 
 void pti_detok_init(pti_detok *d, const pti_tokenizer *t, bool special)
 {

@@ -118,7 +118,8 @@ int32_t pti_detok_flush(pti_detok *d, char *buf, int32_t cap);
 
 #endif
 
-/* ---- private to src/serve/tokenizer*.c ---------------------------------------------------------- */
+/* ---- private to src/serve/tokenizer*.c ----------------------------------------------------------
+ */
 #ifdef PTI_TOKENIZER_PRIVATE
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -147,23 +148,23 @@ struct pti_tokenizer {
     uint64_t *piece_off; /* [n_vocab + 1] */
 
     /* BPE */
-    pti_strtab merges;       /* "left right" strings; lookup gives the rank */
-    uint32_t *merge_left;    /* [n_merges] byte length of the left part (UINT32_MAX: none) */
+    pti_strtab merges;    /* "left right" strings; lookup gives the rank */
+    uint32_t *merge_left; /* [n_merges] byte length of the left part (UINT32_MAX: none) */
     pcre2_code *re[PTI_TOK_MAX_REGEX];
     int n_re;
     bool ignore_merges;
-    char byte_enc[256][3];   /* GPT-2 byte -> unicode character (UTF-8, NUL-terminated) */
+    char byte_enc[256][3]; /* GPT-2 byte -> unicode character (UTF-8, NUL-terminated) */
     uint8_t byte_enc_len[256];
 
     /* special-token matching: the control/user-defined/unknown tokens, longest first, and a
      * byte trie over their texts (node 0 = root) */
-    int32_t *special;        /* [n_special] ids */
+    int32_t *special; /* [n_special] ids */
     int32_t n_special;
-    int32_t *special_rank;   /* [n_vocab] position in `special`, -1 when not special */
+    int32_t *special_rank; /* [n_vocab] position in `special`, -1 when not special */
     struct pti_trie_node {
         int32_t child, sibling, token; /* token: id ending here, or -1 */
         uint8_t byte;
-    } *trie;
+    } * trie;
     int32_t n_trie;
 
     int32_t bos, eos, eot, eom, unk, pad, sep;

@@ -18,21 +18,21 @@
 
 #include "../core/internal.h"
 
-/* ---- pre-tokenizers ------------------------------------------------------------------------------ */
+/* ---- pre-tokenizers
+ * ------------------------------------------------------------------------------ */
 
 #define CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
-#define R_LLAMA3                                                                                  \
-    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"     \
+#define R_LLAMA3                                                                                   \
+    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"      \
                  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define R_QWEN2                                                                                   \
-    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"          \
+#define R_QWEN2                                                                                    \
+    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"           \
                  "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define R_GPT2 "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
-#define R_PORO " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
-#define R_CASED_LETTERS                                                                           \
-    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
-#define R_CASED_LETTERS2                                                                          \
-    "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
+#define R_PORO                                                                                     \
+    " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+#define R_CASED_LETTERS "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+"
+#define R_CASED_LETTERS2 "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*"
 
 enum { PRE_IGNORE_MERGES = 1, PRE_ADD_BOS = 2, PRE_NO_BOS = 4 };
 
@@ -45,34 +45,43 @@ typedef struct pre_def {
 /* The pre-tokenizers of llama.cpp (llm_tokenizer_bpe), by family. */
 static const pre_def k_pre[] = {
     {"llama3 llama-v3 llama-bpe falcon3 falcon-h1 pixtral midm-2.0 lfm2 jina-v5-nano",
-     PRE_IGNORE_MERGES | PRE_ADD_BOS, {R_LLAMA3}},
+     PRE_IGNORE_MERGES | PRE_ADD_BOS,
+     {R_LLAMA3}},
     {"dbrx smaug-bpe", 0, {R_LLAMA3}},
     {"chatglm-bpe", PRE_NO_BOS, {R_LLAMA3}},
     {"glm4 glm5", PRE_NO_BOS | PRE_IGNORE_MERGES, {R_LLAMA3}},
-    {"qwen2 deepseek-r1-qwen kormo f2llmv2 megrez stablelm2 hunyuan solar-open grok-2", 0,
+    {"qwen2 deepseek-r1-qwen kormo f2llmv2 megrez stablelm2 hunyuan solar-open grok-2",
+     0,
      {R_QWEN2}},
     {"gpt-2 phi-2 jina-es jina-de gigachat jina-v2-es jina-v2-de a.x-4.0 mellum modern-bert "
      "jina-v1-en jina-v2-code roberta-bpe mpt olmo jais trillion granite-docling exaone4",
-     0, {R_GPT2}},
-    {"starcoder refact command-r smollm codeshell exaone minerva-7b mellum2", 0,
+     0,
+     {R_GPT2}},
+    {"starcoder refact command-r smollm codeshell exaone minerva-7b mellum2",
+     0,
      {"\\p{N}", R_GPT2}},
     {"default", 0, {"[\\p{P}\\$\\+<=>\\^~\\|]+", R_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"}},
     {"falcon", 0, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", R_GPT2, "[0-9][0-9][0-9]"}},
-    {"deepseek-coder", 0,
+    {"deepseek-coder",
+     0,
      {"[\r\n]", "\\s?\\p{L}+", "\\s?\\p{P}+",
       "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+", "\\p{N}"}},
-    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4", 0,
+    {"deepseek-v3 hunyuan-dense joyai-llm hy_v4",
+     0,
      {"\\p{N}{1,3}",
       "[\xe4\xb8\x80-\xe9\xbe\xa5\xe3\x81\x80-\xe3\x82\x9f\xe3\x82\xa0-\xe3\x83\xbf]+",
       "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?"
       "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"}},
     {"poro-chat bloom gpt3-finnish", 0, {R_PORO}},
     {"viking", 0, {R_PORO, "\\p{N}"}},
-    {"tekken", PRE_IGNORE_MERGES | PRE_ADD_BOS,
+    {"tekken",
+     PRE_IGNORE_MERGES | PRE_ADD_BOS,
      {R_CASED_LETTERS "|" R_CASED_LETTERS2 "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
                       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
-    {"gpt-4o llama4 kanana2 talkie minimax-m2", 0,
-     {R_CASED_LETTERS CONTRACTIONS "?|" R_CASED_LETTERS2 CONTRACTIONS
+    {"gpt-4o llama4 kanana2 talkie minimax-m2",
+     0,
+     {R_CASED_LETTERS CONTRACTIONS
+      "?|" R_CASED_LETTERS2 CONTRACTIONS
       "?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
 };
 
@@ -146,8 +155,8 @@ bool pti_bpe_setup(pti_tokenizer *t, const pt_gguf *g, const char *pre)
         if (!t->re[i]) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
-            pti_error(PT_ERR_RUNTIME, "tokenizer: pre-tokenizer '%s' regex %d: %s at %zu", pre,
-                      i, (const char *)msg, (size_t)at);
+            pti_error(PT_ERR_RUNTIME, "tokenizer: pre-tokenizer '%s' regex %d: %s at %zu", pre, i,
+                      (const char *)msg, (size_t)at);
             return false;
         }
         (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreter if JIT fails */
@@ -202,12 +211,14 @@ static uint32_t decode_llama(const uint8_t *s, size_t n, size_t *used)
         return 0xFFFD;
     }
     if (!(c & 0x20)) {
-        if (n < 2 || (s[1] & 0xC0) != 0x80) return 0xFFFD;
+        if (n < 2 || (s[1] & 0xC0) != 0x80)
+            return 0xFFFD;
         *used = 2;
         return ((uint32_t)(c & 0x1F) << 6) | (s[1] & 0x3F);
     }
     if (!(c & 0x10)) {
-        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0xFFFD;
+        if (n < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80)
+            return 0xFFFD;
         *used = 3;
         return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
     }
@@ -246,7 +257,8 @@ static size_t encode_utf8(uint32_t cp, char *out)
     return 4;
 }
 
-/* ---- merges -------------------------------------------------------------------------------------- */
+/* ---- merges
+ * -------------------------------------------------------------------------------------- */
 
 typedef struct bpe_sym {
     int32_t prev, next;
@@ -303,8 +315,8 @@ static bpe_bigram heap_pop(bpe_bigram *h, size_t *n)
 }
 
 typedef struct bpe_scratch {
-    char *word;      /* the byte-encoded piece */
-    char *key;       /* "left right" being looked up */
+    char *word; /* the byte-encoded piece */
+    char *key;  /* "left right" being looked up */
     bpe_sym *sym;
     bpe_bigram *heap;
 } bpe_scratch;
@@ -383,7 +395,8 @@ static void bpe_word(const pti_tokenizer *t, bpe_scratch *sc, size_t n, pti_tok_
     }
 }
 
-/* ---- splitting ----------------------------------------------------------------------------------- */
+/* ---- splitting
+ * ----------------------------------------------------------------------------------- */
 
 typedef struct span {
     uint32_t b, e;

@@ -86,7 +86,8 @@ static void close_vocab(vocab *v)
     free(v->bytes);
 }
 
-/* ---- .ref files -------------------------------------------------------------------------------- */
+/* ---- .ref files --------------------------------------------------------------------------------
+ */
 
 typedef struct ref_case {
     bool prompt; /* prompt line: add_special */
@@ -270,7 +271,8 @@ static void check_eog(const pti_tokenizer *tok, const int32_t *want, int n)
     assert_int_equal(k, n);
 }
 
-/* ---- tests ------------------------------------------------------------------------------------- */
+/* ---- tests -------------------------------------------------------------------------------------
+ */
 
 static void test_smollm_matches_llamacpp(void **state)
 {
@@ -348,7 +350,8 @@ static const char *k_texts[] = {
     "tabs\tand\nnewlines\n\n\nand   spaces   ",
     "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82, \xd0\xbc\xd0\xb8\xd1\x80",
     "\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x8c\xe4\xb8\x96\xe7\x95\x8c",
-    "emoji \xf0\x9f\x98\x80\xf0\x9f\x8e\x89\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x87\xab\xf0\x9f\x87\xb7",
+    "emoji \xf0\x9f\x98\x80\xf0\x9f\x8e\x89\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd "
+    "\xf0\x9f\x87\xab\xf0\x9f\x87\xb7",
     "def f(x):\n    return x * 2  # 1234567",
 };
 
@@ -503,10 +506,11 @@ static void test_unsupported(void **state)
 {
     (void)state;
     /* the value "smollm" follows its key and length; patch the value, not the key */
-    expect_refused("\x06\x00\x00\x00\x00\x00\x00\x00smollm", "\x06\x00\x00\x00\x00\x00\x00\x00smolxx", 14,
-                   PT_ERR_UNSUPPORTED, "pre-tokenizer 'smolxx'");
-    expect_refused("\x04\x00\x00\x00\x00\x00\x00\x00gpt2", "\x04\x00\x00\x00\x00\x00\x00\x00gpt9", 12,
-                   PT_ERR_UNSUPPORTED, "'gpt9' is not supported");
+    expect_refused("\x06\x00\x00\x00\x00\x00\x00\x00smollm",
+                   "\x06\x00\x00\x00\x00\x00\x00\x00smolxx", 14, PT_ERR_UNSUPPORTED,
+                   "pre-tokenizer 'smolxx'");
+    expect_refused("\x04\x00\x00\x00\x00\x00\x00\x00gpt2", "\x04\x00\x00\x00\x00\x00\x00\x00gpt9",
+                   12, PT_ERR_UNSUPPORTED, "'gpt9' is not supported");
     expect_refused("tokenizer.ggml.tokens", "tokenizer.ggml.tokenz", 21, PT_ERR_FORMAT,
                    "tokenizer.ggml.tokens");
     expect_refused("tokenizer.ggml.merges", "tokenizer.ggml.mergez", 21, PT_ERR_FORMAT,
