@@ -35,6 +35,10 @@ typedef enum pti_tok_kind {
     PTI_TOK_BPE = 2, /* tokenizer.ggml.model "gpt2" */
 } pti_tok_kind;
 
+/* For tests: the number of regexes of pre-tokenizer `pre` after compiling each (0: unknown
+ * name, -1: a regex does not compile). */
+int pti_bpe_check_pre(const char *pre);
+
 /* Token attributes (llama.cpp's llama_token_attr bits), from tokenizer.ggml.token_type plus
  * llama.cpp's by-name fixes (EOT/EOG-looking texts become control, "unused" controls unused). */
 enum {

@@ -78,6 +78,37 @@ static const pre_def k_pre[] = {
      PRE_IGNORE_MERGES | PRE_ADD_BOS,
      {R_CASED_LETTERS "|" R_CASED_LETTERS2 "|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|"
                       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"qwen35",
+     0,
+     {CONTRACTIONS
+      "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+      "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"seed-coder",
+     0,
+     {CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|"
+                   "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"bailingmoe bailingmoe2 llada-moe",
+     0,
+     {"'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+      " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
+    {"ufakzeka",
+     0,
+     {"[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+      "\\s+(?!\\S)|\\s+"}},
+    {"laguna", 0, {"[^\\n]+|[\\n]+", R_QWEN2}},
+    {"exaone-moe",
+     0,
+     {CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}|"
+                   " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+"}},
+    {"minicpm5",
+     PRE_IGNORE_MERGES,
+     {"\\p{N}{1,3}",
+      CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                   "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+    {"chameleon",
+     PRE_ADD_BOS,
+     {"<sentinel:[0-9]+>", "(IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z", "([\\t\\n]|    |  )", "\\p{N}",
+      "[\\p{P}!-/:-@\\[-`{-~]", R_GPT2}},
     {"gpt-4o llama4 kanana2 talkie minimax-m2",
      0,
      {R_CASED_LETTERS CONTRACTIONS
@@ -185,6 +216,32 @@ bool pti_bpe_setup(pti_tokenizer *t, const pt_gguf *g, const char *pre)
         t->merge_left[i] = sp ? (uint32_t)(sp - s) : UINT32_MAX;
     }
     return true;
+}
+
+int pti_bpe_check_pre(const char *pre)
+{
+    const pre_def *def = NULL;
+    for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++) {
+        if (name_in(k_pre[i].names, pre)) {
+            def = &k_pre[i];
+        }
+    }
+    if (!def) {
+        return 0;
+    }
+    int n = 0;
+    for (int i = 0; i < PTI_TOK_MAX_REGEX && def->re[i]; i++, n++) {
+        int err;
+        PCRE2_SIZE at;
+        pcre2_code *re =
+            pcre2_compile((PCRE2_SPTR)def->re[i], PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_DOLLAR_ENDONLY, &err, &at, NULL);
+        if (!re) {
+            return -1;
+        }
+        pcre2_code_free(re);
+    }
+    return n;
 }
 
 void pti_bpe_release(pti_tokenizer *t)

@@ -517,6 +517,46 @@ static void test_unsupported(void **state)
                    "tokenizer.ggml.merges");
 }
 
+/* Every pre-tokenizer name llama.cpp knows that we support compiles with PCRE2. */
+static void test_pre_tokenizers_compile(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int n_regex;
+    } pres[] = {
+        {"llama3", 1},      {"llama-bpe", 1},
+        {"llama-v3", 1},    {"falcon3", 1},
+        {"dbrx", 1},        {"smaug-bpe", 1},
+        {"chatglm-bpe", 1}, {"glm4", 1},
+        {"qwen2", 1},       {"deepseek-r1-qwen", 1},
+        {"stablelm2", 1},   {"grok-2", 1},
+        {"gpt-2", 1},       {"phi-2", 1},
+        {"olmo", 1},        {"mpt", 1},
+        {"smollm", 2},      {"starcoder", 2},
+        {"command-r", 2},   {"default", 4},
+        {"falcon", 3},      {"deepseek-coder", 5},
+        {"deepseek-v3", 3}, {"poro-chat", 1},
+        {"bloom", 1},       {"viking", 2},
+        {"tekken", 1},      {"gpt-4o", 1},
+        {"llama4", 1},      {"qwen35", 1},
+        {"seed-coder", 1},  {"bailingmoe", 1},
+        {"ufakzeka", 1},    {"laguna", 2},
+        {"exaone-moe", 1},  {"minicpm5", 2},
+        {"chameleon", 6},
+    };
+    for (size_t i = 0; i < sizeof pres / sizeof pres[0]; i++) {
+        int n = pti_bpe_check_pre(pres[i].name);
+        if (n != pres[i].n_regex) {
+            fail_msg("pre-tokenizer %s: %d regexes compiled, expected %d", pres[i].name, n,
+                     pres[i].n_regex);
+        }
+    }
+    assert_int_equal(pti_bpe_check_pre("kimi-k2"), 0);
+    assert_int_equal(pti_bpe_check_pre(""), 0);
+    assert_int_equal(pti_bpe_check_pre("llama"), 0);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -568,6 +608,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pieces, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_buffer_and_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unsupported, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_pre_tokenizers_compile, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_speed, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
