@@ -804,7 +804,9 @@ static bool partition(const pti_tokenizer *t, const char *text, size_t len, bool
             k++;
         }
     }
-    qsort(occs, n_occ, sizeof(occ), cmp_occ);
+    if (n_occ > 1) {
+        qsort(occs, n_occ, sizeof(occ), cmp_occ);
+    }
     for (size_t i = 0; i < n_occ; i++) {
         int32_t id = t->special[occs[i].rank];
         size_t p = (size_t)occs[i].pos, n = t->vocab.len[id];
