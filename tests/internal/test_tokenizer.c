@@ -605,6 +605,31 @@ static void test_pre_tokenizers_match_llamacpp(void **state)
     }
 }
 
+/* Runs of one character, 256 KB long, are single pieces for the regexes and single words for
+ * the merge loops: no stack or quadratic blow-up. */
+static void test_long_runs(void **state)
+{
+    (void)state;
+    size_t len = 256 * 1024;
+    char *text = malloc(len);
+    int32_t *ids = malloc(sizeof(int32_t) * len);
+    const char fills[] = {'a', ' ', '\n', '7', '!'};
+    vocab vs[3] = {open_vocab(SMOL), open_vocab(GEMMA), open_smollm_with_pre("llama-bpe")};
+    for (int k = 0; k < 3; k++) {
+        for (size_t f = 0; f < sizeof fills; f++) {
+            memset(text, fills[f], len);
+            int64_t n = pti_tokenize(vs[k].tok, text, len, false, false, ids, (int64_t)len);
+            if (n <= 0 || n > (int64_t)len) {
+                fail_msg("vocab %d fill %d: %lld (%s)", k, fills[f], (long long)n,
+                         pt_last_error());
+            }
+        }
+        close_vocab(&vs[k]);
+    }
+    free(ids);
+    free(text);
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -660,6 +685,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_pre_tokenizers_match_llamacpp, pt_test_setup,
                                         pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_long_runs, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_speed, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
