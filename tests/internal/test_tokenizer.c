@@ -8,6 +8,7 @@
  * in $PT_MODELS_DIR (default /work/models), the tokenizer built from each full model file is
  * checked too. Also: round trips through pieces and the streaming detokenizer, buffer sizing,
  * error paths, and tokenizing 100 KB of English in well under 100 ms. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,6 +651,57 @@ static void test_long_runs(void **state)
     free(text);
 }
 
+typedef struct thread_job {
+    const pti_tokenizer *tok;
+    const char *text;
+    size_t len;
+    int32_t ids[4096];
+    int64_t n;
+} thread_job;
+
+static void *tokenize_job(void *arg)
+{
+    thread_job *j = arg;
+    for (int rep = 0; rep < 20; rep++) {
+        j->n = pti_tokenize(j->tok, j->text, j->len, true, true, j->ids, 4096);
+    }
+    return NULL;
+}
+
+/* One tokenizer used from four threads at once gives the single-thread ids. */
+static void test_threads(void **state)
+{
+    (void)state;
+    vocab vs[2] = {open_vocab(SMOL), open_vocab(GEMMA)};
+    char text[4096];
+    size_t len = 0;
+    for (int r = 0; len + 200 < sizeof text; r++) {
+        const char *t = k_texts[r % (sizeof k_texts / sizeof k_texts[0])];
+        memcpy(text + len, t, strlen(t));
+        len += strlen(t);
+        memcpy(text + len, "<|im_start|><end_of_turn>", 25);
+        len += 25;
+    }
+    for (int k = 0; k < 2; k++) {
+        static thread_job jobs[5];
+        for (int i = 0; i < 5; i++) {
+            jobs[i] = (thread_job){.tok = vs[k].tok, .text = text, .len = len};
+        }
+        tokenize_job(&jobs[4]);
+        pthread_t th[4];
+        for (int i = 0; i < 4; i++) {
+            assert_int_equal(pthread_create(&th[i], NULL, tokenize_job, &jobs[i]), 0);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            assert_true(jobs[i].n > 0 && jobs[i].n <= 4096);
+            assert_int_equal(jobs[i].n, jobs[4].n);
+            assert_memory_equal(jobs[i].ids, jobs[4].ids, sizeof(int32_t) * (size_t)jobs[4].n);
+        }
+        close_vocab(&vs[k]);
+    }
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -706,6 +758,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pre_tokenizers_match_llamacpp, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_long_runs, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_threads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_speed, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
