@@ -9,7 +9,18 @@
  *  - SPM: every raw fragment is tokenized on its own, spaces as U+2581, with a space prepended
  *    when add_space_prefix is set and the fragment follows BOS/a special token (or starts the
  *    text); merges pick the highest-scoring adjacent pair, the leftmost on ties;
- *  - token attributes get llama.cpp's by-name fixes, since they decide what is matched. */
+ *  - token attributes get llama.cpp's by-name fixes, since they decide what is matched.
+ *
+ * Known differences from llama.cpp (none is reached by the recorded corpora):
+ *  - the per-model lstrip/rstrip attributes llama.cpp sets by model name (phi-3, jina, modern-bert)
+ *    are not applied, nor its gpt-oss/solar <|end|> and gemma4/plamo </s> fixes;
+ *  - special tokens of equal length are tried in id order (llama.cpp: std::sort, unspecified);
+ *    when several EOT/FIM-looking texts exist and no metadata key names one, the lowest id is
+ *    taken (llama.cpp: the first in its hash map's order);
+ *  - SPM: a final symbol that is no token is emitted as byte tokens; llama.cpp first tries to
+ *    split it along an earlier merge (rev_merge), which can only matter for ill-formed UTF-8;
+ *  - BPE: code points above U+10FFFF (F4 90.. / F5-F7 leads) become U+FFFD; llama.cpp throws;
+ *  - Unicode classes are PCRE2's (its Unicode version) where llama.cpp uses its own tables. */
 #define PTI_TOKENIZER_PRIVATE
 #include "tokenizer.h"
 
