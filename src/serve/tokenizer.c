@@ -588,7 +588,11 @@ static bool build_pieces(pti_tokenizer *t)
             buf = nb;
         }
         t->piece_off[id] = n;
-        n += make_piece(t, id, byte_dec, buf + n);
+        size_t m = make_piece(t, id, byte_dec, buf + n);
+        if (m > (size_t)t->max_piece) {
+            t->max_piece = m > INT32_MAX / 2 ? INT32_MAX / 2 : (int32_t)m;
+        }
+        n += m;
     }
     if (!buf) {
         pti_error(PT_ERR_OOM, "tokenizer: out of memory");
@@ -1137,6 +1141,10 @@ bool pti_tokenizer_add_bos(const pti_tokenizer *t)
 bool pti_tokenizer_add_eos(const pti_tokenizer *t)
 {
     return t && t->add_eos;
+}
+int32_t pti_tokenizer_max_piece(const pti_tokenizer *t)
+{
+    return t ? t->max_piece : 0;
 }
 const char *pti_tokenizer_pre(const pti_tokenizer *t)
 {

@@ -95,6 +95,8 @@ bool pti_tokenizer_add_eos(const pti_tokenizer *t);
 /* True when id ends generation (EOS, EOT, EOM and the end-of-turn-looking tokens llama.cpp
  * lists: <|im_end|>, <|endoftext|>, <end_of_turn>, ...). */
 bool pti_tokenizer_is_eog(const pti_tokenizer *t, int32_t id);
+/* The longest piece of any token, in bytes (to size pti_detok_push's buffer). */
+int32_t pti_tokenizer_max_piece(const pti_tokenizer *t);
 /* The pre-tokenizer name in use ("default" for SPM). Borrowed. */
 const char *pti_tokenizer_pre(const pti_tokenizer *t);
 
@@ -112,9 +114,8 @@ typedef struct pti_detok {
 /* Starts a stream over tokenizer t (borrowed; must outlive the stream). */
 void pti_detok_init(pti_detok *d, const pti_tokenizer *t, bool special);
 /* Appends token id's text: writes the complete characters available now to buf (at most cap
- * bytes; a piece is at most a few hundred bytes, so 512 is always enough for one token plus the
- * held bytes) and returns how many bytes were written; -1 for a bad id or a buffer too small
- * (nothing is consumed then). */
+ * bytes; pti_tokenizer_max_piece(t) + 8 is always enough) and returns how many bytes were
+ * written; -1 for a bad id or a buffer too small (nothing is consumed then). */
 int32_t pti_detok_push(pti_detok *d, int32_t id, char *buf, int32_t cap);
 /* Emits whatever is still held (an incomplete character at the end of the stream) as is;
  * returns the byte count (at most 8), -1 if cap is too small. */
@@ -150,6 +151,7 @@ struct pti_tokenizer {
     uint8_t *attr;       /* [n_vocab] PTI_ATTR_* */
     char *pieces;        /* pieces (special form) of every token, concatenated */
     uint64_t *piece_off; /* [n_vocab + 1] */
+    int32_t max_piece;
 
     /* BPE */
     pti_strtab merges;    /* "left right" strings; lookup gives the rank */

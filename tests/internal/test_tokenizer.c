@@ -327,6 +327,7 @@ static void test_gemma_matches_llamacpp(void **state)
     assert_int_equal(pti_tokenizer_unk(v.tok), 3);
     assert_int_equal(pti_tokenizer_pad(v.tok), 0);
     assert_true(pti_tokenizer_add_bos(v.tok));
+    assert_true(pti_tokenizer_max_piece(v.tok) >= 31 && pti_tokenizer_max_piece(v.tok) < 512);
     /* llama.cpp: eot 106 <end_of_turn>; eog {1 <eos>, 106, 212 </s>} */
     assert_int_equal(pti_tokenizer_eot(v.tok), 106);
     check_eog(v.tok, (const int32_t[]){1, 106, 212}, 3);
@@ -726,7 +727,10 @@ static void test_speed(void **state)
     int32_t *ids = malloc(sizeof(int32_t) * len);
     const char *stems[] = {SMOL, GEMMA};
     for (int s = 0; s < 2; s++) {
+        double tc = now_s();
         vocab v = open_vocab(stems[s]);
+        printf("%s: tokenizer built (gunzip + parse + tables) in %.1f ms\n", stems[s],
+               (now_s() - tc) * 1e3);
         double t0 = now_s();
         int64_t n = pti_tokenize(v.tok, text, len, false, true, ids, (int64_t)len);
         double dt = now_s() - t0;
