@@ -651,6 +651,95 @@ static void test_long_runs(void **state)
     free(text);
 }
 
+/* Random byte strings (fixed seed) made of fragments that stress the splitters: every flag
+ * combination must succeed, the needed count must not depend on cap, and -- with special tokens
+ * left unparsed -- the pieces of valid UTF-8 must give the text back (not for ill-formed text:
+ * byte-level BPE turns a bad byte into U+FFFD, and SPM's character split can swallow the
+ * first byte of a U+2581 space marker after a truncated character, as in llama.cpp). */
+static void test_random_strings(void **state)
+{
+    (void)state;
+    static const char *frags[] = {"a",
+                                  "Z",
+                                  "the",
+                                  " ",
+                                  "  ",
+                                  "   ",
+                                  "\t",
+                                  "\n",
+                                  "\r\n",
+                                  "0",
+                                  "42",
+                                  "'s",
+                                  "'LL",
+                                  ".",
+                                  "!!",
+                                  "\xc3\xa9",
+                                  "\xe4\xbd\xa0",
+                                  "\xf0\x9f\x98\x80",
+                                  "\xe2\x96\x81",
+                                  "\xc2\xa0",
+                                  "<",
+                                  ">",
+                                  "<|im_start|>",
+                                  "<|im_end|>",
+                                  "<end_of_turn>",
+                                  "<start_of_turn>",
+                                  "</s>",
+                                  "<td>",
+                                  "\xff",
+                                  "\x80",
+                                  "\xe4\xbd",
+                                  "\xc0\xaf",
+                                  "\xed\xa0\x80",
+                                  "\x00"};
+    static const size_t frag_len[] = {1, 1, 3, 1, 2, 3,  1,  1,  2,  1, 2, 2, 3, 1, 2, 2, 3,
+                                      4, 3, 2, 1, 1, 12, 10, 13, 15, 4, 4, 1, 1, 2, 2, 3, 1};
+    const size_t n_frags = sizeof frags / sizeof frags[0];
+    assert_int_equal(n_frags, sizeof frag_len / sizeof frag_len[0]);
+    vocab vs[2] = {open_vocab(SMOL), open_vocab(GEMMA)};
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    for (int iter = 0; iter < 3000; iter++) {
+        char text[256];
+        size_t len = 0;
+        bool valid = true, has_marker = false;
+        int parts = 1 + (int)(rng % 12);
+        for (int k = 0; k < parts; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t f = (size_t)(rng >> 33) % n_frags;
+            memcpy(text + len, frags[f], frag_len[f]);
+            len += frag_len[f];
+            valid = valid && f < 28;
+            has_marker = has_marker || f == 18;
+        }
+        for (int v = 0; v < 2; v++) {
+            const pti_tokenizer *tok = vs[v].tok;
+            for (int flags = 0; flags < 4; flags++) {
+                int32_t ids[512], few[1];
+                int64_t n = pti_tokenize(tok, text, len, flags & 1, flags & 2, ids, 512);
+                assert_true(n >= 0 && n <= 512);
+                assert_int_equal(pti_tokenize(tok, text, len, flags & 1, flags & 2, few, 1), n);
+                /* U+2581 in the input reads back as a space from SPM pieces, as in llama.cpp */
+                if (flags != 0 || !valid || (v == 1 && has_marker)) {
+                    continue;
+                }
+                char back[2048];
+                size_t nb = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    int32_t m = pti_token_to_piece(tok, ids[i], false, back + nb, 512);
+                    assert_true(m >= 0 && m <= 512);
+                    nb += (size_t)m;
+                }
+                if (nb != len || memcmp(back, text, len) != 0) {
+                    fail_msg("vocab %d: round trip of %zu bytes gave %zu", v, len, nb);
+                }
+            }
+        }
+    }
+    close_vocab(&vs[0]);
+    close_vocab(&vs[1]);
+}
+
 typedef struct thread_job {
     const pti_tokenizer *tok;
     const char *text;
@@ -761,6 +850,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pre_tokenizers_match_llamacpp, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_long_runs, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_random_strings, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_threads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_speed, pt_test_setup, pt_test_teardown),
     };
