@@ -566,6 +566,7 @@ static void test_copy_buffer_and_format_options(void **state)
     pt_load_opts st = {.format = PT_FORMAT_SAFETENSORS};
     assert_pt_error(pt_load_ex(CKPT("state_dict.pt"), &st), PT_ERR_FORMAT, "state_dict.pt");
     assert_pt_error(pt_load(CKPT("no_such_file.pt")), PT_ERR_IO, "no_such_file.pt");
+    assert_pt_error(pt_load(PT_FIXTURES_DIR), PT_ERR_IO, "is a directory");
 }
 
 static void test_round_trip_through_pt_save(void **state)

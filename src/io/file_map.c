@@ -41,12 +41,15 @@ pti_file_map *pti_file_map_open(const char *path)
     if (fd < 0)
         return pti_error_null(PT_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int err = errno;
         close(fd);
+        return pti_error_null(PT_ERR_IO, "cannot read %s: %s", path, strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
         return pti_error_null(PT_ERR_IO, "cannot read %s: %s", path,
-                              S_ISDIR(st.st_mode) ? "it is a directory"
-                                                  : err ? strerror(err) : "not a regular file");
+                              S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
     }
     pti_file_map *m = map_struct_new(path);
     if (!m) {
