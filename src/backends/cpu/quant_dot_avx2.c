@@ -211,27 +211,76 @@ AVX2 static inline __m256i kquant_chunk(__m256i lo, __m256i hi, const int8_t *ac
     return _mm256_add_epi32(p0, p1);
 }
 
+/* The 6-bit scales (16-bit lanes 0..7) and mins (lanes 8..15) of a Q4_K / Q5_K super-block,
+ * unpacked with 32-bit word arithmetic (the same layout as pti_kquant_scales). */
+AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, mn_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    __m128i b = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+    return _mm256_cvtepu8_epi16(b);
+}
+
+/* Shuffle pattern that broadcasts 16-bit lane j of each 128-bit half over that half. */
+AVX2 static inline __m256i bcast16_pattern(int lo, int hi)
+{
+    return _mm256_setr_epi8(
+        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
+        (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
+        (char)(2 * lo + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+        (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi),
+        (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+        (char)(2 * hi), (char)(2 * hi + 1));
+}
+
+/* mins * (sums of the 32 activations of each sub-block), in 4 int32 lanes (exact: the mins are
+ * < 64 and each pair sum of bsums fits int16). */
+AVX2 static inline __m128i kquant_min_dot(__m256i sm16, const int16_t bsums[16])
+{
+    __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
+    __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), pair);
+}
+
 AVX2 static float dot_q4_k(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q4_k *w = wv;
     const pti_block_q8_k *a = av;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
+    __m128 accm = _mm_setzero_ps();
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        pti_kquant_scales(w[b].scales, sc, mn);
-        __m256i sumi = _mm256_setzero_si256();
+        __m256i sm16 = kquant_scales16(w[b].scales);
+        /* both halves: the 8 scales */
+        __m256i sc = _mm256_permute4x64_epi64(sm16, 0x44);
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
             __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i lo = _mm256_and_si256(raw, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            sumi = _mm256_add_epi32(sumi, kquant_chunk(lo, hi, a[b].qs + 64 * c, sc, c));
+            const int8_t *act = a[b].qs + 64 * c;
+            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)act));
+            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(act + 32)));
+            __m256i c0 = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * c, 2 * c));
+            __m256i c1 = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * c + 1, 2 * c + 1));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, c0));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, c1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[b].d * h2f(w[b].d)), _mm256_cvtepi32_ps(sumi), acc);
-        mins += a[b].d * h2f(w[b].dmin) * (float)kquant_min_sum(mn, a[b].bsums);
+        float da = a[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].d)),
+                              _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
+        accm = _mm_fmadd_ps(_mm_set1_ps(da * h2f(w[b].dmin)),
+                            _mm_cvtepi32_ps(kquant_min_dot(sm16, a[b].bsums)), accm);
     }
-    return hsum_ps(acc) - mins;
+    __m128 m = _mm_add_ps(accm, _mm_movehl_ps(accm, accm));
+    m = _mm_add_ss(m, _mm_movehdup_ps(m));
+    return hsum_ps(acc) - _mm_cvtss_f32(m);
 }
 
 AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
