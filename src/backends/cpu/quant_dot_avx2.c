@@ -312,7 +312,8 @@ AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
 }
 
 /* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
- * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32. */
+ * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32 (subtracting it in float would
+ * cancel away precision: sum(s * q * a) is ~32 times larger than the result). */
 AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q6_k *w = wv;
@@ -320,12 +321,17 @@ AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     float sum = 0.0f;
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        const int8_t *s = w[b].scales;
-        __m256i sumi = _mm256_setzero_si256();
+        __m128i s8 = _mm_loadu_si128((const __m128i *)w[b].scales);
+        __m256i s16 = _mm256_cvtepi8_epi16(s8); /* the 16 group scales */
+        __m256i bs = _mm256_loadu_si256((const __m256i *)a[b].bsums);
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                        _mm256_slli_epi32(_mm256_madd_epi16(s16, bs), 5));
         for (int h = 0; h < 2; h++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            /* scales 8h..8h+7 in both halves */
+            __m256i sc = h ? _mm256_permute4x64_epi64(s16, 0xEE) : _mm256_permute4x64_epi64(s16, 0x44);
             __m256i q[4];
             /* 16-bit shifts: the masks drop the bits that cross from the neighbouring byte */
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
@@ -336,20 +342,22 @@ AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
                                    _mm256_and_si256(hb, m2));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
-            for (int t = 0; t < 4; t++) {
+            __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t += 2) {
                 const int8_t *act = a[b].qs + 128 * h + 32 * t;
-                const int8_t *sg = s + 8 * h + 2 * t; /* the two 16-value groups of q[t] */
-                __m256i p = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)act));
-                __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sg[1]), _mm_set1_epi16(sg[0]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale));
+                /* the two 16-value groups of q[t] are scales 2t and 2t + 1 (of this half) */
+                __m256i c0 = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * t, 2 * t + 1));
+                __m256i c1 = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * t + 2, 2 * t + 3));
+                __m256i p0 = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)act));
+                __m256i p1 = _mm256_maddubs_epi16(q[t + 1],
+                                                  _mm256_loadu_si256((const __m256i *)(act + 32)));
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, c0));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, c1));
             }
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s0, s1));
         }
-        /* the -32 offset is taken off in integers: sum(s * q * a) is ~32 times larger than the
-         * result, so subtracting it in float would cancel away its precision */
-        int bs = 0;
-        for (int g = 0; g < 16; g++)
-            bs += s[g] * a[b].bsums[g];
-        sum += a[b].d * h2f(w[b].d) * (float)(hsum_i32(sumi) - 32 * bs);
+        /* summed across lanes in int32 first: single lanes still carry the offset */
+        sum += a[b].d * h2f(w[b].d) * (float)hsum_i32(sumi);
     }
     return sum;
 }
