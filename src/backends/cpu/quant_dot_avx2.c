@@ -422,6 +422,9 @@ ROWS_INLINE void q6_k_rows(const void *wv, const char *act, size_t act_stride, i
                     const int8_t *q8 = a[r][b].qs + 128 * h + 32 * t;
                     __m256i p = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)q8));
                     sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, st));
+                    /* keeps the additions in order: reassociated, gcc holds every product
+                     * live at once and spills (integer sums, so the result is the same) */
+                    __asm__("" : "+x"(sumi[r]));
                 }
             }
         }
