@@ -339,7 +339,8 @@ ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, i
             for (int r = 0; r < R; r++) {
                 const int8_t *q = a[r][b].qs + 64 * c;
                 __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q));
-                __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
+                __m256i p1 =
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
                 sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, c0),
                                                                      _mm256_madd_epi16(p1, c1)));
             }
