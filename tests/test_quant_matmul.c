@@ -162,6 +162,38 @@ static void test_wide_threads(void **state)
     pt_set_num_threads(saved);
 }
 
+/* M = 7 input rows (x3, x1, x3 stacked): rows 0-3 and 4-7 take the multi-row kernels where a
+ * dtype has them, row 6 the row kernel; each output row must be the same bits as the M = 3 and
+ * M = 1 results, which test_block_types checks against the references. */
+static void test_prefill_rows(void **state)
+{
+    (void)state;
+    static float buf[7 * 512];
+    pt_tensor *x1 = get("%s", "x1"), *x3 = get("%s", "x3");
+    assert_int_equal(pt_shape(x1)[1], 512);
+    const float *p1 = pt_data_ptr(x1), *p3 = pt_data_ptr(x3);
+    memcpy(buf, p3, 3 * 512 * sizeof(float));
+    memcpy(buf + 3 * 512, p1, 512 * sizeof(float));
+    memcpy(buf + 4 * 512, p3, 3 * 512 * sizeof(float));
+    pt_tensor *x7 = pt_from_data(buf, PT_SHAPE(7, 512), PT_FLOAT32, pt_cpu());
+    assert_non_null(x7);
+    for (size_t i = 0; i < N_BLOCK_TYPES; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.w", BLOCK_TYPES[i].name);
+        pt_tensor *w = block_weight(name, BLOCK_TYPES[i].dt);
+        pt_tensor *y7 = pt_linear(x7, w, NULL), *y1 = pt_linear(x1, w, NULL);
+        pt_tensor *y3 = pt_linear(x3, w, NULL);
+        assert_non_null(y7);
+        assert_non_null(y1);
+        assert_non_null(y3);
+        int64_t n = pt_shape(y1)[1];
+        const float *r7 = pt_data_ptr(y7), *r1 = pt_data_ptr(y1), *r3 = pt_data_ptr(y3);
+        assert_memory_equal(r7, r3, (size_t)(3 * n) * sizeof(float));
+        assert_memory_equal(r7 + 3 * n, r1, (size_t)n * sizeof(float));
+        assert_memory_equal(r7 + 4 * n, r3, (size_t)(3 * n) * sizeof(float));
+    }
+}
+
 /* float16 / bfloat16 weights with a float32 input: unquantized activations. */
 static void test_half_weights(void **state)
 {
@@ -287,6 +319,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_block_types, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_shapes_and_strides, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_wide_threads, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_prefill_rows, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_weights, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_float_linear, pt_test_setup, pt_test_teardown),

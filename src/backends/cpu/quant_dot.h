@@ -16,10 +16,23 @@ typedef float (*pti_qdot_fn)(const void *w_row, const void *act, int64_t n);
  * without one. */
 pti_qdot_fn pti_quant_dot_fn(pt_dtype dt);
 
+/* Activation rows a multi-row kernel takes at once. */
+#define PTI_QDOT_ROWS 4
+
+/* out[r] = the dot product of one weight row with activation row r (at act + r * act_stride
+ * bytes), r < PTI_QDOT_ROWS: each weight block is decoded once for all the rows. out[r] is
+ * bit-identical to the pti_qdot_fn result for that row. */
+typedef void (*pti_qdot_rows_fn)(const void *w_row, const void *act, size_t act_stride, int64_t n,
+                                 float *out);
+
+/* The multi-row kernel for dt, or NULL (then callers use pti_quant_dot_fn row by row). */
+pti_qdot_rows_fn pti_quant_dot_rows_fn(pt_dtype dt);
+
 /* AVX2+FMA+F16C variants (quant_dot_avx2.c); only called when pti_quant_avx2_ok(). NULL
  * from pti_quant_dot_avx2_fn for the dtypes that only have the scalar path. */
 bool pti_quant_avx2_ok(void);
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt);
+pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt);
 
 /* IEEE binary16 bits -> float (exact; subnormals, inf and NaN included). */
 static inline float pti_h2f(pti_half h)

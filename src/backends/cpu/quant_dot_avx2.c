@@ -89,54 +89,90 @@ AVX2 static inline __m256i sum_s8(__m256i a) { return dot_us(_mm256_set1_epi8(1)
 
 /* ---- 32-value formats x Q8_0 ------------------------------------------------------------------- */
 
-AVX2 static float dot_q4_0(const void *wv, const void *av, int64_t n)
+/* The R-row kernels below (R = 1 for the row dot products, PTI_QDOT_ROWS for pti_qdot_rows_fn)
+ * decode each weight block once and use it for R activation rows; every row sees exactly the
+ * operations of the R = 1 kernel, in the same order, so a row's result does not depend on R. */
+#define ROWS_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
+
+/* Signed int8 codes of block b of a Q4_0 (q4 = true) or Q8_0 row. */
+ROWS_INLINE __m256i q32_codes(const void *wv, int64_t b, bool q4)
 {
-    const pti_block_q4_0 *w = wv;
-    const pti_block_q8_0 *a = av;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    if (q4)
+        return _mm256_sub_epi8(nibbles32(((const pti_block_q4_0 *)wv)[b].qs),
+                               _mm256_set1_epi8(8));
+    return _mm256_loadu_si256((const __m256i *)((const pti_block_q8_0 *)wv)[b].qs);
+}
+
+ROWS_INLINE float q32_scale(const void *wv, int64_t b, bool q4)
+{
+    return h2f(q4 ? ((const pti_block_q4_0 *)wv)[b].d : ((const pti_block_q8_0 *)wv)[b].d);
+}
+
+/* Q4_0 / Q8_0 weight row x R Q8_0 activation rows (act_stride bytes apart). */
+ROWS_INLINE void q32_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
+                          float *out, int R, bool q4)
+{
+    const pti_block_q8_0 *a[PTI_QDOT_ROWS];
+    __m256 acc0[PTI_QDOT_ROWS], acc1[PTI_QDOT_ROWS];
+    for (int r = 0; r < R; r++) {
+        a[r] = (const pti_block_q8_0 *)(act + (size_t)r * act_stride);
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    }
     int64_t nb = n / PTI_QK, b = 0;
     for (; b + 1 < nb; b += 2) {
-        __m256i q0 = _mm256_sub_epi8(nibbles32(w[b].qs), _mm256_set1_epi8(8));
-        __m256i q1 = _mm256_sub_epi8(nibbles32(w[b + 1].qs), _mm256_set1_epi8(8));
-        __m256i p0 = dot_ss(q0, _mm256_loadu_si256((const __m256i *)a[b].qs));
-        __m256i p1 = dot_ss(q1, _mm256_loadu_si256((const __m256i *)a[b + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0),
-                               acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
+        __m256i w0 = q32_codes(wv, b, q4), w1 = q32_codes(wv, b + 1, q4);
+        __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
+        float d0 = q32_scale(wv, b, q4), d1 = q32_scale(wv, b + 1, q4);
+        for (int r = 0; r < R; r++) {
+            __m256i a0 = _mm256_loadu_si256((const __m256i *)a[r][b].qs);
+            __m256i a1 = _mm256_loadu_si256((const __m256i *)a[r][b + 1].qs);
+            __m256i p0 = dot_us(u0, _mm256_sign_epi8(a0, w0));
+            __m256i p1 = dot_us(u1, _mm256_sign_epi8(a1, w1));
+            acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(a[r][b].d)), _mm256_cvtepi32_ps(p0),
+                                      acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(d1 * h2f(a[r][b + 1].d)),
+                                      _mm256_cvtepi32_ps(p1), acc1[r]);
+        }
     }
     for (; b < nb; b++) {
-        __m256i q = _mm256_sub_epi8(nibbles32(w[b].qs), _mm256_set1_epi8(8));
-        __m256i p = dot_ss(q, _mm256_loadu_si256((const __m256i *)a[b].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p),
-                               acc0);
+        __m256i w0 = q32_codes(wv, b, q4);
+        __m256i u0 = _mm256_sign_epi8(w0, w0);
+        float d0 = q32_scale(wv, b, q4);
+        for (int r = 0; r < R; r++) {
+            __m256i a0 = _mm256_loadu_si256((const __m256i *)a[r][b].qs);
+            __m256i p0 = dot_us(u0, _mm256_sign_epi8(a0, w0));
+            acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(d0 * h2f(a[r][b].d)), _mm256_cvtepi32_ps(p0),
+                                      acc0[r]);
+        }
     }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
+    for (int r = 0; r < R; r++)
+        out[r] = hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
+}
+
+AVX2 static float dot_q4_0(const void *wv, const void *av, int64_t n)
+{
+    float y;
+    q32_rows(wv, av, 0, n, &y, 1, true);
+    return y;
+}
+
+AVX2 static void rows_q4_0(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q32_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, true);
 }
 
 AVX2 static float dot_q8_0(const void *wv, const void *av, int64_t n)
 {
-    const pti_block_q8_0 *w = wv;
-    const pti_block_q8_0 *a = av;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t nb = n / PTI_QK, b = 0;
-    for (; b + 1 < nb; b += 2) {
-        __m256i p0 = dot_ss(_mm256_loadu_si256((const __m256i *)w[b].qs),
-                            _mm256_loadu_si256((const __m256i *)a[b].qs));
-        __m256i p1 = dot_ss(_mm256_loadu_si256((const __m256i *)w[b + 1].qs),
-                            _mm256_loadu_si256((const __m256i *)a[b + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0),
-                               acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
-    }
-    for (; b < nb; b++) {
-        __m256i p = dot_ss(_mm256_loadu_si256((const __m256i *)w[b].qs),
-                           _mm256_loadu_si256((const __m256i *)a[b].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p),
-                               acc0);
-    }
-    return hsum_ps(_mm256_add_ps(acc0, acc1));
+    float y;
+    q32_rows(wv, av, 0, n, &y, 1, false);
+    return y;
+}
+
+AVX2 static void rows_q8_0(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q32_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, false);
 }
 
 /* Q4_1 / Q5_1: unsigned codes q, y = d * q + m, so a block adds
@@ -150,14 +186,37 @@ AVX2 static inline void affine_block(__m256i q, const pti_block_q8_0 *a, float d
     *accm = _mm256_fmadd_ps(_mm256_set1_ps(m * da), _mm256_cvtepi32_ps(sum_s8(av)), *accm);
 }
 
-AVX2 static float dot_q4_1(const void *wv, const void *av, int64_t n)
+ROWS_INLINE void q4_1_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
+                           float *out, int R)
 {
     const pti_block_q4_1 *w = wv;
-    const pti_block_q8_0 *a = av;
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / PTI_QK; b++)
-        affine_block(nibbles32(w[b].qs), &a[b], h2f(w[b].d), h2f(w[b].m), &acc, &accm);
-    return hsum_ps(_mm256_add_ps(acc, accm));
+    const pti_block_q8_0 *a[PTI_QDOT_ROWS];
+    __m256 acc[PTI_QDOT_ROWS], accm[PTI_QDOT_ROWS];
+    for (int r = 0; r < R; r++) {
+        a[r] = (const pti_block_q8_0 *)(act + (size_t)r * act_stride);
+        acc[r] = accm[r] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / PTI_QK; b++) {
+        __m256i q = nibbles32(w[b].qs);
+        float dw = h2f(w[b].d), m = h2f(w[b].m);
+        for (int r = 0; r < R; r++)
+            affine_block(q, &a[r][b], dw, m, &acc[r], &accm[r]);
+    }
+    for (int r = 0; r < R; r++)
+        out[r] = hsum_ps(_mm256_add_ps(acc[r], accm[r]));
+}
+
+AVX2 static float dot_q4_1(const void *wv, const void *av, int64_t n)
+{
+    float y;
+    q4_1_rows(wv, av, 0, n, &y, 1);
+    return y;
+}
+
+AVX2 static void rows_q4_1(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q4_1_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
 }
 
 AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
@@ -211,27 +270,107 @@ AVX2 static inline __m256i kquant_chunk(__m256i lo, __m256i hi, const int8_t *ac
     return _mm256_add_epi32(p0, p1);
 }
 
-AVX2 static float dot_q4_k(const void *wv, const void *av, int64_t n)
+/* The 6-bit scales (16-bit lanes 0..7) and mins (lanes 8..15) of a Q4_K / Q5_K super-block,
+ * unpacked with 32-bit word arithmetic (the same layout as pti_kquant_scales). */
+AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
+{
+    uint32_t u0, u1, u2;
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    uint32_t sc_lo = u0 & 0x3f3f3f3fu, mn_lo = u1 & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
+    uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
+    __m128i b = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+    return _mm256_cvtepu8_epi16(b);
+}
+
+/* Shuffle pattern that broadcasts 16-bit lane j of each 128-bit half over that half. */
+AVX2 static inline __m256i bcast16_pattern(int lo, int hi)
+{
+    return _mm256_setr_epi8(
+        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
+        (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
+        (char)(2 * lo + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+        (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi),
+        (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+        (char)(2 * hi), (char)(2 * hi + 1));
+}
+
+/* mins * (sums of the 32 activations of each sub-block), in 4 int32 lanes (exact: the mins are
+ * < 64 and each pair sum of bsums fits int16). */
+AVX2 static inline __m128i kquant_min_dot(__m256i sm16, const int16_t bsums[16])
+{
+    __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
+    __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+    return _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), pair);
+}
+
+ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
+                           float *out, int R)
 {
     const pti_block_q4_k *w = wv;
-    const pti_block_q8_k *a = av;
+    const pti_block_q8_k *a[PTI_QDOT_ROWS];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
+    __m256 acc[PTI_QDOT_ROWS];
+    __m128 accm[PTI_QDOT_ROWS];
+    for (int r = 0; r < R; r++) {
+        a[r] = (const pti_block_q8_k *)(act + (size_t)r * act_stride);
+        acc[r] = _mm256_setzero_ps();
+        accm[r] = _mm_setzero_ps();
+    }
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        pti_kquant_scales(w[b].scales, sc, mn);
-        __m256i sumi = _mm256_setzero_si256();
+        __m256i sm16 = kquant_scales16(w[b].scales);
+        /* both halves: the 8 scales */
+        __m256i sc = _mm256_permute4x64_epi64(sm16, 0x44);
+        __m256i sumi[PTI_QDOT_ROWS];
+        for (int r = 0; r < R; r++)
+            sumi[r] = _mm256_setzero_si256();
+        /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
+#pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
             __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i lo = _mm256_and_si256(raw, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            sumi = _mm256_add_epi32(sumi, kquant_chunk(lo, hi, a[b].qs + 64 * c, sc, c));
+            __m256i c0 = _mm256_shuffle_epi8(sc, bcast16_pattern(0, 0));
+            __m256i c1 = _mm256_shuffle_epi8(sc, bcast16_pattern(1, 1));
+            sc = _mm256_srli_si256(sc, 4); /* scales 2c + 2, 2c + 3 to lanes 0, 1 */
+            for (int r = 0; r < R; r++) {
+                const int8_t *q = a[r][b].qs + 64 * c;
+                __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q));
+                __m256i p1 =
+                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, c0),
+                                                                     _mm256_madd_epi16(p1, c1)));
+            }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[b].d * h2f(w[b].d)), _mm256_cvtepi32_ps(sumi), acc);
-        mins += a[b].d * h2f(w[b].dmin) * (float)kquant_min_sum(mn, a[b].bsums);
+        float dw = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        for (int r = 0; r < R; r++) {
+            float da = a[r][b].d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            accm[r] = _mm_fmadd_ps(_mm_set1_ps(da * dmin),
+                                   _mm_cvtepi32_ps(kquant_min_dot(sm16, a[r][b].bsums)), accm[r]);
+        }
     }
-    return hsum_ps(acc) - mins;
+    for (int r = 0; r < R; r++) {
+        __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[r] = hsum_ps(acc[r]) - _mm_cvtss_f32(m);
+    }
+}
+
+AVX2 static float dot_q4_k(const void *wv, const void *av, int64_t n)
+{
+    float y;
+    q4_k_rows(wv, av, 0, n, &y, 1);
+    return y;
+}
+
+AVX2 static void rows_q4_k(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
 }
 
 AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
@@ -263,20 +402,33 @@ AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
 }
 
 /* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
- * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32. */
-AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
+ * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32 (subtracting it in float would
+ * cancel away precision: sum(s * q * a) is ~32 times larger than the result). */
+ROWS_INLINE void q6_k_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
+                           float *out, int R)
 {
     const pti_block_q6_k *w = wv;
-    const pti_block_q8_k *a = av;
+    const pti_block_q8_k *a[PTI_QDOT_ROWS];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    float sum = 0.0f;
+    for (int r = 0; r < R; r++) {
+        a[r] = (const pti_block_q8_k *)(act + (size_t)r * act_stride);
+        out[r] = 0.0f;
+    }
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        const int8_t *s = w[b].scales;
-        __m256i sumi = _mm256_setzero_si256();
+        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        __m256i sumi[PTI_QDOT_ROWS];
+        for (int r = 0; r < R; r++) {
+            __m256i bs = _mm256_loadu_si256((const __m256i *)a[r][b].bsums);
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                       _mm256_slli_epi32(_mm256_madd_epi16(s16, bs), 5));
+        }
         for (int h = 0; h < 2; h++) {
             __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
             __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
             __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
+            /* scales 8h .. 8h+7 in both halves */
+            __m256i sc = h ? _mm256_permute4x64_epi64(s16, 0xEE)
+                           : _mm256_permute4x64_epi64(s16, 0x44);
             __m256i q[4];
             /* 16-bit shifts: the masks drop the bits that cross from the neighbouring byte */
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
@@ -288,21 +440,39 @@ AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
             for (int t = 0; t < 4; t++) {
-                const int8_t *act = a[b].qs + 128 * h + 32 * t;
-                const int8_t *sg = s + 8 * h + 2 * t; /* the two 16-value groups of q[t] */
-                __m256i p = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)act));
-                __m256i scale = _mm256_set_m128i(_mm_set1_epi16(sg[1]), _mm_set1_epi16(sg[0]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale));
+                /* the two 16-value groups of q[t] have scales 2t and 2t + 1 of this half */
+                __m256i st = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * t, 2 * t + 1));
+                for (int r = 0; r < R; r++) {
+                    const int8_t *q8 = a[r][b].qs + 128 * h + 32 * t;
+                    __m256i p = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)q8));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, st));
+                    /* keeps the additions in order: reassociated, gcc holds every product
+                     * live at once and spills (integer sums, so the result is the same) */
+                    __asm__("" : "+x"(sumi[r]));
+                }
             }
         }
-        /* the -32 offset is taken off in integers: sum(s * q * a) is ~32 times larger than the
-         * result, so subtracting it in float would cancel away its precision */
-        int bs = 0;
-        for (int g = 0; g < 16; g++)
-            bs += s[g] * a[b].bsums[g];
-        sum += a[b].d * h2f(w[b].d) * (float)(hsum_i32(sumi) - 32 * bs);
+        /* summed across lanes in int32 first: single lanes still carry the offset, ~32 times
+         * the result, which float lanes would cancel away */
+        float dw = h2f(w[b].d);
+        for (int r = 0; r < R; r++)
+            out[r] += a[r][b].d * dw * (float)hsum_i32(sumi[r]);
     }
-    return sum;
+}
+
+/* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
+ * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32. */
+AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
+{
+    float y;
+    q6_k_rows(wv, av, 0, n, &y, 1);
+    return y;
+}
+
+AVX2 static void rows_q6_k(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q6_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
 }
 
 AVX2 static float dot_q8_k(const void *wv, const void *av, int64_t n)
@@ -385,6 +555,18 @@ AVX2 static float dot_bf16(const void *wv, const void *av, int64_t n)
     return sum;
 }
 
+pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt)
+{
+    switch (dt) {
+    case PT_Q4_0: return rows_q4_0;
+    case PT_Q4_1: return rows_q4_1;
+    case PT_Q8_0: return rows_q8_0;
+    case PT_Q4_K: return rows_q4_k;
+    case PT_Q6_K: return rows_q6_k;
+    default: return NULL;
+    }
+}
+
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
 {
     switch (dt) {
@@ -408,6 +590,12 @@ pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
 
 bool pti_quant_avx2_ok(void) { return false; }
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
+{
+    (void)dt;
+    return NULL;
+}
+
+pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt)
 {
     (void)dt;
     return NULL;

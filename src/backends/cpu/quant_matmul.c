@@ -7,9 +7,10 @@
  * pool, and each thread computes every one of the M rows for its range of N, so each weight
  * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth. For
  * M > 1 (prefill) the weight rows are taken ROWS_PER_TILE at a time (a few KB, kept in L1/L2
- * while all M activation rows stream past): the work is M separate GEMVs over cached weights,
- * so it is compute bound at roughly M times the GEMV time -- far from a real GEMM kernel that
- * would reuse each unpacked weight value across several activation rows. */
+ * while all M activation rows stream past), and where the weight dtype has a multi-row kernel
+ * (pti_quant_dot_rows_fn) each weight block is unpacked once for PTI_QDOT_ROWS activation rows;
+ * the rest (M mod PTI_QDOT_ROWS rows, or other dtypes) goes row by row. Either way a row's
+ * result is the same bits. Still compute bound: no real GEMM blocking. */
 #include "cpu.h"
 #include "quant_dot.h"
 
@@ -20,6 +21,7 @@
 
 typedef struct qlinear_ctx {
     pti_qdot_fn dot;
+    pti_qdot_rows_fn dot_rows; /* NULL: row by row */
     const char *w;      /* weight row 0 */
     size_t w_row_bytes; /* bytes of one weight row */
     const char *act;    /* quantized (or float) activation row 0 */
@@ -35,7 +37,19 @@ static void qlinear_rows(void *vctx, int64_t n0, int64_t n1)
     const qlinear_ctx *c = vctx;
     for (int64_t t0 = n0; t0 < n1; t0 += ROWS_PER_TILE) {
         int64_t t1 = t0 + ROWS_PER_TILE < n1 ? t0 + ROWS_PER_TILE : n1;
-        for (int64_t i = 0; i < c->m; i++) {
+        int64_t i = 0;
+        if (c->dot_rows) {
+            for (; i + PTI_QDOT_ROWS <= c->m; i += PTI_QDOT_ROWS) {
+                const char *a = c->act + (size_t)i * c->act_row_bytes;
+                for (int64_t j = t0; j < t1; j++) {
+                    float v[PTI_QDOT_ROWS];
+                    c->dot_rows(c->w + (size_t)j * c->w_row_bytes, a, c->act_row_bytes, c->k, v);
+                    for (int r = 0; r < PTI_QDOT_ROWS; r++)
+                        c->y[(i + r) * c->n + j] = c->bias ? v[r] + c->bias[j] : v[r];
+                }
+            }
+        }
+        for (; i < c->m; i++) {
             const char *a = c->act + (size_t)i * c->act_row_bytes;
             float *yr = c->y + i * c->n;
             for (int64_t j = t0; j < t1; j++) {
@@ -92,6 +106,7 @@ static pt_status cpu_quant_linear(const pti_call *c)
     const pti_dtype_info *ai = &pti_dtypes[adt];
     qlinear_ctx q = {
         .dot = dot,
+        .dot_rows = m > 1 ? pti_quant_dot_rows_fn(w->dtype) : NULL,
         .w = weight_data(w),
         .w_row_bytes = (size_t)(k / wi->block_size) * wi->size,
         .act_row_bytes = (size_t)(k / ai->block_size) * ai->size,
