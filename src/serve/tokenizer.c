@@ -851,24 +851,18 @@ typedef struct spm_sym {
     uint32_t off, n;
 } spm_sym;
 
-typedef struct spm_bigram {
-    int32_t left, right;
-    float score;
-    uint32_t size;
-} spm_bigram;
-
-/* a before b in the queue: higher score, then smaller left */
-static bool spm_before(const spm_bigram *a, const spm_bigram *b)
+/* a before b in the queue: higher priority, then smaller left */
+static bool merge_before(const pti_merge *a, const pti_merge *b)
 {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+    return a->priority > b->priority || (a->priority == b->priority && a->left < b->left);
 }
 
-static void spm_push(spm_bigram *h, size_t *n, spm_bigram b)
+void pti_merge_push(pti_merge *h, size_t *n, pti_merge b)
 {
     size_t i = (*n)++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
-        if (!spm_before(&b, &h[p])) {
+        if (!merge_before(&b, &h[p])) {
             break;
         }
         h[i] = h[p];
@@ -877,19 +871,19 @@ static void spm_push(spm_bigram *h, size_t *n, spm_bigram b)
     h[i] = b;
 }
 
-static spm_bigram spm_pop(spm_bigram *h, size_t *n)
+pti_merge pti_merge_pop(pti_merge *h, size_t *n)
 {
-    spm_bigram top = h[0], last = h[--(*n)];
+    pti_merge top = h[0], last = h[--(*n)];
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= *n) {
             break;
         }
-        if (c + 1 < *n && spm_before(&h[c + 1], &h[c])) {
+        if (c + 1 < *n && merge_before(&h[c + 1], &h[c])) {
             c++;
         }
-        if (!spm_before(&h[c], &last)) {
+        if (!merge_before(&h[c], &last)) {
             break;
         }
         h[i] = h[c];
@@ -902,7 +896,7 @@ static spm_bigram spm_pop(spm_bigram *h, size_t *n)
 }
 
 static void spm_try(const pti_tokenizer *t, const char *s, spm_sym *sym, int32_t l, int32_t r,
-                    spm_bigram *heap, size_t *nh)
+                    pti_merge *heap, size_t *nh)
 {
     if (l < 0 || r < 0) {
         return;
@@ -912,7 +906,7 @@ static void spm_try(const pti_tokenizer *t, const char *s, spm_sym *sym, int32_t
     if (id < 0) {
         return;
     }
-    spm_push(heap, nh, (spm_bigram){l, r, t->scores[id], size});
+    pti_merge_push(heap, nh, (pti_merge){l, r, (double)t->scores[id], size});
 }
 
 static int32_t spm_byte_token(const pti_tokenizer *t, uint8_t c)
@@ -935,7 +929,7 @@ static size_t utf8_len(uint8_t c)
 
 /* s: the escaped fragment (n bytes); sym/heap scratch of n and 3n + 4 entries. */
 static void spm_tokenize(const pti_tokenizer *t, const char *s, size_t n, spm_sym *sym,
-                         spm_bigram *heap, pti_tok_out *o)
+                         pti_merge *heap, pti_tok_out *o)
 {
     int32_t ns = 0;
     for (size_t off = 0; off < n;) {
@@ -952,7 +946,7 @@ static void spm_tokenize(const pti_tokenizer *t, const char *s, size_t n, spm_sy
         spm_try(t, s, sym, i - 1, i, heap, &nh);
     }
     while (nh > 0) {
-        spm_bigram b = spm_pop(heap, &nh);
+        pti_merge b = pti_merge_pop(heap, &nh);
         spm_sym *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) {
             continue;
@@ -1008,12 +1002,12 @@ int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool 
     bool ok = true;
     char *esc = NULL;
     spm_sym *sym = NULL;
-    spm_bigram *heap = NULL;
+    pti_merge *heap = NULL;
     if (t->kind == PTI_TOK_SPM) {
         /* worst case: every byte a space (3 bytes as U+2581) plus the prefix */
         esc = malloc(3 * len + 4);
         sym = malloc(sizeof(spm_sym) * (3 * len + 4));
-        heap = malloc(sizeof(spm_bigram) * (9 * len + 12));
+        heap = malloc(sizeof(pti_merge) * (9 * len + 12));
         if (!esc || !sym || !heap) {
             pti_error(PT_ERR_OOM, "pti_tokenize: out of memory");
             ok = false;

@@ -197,6 +197,16 @@ static inline void pti_tok_emit(pti_tok_out *o, int32_t id)
 int32_t pti_strtab_find(const pti_strtab *st, const char *s, size_t len);
 /* Builds st from string array `key` of g; a duplicate string keeps its first index. */
 bool pti_strtab_build_keep_first(pti_strtab *st, const pt_gguf *g, int64_t key);
+/* The merge queue both tokenizers use: candidate merges of adjacent symbols `left`, `right`
+ * (`size` bytes together, to detect stale entries), popped highest `priority` first, then
+ * leftmost -- SentencePiece merges by score, BPE by rank (priority = -rank). A binary heap. */
+typedef struct pti_merge {
+    int32_t left, right;
+    double priority;
+    uint32_t size;
+} pti_merge;
+void pti_merge_push(pti_merge *heap, size_t *n, pti_merge m);
+pti_merge pti_merge_pop(pti_merge *heap, size_t *n);
 /* tokenizer_bpe.c */
 bool pti_bpe_setup(pti_tokenizer *t, const pt_gguf *g, const char *pre);
 void pti_bpe_release(pti_tokenizer *t);

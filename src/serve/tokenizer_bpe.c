@@ -322,60 +322,11 @@ typedef struct bpe_sym {
     uint32_t off, n;
 } bpe_sym;
 
-typedef struct bpe_bigram {
-    int32_t left, right;
-    int32_t rank;
-    uint32_t size;
-} bpe_bigram;
-
-static bool bpe_before(const bpe_bigram *a, const bpe_bigram *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(bpe_bigram *h, size_t *n, bpe_bigram b)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!bpe_before(&b, &h[p])) {
-            break;
-        }
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = b;
-}
-
-static bpe_bigram heap_pop(bpe_bigram *h, size_t *n)
-{
-    bpe_bigram top = h[0], last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) {
-            break;
-        }
-        if (c + 1 < *n && bpe_before(&h[c + 1], &h[c])) {
-            c++;
-        }
-        if (!bpe_before(&h[c], &last)) {
-            break;
-        }
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n > 0) {
-        h[i] = last;
-    }
-    return top;
-}
-
 typedef struct bpe_scratch {
     char *word; /* the byte-encoded piece */
     char *key;  /* "left right" being looked up */
     bpe_sym *sym;
-    bpe_bigram *heap;
+    pti_merge *heap;
 } bpe_scratch;
 
 static void try_pair(const pti_tokenizer *t, bpe_scratch *sc, int32_t l, int32_t r, size_t *nh)
@@ -391,7 +342,7 @@ static void try_pair(const pti_tokenizer *t, bpe_scratch *sc, int32_t l, int32_t
     if (rank < 0 || t->merge_left[rank] != a->n) {
         return;
     }
-    heap_push(sc->heap, nh, (bpe_bigram){l, r, rank, a->n + b->n});
+    pti_merge_push(sc->heap, nh, (pti_merge){l, r, -(double)rank, a->n + b->n});
 }
 
 /* Merges one byte-encoded word of n bytes (in sc->word) and emits its tokens. */
@@ -421,7 +372,7 @@ static void bpe_word(const pti_tokenizer *t, bpe_scratch *sc, size_t n, pti_tok_
         try_pair(t, sc, i - 1, i, &nh);
     }
     while (nh > 0) {
-        bpe_bigram b = heap_pop(sc->heap, &nh);
+        pti_merge b = pti_merge_pop(sc->heap, &nh);
         bpe_sym *l = &sc->sym[b.left], *r = &sc->sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) {
             continue; /* stale: one side was merged since */
@@ -511,7 +462,7 @@ bool pti_bpe_tokenize(const pti_tokenizer *t, const char *text, size_t len, pti_
     char *norm = malloc(cap), *rx = malloc(cap);
     span *a = malloc(sizeof(span) * cap), *b = malloc(sizeof(span) * cap);
     bpe_scratch sc = {malloc(2 * cap + 8), malloc(4 * cap + 16), malloc(sizeof(bpe_sym) * cap),
-                      malloc(sizeof(bpe_bigram) * (3 * cap + 8))};
+                      malloc(sizeof(pti_merge) * (3 * cap + 8))};
     pcre2_match_data *md = pcre2_match_data_create(16, NULL);
     bool ok = norm && rx && a && b && sc.word && sc.key && sc.sym && sc.heap && md;
     if (!ok) {
