@@ -131,6 +131,59 @@ PT_API pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_t
                                                   const pt_tensor *v, const pt_tensor *attn_mask,
                                                   double dropout_p, bool is_causal, double scale);
 
+/* ---- LLM inference: rotary embeddings and attention over a key/value cache ------------------
+ * Inference-only ops (no autograd) for decoder-only transformers; the semantics are those of
+ * llama.cpp's ggml_rope_ext and of its (non flash-attention) KQ -> soft_max_ext -> KQV path, so
+ * GGUF models give llama.cpp's numbers. */
+
+/* How the rotated dims of a head are paired. */
+typedef enum pt_rope_mode {
+    PT_ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]): llama, mistral (GGUF permutes q/k) */
+    PT_ROPE_NEOX = 1, /* half-split pairs (x[i], x[i + n_rot/2]): HF rotate_half; qwen, gemma, phi3 */
+} pt_rope_mode;
+
+/* Options of pt_rope; the zero value is plain RoPE with base 10000 over the whole head. */
+typedef struct pt_rope_opts {
+    pt_rope_mode mode;
+    int64_t n_rot;       /* leading dims of each head that are rotated (even, <= D); 0: D */
+    double freq_base;    /* theta_i = pos * base^(-2i/n_rot); 0: 10000 */
+    double freq_scale;   /* linear position scaling (1/factor); 0: 1 */
+    const pt_tensor *freq_factors; /* NULL, or float32 [n_rot/2]: theta_i is divided by
+                                    * factor i (llama 3.1's rope_freqs, phi3's long/short) */
+    double ext_factor;   /* YaRN extrapolation mix; 0: off */
+    double attn_factor;  /* YaRN magnitude scale; 0: 1 */
+    double beta_fast;    /* YaRN ramp; 0: 32 */
+    double beta_slow;    /* YaRN ramp; 0: 1 */
+    int64_t n_ctx_orig;  /* YaRN: the original training context; 0: 4096 */
+} pt_rope_opts;
+
+/* Rotary position embedding of x [T, H, D] (float32; any strides) at positions pos [T]
+ * (int32 or int64): a new contiguous float32 [T, H, D]. Pair i of a head at position p is
+ * rotated by angle p * freq_scale * freq_base^(-2i/n_rot) / factor_i (YaRN-corrected when
+ * ext_factor != 0, as ggml's rope_yarn); dims >= n_rot are copied. opts NULL: defaults.
+ * Errors: shapes, dtypes, odd or too large n_rot, a freq_factors of the wrong size. */
+PT_API pt_tensor *pt_rope(const pt_tensor *x, const pt_tensor *pos, const pt_rope_opts *opts);
+
+/* Options of pt_attention_kv; the zero value is causal attention with scale 1/sqrt(D). */
+typedef struct pt_attention_kv_opts {
+    double scale;   /* scores = q.k * scale; 0: 1/sqrt(D) */
+    int64_t q_pos0; /* position of q's row 0; row t is at q_pos0 + t */
+    int64_t window; /* > 0: a key at position j is visible from position p only when
+                     * p - j < window (sliding-window attention); 0: no window */
+} pt_attention_kv_opts;
+
+/* Causal multi-head attention of new queries against a key/value cache:
+ * q [T, Hq, D] float32; k [S, Hkv, D] and v [S, Hkv, Dv], float32 or float16 (both the same
+ * dtype; the row stride may be anything, the last dim contiguous), holding positions 0..S-1.
+ * The query at position p = q_pos0 + t attends to keys j <= p (and p - j < window), so
+ * S >= q_pos0 + T is required (later rows of k/v are ignored). Grouped-query attention:
+ * Hq % Hkv == 0 and query head h reads kv head h / (Hq / Hkv). Returns a new float32
+ * [T, Hq, Dv]. With float16 k/v the query and the softmax weights are rounded to float16
+ * before being multiplied with them (as ggml's CPU matmul converts its float32 operand to
+ * the other's type), so results match llama.cpp's. */
+PT_API pt_tensor *pt_attention_kv(const pt_tensor *q, const pt_tensor *k, const pt_tensor *v,
+                                  const pt_attention_kv_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

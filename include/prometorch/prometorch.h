@@ -25,6 +25,7 @@
 #include "value.h"
 #include "io.h"
 #include "gguf.h"
+#include "llm.h"
 #include "nn.h"
 #include "nn_layers.h"
 #include "nn_init.h"
