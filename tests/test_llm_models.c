@@ -1,0 +1,263 @@
+/* The LLM engine against llama.cpp: for each model with a reference file recorded by
+ * tests/fixtures/gen_llamacpp.py (real models) or gen_tiny_models.py (small random-weight
+ * models of each architecture), the prompts tokenize to llama.cpp's ids, the prompt's
+ * last-token logits agree, and greedy decoding (argmax each step, as the generator did)
+ * produces llama.cpp's tokens.
+ *
+ * Real models are looked up in $PT_MODELS_DIR, else data/models of the source tree (`make
+ * models` fetches them); a missing model skips its test with a message. The reference files
+ * are committed, so no Python is needed here.
+ *
+ * Logit tolerance: both sides quantize activations the same way and read the same quantized
+ * weights, but sum in different orders, round differently in places (llama.cpp's GELU is a
+ * float16 table lookup; its attention runs in float16 with other accumulation orders), so
+ * logits differ by float rounding amplified through the layers. LOGIT_ATOL bounds that
+ * (measured differences are printed). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/testutil.h"
+
+#define MAX_IDS 4096
+#define LOGIT_ATOL 0.25
+
+typedef struct ref_prompt {
+    char *text; /* NULL when the prompt was given as ids */
+    int32_t ids[MAX_IDS], n_ids;
+    int32_t greedy[MAX_IDS], n_greedy;
+    int32_t top_id[64];
+    float top_logit[64];
+    int n_top;
+    float *logits; /* every logit, when recorded (tiny models) */
+    int64_t n_logits;
+} ref_prompt;
+
+static char *models_dir(void)
+{
+    static char dir[1024];
+    const char *env = getenv("PT_MODELS_DIR");
+    snprintf(dir, sizeof dir, "%s", env ? env : PT_FIXTURES_DIR "/../../data/models");
+    return dir;
+}
+
+static char *unhex(const char *h, size_t n)
+{
+    char *s = malloc(n / 2 + 1);
+    for (size_t i = 0; i + 1 < n + 1 && 2 * i < n; i++) {
+        unsigned v = 0;
+        sscanf(h + 2 * i, "%2x", &v);
+        s[i] = (char)v;
+    }
+    s[n / 2] = '\0';
+    return s;
+}
+
+static int parse_ids(const char *p, int32_t *out, int cap)
+{
+    int n = 0;
+    char *end;
+    for (;;) {
+        long v = strtol(p, &end, 10);
+        if (end == p || n == cap)
+            return n;
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+}
+
+/* Reads a .ref file's prompts (at most cap) into out; returns their number. */
+static int read_ref(const char *path, ref_prompt *out, int cap)
+{
+    size_t len;
+    char *buf = pt_test_read_file(path, &len);
+    int n = -1;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "prompt ", 7) == 0 && n + 1 < cap) {
+            ref_prompt *r = &out[++n];
+            memset(r, 0, sizeof *r);
+            char *colon = strstr(line, " : ");
+            assert_non_null(colon);
+            size_t hl = (size_t)(colon - (line + 7));
+            r->text = (hl == 1 && line[7] == '-') ? NULL : unhex(line + 7, hl);
+            r->n_ids = parse_ids(colon + 3, r->ids, MAX_IDS);
+        } else if (n >= 0 && strncmp(line, "greedy :", 8) == 0) {
+            out[n].n_greedy = parse_ids(line + 8, out[n].greedy, MAX_IDS);
+        } else if (n >= 0 && strncmp(line, "top ", 4) == 0) {
+            char *p = line + 4, *end;
+            while (out[n].n_top < 64) {
+                long id = strtol(p, &end, 10);
+                if (end == p || *end != ':')
+                    break;
+                out[n].top_id[out[n].n_top] = (int32_t)id;
+                out[n].top_logit[out[n].n_top++] = strtof(end + 1, &p);
+            }
+        } else if (n >= 0 && strncmp(line, "logits ", 7) == 0) {
+            char *p = line + 7, *end;
+            out[n].logits = malloc(sizeof(float) * 1000000);
+            for (;;) {
+                float v = strtof(p, &end);
+                if (end == p)
+                    break;
+                out[n].logits[out[n].n_logits++] = v;
+                p = end;
+            }
+        }
+    }
+    free(buf);
+    return n + 1;
+}
+
+static void free_ref(ref_prompt *r, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(r[i].text);
+        free(r[i].logits);
+    }
+}
+
+static int32_t argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+typedef struct agree_stats {
+    double max_logit_diff;
+    int prompts, tokens, mismatched_prompts;
+} agree_stats;
+
+/* Checks one prompt; returns false (after printing why) on a disagreement. */
+static bool check_prompt(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st)
+{
+    const pt_llm_info *info = pt_llm_get_info(llm);
+    if (r->text) {
+        int32_t ids[MAX_IDS];
+        int64_t n = pt_llm_tokenize(llm, r->text, strlen(r->text), true, true, ids, MAX_IDS);
+        assert_int_equal(n, r->n_ids);
+        assert_memory_equal(ids, r->ids, (size_t)n * sizeof *ids);
+    }
+    assert_int_equal(pt_llm_eval(llm, r->ids, r->n_ids, 0), PT_OK);
+    const float *lg = pt_llm_logits(llm);
+    double worst = 0;
+    for (int k = 0; k < r->n_top; k++) {
+        double d = fabs((double)lg[r->top_id[k]] - r->top_logit[k]);
+        worst = d > worst ? d : worst;
+    }
+    for (int64_t k = 0; k < r->n_logits && k < info->n_vocab; k++) {
+        double d = fabs((double)lg[k] - r->logits[k]);
+        worst = d > worst ? d : worst;
+    }
+    st->max_logit_diff = worst > st->max_logit_diff ? worst : st->max_logit_diff;
+    bool ok = worst <= LOGIT_ATOL;
+    if (!ok)
+        printf("  prompt %d: last-token logits differ by up to %.4f\n", idx, worst);
+    int32_t n_past = r->n_ids;
+    for (int i = 0; i < r->n_greedy; i++) {
+        int32_t tok = argmax(pt_llm_logits(llm), info->n_vocab);
+        if (tok != r->greedy[i]) {
+            const float *l = pt_llm_logits(llm);
+            printf("  prompt %d: greedy token %d is %d (logit %.4f), llama.cpp chose %d "
+                   "(our logit %.4f)\n", idx, i, tok, l[tok], r->greedy[i], l[r->greedy[i]]);
+            return false;
+        }
+        st->tokens++;
+        if (i + 1 < r->n_greedy && pt_llm_eval(llm, &tok, 1, n_past++) != PT_OK)
+            return false;
+    }
+    return ok;
+}
+
+/* Runs every prompt of ref_path on model_path; returns false if the model is absent. */
+static bool agree_with(const char *model_path, const char *ref_path, pt_llm_opts opts)
+{
+    FILE *f = fopen(model_path, "rb");
+    if (!f) {
+        printf("SKIPPED: %s not found (run `make models` or set PT_MODELS_DIR)\n", model_path);
+        return false;
+    }
+    fclose(f);
+    static ref_prompt refs[16];
+    int n = read_ref(ref_path, refs, 16);
+    assert_true(n > 0);
+    pt_llm *llm = pt_llm_load(model_path, &opts);
+    if (!llm)
+        fail_msg("pt_llm_load(%s): %s", model_path, pt_last_error());
+    agree_stats st = {0};
+    for (int i = 0; i < n; i++) {
+        st.prompts++;
+        if (!check_prompt(llm, &refs[i], i, &st))
+            st.mismatched_prompts++;
+    }
+    printf("%s: %d prompts, %d greedy tokens equal, %d prompts differ, max |logit diff| %.4f\n",
+           strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path, st.prompts,
+           st.tokens, st.mismatched_prompts, st.max_logit_diff);
+    pt_llm_free(llm);
+    free_ref(refs, n);
+    assert_int_equal(st.mismatched_prompts, 0);
+    return true;
+}
+
+static void real_model(const char *file, const char *ref)
+{
+    char model[2048], refp[2048];
+    snprintf(model, sizeof model, "%s/%s", models_dir(), file);
+    snprintf(refp, sizeof refp, "%s/llm/%s", PT_FIXTURES_DIR, ref);
+    pt_llm_opts o = {.num_ctx = 512};
+    if (!agree_with(model, refp, o))
+        skip();
+}
+
+static void test_smollm2(void **state)
+{
+    (void)state;
+    real_model("SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.ref");
+}
+
+static void test_gemma3(void **state)
+{
+    (void)state;
+    real_model("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m.ref");
+}
+
+/* Every tests/fixtures/llm/tiny/<name>.ref with its <name>.gguf next to it. */
+static void test_tiny_models(void **state)
+{
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/llm/tiny", PT_FIXTURES_DIR);
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("SKIPPED: %s is missing\n", dir);
+        skip();
+    }
+    int checked = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 5 || strcmp(e->d_name + l - 4, ".ref") != 0)
+            continue;
+        char model[2048], refp[2048];
+        snprintf(refp, sizeof refp, "%s/%s", dir, e->d_name);
+        snprintf(model, sizeof model, "%s/%.*s.gguf", dir, (int)(l - 4), e->d_name);
+        pt_llm_opts o = {.num_ctx = 256};
+        assert_true(agree_with(model, refp, o));
+        checked++;
+    }
+    closedir(d);
+    assert_true(checked >= 15); /* 5 architectures x 3 quantizations */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_smollm2, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_gemma3, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_tiny_models, pt_test_setup, pt_test_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
