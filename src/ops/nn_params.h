@@ -70,4 +70,25 @@ typedef struct pti_sdpa_params {
     uint64_t key, base;
 } pti_sdpa_params;
 
+/* rope (inference only; src/ops/nn_llm.c): in = {x [T, H, D] float32 (any strides), pos [T]
+ * int32 or int64 (contiguous), freq_factors float32 [n_rot/2] (contiguous) or NULL};
+ * out = {y [T, H, D] float32, contiguous}. The float fields are ggml's float32 values:
+ * theta_scale = base^(-2/n_rot), corr_dims from beta_fast/beta_slow, mscale = attn_factor. */
+typedef struct pti_rope_params {
+    int64_t t, h, d, n_rot;
+    bool neox;
+    float theta_scale, freq_scale, ext_factor, mscale;
+    float corr_dims[2];
+} pti_rope_params;
+
+/* attention_kv (inference only): in = {q [T, Hq, D] float32 contiguous, k [S, Hkv, D],
+ * v [S, Hkv, Dv] (both float32 or both float16, any strides on dims 0 and 1, dim 2
+ * contiguous)}; out = {o [T, Hq, Dv] float32 contiguous}. Query row t is at position
+ * q_pos0 + t; window 0 = no sliding window. */
+typedef struct pti_attention_kv_params {
+    int64_t t, hq, hkv, d, dv, s;
+    int64_t q_pos0, window;
+    float scale;
+} pti_attention_kv_params;
+
 #endif

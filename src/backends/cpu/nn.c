@@ -9,6 +9,7 @@
 #include "nn_simd.h"
 
 void pti_cpu_register_nn_attention(pti_kernel *table);
+void pti_cpu_register_nn_llm(pti_kernel *table);
 
 /* ---- dtype-generic row helpers (f64 selects double data, else float) ------------------------- */
 
@@ -647,4 +648,5 @@ void pti_cpu_register_nn(pti_kernel *table)
     table[PTI_OP_group_norm] = cpu_group_norm;
     table[PTI_OP_dropout] = cpu_dropout;
     pti_cpu_register_nn_attention(table);
+    pti_cpu_register_nn_llm(table);
 }
