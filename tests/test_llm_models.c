@@ -28,6 +28,9 @@ typedef struct ref_prompt {
     char *text; /* NULL when the prompt was given as ids */
     int32_t ids[MAX_IDS], n_ids;
     int32_t greedy[MAX_IDS], n_greedy;
+    float margin[MAX_IDS]; /* llama.cpp's top-1 minus top-2 logit at each greedy step */
+    int n_margin;
+    float selfdiff; /* llama.cpp's batched vs token-by-token difference (-1: not recorded) */
     int32_t top_id[64];
     float top_logit[64];
     int n_top;
@@ -83,8 +86,20 @@ static int read_ref(const char *path, ref_prompt *out, int cap)
             size_t hl = (size_t)(colon - (line + 7));
             r->text = (hl == 1 && line[7] == '-') ? NULL : unhex(line + 7, hl);
             r->n_ids = parse_ids(colon + 3, r->ids, MAX_IDS);
+            r->selfdiff = -1.0f;
         } else if (n >= 0 && strncmp(line, "greedy :", 8) == 0) {
             out[n].n_greedy = parse_ids(line + 8, out[n].greedy, MAX_IDS);
+        } else if (n >= 0 && strncmp(line, "margins :", 9) == 0) {
+            char *p = line + 9, *end;
+            while (out[n].n_margin < MAX_IDS) {
+                float v = strtof(p, &end);
+                if (end == p)
+                    break;
+                out[n].margin[out[n].n_margin++] = v;
+                p = end;
+            }
+        } else if (n >= 0 && strncmp(line, "selfdiff ", 9) == 0) {
+            out[n].selfdiff = strtof(line + 9, NULL);
         } else if (n >= 0 && strncmp(line, "top ", 4) == 0) {
             char *p = line + 4, *end;
             while (out[n].n_top < 64) {
@@ -128,21 +143,23 @@ static int32_t argmax(const float *x, int32_t n)
 }
 
 typedef struct agree_stats {
-    double max_logit_diff;
-    int prompts, tokens, mismatched_prompts;
+    double max_logit_diff, tol;
+    int prompts, tokens, forks, failures;
 } agree_stats;
 
-/* Checks one prompt; returns false (after printing why) on a disagreement. */
-static bool check_prompt(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st)
+/* The logit tolerance for a prompt: LOGIT_ATOL, or twice llama.cpp's own difference between
+ * its batched and token-by-token evaluation of the same prompt when that is larger (its
+ * kernels for a batch and for one token round differently; we cannot be closer to it than it
+ * is to itself). */
+static double tolerance(const ref_prompt *r)
+{
+    double self = r->selfdiff > 0 ? 2.0 * r->selfdiff : 0.0;
+    return self > LOGIT_ATOL ? self : LOGIT_ATOL;
+}
+
+static bool check_logits(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st)
 {
     const pt_llm_info *info = pt_llm_get_info(llm);
-    if (r->text) {
-        int32_t ids[MAX_IDS];
-        int64_t n = pt_llm_tokenize(llm, r->text, strlen(r->text), true, true, ids, MAX_IDS);
-        assert_int_equal(n, r->n_ids);
-        assert_memory_equal(ids, r->ids, (size_t)n * sizeof *ids);
-    }
-    assert_int_equal(pt_llm_eval(llm, r->ids, r->n_ids, 0), PT_OK);
     const float *lg = pt_llm_logits(llm);
     double worst = 0;
     for (int k = 0; k < r->n_top; k++) {
@@ -154,23 +171,53 @@ static bool check_prompt(pt_llm *llm, const ref_prompt *r, int idx, agree_stats 
         worst = d > worst ? d : worst;
     }
     st->max_logit_diff = worst > st->max_logit_diff ? worst : st->max_logit_diff;
-    bool ok = worst <= LOGIT_ATOL;
-    if (!ok)
-        printf("  prompt %d: last-token logits differ by up to %.4f\n", idx, worst);
+    double tol = tolerance(r);
+    st->tol = tol > st->tol ? tol : st->tol;
+    if (worst > tol)
+        printf("  prompt %d: last-token logits differ by up to %.4f (tolerance %.4f)\n", idx,
+               worst, tol);
+    return worst <= tol;
+}
+
+/* Greedy decoding against llama.cpp's: every token must be the same, except that at a step
+ * where llama.cpp's two best logits are closer than the tolerance allows us to tell apart
+ * (a near-tie), choosing the other one is a legitimate fork; the comparison of that prompt
+ * ends there. */
+static bool check_greedy(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st)
+{
+    const pt_llm_info *info = pt_llm_get_info(llm);
     int32_t n_past = r->n_ids;
     for (int i = 0; i < r->n_greedy; i++) {
         int32_t tok = argmax(pt_llm_logits(llm), info->n_vocab);
         if (tok != r->greedy[i]) {
             const float *l = pt_llm_logits(llm);
-            printf("  prompt %d: greedy token %d is %d (logit %.4f), llama.cpp chose %d "
-                   "(our logit %.4f)\n", idx, i, tok, l[tok], r->greedy[i], l[r->greedy[i]]);
-            return false;
+            double m = i < r->n_margin ? r->margin[i] : -1.0;
+            bool tie = m >= 0 && m <= 2.0 * tolerance(r);
+            printf("  prompt %d: step %d: we chose %d (%.4f), llama.cpp %d (our %.4f; its "
+                   "margin %.4f)%s\n", idx, i, tok, l[tok], r->greedy[i], l[r->greedy[i]], m,
+                   tie ? ": a near-tie, sequences fork here" : "");
+            st->forks += tie;
+            return tie;
         }
         st->tokens++;
         if (i + 1 < r->n_greedy && pt_llm_eval(llm, &tok, 1, n_past++) != PT_OK)
             return false;
     }
-    return ok;
+    return true;
+}
+
+/* Checks one prompt; returns false (after printing why) on a disagreement. */
+static bool check_prompt(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st)
+{
+    if (r->text) {
+        int32_t ids[MAX_IDS];
+        int64_t n = pt_llm_tokenize(llm, r->text, strlen(r->text), true, true, ids, MAX_IDS);
+        assert_int_equal(n, r->n_ids);
+        assert_memory_equal(ids, r->ids, (size_t)n * sizeof *ids);
+    }
+    assert_int_equal(pt_llm_eval(llm, r->ids, r->n_ids, 0), PT_OK);
+    bool ok = check_logits(llm, r, idx, st);
+    return check_greedy(llm, r, idx, st) && ok;
 }
 
 /* Runs every prompt of ref_path on model_path; returns false if the model is absent. */
@@ -192,14 +239,15 @@ static bool agree_with(const char *model_path, const char *ref_path, pt_llm_opts
     for (int i = 0; i < n; i++) {
         st.prompts++;
         if (!check_prompt(llm, &refs[i], i, &st))
-            st.mismatched_prompts++;
+            st.failures++;
     }
-    printf("%s: %d prompts, %d greedy tokens equal, %d prompts differ, max |logit diff| %.4f\n",
+    printf("%s: %d prompts, %d greedy tokens equal to llama.cpp's, %d forks at near-ties, "
+           "%d failures; max |logit diff| %.4f (tolerance up to %.4f)\n",
            strrchr(model_path, '/') ? strrchr(model_path, '/') + 1 : model_path, st.prompts,
-           st.tokens, st.mismatched_prompts, st.max_logit_diff);
+           st.tokens, st.forks, st.failures, st.max_logit_diff, st.tol);
     pt_llm_free(llm);
     free_ref(refs, n);
-    assert_int_equal(st.mismatched_prompts, 0);
+    assert_int_equal(st.failures, 0);
     return true;
 }
 

@@ -176,7 +176,13 @@ static bool parse_hparams(const pt_gguf *g, pti_llm_hparams *hp)
         /* llama.cpp: gemma3's sliding layers (five of every six) use base 10000, unscaled */
         if (!arch_int(g, a, "attention.sliding_window", false, 0, INT32_MAX, &hp->n_swa))
             return false;
-        hp->swa_pattern = hp->n_swa > 0 ? 6 : 1;
+        /* llama.cpp: five sliding layers in six unless sliding_window_pattern says otherwise */
+        hp->swa_pattern = 6;
+        if (!arch_int(g, a, "attention.sliding_window_pattern", false, 1, 4096,
+                      &hp->swa_pattern))
+            return false;
+        if (hp->n_swa == 0)
+            hp->swa_pattern = 1;
         hp->rope_base_swa = 10000.0f;
         hp->rope_scale_swa = 1.0f;
         hp->embd_scale = true;
