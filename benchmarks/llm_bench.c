@@ -245,14 +245,14 @@ static int parse_args(int argc, char **argv, args *a)
     *a = (args){.threads = 2, .ctx = 0, .pp = 512, .tg = 128, .repeat = 1, .mb = 512};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        int64_t *num = !strcmp(o, "--threads") ? &a->threads
+        int64_t *num = !strcmp(o, "--threads")  ? &a->threads
                        : !strcmp(o, "--ctx")    ? &a->ctx
                        : !strcmp(o, "--pp")     ? &a->pp
                        : !strcmp(o, "--tg")     ? &a->tg
                        : !strcmp(o, "--repeat") ? &a->repeat
                        : !strcmp(o, "--mb")     ? &a->mb
                                                 : NULL;
-        const char **str = !strcmp(o, "--ids-in") ? &a->ids_in
+        const char **str = !strcmp(o, "--ids-in")    ? &a->ids_in
                            : !strcmp(o, "--ids-out") ? &a->ids_out
                                                      : NULL;
         if (num || str) {
@@ -267,7 +267,8 @@ static int parse_args(int argc, char **argv, args *a)
             char *end;
             errno = 0;
             *num = strtoll(argv[++i], &end, 10);
-            if (errno || *end || end == argv[i] || *num < (num == &a->ctx || num == &a->tg ? 0 : 1)) {
+            if (errno || *end || end == argv[i] ||
+                *num < (num == &a->ctx || num == &a->tg ? 0 : 1)) {
                 fprintf(stderr, "llm_bench: bad value %s for %s\n", argv[i], o);
                 return 1;
             }

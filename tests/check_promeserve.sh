@@ -45,7 +45,8 @@ for dir in "${PT_MODELS_DIR:-}" "${PT_TEST_MODELS_DIR:+$PT_TEST_MODELS_DIR/data/
     fi
 done
 if [ -z "$model" ]; then
-    echo "$pass passed, $fail failed; SmolLM2-135M-Instruct.Q4_1.gguf not found: model tests skipped"
+    echo "$pass passed, $fail failed; SmolLM2-135M-Instruct.Q4_1.gguf not found:" \
+         "model tests skipped"
     [ $fail = 0 ] && exit 77
     exit 1
 fi
@@ -59,7 +60,8 @@ run 1 run "$model" hi --num-predict && grep -q "^Error: " "$tmp/err" && ok || ba
 
 # ---- one-shot ----------------------------------------------------------------------------------
 if run 0 run "$model" What is the capital of France? $greedy || { bad "one-shot"; false; }; then
-    if [ -s "$tmp/out" ] && grep -q '[[:alnum:]]' "$tmp/out"; then ok; else bad "empty answer"; show; fi
+    if [ -s "$tmp/out" ] && grep -q '[[:alnum:]]' "$tmp/out"; then ok
+    else bad "empty answer"; show; fi
     cp "$tmp/out" "$tmp/first"
     if run 0 run "$model" What is the capital of France? $greedy || { bad "one-shot"; false; }; then
         cmp -s "$tmp/out" "$tmp/first" && ok || { bad "greedy answers differ"; show; }

@@ -10,8 +10,8 @@
 
 #include "promeserve.h"
 
-static const char *const LATER[] = {"serve", "list", "ls", "show", "pull", "push", "create",
-                                    "cp", "rm", "ps", "stop", NULL};
+static const char *const LATER[] = {"serve",  "list", "ls", "show", "pull", "push",
+                                    "create", "cp",   "rm", "ps",   "stop", NULL};
 
 static void usage(FILE *f)
 {
@@ -51,8 +51,10 @@ int main(int argc, char **argv)
     }
     for (int i = 0; LATER[i]; i++) {
         if (!strcmp(cmd, LATER[i])) {
-            fprintf(stderr, "Error: \"%s\" is not implemented yet (only \"run\" is; the server "
-                            "and model store come with the next issue)\n", cmd);
+            fprintf(stderr,
+                    "Error: \"%s\" is not implemented yet (only \"run\" is; the server "
+                    "and model store come with the next issue)\n",
+                    cmd);
             return 1;
         }
     }

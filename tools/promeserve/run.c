@@ -36,12 +36,12 @@ typedef struct session {
     const char *model_path;
     pt_llm_opts load_opts;
     pt_llm *llm;
-    int64_t load_ns;      /* time of the last load, reported once with --verbose */
+    int64_t load_ns; /* time of the last load, reported once with --verbose */
     bool load_reported;
-    pt_gen_opts gen;      /* sampling options; stop strings point into `stop` */
+    pt_gen_opts gen; /* sampling options; stop strings point into `stop` */
     char *stop[MAX_STOP];
-    char *system;         /* system message, NULL when none */
-    pt_chat_msg *msgs;    /* user/assistant turns (owned strings) */
+    char *system;      /* system message, NULL when none */
+    pt_chat_msg *msgs; /* user/assistant turns (owned strings) */
     int32_t n_msgs, cap_msgs;
     bool verbose;
     bool interactive;
@@ -134,11 +134,11 @@ static int set_parameter(session *s, const char *name, const char *value)
         !strcmp(name, "presence_penalty") || !strcmp(name, "frequency_penalty")) {
         if (!parse_float(value, &f))
             return 2;
-        float *dst = !strcmp(name, "temperature")      ? &g->temperature
-                     : !strcmp(name, "top_p")          ? &g->top_p
-                     : !strcmp(name, "min_p")          ? &g->min_p
-                     : !strcmp(name, "repeat_penalty") ? &g->repeat_penalty
-                     : !strcmp(name, "typical_p")      ? &g->typical_p
+        float *dst = !strcmp(name, "temperature")        ? &g->temperature
+                     : !strcmp(name, "top_p")            ? &g->top_p
+                     : !strcmp(name, "min_p")            ? &g->min_p
+                     : !strcmp(name, "repeat_penalty")   ? &g->repeat_penalty
+                     : !strcmp(name, "typical_p")        ? &g->typical_p
                      : !strcmp(name, "presence_penalty") ? &g->presence_penalty
                                                          : &g->frequency_penalty;
         *dst = f;
@@ -765,8 +765,8 @@ typedef struct cli {
 } cli;
 
 /* Options that take a value; "--name value" or "--name=value". */
-static const char *const VALUE_OPTS[] = {"--threads", "--ctx", "--temperature", "--seed",
-                                         "--num-predict", "--system", NULL};
+static const char *const VALUE_OPTS[] = {
+    "--threads", "--ctx", "--temperature", "--seed", "--num-predict", "--system", NULL};
 
 static bool apply_option(session *s, const char *name, const char *value)
 {
