@@ -4,7 +4,9 @@
 # Usage and error paths need no model. The rest runs SmolLM2-135M-Instruct.Q4_1.gguf from
 # $PT_MODELS_DIR, $PT_TEST_MODELS_DIR/data/models or /work/models, and exits 77 (skipped) when
 # none has it: a greedy one-shot answer (non-empty, the same twice), a prompt piped on stdin,
-# a chat driven through a pipe (two turns, a slash command, /bye), --verbose's timing lines.
+# a chat driven through a pipe (two turns, a slash command, /bye), --verbose's timing lines,
+# and Ctrl-C on a pseudo-terminal (check_promeserve_pty.py: it stops an answer and returns to
+# the prompt; at the prompt it ends the program).
 # Prints the usual "N passed, M failed" line.
 set -u
 bin=$1
@@ -95,6 +97,11 @@ if run 0 run "$model" Hello $greedy --verbose || { bad "--verbose"; false; }; th
     rates=$(grep -c "rate: *[0-9.]* tokens/s" "$tmp/err")
     if [ -z "$missing" ] && [ "$rates" -eq 2 ] && grep -q "^eval count: *[1-9]" "$tmp/err"; then ok
     else bad "--verbose lines missing:$missing"; show; fi
+fi
+
+# ---- Ctrl-C on a terminal (a pseudo-terminal driven by Python, when there is one) --------------
+if command -v python3 > /dev/null 2>&1; then
+    python3 "$(dirname "$0")/check_promeserve_pty.py" "$bin" "$model" && ok || bad "Ctrl-C"
 fi
 
 echo "$pass passed, $fail failed"
