@@ -1,14 +1,14 @@
 /* LLM speed benchmark, PromeTorch's half of benchmarks/llm_vs_llamacpp.py (which runs
  * llama.cpp on the same model, threads and token ids, and prints the comparison).
  *
- *   llm_bench MODEL.gguf [--threads N] [--ctx N] [--pp N] [--tg N] [--repeat R]
+ *   llm_bench MODEL.gguf [--threads N] [--ctx N] [--batch N] [--pp N] [--tg N] [--repeat R]
  *                        [--ids-in FILE] [--ids-out FILE] [--ids-only]
  *   llm_bench --membw [--threads N] [--mb MB]
  *
- * Prompt processing (pp): one pt_llm_eval of the --pp (512) prompt ids at n_past 0, timed after
- * one untimed warm-up of the same call. Generation (tg): --tg (128) pt_llm_eval calls of one
- * token each, continuing after the prompt, each feeding the argmax of the previous logits
- * (greedy decoding, no sampler). Both are repeated R times (default 1); the JSON line printed
+ * Prompt processing (pp): one pt_llm_eval of the --pp (512) prompt ids at n_past 0 (forward
+ * passes of up to --batch, 512, tokens), timed after one untimed warm-up of the same call.
+ * Generation (tg): --tg (128) pt_llm_eval calls of one token each, continuing after the
+ * prompt, each feeding the argmax of the previous logits (greedy decoding, no sampler). Both are repeated R times (default 1); the JSON line printed
  * at the end gives the median tokens/s of each, every measurement, and the generated ids (so
  * the driver can check both engines decode the same tokens).
  *
@@ -236,17 +236,18 @@ static double decode(pt_llm *llm, int32_t n_past, int32_t n_gen, int32_t n_vocab
 
 typedef struct args {
     const char *model, *ids_in, *ids_out;
-    int64_t threads, ctx, pp, tg, repeat, mb;
+    int64_t threads, ctx, batch, pp, tg, repeat, mb;
     bool ids_only, membw;
 } args;
 
 static int parse_args(int argc, char **argv, args *a)
 {
-    *a = (args){.threads = 2, .ctx = 0, .pp = 512, .tg = 128, .repeat = 1, .mb = 512};
+    *a = (args){.threads = 2, .ctx = 0, .batch = 512, .pp = 512, .tg = 128, .repeat = 1, .mb = 512};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         int64_t *num = !strcmp(o, "--threads")  ? &a->threads
                        : !strcmp(o, "--ctx")    ? &a->ctx
+                       : !strcmp(o, "--batch")  ? &a->batch
                        : !strcmp(o, "--pp")     ? &a->pp
                        : !strcmp(o, "--tg")     ? &a->tg
                        : !strcmp(o, "--repeat") ? &a->repeat
@@ -289,9 +290,10 @@ static int parse_args(int argc, char **argv, args *a)
         return 1;
     }
     if (!a->membw && !a->model) {
-        fprintf(stderr, "usage: llm_bench MODEL.gguf [--threads N] [--ctx N] [--pp N] [--tg N] "
-                        "[--repeat R] [--ids-in F] [--ids-out F] [--ids-only]\n"
-                        "       llm_bench --membw [--threads N] [--mb MB]\n");
+        fprintf(stderr,
+                "usage: llm_bench MODEL.gguf [--threads N] [--ctx N] [--batch N] [--pp N] [--tg N] "
+                "[--repeat R] [--ids-in F] [--ids-out F] [--ids-only]\n"
+                "       llm_bench --membw [--threads N] [--mb MB]\n");
         return 1;
     }
     return 0;
@@ -323,7 +325,8 @@ static int bench(const args *a)
 {
     int32_t pp = (int32_t)a->pp, tg = (int32_t)a->tg, rep = (int32_t)a->repeat;
     int32_t ctx = a->ctx ? (int32_t)a->ctx : pp + tg + 16;
-    pt_llm_opts lo = {.n_threads = (int32_t)a->threads, .num_ctx = ctx};
+    pt_llm_opts lo = {
+        .n_threads = (int32_t)a->threads, .num_ctx = ctx, .n_batch = (int32_t)a->batch};
     pt_set_num_threads((int)a->threads);
     double t0 = now_s();
     pt_llm *llm = pt_llm_load(a->model, &lo);
@@ -367,9 +370,9 @@ static int bench(const args *a)
     }
     printf("{\"bench\": \"llm\", \"engine\": \"prometorch\", \"model\": \"");
     print_json_str(info->name);
-    printf("\", \"threads\": %d, \"num_ctx\": %d, \"load_s\": %.6f, \"pp_tokens\": %d, "
-           "\"tg_tokens\": %d, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f",
-           (int)a->threads, info->num_ctx, load_s, pp, tg, median(pp_tps, rep),
+    printf("\", \"threads\": %d, \"num_ctx\": %d, \"n_batch\": %d, \"load_s\": %.6f, "
+           "\"pp_tokens\": %d, \"tg_tokens\": %d, \"pp_tok_s\": %.3f, \"tg_tok_s\": %.3f",
+           (int)a->threads, info->num_ctx, (int)a->batch, load_s, pp, tg, median(pp_tps, rep),
            median(tg_tps, rep));
     print_list("pp_s", pp_s, rep);
     print_list("tg_s", tg_s, rep);

@@ -65,7 +65,8 @@ def run_json(cmd):
 
 def ours(args, model, ids_file, ctx):
     r = run_json([args.bin, model, "--threads", str(args.threads), "--ctx", str(ctx),
-                  "--pp", str(args.pp), "--tg", str(args.tg), "--ids-in", ids_file])
+                  "--batch", "512", "--pp", str(args.pp), "--tg", str(args.tg),
+                  "--ids-in", ids_file])
     return r["pp_tokens"] / r["pp_s"][0], r["tg_tokens"] / r["tg_s"][0], r["tg_ids"]
 
 
@@ -75,7 +76,7 @@ class LlamaCpp:
         from llama_cpp import Llama
 
         self.np = np
-        self.llm = Llama(model_path=model, n_ctx=ctx, n_batch=args.pp, n_ubatch=args.pp,
+        self.llm = Llama(model_path=model, n_ctx=ctx, n_batch=512, n_ubatch=512,
                          n_threads=args.threads, n_threads_batch=args.threads,
                          logits_all=False, verbose=False)
         self.ids, self.tg, self.n_vocab = ids, args.tg, self.llm.n_vocab()

@@ -61,11 +61,11 @@ run 1 run "$model" hi --no-such-flag && grep -q "^Error: " "$tmp/err" && ok || b
 run 1 run "$model" hi --num-predict && grep -q "^Error: " "$tmp/err" && ok || bad "no value"
 
 # ---- one-shot ----------------------------------------------------------------------------------
-if run 0 run "$model" What is the capital of France? $greedy || { bad "one-shot"; false; }; then
+if run 0 run "$model" What is the capital "of France?" $greedy || { bad "one-shot"; false; }; then
     if [ -s "$tmp/out" ] && grep -q '[[:alnum:]]' "$tmp/out"; then ok
     else bad "empty answer"; show; fi
     cp "$tmp/out" "$tmp/first"
-    if run 0 run "$model" What is the capital of France? $greedy || { bad "one-shot"; false; }; then
+    if run 0 run "$model" What is the capital "of France?" $greedy || { bad "one-shot"; false; }; then
         cmp -s "$tmp/out" "$tmp/first" && ok || { bad "greedy answers differ"; show; }
     fi
 fi
