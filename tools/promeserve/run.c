@@ -11,6 +11,7 @@
  * then only processes the new turn. Slash commands (/?, /bye, /clear, /set, /show) change the
  * session; a line starting with """ begins a multi-line message ended by """.
  *
+ * On a terminal, answers wrap at word boundaries to its width (--nowordwrap turns that off).
  * Ctrl-C stops the answer being generated (a SIGINT handler raises a flag that the token
  * callback reads) and returns to the prompt; at the prompt it ends the program. Errors print
  * "Error: <message>" on stderr and exit with status 1. */
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +47,7 @@ typedef struct session {
     int32_t n_msgs, cap_msgs;
     bool verbose;
     bool interactive;
+    bool nowordwrap;
 } session;
 
 /* A growing byte buffer (an answer being streamed, a line being read). */
@@ -289,22 +292,77 @@ static void fit_history(session *s)
 
 /* ---- generation ------------------------------------------------------------------------------ */
 
+/* An answer being streamed. With word wrap (stdout a terminal, no --nowordwrap) the bytes of
+ * the current word are held in `word` until a space or newline ends it, so a word that does
+ * not fit on the line starts the next one, as `ollama run` wraps. */
 typedef struct stream {
     strbuf answer;
     bool oom;
+    int width; /* wrap at this many columns; 0: no wrapping */
+    int col;   /* column of the cursor */
+    strbuf word;
+    int word_cols;
 } stream;
+
+/* Prints the held word, on a new line when it does not fit on this one. */
+static void flush_word(stream *st)
+{
+    if (!st->word.len)
+        return;
+    if (st->col > 0 && st->col + st->word_cols > st->width) {
+        fputc('\n', stdout);
+        st->col = 0;
+    }
+    fwrite(st->word.s, 1, st->word.len, stdout);
+    st->col += st->word_cols;
+    st->word.len = 0;
+    st->word_cols = 0;
+}
+
+static void put_wrapped(stream *st, const char *text, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '\n' || c == ' ') {
+            flush_word(st);
+            if (c == ' ' && st->col >= st->width) { /* a space at the margin breaks the line */
+                c = '\n';
+            }
+            fputc(c, stdout);
+            st->col = c == '\n' ? 0 : st->col + 1;
+            continue;
+        }
+        sb_append(&st->word, (const char *)&c, 1);
+        if ((c & 0xC0) != 0x80) /* count characters, not UTF-8 continuation bytes */
+            st->word_cols++;
+        if (st->word_cols >= st->width) /* a word longer than a line: break it */
+            flush_word(st);
+    }
+}
 
 static bool on_token(int32_t token, const char *text, size_t len, void *user)
 {
     (void)token;
     stream *st = user;
     if (len && text) {
-        fwrite(text, 1, len, stdout);
+        if (st->width > 0)
+            put_wrapped(st, text, len);
+        else
+            fwrite(text, 1, len, stdout);
         fflush(stdout);
         if (!sb_append(&st->answer, text, len))
             st->oom = true;
     }
     return !g_interrupted;
+}
+
+/* The terminal's width when answers should be wrapped, else 0. */
+static int wrap_width(const session *s)
+{
+    struct winsize ws;
+    if (s->nowordwrap || !isatty(STDOUT_FILENO) || ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0)
+        return 0;
+    return ws.ws_col > 10 ? ws.ws_col - 1 : 0;
 }
 
 /* Go's time.Duration formatting, as Ollama prints its timings: "1.234567s", "12.3ms". */
@@ -374,10 +432,13 @@ static int answer(session *s)
     pt_gen_stats stats = {0};
     pt_gen_opts g = s->gen;
     g.stats = &stats;
-    stream st = {0};
+    stream st = {.width = wrap_width(s)};
     g_interrupted = 0;
     int64_t t0 = now_ns();
     pt_status rc = pt_llm_chat(s->llm, all, n, &g, on_token, &st);
+    if (st.width > 0)
+        flush_word(&st);
+    free(st.word.s);
     int64_t total = now_ns() - t0;
     free(all);
     bool cancelled = rc == PT_OK && g_interrupted;
@@ -749,7 +810,7 @@ static void run_usage(FILE *f)
           "      --num-predict N       Tokens to generate at most (default -1: no limit)\n"
           "      --system TEXT         System message\n"
           "  -i, --interactive         Chat even when stdin is not a terminal\n"
-          "      --nowordwrap          Accepted for compatibility (output is never wrapped)\n"
+          "      --nowordwrap          Don't wrap words to the next line automatically\n"
           "  -h, --help                help for run\n"
           "\n"
           "Text piped on stdin is the prompt (put before PROMPT when both are given).\n"
@@ -819,7 +880,7 @@ static bool parse_cli(session *s, cli *c, int argc, char **argv)
             } else if (!strcmp(a, "-i") || !strcmp(a, "--interactive")) {
                 s->interactive = true;
             } else if (!strcmp(a, "--nowordwrap")) {
-                /* nothing to do: output is not wrapped */
+                s->nowordwrap = true;
             } else {
                 char name[64];
                 const char *eq = strchr(a, '=');
