@@ -8,9 +8,10 @@
  * Prompt processing (pp): one pt_llm_eval of the --pp (512) prompt ids at n_past 0 (forward
  * passes of up to --batch, 512, tokens), timed after one untimed warm-up of the same call.
  * Generation (tg): --tg (128) pt_llm_eval calls of one token each, continuing after the
- * prompt, each feeding the argmax of the previous logits (greedy decoding, no sampler). Both are repeated R times (default 1); the JSON line printed
- * at the end gives the median tokens/s of each, every measurement, and the generated ids (so
- * the driver can check both engines decode the same tokens).
+ * prompt, each feeding the argmax of the previous logits (greedy decoding, no sampler). Both are
+ * repeated R times (default 1); the JSON line printed at the end gives the median tokens/s of each,
+ * every measurement, and the generated ids (so the driver can check both engines decode the same
+ * tokens).
  *
  * The prompt ids are a fixed English text, repeated, tokenized with BOS and cut to --pp ids;
  * --ids-out writes them (space-separated) and --ids-only stops there; --ids-in reads them
@@ -137,41 +138,35 @@ static int membw(int threads, int64_t mb)
 /* The benchmark prompt: TEXT repeated until it gives at least n ids, cut to n. */
 static int32_t *make_prompt(pt_llm *llm, int32_t n)
 {
-    size_t len = strlen(TEXT), reps = 1;
-    for (;;) {
+    size_t len = strlen(TEXT);
+    for (size_t reps = 1; reps <= 1u << 16; reps *= 2) {
         char *text = malloc(len * reps + 1);
-        int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
-        if (!text || !ids) {
-            free(text);
-            free(ids);
+        if (!text)
             return NULL;
-        }
         for (size_t r = 0; r < reps; r++)
             memcpy(text + r * len, TEXT, len);
         text[len * reps] = '\0';
-        int64_t k = pt_llm_tokenize(llm, text, len * reps, true, false, NULL, 0);
-        if (k < 0) {
-            free(text);
-            free(ids);
-            return NULL;
-        }
-        if (k >= n) {
-            int32_t *all = malloc((size_t)k * sizeof *all);
-            if (all && pt_llm_tokenize(llm, text, len * reps, true, false, all, k) == k) {
-                memcpy(ids, all, (size_t)n * sizeof *ids);
-                free(all);
-                free(text);
-                return ids;
-            }
-            free(all);
-            free(text);
-            free(ids);
-            return NULL;
+        /* pt_llm_tokenize returns the count the text needs; a bigger one means "call again" */
+        int32_t *ids = NULL;
+        int64_t cap = n, k = -1;
+        for (;;) {
+            int32_t *p = realloc(ids, (size_t)cap * sizeof *ids);
+            if (!p)
+                break;
+            ids = p;
+            k = pt_llm_tokenize(llm, text, len * reps, true, false, ids, cap);
+            if (k <= cap)
+                break;
+            cap = k;
         }
         free(text);
+        if (k >= n)
+            return ids; /* the first n ids */
         free(ids);
-        reps *= 2;
+        if (k < 0)
+            return NULL;
     }
+    return NULL;
 }
 
 static int32_t *read_ids(const char *path, int32_t n)

@@ -267,7 +267,8 @@ static int64_t prompt_tokens(session *s)
     free(all);
     if (!p)
         return -1;
-    int64_t k = pt_llm_tokenize(s->llm, p, strlen(p), true, true, NULL, 0);
+    int32_t first; /* only the count is wanted; a 1-id buffer avoids relying on out == NULL */
+    int64_t k = pt_llm_tokenize(s->llm, p, strlen(p), true, true, &first, 1);
     free(p);
     return k;
 }
