@@ -442,7 +442,9 @@ static int answer(session *s)
     free(st.word.s);
     int64_t total = now_ns() - t0;
     free(all);
-    bool cancelled = rc == PT_OK && g_interrupted;
+    /* Ctrl-C after the last token does not count: the engine says whether it stopped for it */
+    bool cancelled = rc == PT_OK && (stats.done_reason ? !strcmp(stats.done_reason, "cancel")
+                                                       : g_interrupted != 0);
     if (rc != PT_OK) {
         if (st.answer.len)
             fputc('\n', stdout);
