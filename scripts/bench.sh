@@ -18,3 +18,19 @@ echo "== checkpoint loading vs PyTorch (torch.load, safetensors) =="
 py2=()
 for py in ${PT_TORCH_PYTHONS:-}; do py2=(--python2 "$py"); break; done
 /usr/bin/python3 benchmarks/load_vs_torch.py --bin "$build/bin/load_vs_torch" --threads 2 "${py2[@]}"
+echo "== LLM prompt processing and generation vs llama.cpp (llama-cpp-python) =="
+# The models of issue 6 from $PT_MODELS_DIR; llama-cpp-python (with gguf and numpy) from the
+# interpreter $PT_LLAMA_PYTHON. Skipped when either is missing.
+models_dir="${PT_MODELS_DIR:-/work/models}"
+llama_py="${PT_LLAMA_PYTHON:-/work/venv-llama/bin/python}"
+llm_models=()
+for m in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
+  if [ -f "$models_dir/$m" ]; then llm_models+=("$models_dir/$m"); fi
+done
+if [ ${#llm_models[@]} -gt 0 ] && [ -x "$llama_py" ] &&
+   "$llama_py" -c "import llama_cpp, gguf, numpy" 2>/dev/null; then
+  "$llama_py" benchmarks/llm_vs_llamacpp.py --bin "$build/bin/llm_bench" --threads 2 --repeat 5 \
+    "${llm_models[@]}"
+else
+  echo "skipped: no models in $models_dir, or no llama-cpp-python for $llama_py"
+fi

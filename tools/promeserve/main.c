@@ -1,0 +1,64 @@
+/* promeserve: run GGUF language models from the terminal, in the manner of `ollama`.
+ *
+ *   promeserve run MODEL.gguf [PROMPT] [options]   one-shot answer or an interactive chat
+ *
+ * Only `run` exists so far; the server and its model store (serve, list, show, pull, ...) are
+ * the next issue, and naming one of them is an error that says so. Subcommands live in their
+ * own files (run.c) behind promeserve.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "promeserve.h"
+
+static const char *const LATER[] = {"serve",  "list", "ls", "show", "pull", "push",
+                                    "create", "cp",   "rm", "ps",   "stop", NULL};
+
+static void usage(FILE *f)
+{
+    fputs("Usage:\n"
+          "  promeserve [command]\n"
+          "\n"
+          "Available Commands:\n"
+          "  run         Run a model (a .gguf file): one answer to a prompt, or a chat\n"
+          "  help        Help about any command\n"
+          "\n"
+          "Not implemented yet (the HTTP server and model store come later):\n"
+          "  serve, list, show, pull, push, create, cp, rm, ps, stop\n"
+          "\n"
+          "Flags:\n"
+          "  -h, --help   help for promeserve\n"
+          "\n"
+          "Use \"promeserve run --help\" for the options of run.\n",
+          f);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run"))
+        return ps_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "help")) {
+        if (argc > 2 && !strcmp(argv[2], "run")) {
+            char *args[] = {"run", "--help", NULL};
+            return ps_cmd_run(2, args);
+        }
+        usage(stdout);
+        return 0;
+    }
+    for (int i = 0; LATER[i]; i++) {
+        if (!strcmp(cmd, LATER[i])) {
+            fprintf(stderr,
+                    "Error: \"%s\" is not implemented yet (only \"run\" is; the server "
+                    "and model store come with the next issue)\n",
+                    cmd);
+            return 1;
+        }
+    }
+    fprintf(stderr, "Error: unknown command \"%s\" for \"promeserve\"\n", cmd);
+    usage(stderr);
+    return 1;
+}

@@ -1,0 +1,9 @@
+/* promeserve: the subcommands of the command-line front end (main.c dispatches to them). */
+#ifndef PROMESERVE_H
+#define PROMESERVE_H
+
+/* `promeserve run MODEL.gguf [PROMPT...] [options]`: argv[0] is "run". Returns the exit
+ * status (0 success, 1 an error, printed as "Error: ..." on stderr). */
+int ps_cmd_run(int argc, char **argv);
+
+#endif
