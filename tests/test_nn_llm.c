@@ -166,6 +166,9 @@ static const akv_case AKV_CASES[] = {
     {"window", "window", 9, 2, 1, 64, 64, 70, 65, 56, 16, 0.0},
     {"dv", "dv", 3, 6, 3, 64, 32, 24, 20, 10, 0, 0.0},
     {"group3", "group3", 5, 6, 2, 32, 40, 16, 14, 9, 6, 0.2},
+    {"mha_dec", "mha_dec", 1, 3, 3, 64, 64, 64, 61, 60, 0, 0.0},
+    {"gqa2_dec", "gqa2_dec", 1, 4, 2, 128, 128, 40, 37, 36, 0, 0.0},
+    {"odd_dims", "odd_dims", 5, 2, 2, 20, 12, 12, 9, 4, 0, 0.0},
 };
 
 /* float32 cache: the same math in another summation order (dot products of up to 256 terms,

@@ -28,6 +28,7 @@
 #include "simd_math.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LLM_HAVE_X86 1
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -39,10 +40,13 @@
 static bool use_avx2(void)
 {
 #if LLM_HAVE_X86
-    static int f16c = -1;
-    if (f16c < 0)
-        f16c = __builtin_cpu_supports("f16c") ? 1 : 0;
-    return f16c && pti_cpu_has_avx2();
+    static atomic_int f16c = -1; /* CPUID leaf 1, ECX bit 29 */
+    if (atomic_load_explicit(&f16c, memory_order_relaxed) < 0) {
+        unsigned a, b, c = 0, d;
+        bool has = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+        atomic_store_explicit(&f16c, has ? 1 : 0, memory_order_relaxed);
+    }
+    return atomic_load_explicit(&f16c, memory_order_relaxed) == 1 && pti_cpu_has_avx2();
 #else
     return false;
 #endif
@@ -336,6 +340,81 @@ AVX2 static void dots_rows4_avx2(const akv_ctx *s, const akv_unit *un, float *sc
     }
 }
 
+/* Two query rows against four keys at a time (a GQA group of two). */
+AVX2 static void dots_rows2_avx2(const akv_ctx *s, const akv_unit *un, float *sc, int64_t ld)
+{
+    const int64_t D = s->p->d, D8 = D & ~(int64_t)7, kstep = s->ks0 * s->esz;
+    const bool f16 = s->f16;
+    const float *q0 = un->q[0], *q1 = un->q[1];
+    for (int64_t j = un->a; j < un->b; j += 4) {
+        int nk = un->b - j < 4 ? (int)(un->b - j) : 4;
+        const char *kr[4];
+        for (int i = 0; i < 4; i++)
+            kr[i] = un->k + (j + (i < nk ? i : nk - 1)) * kstep;
+        __m256 a00 = _mm256_setzero_ps(), a10 = a00, a01 = a00, a11 = a00;
+        __m256 a02 = a00, a12 = a00, a03 = a00, a13 = a00;
+        for (int64_t d = 0; d < D8; d += 8) {
+            __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);
+            __m256 k0 = ld8(kr[0], d, f16), k1 = ld8(kr[1], d, f16);
+            __m256 k2 = ld8(kr[2], d, f16), k3 = ld8(kr[3], d, f16);
+            a00 = _mm256_fmadd_ps(x0, k0, a00);
+            a10 = _mm256_fmadd_ps(x1, k0, a10);
+            a01 = _mm256_fmadd_ps(x0, k1, a01);
+            a11 = _mm256_fmadd_ps(x1, k1, a11);
+            a02 = _mm256_fmadd_ps(x0, k2, a02);
+            a12 = _mm256_fmadd_ps(x1, k2, a12);
+            a03 = _mm256_fmadd_ps(x0, k3, a03);
+            a13 = _mm256_fmadd_ps(x1, k3, a13);
+        }
+        float out[8];
+        _mm256_storeu_ps(out, hsum8(a00, a10, a01, a11, a02, a12, a03, a13));
+        for (int i = 0; i < nk; i++)
+            for (int r = 0; r < 2; r++) {
+                float acc = out[2 * i + r];
+                for (int64_t d = D8; d < D; d++)
+                    acc += un->q[r][d] * cache_get(kr[i], d, f16);
+                sc[r * ld + (j - un->a) + i] = acc;
+            }
+    }
+}
+
+/* Two rows at once: 32 outputs of each row per pass over the value rows. */
+AVX2 static void values_rows2_avx2(const akv_ctx *s, const akv_unit *un, const float *w,
+                                   int64_t ld)
+{
+    const int64_t Dv = s->p->dv, vstep = s->vs0 * s->esz, n = un->b - un->a;
+    const bool f16 = s->f16;
+    const char *v0 = un->v + un->a * vstep;
+    const float *w0 = w, *w1 = w + ld;
+    int64_t d = 0;
+    for (; d + 32 <= Dv; d += 32) {
+        __m256 c[2][4];
+        for (int i = 0; i < 4; i++)
+            c[0][i] = c[1][i] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            const char *vr = v0 + j * vstep;
+            __m256 b0 = _mm256_broadcast_ss(w0 + j), b1 = _mm256_broadcast_ss(w1 + j);
+            for (int i = 0; i < 4; i++) {
+                __m256 x = ld8(vr, d + 8 * i, f16);
+                c[0][i] = _mm256_fmadd_ps(b0, x, c[0][i]);
+                c[1][i] = _mm256_fmadd_ps(b1, x, c[1][i]);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_ps(un->dst[0] + d + 8 * i, c[0][i]);
+            _mm256_storeu_ps(un->dst[1] + d + 8 * i, c[1][i]);
+        }
+    }
+    for (; d < Dv; d++)
+        for (int r = 0; r < 2; r++) {
+            const float *wr = r ? w1 : w0;
+            float acc = 0;
+            for (int64_t j = 0; j < n; j++)
+                acc += wr[j] * cache_get(v0 + j * vstep, d, f16);
+            un->dst[r][d] = acc;
+        }
+}
+
 /* dst = sum_j w[j] v_(a+j) for one row: 64 outputs at a time in eight accumulators. */
 AVX2 static void values_row_avx2(const akv_ctx *s, const akv_unit *un, const float *w, float *dst)
 {
@@ -482,6 +561,8 @@ static void unit_scores(const akv_ctx *s, const akv_unit *un, float *sc, int64_t
     if (s->avx2) {
         if (un->n == 1)
             dots_row_avx2(s, un, un->q[0], sc);
+        else if (un->n == 2)
+            dots_rows2_avx2(s, un, sc, ld);
         else
             dots_rows4_avx2(s, un, sc, ld);
     } else
@@ -536,6 +617,8 @@ static void unit_values(const akv_ctx *s, const akv_unit *un, float *sc, int64_t
     if (s->avx2) {
         if (un->n == 1)
             values_row_avx2(s, un, sc, un->dst[0]);
+        else if (un->n == 2)
+            values_rows2_avx2(s, un, sc, ld);
         else
             values_rows4_avx2(s, un, sc, ld);
         return;
