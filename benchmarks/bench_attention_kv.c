@@ -20,7 +20,10 @@ static double clock_s(clockid_t id)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+static double now(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
 
 int main(int argc, char **argv)
 {
