@@ -115,8 +115,9 @@ pt_tensor *pt_rope(const pt_tensor *x, const pt_tensor *pos, const pt_rope_opts 
     if (!pti_check_same_device(op, 3, all) || !check_no_grad(op, 3, all))
         return NULL;
     if (x->dtype != PT_FLOAT32 || x->ndim != 3)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: x must be a float32 [T, H, D] tensor, got %s",
-                              op, pti_tensor_desc(x));
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "%s: x must be a float32 [T, H, D] tensor, got %s", op,
+                              pti_tensor_desc(x));
     if ((pos->dtype != PT_INT32 && pos->dtype != PT_INT64) || pos->ndim != 1 ||
         pos->shape[0] != x->shape[0])
         return pti_error_null(PT_ERR_INVALID_ARG,
@@ -152,8 +153,9 @@ static bool check_cache(const char *op, const char *arg, const pt_tensor *t)
 {
     if ((t->dtype == PT_FLOAT16 || t->dtype == PT_FLOAT32) && t->ndim == 3)
         return true;
-    pti_error(PT_ERR_INVALID_ARG, "%s: %s must be a float16 or float32 [S, Hkv, dim] tensor, got %s",
-              op, arg, pti_tensor_desc(t));
+    pti_error(PT_ERR_INVALID_ARG,
+              "%s: %s must be a float16 or float32 [S, Hkv, dim] tensor, got %s", op, arg,
+              pti_tensor_desc(t));
     return false;
 }
 
@@ -177,8 +179,12 @@ static bool attention_kv_check(const char *op, const pt_tensor *q, const pt_tens
     if (k->dtype != v->dtype)
         return pti_error(PT_ERR_INVALID_ARG, "%s: k and v must have the same dtype, got %s and %s",
                          op, pti_tensor_desc(k), pti_tensor_desc(v)) == PT_OK;
-    *p = (pti_attention_kv_params){.t = q->shape[0], .hq = q->shape[1], .d = q->shape[2],
-                                   .s = k->shape[0], .hkv = k->shape[1], .dv = v->shape[2]};
+    *p = (pti_attention_kv_params){.t = q->shape[0],
+                                   .hq = q->shape[1],
+                                   .d = q->shape[2],
+                                   .s = k->shape[0],
+                                   .hkv = k->shape[1],
+                                   .dv = v->shape[2]};
     if (k->shape[2] != p->d || v->shape[0] != p->s || v->shape[1] != p->hkv)
         return pti_error(PT_ERR_SHAPE,
                          "%s: expected q [T, Hq, D], k [S, Hkv, D], v [S, Hkv, Dv], got q %s, "

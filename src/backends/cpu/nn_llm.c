@@ -28,6 +28,7 @@
 #include "simd_math.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define LLM_HAVE_X86 1
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -39,16 +40,22 @@
 static bool use_avx2(void)
 {
 #if LLM_HAVE_X86
-    static int f16c = -1;
-    if (f16c < 0)
-        f16c = __builtin_cpu_supports("f16c") ? 1 : 0;
-    return f16c && pti_cpu_has_avx2();
+    static atomic_int f16c = -1; /* CPUID leaf 1, ECX bit 29 */
+    if (atomic_load_explicit(&f16c, memory_order_relaxed) < 0) {
+        unsigned a, b, c = 0, d;
+        bool has = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+        atomic_store_explicit(&f16c, has ? 1 : 0, memory_order_relaxed);
+    }
+    return atomic_load_explicit(&f16c, memory_order_relaxed) == 1 && pti_cpu_has_avx2();
 #else
     return false;
 #endif
 }
 
-static inline float round_f16(float x) { return pt_half_to_float(pt_float_to_half(x)); }
+static inline float round_f16(float x)
+{
+    return pt_half_to_float(pt_float_to_half(x));
+}
 
 /* ---- rope ------------------------------------------------------------------------------------ */
 
@@ -139,43 +146,46 @@ static pt_status cpu_rope(const pti_call *c)
     return PT_OK;
 }
 
-/* ---- attention_kv: shared state and units ----------------------------------------------------- */
+/* ---- attention_kv: shared state and units ---------------------------------------------------- */
 
 #define AKV_ROWS 4
 
 typedef struct akv_ctx {
     const pti_attention_kv_params *p;
     bool f16, avx2;
-    const float *q;     /* [T, Hq, D], values rounded to float16 when f16 */
-    const char *k, *v;  /* element 0 of the caches */
+    const float *q;                  /* [T, Hq, D], values rounded to float16 when f16 */
+    const char *k, *v;               /* element 0 of the caches */
     int64_t ks0, ks1, vs0, vs1, esz; /* strides (elements) and element size (bytes) */
-    float *o;           /* [T, Hq, Dv] */
-    int64_t group;      /* Hq / Hkv */
-    int64_t nh, nt;     /* query heads and positions per unit */
-    int64_t n_hb, n_tb; /* head blocks per group, position blocks */
-    int64_t n_chunks;   /* key chunks per row set (1: single pass) */
-    int64_t span;       /* the most keys one unit covers (scratch row length) */
+    float *o;                        /* [T, Hq, Dv] */
+    int64_t group;                   /* Hq / Hkv */
+    int64_t nh, nt;                  /* query heads and positions per unit */
+    int64_t n_hb, n_tb;              /* head blocks per group, position blocks */
+    int64_t n_chunks;                /* key chunks per row set (1: single pass) */
+    int64_t span;                    /* the most keys one unit covers (scratch row length) */
     /* split-keys scratch, per unit u and row r */
-    float *sc;    /* [units][AKV_ROWS][span] scores / weights */
-    float *mx;    /* [units][AKV_ROWS] chunk maxima */
-    double *sum;  /* [units][AKV_ROWS] chunk sums of exp */
-    float *part;  /* [units][AKV_ROWS][Dv] partial outputs */
+    float *sc;   /* [units][AKV_ROWS][span] scores / weights */
+    float *mx;   /* [units][AKV_ROWS] chunk maxima */
+    double *sum; /* [units][AKV_ROWS] chunk sums of exp */
+    float *part; /* [units][AKV_ROWS][Dv] partial outputs */
     atomic_bool oom;
 } akv_ctx;
 
 typedef struct akv_unit {
-    int n;                       /* rows */
-    const float *q[AKV_ROWS];    /* query rows [D] */
-    float *out[AKV_ROWS];        /* output rows [Dv] */
-    float *dst[AKV_ROWS];        /* where this unit writes: out, or its partial rows */
+    int n;                              /* rows */
+    const float *q[AKV_ROWS];           /* query rows [D] */
+    float *out[AKV_ROWS];               /* output rows [Dv] */
+    float *dst[AKV_ROWS];               /* where this unit writes: out, or its partial rows */
     int64_t lo[AKV_ROWS], hi[AKV_ROWS]; /* keys [lo, hi) visible from each row */
-    int64_t a, b;                /* keys [a, b) covered by this unit */
-    const char *k, *v;           /* the kv head's row of position 0 */
+    int64_t a, b;                       /* keys [a, b) covered by this unit */
+    const char *k, *v;                  /* the kv head's row of position 0 */
 } akv_unit;
 
 /* Position blocks in zig-zag order (0, n-1, 1, n-2, ...) so that contiguous ranges of units
  * mix cheap early positions with expensive late ones (causal prefill). */
-static int64_t zigzag(int64_t i, int64_t n) { return i % 2 == 0 ? i / 2 : n - 1 - i / 2; }
+static int64_t zigzag(int64_t i, int64_t n)
+{
+    return i % 2 == 0 ? i / 2 : n - 1 - i / 2;
+}
 
 /* Unit u = ((position block * Hkv + kv head) * n_hb + head block) * n_chunks + chunk. */
 static void unit_init(const akv_ctx *s, int64_t u, akv_unit *un)
@@ -259,7 +269,8 @@ AVX2 static inline __m256 hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m2
     __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* One query row against 8 keys at a time (the key rows differ, so each is converted once). */
@@ -336,6 +347,80 @@ AVX2 static void dots_rows4_avx2(const akv_ctx *s, const akv_unit *un, float *sc
     }
 }
 
+/* Two query rows against four keys at a time (a GQA group of two). */
+AVX2 static void dots_rows2_avx2(const akv_ctx *s, const akv_unit *un, float *sc, int64_t ld)
+{
+    const int64_t D = s->p->d, D8 = D & ~(int64_t)7, kstep = s->ks0 * s->esz;
+    const bool f16 = s->f16;
+    const float *q0 = un->q[0], *q1 = un->q[1];
+    for (int64_t j = un->a; j < un->b; j += 4) {
+        int nk = un->b - j < 4 ? (int)(un->b - j) : 4;
+        const char *kr[4];
+        for (int i = 0; i < 4; i++)
+            kr[i] = un->k + (j + (i < nk ? i : nk - 1)) * kstep;
+        __m256 a00 = _mm256_setzero_ps(), a10 = a00, a01 = a00, a11 = a00;
+        __m256 a02 = a00, a12 = a00, a03 = a00, a13 = a00;
+        for (int64_t d = 0; d < D8; d += 8) {
+            __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);
+            __m256 k0 = ld8(kr[0], d, f16), k1 = ld8(kr[1], d, f16);
+            __m256 k2 = ld8(kr[2], d, f16), k3 = ld8(kr[3], d, f16);
+            a00 = _mm256_fmadd_ps(x0, k0, a00);
+            a10 = _mm256_fmadd_ps(x1, k0, a10);
+            a01 = _mm256_fmadd_ps(x0, k1, a01);
+            a11 = _mm256_fmadd_ps(x1, k1, a11);
+            a02 = _mm256_fmadd_ps(x0, k2, a02);
+            a12 = _mm256_fmadd_ps(x1, k2, a12);
+            a03 = _mm256_fmadd_ps(x0, k3, a03);
+            a13 = _mm256_fmadd_ps(x1, k3, a13);
+        }
+        float out[8];
+        _mm256_storeu_ps(out, hsum8(a00, a10, a01, a11, a02, a12, a03, a13));
+        for (int i = 0; i < nk; i++)
+            for (int r = 0; r < 2; r++) {
+                float acc = out[2 * i + r];
+                for (int64_t d = D8; d < D; d++)
+                    acc += un->q[r][d] * cache_get(kr[i], d, f16);
+                sc[r * ld + (j - un->a) + i] = acc;
+            }
+    }
+}
+
+/* Two rows at once: 32 outputs of each row per pass over the value rows. */
+AVX2 static void values_rows2_avx2(const akv_ctx *s, const akv_unit *un, const float *w, int64_t ld)
+{
+    const int64_t Dv = s->p->dv, vstep = s->vs0 * s->esz, n = un->b - un->a;
+    const bool f16 = s->f16;
+    const char *v0 = un->v + un->a * vstep;
+    const float *w0 = w, *w1 = w + ld;
+    int64_t d = 0;
+    for (; d + 32 <= Dv; d += 32) {
+        __m256 c[2][4];
+        for (int i = 0; i < 4; i++)
+            c[0][i] = c[1][i] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            const char *vr = v0 + j * vstep;
+            __m256 b0 = _mm256_broadcast_ss(w0 + j), b1 = _mm256_broadcast_ss(w1 + j);
+            for (int i = 0; i < 4; i++) {
+                __m256 x = ld8(vr, d + 8 * i, f16);
+                c[0][i] = _mm256_fmadd_ps(b0, x, c[0][i]);
+                c[1][i] = _mm256_fmadd_ps(b1, x, c[1][i]);
+            }
+        }
+        for (int i = 0; i < 4; i++) {
+            _mm256_storeu_ps(un->dst[0] + d + 8 * i, c[0][i]);
+            _mm256_storeu_ps(un->dst[1] + d + 8 * i, c[1][i]);
+        }
+    }
+    for (; d < Dv; d++)
+        for (int r = 0; r < 2; r++) {
+            const float *wr = r ? w1 : w0;
+            float acc = 0;
+            for (int64_t j = 0; j < n; j++)
+                acc += wr[j] * cache_get(v0 + j * vstep, d, f16);
+            un->dst[r][d] = acc;
+        }
+}
+
 /* dst = sum_j w[j] v_(a+j) for one row: 64 outputs at a time in eight accumulators. */
 AVX2 static void values_row_avx2(const akv_ctx *s, const akv_unit *un, const float *w, float *dst)
 {
@@ -378,8 +463,7 @@ AVX2 static void values_row_avx2(const akv_ctx *s, const akv_unit *un, const flo
 
 /* Up to four rows at once: 16 outputs of each row per pass over the value rows, so each value
  * row is converted once for all the rows. */
-AVX2 static void values_rows4_avx2(const akv_ctx *s, const akv_unit *un, const float *w,
-                                   int64_t ld)
+AVX2 static void values_rows4_avx2(const akv_ctx *s, const akv_unit *un, const float *w, int64_t ld)
 {
     const int64_t Dv = s->p->dv, vstep = s->vs0 * s->esz, n = un->b - un->a;
     const bool f16 = s->f16;
@@ -466,7 +550,7 @@ AVX2 static void round_f16_avx2(float *dst, const float *src, int64_t n)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(src + i),
-                                                                   _MM_FROUND_TO_NEAREST_INT)));
+                                                                  _MM_FROUND_TO_NEAREST_INT)));
     for (; i < n; i++)
         dst[i] = round_f16(src[i]);
 }
@@ -482,6 +566,8 @@ static void unit_scores(const akv_ctx *s, const akv_unit *un, float *sc, int64_t
     if (s->avx2) {
         if (un->n == 1)
             dots_row_avx2(s, un, un->q[0], sc);
+        else if (un->n == 2)
+            dots_rows2_avx2(s, un, sc, ld);
         else
             dots_rows4_avx2(s, un, sc, ld);
     } else
@@ -536,6 +622,8 @@ static void unit_values(const akv_ctx *s, const akv_unit *un, float *sc, int64_t
     if (s->avx2) {
         if (un->n == 1)
             values_row_avx2(s, un, sc, un->dst[0]);
+        else if (un->n == 2)
+            values_rows2_avx2(s, un, sc, ld);
         else
             values_rows4_avx2(s, un, sc, ld);
         return;
@@ -544,7 +632,7 @@ static void unit_values(const akv_ctx *s, const akv_unit *un, float *sc, int64_t
     values_scalar(s, un, sc, ld);
 }
 
-/* ---- attention_kv: schedules ------------------------------------------------------------------ */
+/* ---- attention_kv: schedules ----------------------------------------------------------------- */
 
 /* Single pass: each unit covers all the keys of its rows. */
 static void akv_single_range(void *arg, int64_t u0, int64_t u1)
@@ -627,7 +715,8 @@ static void akv_split_combine(akv_ctx *s, int64_t n_sets)
         unit_init(s, set * s->n_chunks, &un);
         for (int r = 0; r < un.n; r++) {
             float *o = un.out[r];
-            memcpy(o, s->part + (set * s->n_chunks * AKV_ROWS + r) * dv, (size_t)dv * sizeof(float));
+            memcpy(o, s->part + (set * s->n_chunks * AKV_ROWS + r) * dv,
+                   (size_t)dv * sizeof(float));
             for (int64_t c = 1; c < s->n_chunks; c++) {
                 const float *pp = s->part + ((set * s->n_chunks + c) * AKV_ROWS + r) * dv;
                 for (int64_t d = 0; d < dv; d++)
