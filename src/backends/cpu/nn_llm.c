@@ -767,6 +767,23 @@ static float *round_queries(const float *q, int64_t n, bool avx2)
     return r;
 }
 
+/* Rows of k's storage from k's first row on (at least k's own rows; a bound on the keys a
+ * later call over a longer view of the same cache can pass). Capped to keep the scratch of a
+ * huge storage reasonable. */
+static int64_t key_capacity(const pt_tensor *k, int64_t ks0, int64_t esz)
+{
+    int64_t rows = k->shape[0];
+    if (ks0 > 0) {
+        size_t start = (size_t)k->offset * (size_t)esz, row_bytes = (size_t)(ks0 * esz);
+        if (k->storage->nbytes > start) {
+            int64_t fit = (int64_t)((k->storage->nbytes - start) / row_bytes);
+            rows = fit > rows ? fit : rows;
+        }
+    }
+    const int64_t max_rows = 1 << 17;
+    return rows < max_rows || k->shape[0] >= max_rows ? rows : max_rows;
+}
+
 static pt_status cpu_attention_kv(const pti_call *c)
 {
     const pti_attention_kv_params *p = c->params;
@@ -804,6 +821,12 @@ static pt_status cpu_attention_kv(const pti_call *c)
         s.n_chunks = s.n_chunks < max_chunks ? s.n_chunks : max_chunks;
     }
     s.span = (seen + s.n_chunks - 1) / s.n_chunks;
+    /* Size the score rows for every key k's storage can hold (k is usually a growing view of
+     * a KV cache), not just the ones seen now, so decode steps at successive positions reuse
+     * one scratch size and stop reaching the allocator. */
+    int64_t cap = key_capacity(k, s.ks0, s.esz);
+    int64_t cap_span = (cap + s.n_chunks - 1) / s.n_chunks;
+    s.span = cap_span > s.span ? cap_span : s.span;
     float *qr = NULL;
     size_t qr_bytes = (size_t)(p->t * p->hq * p->d) * sizeof(float);
     if (s.f16) {
