@@ -39,6 +39,9 @@
 /* weight rows decoded together (a tile's width), activation rows per register tile */
 #define TILE_N 4
 #define TILE_M 2
+/* weight rows the GEMV interleaves: 1 -- two interleaved row streams measured up to 3x slower
+ * (and erratic) on the shared test machine, where one stream stays at cache speed */
+#define GEMV_ROWS 1
 
 /* How a format's codes enter the integer product. */
 typedef enum {
@@ -119,6 +122,23 @@ AVX2 static inline __m256i fifth_bits(const uint8_t qh[4])
                             _mm256_set1_epi8(0x10));
 }
 
+/* binary16 -> float through a full register (vmovd + vcvtph2ps: _cvtsh_ss's vpinsrw merges
+ * into a register and can chain one block's conversion to the last one's) */
+AVX2 static inline float h2f(pti_half h)
+{
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+/* d and m of an affine block (adjacent binary16 fields) as floats, in one conversion */
+AVX2 static inline void h2f_pair(const pti_half *dm, float *d, float *m)
+{
+    uint32_t both;
+    memcpy(&both, dm, sizeof both);
+    __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)both));
+    *d = _mm_cvtss_f32(f);
+    *m = _mm_cvtss_f32(_mm_movehdup_ps(f));
+}
+
 /* Block b of a weight row: its codes as they enter the product (u, or for Q8_0 without VNNI
  * the signed w), its scale d and its min m (0 where the format has none). */
 KERNEL_INLINE __m256i decode_block(pt_dtype dt, bool vnni, const void *row, int64_t b, float *d,
@@ -128,29 +148,27 @@ KERNEL_INLINE __m256i decode_block(pt_dtype dt, bool vnni, const void *row, int6
     switch (dt) {
     case PT_Q4_0: {
         const pti_block_q4_0 *w = (const pti_block_q4_0 *)row + b;
-        *d = _cvtsh_ss(w->d);
+        *d = h2f(w->d);
         return nibbles(w->qs);
     }
     case PT_Q4_1: {
         const pti_block_q4_1 *w = (const pti_block_q4_1 *)row + b;
-        *d = _cvtsh_ss(w->d);
-        *m = _cvtsh_ss(w->m);
+        h2f_pair(&w->d, d, m);
         return nibbles(w->qs);
     }
     case PT_Q5_0: {
         const pti_block_q5_0 *w = (const pti_block_q5_0 *)row + b;
-        *d = _cvtsh_ss(w->d);
+        *d = h2f(w->d);
         return _mm256_or_si256(nibbles(w->qs), fifth_bits(w->qh));
     }
     case PT_Q5_1: {
         const pti_block_q5_1 *w = (const pti_block_q5_1 *)row + b;
-        *d = _cvtsh_ss(w->d);
-        *m = _cvtsh_ss(w->m);
+        h2f_pair(&w->d, d, m);
         return _mm256_or_si256(nibbles(w->qs), fifth_bits(w->qh));
     }
     default: { /* PT_Q8_0 */
         const pti_block_q8_0 *w = (const pti_block_q8_0 *)row + b;
-        *d = _cvtsh_ss(w->d);
+        *d = h2f(w->d);
         __m256i q = _mm256_loadu_si256((const __m256i *)w->qs);
         return vnni ? _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)) : q;
     }
@@ -222,49 +240,65 @@ static act_row act_at(const char *act, size_t row_bytes, int64_t i, int64_t k)
     return r;
 }
 
-/* y[j] for weight rows j in [n0, n1) and one activation row: TILE_N rows at a time so their
- * accumulation chains overlap; the same per-pair operations as the tiled kernel below. */
-KERNEL_INLINE void gemv32(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
-                          act_row a, int64_t k, int64_t n0, int64_t n1, float *y)
+/* y[j] for `rows` weight rows from j0 and one activation row; the same per-pair operations as
+ * the tiled kernel below. */
+KERNEL_INLINE void gemv_rows(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
+                             act_row a, int64_t k, int64_t j0, int rows, float *y)
 {
     int64_t nb = k / PTI_QK, nbp = padded_blocks(k);
-    for (int64_t j0 = n0; j0 < n1; j0 += TILE_N) {
-        int rows = n1 - j0 < TILE_N ? (int)(n1 - j0) : TILE_N;
+    {
         __m256 acc[TILE_N], accm[TILE_N];
         for (int j = 0; j < TILE_N; j++)
             acc[j] = accm[j] = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            __m256i av = _mm256_load_si256((const __m256i *)(a.qs + b * PTI_QK));
-            __m256i prep = act_prep(f, vnni, av);
-            for (int j = 0; j < rows; j++) {
-                float d, m;
-                __m256i u = decode_block(f->dt, vnni, w + (size_t)(j0 + j) * w_row_bytes, b, &d,
-                                         &m);
-                __m256i l = block_lanes(f, vnni, u, av, prep);
-                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.da[b]), _mm256_cvtepi32_ps(l),
-                                         acc[j]);
-            }
-        }
-        if (f->kind == K_AFFINE) {
-            for (int j = 0; j < rows; j++) {
-                const char *row = w + (size_t)(j0 + j) * w_row_bytes;
-                for (int64_t c = 0; c < nbp; c += 8) {
-                    float mw[8];
-                    for (int t = 0; t < 8; t++) {
-                        float d;
-                        mw[t] = 0.0f;
-                        if (c + t < nb)
-                            (void)decode_block(f->dt, vnni, row, c + t, &d, &mw[t]);
-                    }
-                    accm[j] = _mm256_fmadd_ps(_mm256_loadu_ps(mw), _mm256_loadu_ps(a.sa + c),
-                                              accm[j]);
+        /* 8 blocks at a time: the mins of the affine formats are collected on the way for the
+         * min-term dot, which goes 8 blocks at a time */
+        for (int64_t c = 0; c < nbp; c += 8) {
+            /* unrolled, so the mins stay in registers (a stack array read back as a vector
+             * would stall on store forwarding) */
+            float mw[TILE_N][8];
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                int64_t b = c + t;
+                if (b >= nb) {
+                    for (int j = 0; j < rows; j++)
+                        mw[j][t] = 0.0f;
+                    continue;
                 }
-                acc[j] = _mm256_add_ps(acc[j], accm[j]);
+                __m256i av = _mm256_load_si256((const __m256i *)(a.qs + b * PTI_QK));
+                __m256i prep = act_prep(f, vnni, av);
+                for (int j = 0; j < rows; j++) {
+                    float d;
+                    __m256i u = decode_block(f->dt, vnni, w + (size_t)(j0 + j) * w_row_bytes, b,
+                                             &d, &mw[j][t]);
+                    __m256i l = block_lanes(f, vnni, u, av, prep);
+                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.da[b]), _mm256_cvtepi32_ps(l),
+                                             acc[j]);
+                }
             }
+            if (f->kind == K_AFFINE)
+                for (int j = 0; j < rows; j++)
+                    accm[j] = _mm256_fmadd_ps(_mm256_setr_ps(mw[j][0], mw[j][1], mw[j][2],
+                                                             mw[j][3], mw[j][4], mw[j][5],
+                                                             mw[j][6], mw[j][7]),
+                                              _mm256_loadu_ps(a.sa + c), accm[j]);
         }
+        if (f->kind == K_AFFINE)
+            for (int j = 0; j < rows; j++)
+                acc[j] = _mm256_add_ps(acc[j], accm[j]);
         for (int j = 0; j < rows; j++)
             y[j0 + j] = hsum8(acc[j]);
     }
+}
+
+/* rows is a constant in each call, so the accumulators stay in registers */
+KERNEL_INLINE void gemv32(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
+                          act_row a, int64_t k, int64_t n0, int64_t n1, float *y)
+{
+    int64_t j = n0;
+    for (; j + GEMV_ROWS <= n1; j += GEMV_ROWS)
+        gemv_rows(f, vnni, w, w_row_bytes, a, k, j, GEMV_ROWS, y);
+    for (; j < n1; j++)
+        gemv_rows(f, vnni, w, w_row_bytes, a, k, j, 1, y);
 }
 
 /* ---- M > 1: decoded weight tiles x register tiles of activation rows ---------------------- */
