@@ -37,7 +37,7 @@
 #define KERNEL_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 
 /* weight rows decoded together (a tile's width), activation rows per register tile */
-#define TILE_N 4
+#define TILE_N PTI_QGEMM32_TILE_N
 #define TILE_M 2
 /* weight rows the GEMV interleaves: 1 -- two interleaved row streams measured up to 3x slower
  * (and erratic) on the shared test machine, where one stream stays at cache speed */
