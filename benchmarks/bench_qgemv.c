@@ -9,6 +9,8 @@
  * A last column times a prefill-sized product, x[32, 4096] (hot weight), to show how the simple
  * M > 1 loop scales (ideally far below 32 GEMVs).
  *
+ * Times are the fastest call of each measurement (see time_calls).
+ *
  *   bench_qgemv [threads (default 2)] [seconds per measurement (default 1)] */
 #include <pthread.h>
 #include <stdio.h>
@@ -53,18 +55,23 @@ typedef struct {
     int d_off[2], nd;
 } qtype;
 
-/* Times fn(arg, i) for about `secs` seconds (after 3 warm-up calls); seconds per call. */
+/* Times fn(arg, i) for about `secs` seconds (after 3 warm-up calls); seconds per call: the
+ * fastest call, which on a machine shared with other jobs is the figure least disturbed by
+ * them (the mean swings 2x there from run to run). */
 static double time_calls(void (*fn)(void *, int), void *arg, double secs)
 {
     for (int i = 0; i < 3; i++)
         fn(arg, i);
     int calls = 0;
-    double t0 = now(), t;
+    double t0 = now(), t = t0, best = 1e30;
     do {
+        double c0 = now();
         fn(arg, calls++);
         t = now();
+        if (t - c0 < best)
+            best = t - c0;
     } while (t - t0 < secs);
-    return (t - t0) / calls;
+    return best;
 }
 
 typedef struct {
