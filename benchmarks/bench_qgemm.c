@@ -76,7 +76,10 @@ static pt_tensor *random_weight(pt_dtype dt, int64_t n, int64_t k, uint64_t seed
     }
     int off[2] = {0, -1};
     switch (dt) {
-    case PT_Q4_1: case PT_Q5_1: case PT_Q4_K: case PT_Q5_K: off[1] = 2; break;
+    case PT_Q4_1:
+    case PT_Q5_1:
+    case PT_Q4_K:
+    case PT_Q5_K: off[1] = 2; break;
     case PT_Q6_K: off[0] = 208; break;
     default: break;
     }
@@ -121,7 +124,8 @@ int main(int argc, char **argv)
     const char *filter = argc > 3 ? argv[3] : NULL;
     if (m < 1)
         m = 512;
-    printf("bench_qgemm: y[M, N] = x[M, K] @ W[N, K]^T, M = %lld; GOP/s = 2*M*N*K / time of the fastest call\n",
+    printf("bench_qgemm: y[M, N] = x[M, K] @ W[N, K]^T, M = %lld; GOP/s = 2*M*N*K / time of the "
+           "fastest call\n",
            (long long)m);
     for (size_t mi = 0; mi < sizeof MODELS / sizeof MODELS[0]; mi++) {
         const model *md = &MODELS[mi];

@@ -71,7 +71,10 @@ static bool vnni_ok(void)
 /* ---- activation rows ----------------------------------------------------------------------- */
 
 /* blocks of a row rounded up to a multiple of 8 (the min-term dot goes 8 blocks at a time) */
-static int64_t padded_blocks(int64_t k) { return (k / PTI_QK + 7) / 8 * 8; }
+static int64_t padded_blocks(int64_t k)
+{
+    return (k / PTI_QK + 7) / 8 * 8;
+}
 
 size_t pti_qgemm32_act_row_bytes(int64_t k)
 {
@@ -199,8 +202,7 @@ KERNEL_INLINE __m256i act_prep(const fmt32 *f, bool vnni, __m256i a)
         return _mm256_setzero_si256();
     __m256i off = _mm256_set1_epi8((char)f->offset);
     if (vnni)
-        return _mm256_sub_epi32(_mm256_setzero_si256(),
-                                dpbusd(_mm256_setzero_si256(), off, a));
+        return _mm256_sub_epi32(_mm256_setzero_si256(), dpbusd(_mm256_setzero_si256(), off, a));
     return lanes_us(off, a);
 }
 
@@ -268,19 +270,19 @@ KERNEL_INLINE void gemv_rows(const fmt32 *f, bool vnni, const char *w, size_t w_
                 __m256i prep = act_prep(f, vnni, av);
                 for (int j = 0; j < rows; j++) {
                     float d;
-                    __m256i u = decode_block(f->dt, vnni, w + (size_t)(j0 + j) * w_row_bytes, b,
-                                             &d, &mw[j][t]);
+                    __m256i u = decode_block(f->dt, vnni, w + (size_t)(j0 + j) * w_row_bytes, b, &d,
+                                             &mw[j][t]);
                     __m256i l = block_lanes(f, vnni, u, av, prep);
-                    acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * a.da[b]), _mm256_cvtepi32_ps(l),
-                                             acc[j]);
+                    acc[j] =
+                        _mm256_fmadd_ps(_mm256_set1_ps(d * a.da[b]), _mm256_cvtepi32_ps(l), acc[j]);
                 }
             }
             if (f->kind == K_AFFINE)
                 for (int j = 0; j < rows; j++)
-                    accm[j] = _mm256_fmadd_ps(_mm256_setr_ps(mw[j][0], mw[j][1], mw[j][2],
-                                                             mw[j][3], mw[j][4], mw[j][5],
-                                                             mw[j][6], mw[j][7]),
-                                              _mm256_loadu_ps(a.sa + c), accm[j]);
+                    accm[j] =
+                        _mm256_fmadd_ps(_mm256_setr_ps(mw[j][0], mw[j][1], mw[j][2], mw[j][3],
+                                                       mw[j][4], mw[j][5], mw[j][6], mw[j][7]),
+                                        _mm256_loadu_ps(a.sa + c), accm[j]);
         }
         if (f->kind == K_AFFINE)
             for (int j = 0; j < rows; j++)
@@ -291,8 +293,8 @@ KERNEL_INLINE void gemv_rows(const fmt32 *f, bool vnni, const char *w, size_t w_
 }
 
 /* rows is a constant in each call, so the accumulators stay in registers */
-KERNEL_INLINE void gemv32(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
-                          act_row a, int64_t k, int64_t n0, int64_t n1, float *y)
+KERNEL_INLINE void gemv32(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes, act_row a,
+                          int64_t k, int64_t n0, int64_t n1, float *y)
 {
     /* Q8_0 one row at a time: the sign trick (4 operations) beats VNNI's offset correction
      * (5, not shared by other weight rows here); both give the same lanes */
@@ -324,9 +326,9 @@ KERNEL_INLINE void decode_tile(const fmt32 *f, bool vnni, const char *w, size_t 
         int64_t b = 0;
         if (j < rows)
             for (; b < nb; b++)
-                _mm256_store_si256((__m256i *)(c + b * PTI_QK),
-                                   decode_block(f->dt, vnni, w + (size_t)j * w_row_bytes, b,
-                                                &d[b], &m[b]));
+                _mm256_store_si256(
+                    (__m256i *)(c + b * PTI_QK),
+                    decode_block(f->dt, vnni, w + (size_t)j * w_row_bytes, b, &d[b], &m[b]));
         for (; b < t->nbp; b++) {
             memset(c + b * PTI_QK, 0, PTI_QK);
             d[b] = m[b] = 0.0f;
@@ -420,7 +422,7 @@ KERNEL_INLINE void gemm32(const fmt32 *f, bool vnni, const pti_qgemm32_args *g, 
 typedef void (*range_fn)(const pti_qgemm32_args *g, int64_t n0, int64_t n1, wtile *t);
 
 #define RANGE_FN(name, fmt, vnni)                                                                  \
-    AVX2 static void name(const pti_qgemm32_args *g, int64_t n0, int64_t n1, wtile *t)            \
+    AVX2 static void name(const pti_qgemm32_args *g, int64_t n0, int64_t n1, wtile *t)             \
     {                                                                                              \
         if (g->m == 1)                                                                             \
             gemv32(fmt, vnni, g->w, g->w_row_bytes, act_at(g->act, g->act_row_bytes, 0, g->k),     \
@@ -452,7 +454,10 @@ static range_fn pick(pt_dtype dt)
     }
 }
 
-bool pti_qgemm32_supported(pt_dtype dt) { return pti_quant_avx2_ok() && pick(dt) != NULL; }
+bool pti_qgemm32_supported(pt_dtype dt)
+{
+    return pti_quant_avx2_ok() && pick(dt) != NULL;
+}
 
 pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1)
 {
