@@ -1,6 +1,7 @@
 /* Decode-GEMV micro-benchmark of the quantized matmul: y[1, 4096] = x[1, 4096] @ W^T with W a
- * [4096, 4096] GGUF weight (Q4_0, Q8_0, Q4_K, Q6_K) through pt_linear. Prints ms per call and
- * the weight bytes read per second, next to memcpy bandwidth on the same number of threads.
+ * [4096, 4096] GGUF weight (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) through pt_linear. Prints ms
+ * per call and the weight bytes read per second, next to memcpy bandwidth on the same number of
+ * threads.
  *
  * Two settings: "hot" repeats one weight (it fits in a large L3, so this is cache bandwidth),
  * "cold" cycles through enough copies (>= 256 MB) that every call streams from DRAM, which is
@@ -148,6 +149,8 @@ int main(int argc, char **argv)
     pt_set_num_threads(threads);
     const qtype types[] = {
         {"Q4_0", PT_Q4_0, {0, 0}, 1},
+        {"Q4_1", PT_Q4_1, {0, 2}, 2},
+        {"Q5_0", PT_Q5_0, {0, 0}, 1},
         {"Q8_0", PT_Q8_0, {0, 0}, 1},
         {"Q4_K", PT_Q4_K, {0, 2}, 2},
         {"Q6_K", PT_Q6_K, {208, 0}, 1},
