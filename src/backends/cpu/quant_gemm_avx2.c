@@ -23,6 +23,7 @@
  * The min term of Q4_1 / Q5_1 (y = d * q + m): sum over blocks of m_w * (d_a * sum(a)), an
  * 8-lane float dot over the blocks (zero-padded to a multiple of 8), added before the final
  * horizontal sum. */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,14 +59,15 @@ typedef struct fmt32 {
 
 static bool vnni_ok(void)
 {
-    static int ok = -1; /* every racing thread stores the same value */
-    if (ok < 0) {
+    static atomic_int ok = -1; /* every thread that races here stores the same value */
+    int v = atomic_load_explicit(&ok, memory_order_relaxed);
+    if (v < 0) {
         const char *off = getenv("PT_DISABLE_VNNI");
-        bool v = pti_quant_avx2_ok() && __builtin_cpu_supports("avx512vnni") &&
-                 __builtin_cpu_supports("avx512vl") && !(off && *off && strcmp(off, "0") != 0);
-        ok = v;
+        v = pti_quant_avx2_ok() && __builtin_cpu_supports("avx512vnni") &&
+            __builtin_cpu_supports("avx512vl") && !(off && *off && strcmp(off, "0") != 0);
+        atomic_store_explicit(&ok, v, memory_order_relaxed);
     }
-    return ok;
+    return v;
 }
 
 /* ---- activation rows ----------------------------------------------------------------------- */
