@@ -1,6 +1,7 @@
 /* Decode-GEMV micro-benchmark of the quantized matmul: y[1, 4096] = x[1, 4096] @ W^T with W a
- * [4096, 4096] GGUF weight (Q4_0, Q8_0, Q4_K, Q6_K) through pt_linear. Prints ms per call and
- * the weight bytes read per second, next to memcpy bandwidth on the same number of threads.
+ * [4096, 4096] GGUF weight (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) through pt_linear. Prints ms
+ * per call and the weight bytes read per second, next to memcpy bandwidth on the same number of
+ * threads.
  *
  * Two settings: "hot" repeats one weight (it fits in a large L3, so this is cache bandwidth),
  * "cold" cycles through enough copies (>= 256 MB) that every call streams from DRAM, which is
@@ -8,6 +9,8 @@
  *
  * A last column times a prefill-sized product, x[32, 4096] (hot weight), to show how the simple
  * M > 1 loop scales (ideally far below 32 GEMVs).
+ *
+ * Times are the fastest call of each measurement (see time_calls).
  *
  *   bench_qgemv [threads (default 2)] [seconds per measurement (default 1)] */
 #include <pthread.h>
@@ -53,18 +56,23 @@ typedef struct {
     int d_off[2], nd;
 } qtype;
 
-/* Times fn(arg, i) for about `secs` seconds (after 3 warm-up calls); seconds per call. */
+/* Times fn(arg, i) for about `secs` seconds (after 3 warm-up calls); seconds per call: the
+ * fastest call, which on a machine shared with other jobs is the figure least disturbed by
+ * them (the mean swings 2x there from run to run). */
 static double time_calls(void (*fn)(void *, int), void *arg, double secs)
 {
     for (int i = 0; i < 3; i++)
         fn(arg, i);
     int calls = 0;
-    double t0 = now(), t;
+    double t0 = now(), t = t0, best = 1e30;
     do {
+        double c0 = now();
         fn(arg, calls++);
         t = now();
+        if (t - c0 < best)
+            best = t - c0;
     } while (t - t0 < secs);
-    return (t - t0) / calls;
+    return best;
 }
 
 typedef struct {
@@ -141,6 +149,8 @@ int main(int argc, char **argv)
     pt_set_num_threads(threads);
     const qtype types[] = {
         {"Q4_0", PT_Q4_0, {0, 0}, 1},
+        {"Q4_1", PT_Q4_1, {0, 2}, 2},
+        {"Q5_0", PT_Q5_0, {0, 0}, 1},
         {"Q8_0", PT_Q8_0, {0, 0}, 1},
         {"Q4_K", PT_Q4_K, {0, 2}, 2},
         {"Q6_K", PT_Q6_K, {208, 0}, 1},

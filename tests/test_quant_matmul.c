@@ -9,9 +9,11 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <prometorch/ops_linalg.h>
+#include <prometorch/ops_quant.h>
 #include <prometorch/ops_shape.h>
 
 static pt_fixture *fx;
@@ -194,6 +196,116 @@ static void test_prefill_rows(void **state)
     }
 }
 
+/* Deterministic inputs in [-2, 2) with a few larger values (so the per-block activation scales
+ * differ), m rows of k. */
+static pt_tensor *make_input(int64_t m, int64_t k, uint32_t seed)
+{
+    float *v = malloc((size_t)(m * k) * sizeof(float));
+    assert_non_null(v);
+    uint32_t s = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < m * k; i++) {
+        s = s * 1664525u + 1013904223u;
+        v[i] = (float)((s >> 8) & 0xFFFF) / 16384.0f - 2.0f;
+        if ((s >> 28) == 0)
+            v[i] *= 6.0f;
+    }
+    pt_tensor *x = pt_from_data(v, PT_SHAPE(m, k), PT_FLOAT32, pt_cpu());
+    free(v);
+    assert_non_null(x);
+    return x;
+}
+
+/* y [m, n] against the float64 product with the dequantized weight wd [n, k]: the only error
+ * allowed is the activations' 8-bit rounding (|x - x_q| <= 0.57 * amax / 127 per element of
+ * a block of `ablock` values: half a step, plus the step's own f16 rounding for Q8_0) times
+ * |w|, plus float32 summation (1e-5 of sum |x w|). */
+static void check_against_dequantized(const pt_tensor *y, const pt_tensor *x, const pt_tensor *wd,
+                                      int64_t ablock, const char *what)
+{
+    int64_t m = pt_shape(x)[0], k = pt_shape(x)[1], n = pt_shape(wd)[0];
+    const float *xv = pt_data_ptr(x), *wv = pt_data_ptr(wd), *yv = pt_data_ptr(y);
+    for (int64_t i = 0; i < m; i++) {
+        const float *xr = xv + i * k;
+        for (int64_t j = 0; j < n; j++) {
+            const float *wr = wv + j * k;
+            double ref = 0, tol = 1e-6, mag = 0;
+            for (int64_t b = 0; b < k; b += ablock) {
+                double amax = 0;
+                for (int64_t e = b; e < b + ablock; e++)
+                    amax = fmax(amax, fabs(xr[e]));
+                double step = 0.57 * amax / 127.0;
+                for (int64_t e = b; e < b + ablock; e++) {
+                    ref += (double)xr[e] * wr[e];
+                    mag += fabs((double)xr[e] * wr[e]);
+                    tol += fabs(wr[e]) * step;
+                }
+            }
+            tol += 1e-5 * mag;
+            double got = yv[i * n + j];
+            if (!(fabs(got - ref) <= tol))
+                fail_msg("%s: y[%lld, %lld] = %.9g, dequantized reference %.9g (|diff| %.3g > "
+                         "tol %.3g)", what, (long long)i, (long long)j, got, ref,
+                         fabs(got - ref), tol);
+        }
+    }
+}
+
+/* Prefill shapes: M in {1, 2, 3, 4, 5, 8, 17, 64, 512} input rows for every block dtype, with a
+ * weight of N = 37 rows (not a multiple of the kernels' weight tiles). Each result against the
+ * float64 product with the dequantized weight; every row the same bits as that row alone
+ * (M = 1), as on one thread, and with a bias exactly y + bias. */
+static void test_gemm_shapes(void **state)
+{
+    (void)state;
+    static const int64_t MS[] = {1, 2, 3, 4, 5, 8, 17, 64, 512};
+    int saved = pt_get_num_threads();
+    for (size_t ti = 0; ti < N_BLOCK_TYPES; ti++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.w", BLOCK_TYPES[ti].name);
+        pt_tensor *w = pt_narrow(block_weight(name, BLOCK_TYPES[ti].dt), 0, 0, 37);
+        assert_non_null(w);
+        pt_tensor *wd = pt_contiguous(pt_dequantize(w));
+        assert_non_null(wd);
+        int64_t k = pt_shape(w)[1], n = 37;
+        int64_t ablock = pt_dtype_block_size(BLOCK_TYPES[ti].dt) == 256 ? 256 : 32;
+        pt_tensor *bias = pt_narrow(get("%s", "bias"), 0, 0, n);
+        for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+            int64_t m = MS[mi];
+            char what[64];
+            snprintf(what, sizeof what, "%s, M = %lld", BLOCK_TYPES[ti].name, (long long)m);
+            pt_tensor *x = make_input(m, k, (uint32_t)(mi + 7 * ti));
+            pt_set_num_threads(2);
+            pt_tensor *y = pt_linear(x, w, NULL);
+            assert_non_null(y);
+            check_against_dequantized(y, x, wd, ablock, what);
+            pt_set_num_threads(1);
+            assert_tensor_equal(pt_linear(x, w, NULL), y);
+            const float *yv = pt_data_ptr(y);
+            /* every row alone (all of them up to M = 64, a sample of M = 512) */
+            for (int64_t i = 0; i < m; i += m > 64 ? 29 : 1) {
+                pt_tensor *yi = pt_linear(pt_narrow(x, 0, i, 1), w, NULL);
+                assert_non_null(yi);
+                if (memcmp(pt_data_ptr(yi), yv + i * n, (size_t)n * sizeof(float)) != 0)
+                    fail_msg("%s: row %lld differs from the same row computed alone", what,
+                             (long long)i);
+            }
+            pt_set_num_threads(2);
+            pt_tensor *yb = pt_linear(x, w, bias);
+            assert_non_null(yb);
+            const float *ybv = pt_data_ptr(yb), *bv = pt_data_ptr(bias);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++)
+                    if (ybv[i * n + j] != yv[i * n + j] + bv[j])
+                        fail_msg("%s: y + bias at [%lld, %lld]", what, (long long)i,
+                                 (long long)j);
+            pt_release(x);
+            pt_release(y);
+            pt_release(yb);
+        }
+    }
+    pt_set_num_threads(saved);
+}
+
 /* float16 / bfloat16 weights with a float32 input: unquantized activations. */
 static void test_half_weights(void **state)
 {
@@ -320,6 +432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shapes_and_strides, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_wide_threads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_prefill_rows, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_gemm_shapes, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_weights, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_float_linear, pt_test_setup, pt_test_teardown),

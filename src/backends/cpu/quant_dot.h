@@ -34,6 +34,33 @@ bool pti_quant_avx2_ok(void);
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt);
 pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt);
 
+/* ---- tiled products of the 32-value formats (quant_gemm_avx2.c) ---------------------------- */
+
+/* True where the tiled AVX2 kernel handles weight dtype dt (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 on an
+ * AVX2 CPU). Its activation rows are in its own layout (pti_qgemm32_pack_act). */
+bool pti_qgemm32_supported(pt_dtype dt);
+/* Bytes of one packed activation row of k values (k a multiple of 32). */
+size_t pti_qgemm32_act_row_bytes(int64_t k);
+/* Quantizes x[k] to Q8_0 (pti_quantize_row_q8_0's values) into the packed row layout. */
+void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k);
+
+typedef struct pti_qgemm32_args {
+    pt_dtype dt;
+    const char *w;      /* weight row 0, [n] rows of w_row_bytes */
+    size_t w_row_bytes;
+    const char *act;    /* m packed activation rows of act_row_bytes */
+    size_t act_row_bytes;
+    float *y;           /* [m, n] */
+    int64_t m, n, k;
+} pti_qgemm32_args;
+
+/* Weight rows the tiled kernel decodes together: ranges of N that start at a multiple of it
+ * waste no work. */
+#define PTI_QGEMM32_TILE_N 4
+
+/* y[:, n0:n1] = act @ w[n0:n1]^T (no bias). A row's result is the same bits for every m. */
+pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1);
+
 /* IEEE binary16 bits -> float (exact; subnormals, inf and NaN included). */
 static inline float pti_h2f(pti_half h)
 {

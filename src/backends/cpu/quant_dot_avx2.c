@@ -250,26 +250,6 @@ AVX2 static float dot_q5_1(const void *wv, const void *av, int64_t n)
 
 /* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
 
-/* sum over the 8 sub-blocks of mn[i] * (sum of the 32 activations of sub-block i) */
-static inline int kquant_min_sum(const uint8_t mn[8], const int16_t bsums[16])
-{
-    int s = 0;
-    for (int i = 0; i < 8; i++)
-        s += mn[i] * (bsums[2 * i] + bsums[2 * i + 1]);
-    return s;
-}
-
-/* Q4_K / Q5_K chunk c (64 values): codes lo (sub-block 2c) and hi (2c+1), 0..31. */
-AVX2 static inline __m256i kquant_chunk(__m256i lo, __m256i hi, const int8_t *act,
-                                        const uint8_t sc[8], int c)
-{
-    __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)act));
-    __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(act + 32)));
-    p0 = _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c]));
-    p1 = _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1]));
-    return _mm256_add_epi32(p0, p1);
-}
-
 /* The 6-bit scales (16-bit lanes 0..7) and mins (lanes 8..15) of a Q4_K / Q5_K super-block,
  * unpacked with 32-bit word arithmetic (the same layout as pti_kquant_scales). */
 AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
@@ -307,10 +287,14 @@ AVX2 static inline __m128i kquant_min_dot(__m256i sm16, const int16_t bsums[16])
     return _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), pair);
 }
 
+/* Q4_K, or Q5_K (q5: the fifth bit of each code from qh); the two block layouts differ only by
+ * qh, so the fields are read through the Q5_K struct or the Q4_K one. */
 ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
-                           float *out, int R)
+                           float *out, int R, bool q5)
 {
-    const pti_block_q4_k *w = wv;
+    const pti_block_q4_k *w4 = wv;
+    const pti_block_q5_k *w5 = wv;
+    const __m256i b16 = _mm256_set1_epi8(0x10);
     const pti_block_q8_k *a[PTI_QDOT_ROWS];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[PTI_QDOT_ROWS];
@@ -321,7 +305,10 @@ ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, i
         accm[r] = _mm_setzero_ps();
     }
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        __m256i sm16 = kquant_scales16(w[b].scales);
+        const uint8_t *scales = q5 ? w5[b].scales : w4[b].scales;
+        const uint8_t *qs = q5 ? w5[b].qs : w4[b].qs;
+        __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)w5[b].qh) : _mm256_setzero_si256();
+        __m256i sm16 = kquant_scales16(scales);
         /* both halves: the 8 scales */
         __m256i sc = _mm256_permute4x64_epi64(sm16, 0x44);
         __m256i sumi[PTI_QDOT_ROWS];
@@ -330,9 +317,17 @@ ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, i
         /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
             __m256i lo = _mm256_and_si256(raw, m4);
             __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+            if (q5) { /* bits 2c and 2c + 1 of qh[l] are the fifth bits of lo[l] and hi[l] */
+                __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c)));
+                __m256i bh = _mm256_set1_epi8((char)(2 << (2 * c)));
+                lo = _mm256_or_si256(
+                    lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b16));
+                hi = _mm256_or_si256(
+                    hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b16));
+            }
             __m256i c0 = _mm256_shuffle_epi8(sc, bcast16_pattern(0, 0));
             __m256i c1 = _mm256_shuffle_epi8(sc, bcast16_pattern(1, 1));
             sc = _mm256_srli_si256(sc, 4); /* scales 2c + 2, 2c + 3 to lanes 0, 1 */
@@ -345,7 +340,7 @@ ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, i
                                                                      _mm256_madd_epi16(p1, c1)));
             }
         }
-        float dw = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        float dw = h2f(q5 ? w5[b].d : w4[b].d), dmin = h2f(q5 ? w5[b].dmin : w4[b].dmin);
         for (int r = 0; r < R; r++) {
             float da = a[r][b].d;
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
@@ -363,42 +358,27 @@ ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, i
 AVX2 static float dot_q4_k(const void *wv, const void *av, int64_t n)
 {
     float y;
-    q4_k_rows(wv, av, 0, n, &y, 1);
+    q4_k_rows(wv, av, 0, n, &y, 1, false);
     return y;
 }
 
 AVX2 static void rows_q4_k(const void *wv, const void *act, size_t act_stride, int64_t n,
                            float *out)
 {
-    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
+    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, false);
 }
 
 AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
 {
-    const pti_block_q5_k *w = wv;
-    const pti_block_q8_k *a = av;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        pti_kquant_scales(w[b].scales, sc, mn);
-        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
-            __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c)));
-            __m256i bh = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
-            __m256i hl = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b16);
-            __m256i hh = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b16);
-            __m256i lo = _mm256_or_si256(_mm256_and_si256(raw, m4), hl);
-            __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw, 4), m4), hh);
-            sumi = _mm256_add_epi32(sumi, kquant_chunk(lo, hi, a[b].qs + 64 * c, sc, c));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[b].d * h2f(w[b].d)), _mm256_cvtepi32_ps(sumi), acc);
-        mins += a[b].d * h2f(w[b].dmin) * (float)kquant_min_sum(mn, a[b].bsums);
-    }
-    return hsum_ps(acc) - mins;
+    float y;
+    q4_k_rows(wv, av, 0, n, &y, 1, true);
+    return y;
+}
+
+AVX2 static void rows_q5_k(const void *wv, const void *act, size_t act_stride, int64_t n,
+                           float *out)
+{
+    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, true);
 }
 
 /* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
@@ -562,6 +542,7 @@ pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt)
     case PT_Q4_1: return rows_q4_1;
     case PT_Q8_0: return rows_q8_0;
     case PT_Q4_K: return rows_q4_k;
+    case PT_Q5_K: return rows_q5_k;
     case PT_Q6_K: return rows_q6_k;
     default: return NULL;
     }

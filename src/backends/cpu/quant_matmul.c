@@ -5,12 +5,15 @@
  * Design: the M activation rows are quantized once (Q8_0 or Q8_K, pti_quant_act_dtype) into a
  * scratch buffer from the allocator cache; then the N output rows are split across the thread
  * pool, and each thread computes every one of the M rows for its range of N, so each weight
- * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth. For
- * M > 1 (prefill) the weight rows are taken ROWS_PER_TILE at a time (a few KB, kept in L1/L2
- * while all M activation rows stream past), and where the weight dtype has a multi-row kernel
- * (pti_quant_dot_rows_fn) each weight block is unpacked once for PTI_QDOT_ROWS activation rows;
- * the rest (M mod PTI_QDOT_ROWS rows, or other dtypes) goes row by row. Either way a row's
- * result is the same bits. Still compute bound: no real GEMM blocking. */
+ * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth.
+ *
+ * Two kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
+ * tiled kernel of quant_gemm_avx2.c (its own activation layout; 4 weight rows decoded once per
+ * tile, 4 x 2 register tiles, AVX512-VNNI where present). The rest -- the K-quants, F16/BF16/
+ * F32, and everything on the scalar path -- take ROWS_PER_TILE weight rows at a time (a few KB,
+ * kept in L1/L2 while all M activation rows stream past) through pti_quant_dot_rows_fn (each
+ * weight block unpacked once for PTI_QDOT_ROWS activation rows) where the dtype has one, and
+ * row by row otherwise. In every case a row's result is the same bits whatever M. */
 #include "cpu.h"
 #include "quant_dot.h"
 
@@ -20,6 +23,8 @@
 #define MIN_WORK_PER_CHUNK 32768
 
 typedef struct qlinear_ctx {
+    pti_qgemm32_args g; /* g.w set: the tiled kernel (quant_gemm_avx2.c) */
+    pt_status status;   /* its result (PT_ERR_OOM only), set by the chunk that failed */
     pti_qdot_fn dot;
     pti_qdot_rows_fn dot_rows; /* NULL: row by row */
     const char *w;      /* weight row 0 */
@@ -30,6 +35,24 @@ typedef struct qlinear_ctx {
     float *y;          /* [M, N] */
     int64_t m, n, k;
 } qlinear_ctx;
+
+/* Output columns of weight tiles [t0, t1) (PTI_QGEMM32_TILE_N rows each) of every row of y
+ * through the tiled kernel; then the bias. */
+static void qlinear_tiled(void *vctx, int64_t t0, int64_t t1)
+{
+    qlinear_ctx *c = vctx;
+    int64_t n0 = t0 * PTI_QGEMM32_TILE_N, n1 = t1 * PTI_QGEMM32_TILE_N;
+    if (n1 > c->n)
+        n1 = c->n;
+    if (pti_qgemm32_range(&c->g, n0, n1) != PT_OK) {
+        c->status = PT_ERR_OOM;
+        return;
+    }
+    if (c->bias)
+        for (int64_t i = 0; i < c->m; i++)
+            for (int64_t j = n0; j < n1; j++)
+                c->y[i * c->n + j] += c->bias[j];
+}
 
 /* Output columns [n0, n1) of every row of y. */
 static void qlinear_rows(void *vctx, int64_t n0, int64_t n1)
@@ -61,6 +84,7 @@ static void qlinear_rows(void *vctx, int64_t n0, int64_t n1)
 }
 
 typedef struct quantize_ctx {
+    bool packed; /* pti_qgemm32_pack_act's layout */
     pt_dtype adt;
     const float *x;
     char *act;
@@ -74,7 +98,9 @@ static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
     for (int64_t i = r0; i < r1; i++) {
         const float *xr = c->x + i * c->k;
         void *dst = c->act + (size_t)i * c->act_row_bytes;
-        if (c->adt == PT_Q8_0)
+        if (c->packed)
+            pti_qgemm32_pack_act(xr, dst, c->k);
+        else if (c->adt == PT_Q8_0)
             pti_quantize_row_q8_0(xr, dst, c->k);
         else
             pti_quantize_row_q8_k(xr, dst, c->k);
@@ -116,6 +142,13 @@ static pt_status cpu_quant_linear(const pti_call *c)
         .n = n,
         .k = k,
     };
+    bool tiled = pti_qgemm32_supported(w->dtype);
+    if (tiled) {
+        q.act_row_bytes = pti_qgemm32_act_row_bytes(k);
+        q.g = (pti_qgemm32_args){.dt = w->dtype, .w = q.w, .w_row_bytes = q.w_row_bytes,
+                                 .act_row_bytes = q.act_row_bytes, .y = q.y, .m = m, .n = n,
+                                 .k = k};
+    }
     char *scratch = NULL;
     size_t scratch_bytes = (size_t)m * q.act_row_bytes;
     if (adt == PT_FLOAT32) {
@@ -125,14 +158,23 @@ static pt_status cpu_quant_linear(const pti_call *c)
         if (!scratch)
             return pti_error(PT_ERR_OOM, "quant_linear: out of memory for %lld quantized rows",
                              (long long)m);
-        quantize_ctx qc = {adt, pti_data(x), scratch, q.act_row_bytes, k};
+        quantize_ctx qc = {tiled, adt, pti_data(x), scratch, q.act_row_bytes, k};
         pti_parallel_for(m, k > 0 ? 1 + MIN_WORK_PER_CHUNK / k : m, quantize_rows, &qc);
         q.act = scratch;
+        q.g.act = scratch;
     }
     int64_t per_row = m * k > 0 ? m * k : 1;
-    pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
+    if (tiled) {
+        int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
+        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
+                         qlinear_tiled, &q);
+    } else {
+        pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
+    }
     if (scratch)
         pti_cpu_free(scratch, scratch_bytes ? scratch_bytes : 1);
+    if (q.status != PT_OK)
+        return pti_error(PT_ERR_OOM, "quant_linear: out of memory for a weight tile");
     return PT_OK;
 }
 
