@@ -52,6 +52,8 @@ pt_dtype pti_quant_act_dtype(pt_dtype weight);
 /* Quantizes n floats (a multiple of the block size) to Q8_0 / Q8_K blocks, as llama.cpp's
  * quantize_row_q8_0 / quantize_row_q8_K do. */
 void pti_quantize_row_q8_0(const float *x, pti_block_q8_0 *y, int64_t n);
+/* Q8_0's values plus s = float16(d * sum(qs)) with d unrounded (llama.cpp's Q8_1). */
+void pti_quantize_row_q8_1(const float *x, pti_block_q8_1 *y, int64_t n);
 void pti_quantize_row_q8_k(const float *x, pti_block_q8_k *y, int64_t n);
 /* The dot product of one weight row of n elements (blocks of dt) with activations already
  * quantized to pti_quant_act_dtype(dt). */

@@ -6,9 +6,10 @@
  * once to 8 bits per block -- Q8_0 (32 values, f16 scale) for Q4_0 ... Q8_0, Q8_K (256 values,
  * f32 scale, 16-value sums) for the K-quants -- and each block pair contributes
  * d_w * d_a * (integer dot product), plus a min/offset term where the weight format has one.
- * Q4_1 and Q5_1 take Q8_0 activations too (llama.cpp uses Q8_1, whose f16 field s = d * sum(q)
- * is rounded); we sum the block's int8 values instead, so the offset term m * d_a * sum(q) is
- * exact. F16/BF16/F32 weights take float32 activations unquantized (llama.cpp rounds them to
+ * Q4_1 and Q5_1 take Q8_1 activations, as llama.cpp does: Q8_0's values plus the float16
+ * s = d * sum(q) (d before its own rounding to float16); the min term is m_w * s. Rounding s
+ * loses a little, but it is llama.cpp's rounding, and its logits are what ours are checked
+ * against (this alone moved SmolLM2-135M Q4_1's logits by up to 0.5). F16/BF16/F32 weights take float32 activations unquantized (llama.cpp rounds them to
  * the weight's type; we keep them exact).
  *
  * Rounding: both quantizers round half to even, as llama.cpp's x86 path does (Q8_0:
@@ -74,10 +75,29 @@ void pti_quantize_row_q8_k(const float *x, pti_block_q8_k *y, int64_t n)
     }
 }
 
+void pti_quantize_row_q8_1(const float *x, pti_block_q8_1 *y, int64_t n)
+{
+    for (int64_t b = 0; b < n / PTI_QK; b++, x += PTI_QK) {
+        float amax = 0.0f;
+        for (int j = 0; j < PTI_QK; j++)
+            amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < PTI_QK; j++) {
+            y[b].qs[j] = (int8_t)clamp127(nearest_int(x[j] * id));
+            sum += y[b].qs[j];
+        }
+        y[b].d = pt_float_to_half(d);
+        y[b].s = pt_float_to_half(d * (float)sum);
+    }
+}
+
 pt_dtype pti_quant_act_dtype(pt_dtype weight)
 {
     switch (weight) {
-    case PT_Q4_0: case PT_Q4_1: case PT_Q5_0: case PT_Q5_1: case PT_Q8_0:
+    case PT_Q4_1: case PT_Q5_1:
+        return PT_Q8_1;
+    case PT_Q4_0: case PT_Q5_0: case PT_Q8_0:
         return PT_Q8_0;
     case PT_Q2_K: case PT_Q3_K: case PT_Q4_K: case PT_Q5_K: case PT_Q6_K: case PT_Q8_K:
         return PT_Q8_K;
@@ -107,16 +127,14 @@ static float dot_q4_0(const void *wv, const void *av, int64_t n)
 static float dot_q4_1(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q4_1 *w = wv;
-    const pti_block_q8_0 *a = av;
+    const pti_block_q8_1 *a = av;
     float sum = 0.0f;
     for (int64_t b = 0; b < n / PTI_QK; b++) {
-        int isum = 0, asum = 0;
-        for (int j = 0; j < PTI_QK / 2; j++) {
+        int isum = 0;
+        for (int j = 0; j < PTI_QK / 2; j++)
             isum += (w[b].qs[j] & 0xF) * a[b].qs[j] + (w[b].qs[j] >> 4) * a[b].qs[j + 16];
-            asum += a[b].qs[j] + a[b].qs[j + 16];
-        }
-        float da = pti_h2f(a[b].d);
-        sum += (float)isum * (pti_h2f(w[b].d) * da) + pti_h2f(w[b].m) * da * (float)asum;
+        sum += (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) +
+               pti_h2f(w[b].m) * pti_h2f(a[b].s);
     }
     return sum;
 }
@@ -143,20 +161,19 @@ static float dot_q5_0(const void *wv, const void *av, int64_t n)
 static float dot_q5_1(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q5_1 *w = wv;
-    const pti_block_q8_0 *a = av;
+    const pti_block_q8_1 *a = av;
     float sum = 0.0f;
     for (int64_t b = 0; b < n / PTI_QK; b++) {
         uint32_t h;
         memcpy(&h, w[b].qh, sizeof h);
-        int isum = 0, asum = 0;
+        int isum = 0;
         for (int j = 0; j < PTI_QK / 2; j++) {
             int q0 = (w[b].qs[j] & 0xF) | (int)((h >> j) & 1) << 4;
             int q1 = (w[b].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
             isum += q0 * a[b].qs[j] + q1 * a[b].qs[j + 16];
-            asum += a[b].qs[j] + a[b].qs[j + 16];
         }
-        float da = pti_h2f(a[b].d);
-        sum += (float)isum * (pti_h2f(w[b].d) * da) + pti_h2f(w[b].m) * da * (float)asum;
+        sum += (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) +
+               pti_h2f(w[b].m) * pti_h2f(a[b].s);
     }
     return sum;
 }

@@ -175,50 +175,6 @@ AVX2 static void rows_q8_0(const void *wv, const void *act, size_t act_stride, i
     q32_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, false);
 }
 
-/* Q4_1 / Q5_1: unsigned codes q, y = d * q + m, so a block adds
- * d_w * d_a * sum(q * a) + m * d_a * sum(a). */
-AVX2 static inline void affine_block(__m256i q, const pti_block_q8_0 *a, float dw, float m,
-                                     __m256 *acc, __m256 *accm)
-{
-    __m256i av = _mm256_loadu_si256((const __m256i *)a->qs);
-    float da = h2f(a->d);
-    *acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(dot_us(q, av)), *acc);
-    *accm = _mm256_fmadd_ps(_mm256_set1_ps(m * da), _mm256_cvtepi32_ps(sum_s8(av)), *accm);
-}
-
-ROWS_INLINE void q4_1_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
-                           float *out, int R)
-{
-    const pti_block_q4_1 *w = wv;
-    const pti_block_q8_0 *a[PTI_QDOT_ROWS];
-    __m256 acc[PTI_QDOT_ROWS], accm[PTI_QDOT_ROWS];
-    for (int r = 0; r < R; r++) {
-        a[r] = (const pti_block_q8_0 *)(act + (size_t)r * act_stride);
-        acc[r] = accm[r] = _mm256_setzero_ps();
-    }
-    for (int64_t b = 0; b < n / PTI_QK; b++) {
-        __m256i q = nibbles32(w[b].qs);
-        float dw = h2f(w[b].d), m = h2f(w[b].m);
-        for (int r = 0; r < R; r++)
-            affine_block(q, &a[r][b], dw, m, &acc[r], &accm[r]);
-    }
-    for (int r = 0; r < R; r++)
-        out[r] = hsum_ps(_mm256_add_ps(acc[r], accm[r]));
-}
-
-AVX2 static float dot_q4_1(const void *wv, const void *av, int64_t n)
-{
-    float y;
-    q4_1_rows(wv, av, 0, n, &y, 1);
-    return y;
-}
-
-AVX2 static void rows_q4_1(const void *wv, const void *act, size_t act_stride, int64_t n,
-                           float *out)
-{
-    q4_1_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
-}
-
 AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q5_0 *w = wv;
@@ -233,19 +189,6 @@ AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
                               acc);
     }
     return hsum_ps(acc);
-}
-
-AVX2 static float dot_q5_1(const void *wv, const void *av, int64_t n)
-{
-    const pti_block_q5_1 *w = wv;
-    const pti_block_q8_0 *a = av;
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / PTI_QK; b++) {
-        __m256i hi = _mm256_and_si256(bits32(w[b].qh), _mm256_set1_epi8(0x10));
-        __m256i q = _mm256_or_si256(nibbles32(w[b].qs), hi);
-        affine_block(q, &a[b], h2f(w[b].d), h2f(w[b].m), &acc, &accm);
-    }
-    return hsum_ps(_mm256_add_ps(acc, accm));
 }
 
 /* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
@@ -539,7 +482,6 @@ pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt)
 {
     switch (dt) {
     case PT_Q4_0: return rows_q4_0;
-    case PT_Q4_1: return rows_q4_1;
     case PT_Q8_0: return rows_q8_0;
     case PT_Q4_K: return rows_q4_k;
     case PT_Q5_K: return rows_q5_k;
@@ -552,9 +494,7 @@ pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
 {
     switch (dt) {
     case PT_Q4_0: return dot_q4_0;
-    case PT_Q4_1: return dot_q4_1;
     case PT_Q5_0: return dot_q5_0;
-    case PT_Q5_1: return dot_q5_1;
     case PT_Q8_0: return dot_q8_0;
     case PT_Q4_K: return dot_q4_k;
     case PT_Q5_K: return dot_q5_k;

@@ -20,7 +20,8 @@
  * this order whatever M, the tile position or the instruction set, so a row's result is the
  * same bits for any M (the engine's batched prefill equals token-by-token decode).
  *
- * The min term of Q4_1 / Q5_1 (y = d * q + m): sum over blocks of m_w * (d_a * sum(a)), an
+ * The min term of Q4_1 / Q5_1 (y = d * q + m): sum over blocks of m_w * s_a, with s_a llama.cpp's
+ * Q8_1 block sum (float16 of d * sum(a), d unrounded), an
  * 8-lane float dot over the blocks (zero-padded to a multiple of 8), added before the final
  * horizontal sum. */
 #include <stdatomic.h>
@@ -94,10 +95,14 @@ void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k)
         pti_quantize_row_q8_0(x + b * PTI_QK, &blk, PTI_QK);
         memcpy(qs + b * PTI_QK, blk.qs, PTI_QK);
         int s = 0;
-        for (int j = 0; j < PTI_QK; j++)
+        float amax = 0.0f;
+        for (int j = 0; j < PTI_QK; j++) {
             s += blk.qs[j];
+            amax = fmaxf(amax, fabsf(x[b * PTI_QK + j]));
+        }
         da[b] = pti_h2f(blk.d);
-        sa[b] = da[b] * (float)s;
+        /* llama.cpp's Q8_1 sum: float16(d * sum) with d = amax / 127 before rounding */
+        sa[b] = pti_h2f(pt_float_to_half(amax / 127.0f * (float)s));
     }
     for (int64_t b = nb; b < nbp; b++) {
         memset(qs + b * PTI_QK, 0, PTI_QK);

@@ -2,7 +2,7 @@
  * y[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) with W in a GGUF block dtype (or F16/BF16/F32)
  * read in place, block by block.
  *
- * Design: the M activation rows are quantized once (Q8_0 or Q8_K, pti_quant_act_dtype) into a
+ * Design: the M activation rows are quantized once (Q8_0, Q8_1 or Q8_K, pti_quant_act_dtype) into a
  * scratch buffer from the allocator cache; then the N output rows are split across the thread
  * pool, and each thread computes every one of the M rows for its range of N, so each weight
  * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth.
@@ -102,6 +102,8 @@ static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
             pti_qgemm32_pack_act(xr, dst, c->k);
         else if (c->adt == PT_Q8_0)
             pti_quantize_row_q8_0(xr, dst, c->k);
+        else if (c->adt == PT_Q8_1)
+            pti_quantize_row_q8_1(xr, dst, c->k);
         else
             pti_quantize_row_q8_k(xr, dst, c->k);
     }
