@@ -247,6 +247,9 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
     char *out = NULL, *piece = pti_malloc((size_t)cap);
     pti_detok d;
     pti_detok_init(&d, llm->tok, special);
+    int64_t strip_at = -1;
+    if (pti_tokenizer_add_space_prefix(llm->tok))
+        strip_at = n > 0 && ids[0] == pti_tokenizer_bos(llm->tok) ? 1 : 0;
     for (int64_t i = 0; piece && i <= n; i++) {
         int32_t k = i < n ? pti_detok_push(&d, ids[i], piece, cap) : pti_detok_flush(&d, piece, cap);
         if (k < 0) {
@@ -268,8 +271,11 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
             out = grown;
             size = want;
         }
-        memcpy(out + used, piece, (size_t)k);
-        used += (size_t)k;
+        size_t skip = 0;
+        if (i == strip_at && k > 0 && piece[0] == ' ')
+            skip = 1; /* the space tokenizing added before the text (llama.cpp drops it too) */
+        memcpy(out + used, piece + skip, (size_t)k - skip);
+        used += (size_t)k - skip;
         out[used] = '\0';
     }
     if (out == NULL && piece && n == 0)

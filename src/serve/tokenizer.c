@@ -1136,6 +1136,11 @@ bool pti_tokenizer_add_eos(const pti_tokenizer *t)
 {
     return t && t->add_eos;
 }
+
+bool pti_tokenizer_add_space_prefix(const pti_tokenizer *t)
+{
+    return t->kind == PTI_TOK_SPM && t->add_space_prefix;
+}
 int32_t pti_tokenizer_max_piece(const pti_tokenizer *t)
 {
     return t ? t->max_piece : 0;

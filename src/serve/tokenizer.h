@@ -92,6 +92,8 @@ int32_t pti_tokenizer_pad(const pti_tokenizer *t);
 int32_t pti_tokenizer_unk(const pti_tokenizer *t);
 bool pti_tokenizer_add_bos(const pti_tokenizer *t);
 bool pti_tokenizer_add_eos(const pti_tokenizer *t);
+/* tokenizer.ggml.add_space_prefix (SPM: a space was put before the text when tokenizing). */
+bool pti_tokenizer_add_space_prefix(const pti_tokenizer *t);
 /* True when id ends generation (EOS, EOT, EOM and the end-of-turn-looking tokens llama.cpp
  * lists: <|im_end|>, <|endoftext|>, <end_of_turn>, ...). */
 bool pti_tokenizer_is_eog(const pti_tokenizer *t, int32_t id);
