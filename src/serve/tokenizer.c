@@ -599,10 +599,10 @@ static bool build_pieces(pti_tokenizer *t)
         return false;
     }
     t->piece_off[t->n_vocab] = n;
-    t->pieces = realloc(buf, n + 1);
-    if (!t->pieces) {
-        t->pieces = buf;
-    }
+    t->pieces = buf;
+    char *shrunk = realloc(t->pieces, n + 1); /* a failed shrink keeps the larger block */
+    if (shrunk)
+        t->pieces = shrunk;
     return true;
 }
 
