@@ -3,6 +3,9 @@
  * the direct float32 <-> float16/bfloat16 casts and the typed integer-source casts, contiguous
  * and strided, and index_select's
  * row-copy kernels on inputs large enough to be split across threads. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "testutil.h"
 
 #include <prometorch/ops_index.h>
@@ -121,6 +124,47 @@ static void test_index_select_threaded_matches_torch(void **state)
                         fx_get(fx, "sel.rows.out"));
 }
 
+/* Contiguous float16 <-> float32 casts take an F16C path on x86: they must give exactly the
+ * scalar conversion's bits (pt_half_to_float / pt_float_to_half, themselves checked against
+ * torch above) for every float16 value, and for floats around every rounding boundary
+ * (ties, subnormals, overflow, NaN and infinities mixed into the vector blocks). */
+static void test_half_casts_every_value(void **state)
+{
+    (void)state;
+    uint16_t *h = malloc(65536 * sizeof *h);
+    for (int i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    pt_tensor *th = pt_from_data(h, PT_SHAPE(65536), PT_FLOAT16, pt_cpu());
+    pt_tensor *tf = pt_to_dtype(th, PT_FLOAT32);
+    const float *f = pt_data_ptr(tf);
+    for (int i = 0; i < 65536; i++) {
+        float want = pt_half_to_float((uint16_t)i);
+        assert_memory_equal(&f[i], &want, sizeof want);
+    }
+    enum { N = 1 << 18 };
+    float *x = malloc(N * sizeof *x);
+    uint32_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        float base = pt_half_to_float((uint16_t)(seed >> 16)); /* a half value... */
+        uint32_t bits;
+        memcpy(&bits, &base, sizeof bits);
+        bits += (seed & 0x3fffu) - 0x1000u; /* ...moved around its rounding boundaries */
+        memcpy(&x[i], &bits, sizeof bits);
+    }
+    pt_tensor *tx = pt_from_data(x, PT_SHAPE(N), PT_FLOAT32, pt_cpu());
+    pt_tensor *tx16 = pt_to_dtype(tx, PT_FLOAT16);
+    const uint16_t *r = pt_data_ptr(tx16);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(r[i], pt_float_to_half(x[i]));
+    pt_release(th);
+    pt_release(tf);
+    pt_release(tx);
+    pt_release(tx16);
+    free(h);
+    free(x);
+}
+
 int main(void)
 {
     fx = fx_open("copy");
@@ -132,6 +176,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_half_bfloat16_casts_match_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_integer_casts_match_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_index_select_threaded_matches_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_half_casts_every_value, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -43,18 +43,21 @@ static pt_backend cpu_backend = {
 const pt_backend *pti_cpu_backend(void) { return &cpu_backend; }
 
 static bool avx2_enabled;
+static bool f16c_enabled;
 
 bool pti_cpu_has_avx2(void) { return avx2_enabled; }
+bool pti_cpu_has_f16c(void) { return f16c_enabled; }
 
 __attribute__((constructor)) static void cpu_backend_init(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     avx2_enabled = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    f16c_enabled = avx2_enabled && __builtin_cpu_supports("f16c");
 #endif
     const char *off = getenv("PT_DISABLE_AVX2");
     if (off && *off && strcmp(off, "0") != 0)
-        avx2_enabled = false;
+        avx2_enabled = f16c_enabled = false;
     pti_cpu_register_core(cpu_backend.kernels);
     pti_cpu_register_elementwise(cpu_backend.kernels);
     pti_cpu_register_reduce(cpu_backend.kernels);

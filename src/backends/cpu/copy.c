@@ -59,17 +59,68 @@ static void cast_f64_from_f32(char *dst, int64_t ds, const char *src, int64_t ss
 }
 
 /* float32 <-> float16/bfloat16 directly (the generic path goes through double). */
+#if defined(__x86_64__)
+#define F16C __attribute__((target("avx2,f16c")))
+
+/* Contiguous float16 -> float32, eight at a time; blocks holding an infinity or NaN go through
+ * the scalar conversion (the hardware quiets signalling NaNs, the scalar path keeps them). */
+F16C static int64_t f32_from_f16_f16c(float *dst, const uint16_t *src, int64_t n)
+{
+    int64_t i = 0;
+    const __m128i exp_mask = _mm_set1_epi16(0x7c00);
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(src + i));
+        __m128i special = _mm_cmpeq_epi16(_mm_and_si128(h, exp_mask), exp_mask);
+        if (_mm_movemask_epi8(special))
+            break;
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    return i;
+}
+
+/* Contiguous float32 -> float16 (round to nearest even, as pt_float_to_half); NaN blocks go
+ * scalar (the scalar path gives the canonical quiet NaN). */
+F16C static int64_t f16_from_f32_f16c(uint16_t *dst, const float *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(src + i);
+        if (_mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)))
+            break;
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+#endif
+
 static void cast_f32_from_f16(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)
 {
+    int64_t done = 0;
+#if defined(__x86_64__)
+    if (ds == 4 && ss == 2 && pti_cpu_has_f16c())
+        done = f32_from_f16_f16c((float *)dst, (const uint16_t *)src, n);
+#endif
+    dst += done * ds;
+    src += done * ss;
+    n -= done;
     for (int64_t i = 0; i < n; i++)
         *(float *)(dst + i * ds) = pt_half_to_float(*(const uint16_t *)(src + i * ss));
 }
 
 static void cast_f16_from_f32(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)
 {
+    int64_t done = 0;
+#if defined(__x86_64__)
+    if (ds == 2 && ss == 4 && pti_cpu_has_f16c())
+        done = f16_from_f32_f16c((uint16_t *)dst, (const float *)src, n);
+#endif
+    dst += done * ds;
+    src += done * ss;
+    n -= done;
     for (int64_t i = 0; i < n; i++)
         *(uint16_t *)(dst + i * ds) = pt_float_to_half(*(const float *)(src + i * ss));
 }
+
 
 static void cast_f32_from_bf16(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)
 {

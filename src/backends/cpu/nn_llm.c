@@ -28,7 +28,6 @@
 #include "simd_math.h"
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define LLM_HAVE_X86 1
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -36,17 +35,11 @@
 #define LLM_HAVE_X86 0
 #endif
 
-/* AVX2+FMA (pti_cpu_has_avx2, which honours PT_DISABLE_AVX2) and F16C. */
+/* AVX2+FMA and F16C (pti_cpu_has_f16c, which honours PT_DISABLE_AVX2). */
 static bool use_avx2(void)
 {
 #if LLM_HAVE_X86
-    static atomic_int f16c = -1; /* CPUID leaf 1, ECX bit 29 */
-    if (atomic_load_explicit(&f16c, memory_order_relaxed) < 0) {
-        unsigned a, b, c = 0, d;
-        bool has = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-        atomic_store_explicit(&f16c, has ? 1 : 0, memory_order_relaxed);
-    }
-    return atomic_load_explicit(&f16c, memory_order_relaxed) == 1 && pti_cpu_has_avx2();
+    return pti_cpu_has_f16c();
 #else
     return false;
 #endif
