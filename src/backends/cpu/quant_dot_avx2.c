@@ -280,8 +280,12 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
             /* both halves: the 8 scales */
             sc[w] = _mm256_permute4x64_epi64(sm16[w], 0x44);
         }
+        /* two independent sums per pair (one for each 32-value half of a chunk) where
+         * registers allow: vpdpwssd's latency would otherwise chain all 8 sub-blocks */
+        __m256i sumh[PTI_QDOT_ROWS];
+        const bool split = W * R <= 2;
         for (int p = 0; p < W * R; p++)
-            sumi[p] = _mm256_setzero_si256();
+            sumi[p] = sumh[p] = _mm256_setzero_si256();
         /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
@@ -307,11 +311,19 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
                     __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q));
                     __m256i p1 =
                         _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
-                    sumi[w * R + r] = madd_acc(madd_acc(sumi[w * R + r], p0, c0, vnni), p1, c1,
-                                               vnni);
+                    if (split) {
+                        sumi[w * R + r] = madd_acc(sumi[w * R + r], p0, c0, vnni);
+                        sumh[w * R + r] = madd_acc(sumh[w * R + r], p1, c1, vnni);
+                    } else {
+                        sumi[w * R + r] =
+                            madd_acc(madd_acc(sumi[w * R + r], p0, c0, vnni), p1, c1, vnni);
+                    }
                 }
             }
         }
+        if (split)
+            for (int p = 0; p < W * R; p++)
+                sumi[p] = _mm256_add_epi32(sumi[p], sumh[p]);
         for (int w = 0; w < W; w++) {
             const pti_block_q4_k *w4 = (const pti_block_q4_k *)wr[w] + b;
             const pti_block_q5_k *w5 = (const pti_block_q5_k *)wr[w] + b;
@@ -369,13 +381,17 @@ ROWS_INLINE void q6_k_rows(const void *wv, size_t w_stride, const char *act, siz
         out[p] = 0.0f;
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
         __m256i s16[2];
-        __m256i sumi[PTI_QDOT_ROWS];
+        __m256i sumi[PTI_QDOT_ROWS], sumh[PTI_QDOT_ROWS];
+        /* two independent sums per pair (even and odd t) where registers allow: vpdpwssd's
+         * latency would otherwise chain all 8 products */
+        const bool split = W * R <= 2;
         for (int w = 0; w < W; w++) {
             s16[w] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wr[w][b].scales));
             for (int r = 0; r < R; r++) {
                 __m256i bs = _mm256_loadu_si256((const __m256i *)a[r][b].bsums);
                 sumi[w * R + r] = _mm256_sub_epi32(
                     _mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(s16[w], bs), 5));
+                sumh[w * R + r] = _mm256_setzero_si256();
             }
         }
         for (int h = 0; h < 2; h++) {
@@ -404,16 +420,20 @@ ROWS_INLINE void q6_k_rows(const void *wv, size_t w_stride, const char *act, siz
                         const int8_t *q8 = a[r][b].qs + 128 * h + 32 * t;
                         __m256i p =
                             _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)q8));
-                        sumi[w * R + r] = madd_acc(sumi[w * R + r], p, st, vnni);
+                        __m256i *acc = split && (t & 1) ? &sumh[w * R + r] : &sumi[w * R + r];
+                        *acc = madd_acc(*acc, p, st, vnni);
                         /* keeps the additions in order: reassociated, gcc holds every product
                          * live at once and spills (integer sums, so the result is the same) */
-                        __asm__("" : "+x"(sumi[w * R + r]));
+                        __asm__("" : "+x"(*acc));
                     }
                 }
             }
         }
         /* summed across lanes in int32 first: single lanes still carry the offset, ~32 times
          * the result, which float lanes would cancel away */
+        if (split)
+            for (int p = 0; p < W * R; p++)
+                sumi[p] = _mm256_add_epi32(sumi[p], sumh[p]);
         for (int w = 0; w < W; w++) {
             float dw = h2f(wr[w][b].d);
             for (int r = 0; r < R; r++)
