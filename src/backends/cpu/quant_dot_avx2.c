@@ -193,9 +193,10 @@ AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
 
 /* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
 
-/* The 6-bit scales (16-bit lanes 0..7) and mins (lanes 8..15) of a Q4_K / Q5_K super-block,
- * unpacked with 32-bit word arithmetic (the same layout as pti_kquant_scales). */
-AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
+/* The 6-bit scales of a Q4_K / Q5_K super-block as 16-bit lanes 0..7 of *sc (lanes 8..15:
+ * the mins), and the 8 mins each repeated twice, as 16 16-bit lanes of *mn2, unpacked with
+ * 32-bit word arithmetic (the same layout as pti_kquant_scales). */
+AVX2 static inline void kquant_scales16(const uint8_t s[12], __m256i *sc, __m256i *mn2)
 {
     uint32_t u0, u1, u2;
     memcpy(&u0, s, 4);
@@ -205,7 +206,8 @@ AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
     uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
     uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
     __m128i b = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
-    return _mm256_cvtepu8_epi16(b);
+    *sc = _mm256_cvtepu8_epi16(b);
+    *mn2 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(b, b));
 }
 
 /* Shuffle pattern that broadcasts 16-bit lane j of each 128-bit half over that half. */
@@ -221,13 +223,11 @@ AVX2 static inline __m256i bcast16_pattern(int lo, int hi)
         (char)(2 * hi), (char)(2 * hi + 1));
 }
 
-/* mins * (sums of the 32 activations of each sub-block), in 4 int32 lanes (exact: the mins are
- * < 64 and each pair sum of bsums fits int16). */
-AVX2 static inline __m128i kquant_min_dot(__m256i sm16, const int16_t bsums[16])
+/* mins * (sums of the 32 activations of each sub-block), sub-block j in int32 lane j (exact:
+ * the mins are < 64 and each 16-value sum of a Q8_K block is at most 2048 in magnitude). */
+AVX2 static inline __m256i kquant_min_dot(__m256i mn2, const int16_t bsums[16])
 {
-    __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
-    __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), pair);
+    return _mm256_madd_epi16(mn2, _mm256_loadu_si256((const __m256i *)bsums));
 }
 
 /* acc + the pair sums of the int16 lanes p * s, in 8 int32 lanes: one vpdpwssd with VNNI
@@ -257,18 +257,18 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
     const char *wr[2];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[PTI_QDOT_ROWS];
-    __m128 accm[PTI_QDOT_ROWS];
+    __m256 accm[PTI_QDOT_ROWS];
     for (int w = 0; w < W; w++)
         wr[w] = (const char *)wv + (size_t)w * w_stride;
     for (int r = 0; r < R; r++)
         a[r] = (const pti_block_q8_k *)(act + (size_t)r * act_stride);
     for (int p = 0; p < W * R; p++) {
         acc[p] = _mm256_setzero_ps();
-        accm[p] = _mm_setzero_ps();
+        accm[p] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
         const uint8_t *scales[2], *qs[2];
-        __m256i qh[2], sm16[2], sc[2];
+        __m256i qh[2], sm16[2], mn2[2], sc[2];
         __m256i sumi[PTI_QDOT_ROWS];
         for (int w = 0; w < W; w++) {
             const pti_block_q4_k *w4 = (const pti_block_q4_k *)wr[w] + b;
@@ -276,7 +276,7 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
             scales[w] = q5 ? w5->scales : w4->scales;
             qs[w] = q5 ? w5->qs : w4->qs;
             qh[w] = q5 ? _mm256_loadu_si256((const __m256i *)w5->qh) : _mm256_setzero_si256();
-            sm16[w] = kquant_scales16(scales[w]);
+            kquant_scales16(scales[w], &sm16[w], &mn2[w]);
             /* both halves: the 8 scales */
             sc[w] = _mm256_permute4x64_epi64(sm16[w], 0x44);
         }
@@ -333,16 +333,14 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
                 float da = a[r][b].d;
                 acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[p]),
                                          acc[p]);
-                accm[p] = _mm_fmadd_ps(_mm_set1_ps(da * dmin),
-                                       _mm_cvtepi32_ps(kquant_min_dot(sm16[w], a[r][b].bsums)),
-                                       accm[p]);
+                accm[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dmin),
+                                          _mm256_cvtepi32_ps(kquant_min_dot(mn2[w], a[r][b].bsums)),
+                                          accm[p]);
             }
         }
     }
     for (int p = 0; p < W * R; p++) {
-        __m128 m = _mm_add_ps(accm[p], _mm_movehl_ps(accm[p], accm[p]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[p] = hsum_ps(acc[p]) - _mm_cvtss_f32(m);
+        out[p] = hsum_ps(acc[p]) - hsum_ps(accm[p]);
     }
 }
 
