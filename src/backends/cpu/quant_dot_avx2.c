@@ -6,7 +6,13 @@
  * The int8 x int8 products use _mm256_maddubs_epi16 (unsigned x signed byte pairs summed to
  * int16): unsigned weight codes (0..63) go in directly; signed ones go in as |w| with the sign
  * moved onto the activation (_mm256_sign_epi8). The pair sums stay below 2^15 because
- * activations are in [-127, 127] and |w| <= 128. */
+ * activations are in [-127, 127] and |w| <= 128.
+ *
+ * The K-quants multiply those int16 pair sums by their sub-block scales and add them up in
+ * int32: madd + add, or one vpdpwssd where AVX512-VNNI is present (pti_quant_vnni_ok) -- exact
+ * integers either way, so the two paths give the same bits. The decode GEMV is a chain of
+ * these per super-block; two independent sums per (weight row, activation row) pair hide
+ * vpdpwssd's latency where registers allow. */
 #include <stdatomic.h>
 #include <stdbool.h>
 
