@@ -90,9 +90,6 @@ AVX2 static inline __m256i bits32(const uint8_t qh[4])
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
 
-/* Sum of the 32 activation bytes of a block, in 8 int32 lanes. */
-AVX2 static inline __m256i sum_s8(__m256i a) { return dot_us(_mm256_set1_epi8(1), a); }
-
 /* ---- 32-value formats x Q8_0 ------------------------------------------------------------------- */
 
 /* The R-row kernels below (R = 1 for the row dot products, PTI_QDOT_ROWS for pti_qdot_rows_fn)
