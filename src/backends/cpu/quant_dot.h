@@ -33,6 +33,10 @@ pti_qdot_rows_fn pti_quant_dot_rows_fn(pt_dtype dt);
 bool pti_quant_avx2_ok(void);
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt);
 pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt);
+/* AVX512-VNNI + AVX512-VL usable (and PT_DISABLE_VNNI not set): the kernels then use
+ * vpdpbusd / vpdpwssd on 256-bit registers; the integer results, hence the bits, are the
+ * same either way. */
+bool pti_quant_vnni_ok(void);
 
 /* ---- tiled products of the 32-value formats (quant_gemm_avx2.c) ---------------------------- */
 

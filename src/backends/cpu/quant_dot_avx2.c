@@ -6,7 +6,13 @@
  * The int8 x int8 products use _mm256_maddubs_epi16 (unsigned x signed byte pairs summed to
  * int16): unsigned weight codes (0..63) go in directly; signed ones go in as |w| with the sign
  * moved onto the activation (_mm256_sign_epi8). The pair sums stay below 2^15 because
- * activations are in [-127, 127] and |w| <= 128. */
+ * activations are in [-127, 127] and |w| <= 128.
+ *
+ * The K-quants multiply those int16 pair sums by their sub-block scales and add them up in
+ * int32: madd + add, or one vpdpwssd where AVX512-VNNI is present (pti_quant_vnni_ok) -- exact
+ * integers either way, so the two paths give the same bits. The decode GEMV is a chain of
+ * these per super-block; two independent sums per (weight row, activation row) pair hide
+ * vpdpwssd's latency where registers allow. */
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -83,9 +89,6 @@ AVX2 static inline __m256i bits32(const uint8_t qh[4])
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
 }
-
-/* Sum of the 32 activation bytes of a block, in 8 int32 lanes. */
-AVX2 static inline __m256i sum_s8(__m256i a) { return dot_us(_mm256_set1_epi8(1), a); }
 
 /* ---- 32-value formats x Q8_0 ------------------------------------------------------------------- */
 
@@ -193,9 +196,10 @@ AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
 
 /* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
 
-/* The 6-bit scales (16-bit lanes 0..7) and mins (lanes 8..15) of a Q4_K / Q5_K super-block,
- * unpacked with 32-bit word arithmetic (the same layout as pti_kquant_scales). */
-AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
+/* The 6-bit scales of a Q4_K / Q5_K super-block as 16-bit lanes 0..7 of *sc (lanes 8..15:
+ * the mins), and the 8 mins each repeated twice, as 16 16-bit lanes of *mn2, unpacked with
+ * 32-bit word arithmetic (the same layout as pti_kquant_scales). */
+AVX2 static inline void kquant_scales16(const uint8_t s[12], __m256i *sc, __m256i *mn2)
 {
     uint32_t u0, u1, u2;
     memcpy(&u0, s, 4);
@@ -205,7 +209,8 @@ AVX2 static inline __m256i kquant_scales16(const uint8_t s[12])
     uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 6) & 0x03030303u) << 4;
     uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 6) & 0x03030303u) << 4;
     __m128i b = _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
-    return _mm256_cvtepu8_epi16(b);
+    *sc = _mm256_cvtepu8_epi16(b);
+    *mn2 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(b, b));
 }
 
 /* Shuffle pattern that broadcasts 16-bit lane j of each 128-bit half over that half. */
@@ -221,182 +226,225 @@ AVX2 static inline __m256i bcast16_pattern(int lo, int hi)
         (char)(2 * hi), (char)(2 * hi + 1));
 }
 
-/* mins * (sums of the 32 activations of each sub-block), in 4 int32 lanes (exact: the mins are
- * < 64 and each pair sum of bsums fits int16). */
-AVX2 static inline __m128i kquant_min_dot(__m256i sm16, const int16_t bsums[16])
+/* mins * (sums of the 32 activations of each sub-block), sub-block j in int32 lane j (exact:
+ * the mins are < 64 and each 16-value sum of a Q8_K block is at most 2048 in magnitude). */
+AVX2 static inline __m256i kquant_min_dot(__m256i mn2, const int16_t bsums[16])
 {
-    __m256i bs = _mm256_loadu_si256((const __m256i *)bsums);
-    __m128i pair = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-    return _mm_madd_epi16(_mm256_extracti128_si256(sm16, 1), pair);
+    return _mm256_madd_epi16(mn2, _mm256_loadu_si256((const __m256i *)bsums));
+}
+
+/* acc + the pair sums of the int16 lanes p * s, in 8 int32 lanes: one vpdpwssd with VNNI
+ * (EVEX-encoded 256-bit, AVX512-VNNI + AVX512-VL; inline asm so this file needs no AVX-512
+ * target flags), else madd + add. Exact integers either way, so both give the same bits. */
+ROWS_INLINE __m256i madd_acc(__m256i acc, __m256i p, __m256i s, bool vnni)
+{
+    if (vnni) {
+        __asm__("%{evex%} vpdpwssd %2, %1, %0" : "+x"(acc) : "x"(p), "x"(s));
+        return acc;
+    }
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
 /* Q4_K, or Q5_K (q5: the fifth bit of each code from qh); the two block layouts differ only by
- * qh, so the fields are read through the Q5_K struct or the Q4_K one. */
-ROWS_INLINE void q4_k_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
-                           float *out, int R, bool q5)
+ * qh, so the fields are read through the Q5_K struct or the Q4_K one. W weight rows (w_stride
+ * bytes apart) times R activation rows (act_stride bytes apart), W * R <= PTI_QDOT_ROWS,
+ * out[w * R + r]; R > 1 decodes each weight block once for R activation rows. W = 2 (a GEMV
+ * sharing the activation loads of two weight rows) measured up to 3x slower from DRAM on the
+ * 2-core test machine (two interleaved row streams, as quant_gemm_avx2.c found), so every caller
+ * uses W = 1 for now; the loop is kept for a machine where it pays. */
+ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, size_t act_stride,
+                           int64_t n, float *out, int W, int R, bool q5, bool vnni)
 {
-    const pti_block_q4_k *w4 = wv;
-    const pti_block_q5_k *w5 = wv;
     const __m256i b16 = _mm256_set1_epi8(0x10);
     const pti_block_q8_k *a[PTI_QDOT_ROWS];
+    const char *wr[2];
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[PTI_QDOT_ROWS];
-    __m128 accm[PTI_QDOT_ROWS];
-    for (int r = 0; r < R; r++) {
+    __m256 accm[PTI_QDOT_ROWS];
+    for (int w = 0; w < W; w++)
+        wr[w] = (const char *)wv + (size_t)w * w_stride;
+    for (int r = 0; r < R; r++)
         a[r] = (const pti_block_q8_k *)(act + (size_t)r * act_stride);
-        acc[r] = _mm256_setzero_ps();
-        accm[r] = _mm_setzero_ps();
+    for (int p = 0; p < W * R; p++) {
+        acc[p] = _mm256_setzero_ps();
+        accm[p] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        const uint8_t *scales = q5 ? w5[b].scales : w4[b].scales;
-        const uint8_t *qs = q5 ? w5[b].qs : w4[b].qs;
-        __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)w5[b].qh) : _mm256_setzero_si256();
-        __m256i sm16 = kquant_scales16(scales);
-        /* both halves: the 8 scales */
-        __m256i sc = _mm256_permute4x64_epi64(sm16, 0x44);
+        const uint8_t *scales[2], *qs[2];
+        __m256i qh[2], sm16[2], mn2[2], sc[2];
         __m256i sumi[PTI_QDOT_ROWS];
-        for (int r = 0; r < R; r++)
-            sumi[r] = _mm256_setzero_si256();
+        for (int w = 0; w < W; w++) {
+            const pti_block_q4_k *w4 = (const pti_block_q4_k *)wr[w] + b;
+            const pti_block_q5_k *w5 = (const pti_block_q5_k *)wr[w] + b;
+            scales[w] = q5 ? w5->scales : w4->scales;
+            qs[w] = q5 ? w5->qs : w4->qs;
+            qh[w] = q5 ? _mm256_loadu_si256((const __m256i *)w5->qh) : _mm256_setzero_si256();
+            kquant_scales16(scales[w], &sm16[w], &mn2[w]);
+            /* both halves: the 8 scales */
+            sc[w] = _mm256_permute4x64_epi64(sm16[w], 0x44);
+        }
+        /* two independent sums per pair (one for each 32-value half of a chunk) where
+         * registers allow: vpdpwssd's latency would otherwise chain all 8 sub-blocks */
+        __m256i sumh[PTI_QDOT_ROWS];
+        const bool split = W * R <= 2;
+        for (int p = 0; p < W * R; p++)
+            sumi[p] = sumh[p] = _mm256_setzero_si256();
         /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-            __m256i lo = _mm256_and_si256(raw, m4);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-            if (q5) { /* bits 2c and 2c + 1 of qh[l] are the fifth bits of lo[l] and hi[l] */
-                __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c)));
-                __m256i bh = _mm256_set1_epi8((char)(2 << (2 * c)));
-                lo = _mm256_or_si256(
-                    lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), b16));
-                hi = _mm256_or_si256(
-                    hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), b16));
+            for (int w = 0; w < W; w++) {
+                __m256i raw = _mm256_loadu_si256((const __m256i *)(qs[w] + 32 * c));
+                __m256i lo = _mm256_and_si256(raw, m4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+                if (q5) { /* bits 2c and 2c + 1 of qh[l] are the fifth bits of lo[l] and hi[l] */
+                    __m256i bl = _mm256_set1_epi8((char)(1 << (2 * c)));
+                    __m256i bh = _mm256_set1_epi8((char)(2 << (2 * c)));
+                    lo = _mm256_or_si256(
+                        lo,
+                        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[w], bl), bl), b16));
+                    hi = _mm256_or_si256(
+                        hi,
+                        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh[w], bh), bh), b16));
+                }
+                __m256i c0 = _mm256_shuffle_epi8(sc[w], bcast16_pattern(0, 0));
+                __m256i c1 = _mm256_shuffle_epi8(sc[w], bcast16_pattern(1, 1));
+                sc[w] = _mm256_srli_si256(sc[w], 4); /* scales 2c + 2, 2c + 3 to lanes 0, 1 */
+                for (int r = 0; r < R; r++) {
+                    const int8_t *q = a[r][b].qs + 64 * c;
+                    __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q));
+                    __m256i p1 =
+                        _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
+                    if (split) {
+                        sumi[w * R + r] = madd_acc(sumi[w * R + r], p0, c0, vnni);
+                        sumh[w * R + r] = madd_acc(sumh[w * R + r], p1, c1, vnni);
+                    } else {
+                        sumi[w * R + r] =
+                            madd_acc(madd_acc(sumi[w * R + r], p0, c0, vnni), p1, c1, vnni);
+                    }
+                }
             }
-            __m256i c0 = _mm256_shuffle_epi8(sc, bcast16_pattern(0, 0));
-            __m256i c1 = _mm256_shuffle_epi8(sc, bcast16_pattern(1, 1));
-            sc = _mm256_srli_si256(sc, 4); /* scales 2c + 2, 2c + 3 to lanes 0, 1 */
+        }
+        if (split)
+            for (int p = 0; p < W * R; p++)
+                sumi[p] = _mm256_add_epi32(sumi[p], sumh[p]);
+        for (int w = 0; w < W; w++) {
+            const pti_block_q4_k *w4 = (const pti_block_q4_k *)wr[w] + b;
+            const pti_block_q5_k *w5 = (const pti_block_q5_k *)wr[w] + b;
+            float dw = h2f(q5 ? w5->d : w4->d), dmin = h2f(q5 ? w5->dmin : w4->dmin);
             for (int r = 0; r < R; r++) {
-                const int8_t *q = a[r][b].qs + 64 * c;
-                __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q));
-                __m256i p1 =
-                    _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q + 32)));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(_mm256_madd_epi16(p0, c0),
-                                                                     _mm256_madd_epi16(p1, c1)));
+                int p = w * R + r;
+                float da = a[r][b].d;
+                acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[p]),
+                                         acc[p]);
+                accm[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dmin),
+                                          _mm256_cvtepi32_ps(kquant_min_dot(mn2[w], a[r][b].bsums)),
+                                          accm[p]);
             }
         }
-        float dw = h2f(q5 ? w5[b].d : w4[b].d), dmin = h2f(q5 ? w5[b].dmin : w4[b].dmin);
-        for (int r = 0; r < R; r++) {
-            float da = a[r][b].d;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-            accm[r] = _mm_fmadd_ps(_mm_set1_ps(da * dmin),
-                                   _mm_cvtepi32_ps(kquant_min_dot(sm16, a[r][b].bsums)), accm[r]);
-        }
     }
-    for (int r = 0; r < R; r++) {
-        __m128 m = _mm_add_ps(accm[r], _mm_movehl_ps(accm[r], accm[r]));
-        m = _mm_add_ss(m, _mm_movehdup_ps(m));
-        out[r] = hsum_ps(acc[r]) - _mm_cvtss_f32(m);
+    for (int p = 0; p < W * R; p++) {
+        out[p] = hsum_ps(acc[p]) - hsum_ps(accm[p]);
     }
 }
 
-AVX2 static float dot_q4_k(const void *wv, const void *av, int64_t n)
-{
-    float y;
-    q4_k_rows(wv, av, 0, n, &y, 1, false);
-    return y;
-}
-
-AVX2 static void rows_q4_k(const void *wv, const void *act, size_t act_stride, int64_t n,
-                           float *out)
-{
-    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, false);
-}
-
-AVX2 static float dot_q5_k(const void *wv, const void *av, int64_t n)
-{
-    float y;
-    q4_k_rows(wv, av, 0, n, &y, 1, true);
-    return y;
-}
-
-AVX2 static void rows_q5_k(const void *wv, const void *act, size_t act_stride, int64_t n,
-                           float *out)
-{
-    q4_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS, true);
-}
+/* One row dot and one PTI_QDOT_ROWS-row kernel per format and instruction set. */
+#define KQ_FNS(dot, rows, body_fn, ...)                                                            \
+    AVX2 static float dot(const void *wv, const void *av, int64_t n)                               \
+    {                                                                                              \
+        float y;                                                                                   \
+        body_fn(wv, 0, av, 0, n, &y, 1, 1, __VA_ARGS__);                                           \
+        return y;                                                                                  \
+    }                                                                                              \
+    AVX2 static void rows(const void *wv, const void *act, size_t act_stride, int64_t n,           \
+                          float *out)                                                              \
+    {                                                                                              \
+        body_fn(wv, 0, act, act_stride, n, out, 1, PTI_QDOT_ROWS, __VA_ARGS__);                    \
+    }
+KQ_FNS(dot_q4_k, rows_q4_k, q4_k_rows, false, false)
+KQ_FNS(dot_q4_k_vnni, rows_q4_k_vnni, q4_k_rows, false, true)
+KQ_FNS(dot_q5_k, rows_q5_k, q4_k_rows, true, false)
+KQ_FNS(dot_q5_k_vnni, rows_q5_k_vnni, q4_k_rows, true, true)
 
 /* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
  * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32 (subtracting it in float would
  * cancel away precision: sum(s * q * a) is ~32 times larger than the result). */
-ROWS_INLINE void q6_k_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
-                           float *out, int R)
+ROWS_INLINE void q6_k_rows(const void *wv, size_t w_stride, const char *act, size_t act_stride,
+                           int64_t n, float *out, int W, int R, bool vnni)
 {
-    const pti_block_q6_k *w = wv;
+    const pti_block_q6_k *wr[2];
     const pti_block_q8_k *a[PTI_QDOT_ROWS];
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    for (int r = 0; r < R; r++) {
+    for (int w = 0; w < W; w++)
+        wr[w] = (const pti_block_q6_k *)((const char *)wv + (size_t)w * w_stride);
+    for (int r = 0; r < R; r++)
         a[r] = (const pti_block_q8_k *)(act + (size_t)r * act_stride);
-        out[r] = 0.0f;
-    }
+    for (int p = 0; p < W * R; p++)
+        out[p] = 0.0f;
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
-        __m256i sumi[PTI_QDOT_ROWS];
-        for (int r = 0; r < R; r++) {
-            __m256i bs = _mm256_loadu_si256((const __m256i *)a[r][b].bsums);
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                       _mm256_slli_epi32(_mm256_madd_epi16(s16, bs), 5));
+        __m256i s16[2];
+        __m256i sumi[PTI_QDOT_ROWS], sumh[PTI_QDOT_ROWS];
+        /* two independent sums per pair (even and odd t) where registers allow: vpdpwssd's
+         * latency would otherwise chain all 8 products */
+        const bool split = W * R <= 2;
+        for (int w = 0; w < W; w++) {
+            s16[w] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wr[w][b].scales));
+            for (int r = 0; r < R; r++) {
+                __m256i bs = _mm256_loadu_si256((const __m256i *)a[r][b].bsums);
+                sumi[w * R + r] = _mm256_sub_epi32(
+                    _mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(s16[w], bs), 5));
+                sumh[w * R + r] = _mm256_setzero_si256();
+            }
         }
         for (int h = 0; h < 2; h++) {
-            __m256i l0 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h));
-            __m256i l1 = _mm256_loadu_si256((const __m256i *)(w[b].ql + 64 * h + 32));
-            __m256i hb = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            /* scales 8h .. 8h+7 in both halves */
-            __m256i sc = h ? _mm256_permute4x64_epi64(s16, 0xEE)
-                           : _mm256_permute4x64_epi64(s16, 0x44);
-            __m256i q[4];
-            /* 16-bit shifts: the masks drop the bits that cross from the neighbouring byte */
-            q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
-            q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                   _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                   _mm256_and_si256(hb, m2));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                   _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
-            for (int t = 0; t < 4; t++) {
-                /* the two 16-value groups of q[t] have scales 2t and 2t + 1 of this half */
-                __m256i st = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * t, 2 * t + 1));
-                for (int r = 0; r < R; r++) {
-                    const int8_t *q8 = a[r][b].qs + 128 * h + 32 * t;
-                    __m256i p = _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)q8));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p, st));
-                    /* keeps the additions in order: reassociated, gcc holds every product
-                     * live at once and spills (integer sums, so the result is the same) */
-                    __asm__("" : "+x"(sumi[r]));
+            for (int w = 0; w < W; w++) {
+                const pti_block_q6_k *wb = &wr[w][b];
+                __m256i l0 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h));
+                __m256i l1 = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * h + 32));
+                __m256i hb = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+                /* scales 8h .. 8h+7 in both halves */
+                __m256i sc = h ? _mm256_permute4x64_epi64(s16[w], 0xEE)
+                               : _mm256_permute4x64_epi64(s16[w], 0x44);
+                __m256i q[4];
+                /* 16-bit shifts: the masks drop the bits that cross from the neighbouring byte */
+                q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+                q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                       _mm256_and_si256(hb, m2));
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+                for (int t = 0; t < 4; t++) {
+                    /* the two 16-value groups of q[t] have scales 2t and 2t + 1 of this half */
+                    __m256i st = _mm256_shuffle_epi8(sc, bcast16_pattern(2 * t, 2 * t + 1));
+                    for (int r = 0; r < R; r++) {
+                        const int8_t *q8 = a[r][b].qs + 128 * h + 32 * t;
+                        __m256i p =
+                            _mm256_maddubs_epi16(q[t], _mm256_loadu_si256((const __m256i *)q8));
+                        __m256i *acc = split && (t & 1) ? &sumh[w * R + r] : &sumi[w * R + r];
+                        *acc = madd_acc(*acc, p, st, vnni);
+                        /* keeps the additions in order: reassociated, gcc holds every product
+                         * live at once and spills (integer sums, so the result is the same) */
+                        __asm__("" : "+x"(*acc));
+                    }
                 }
             }
         }
         /* summed across lanes in int32 first: single lanes still carry the offset, ~32 times
          * the result, which float lanes would cancel away */
-        float dw = h2f(w[b].d);
-        for (int r = 0; r < R; r++)
-            out[r] += a[r][b].d * dw * (float)hsum_i32(sumi[r]);
+        if (split)
+            for (int p = 0; p < W * R; p++)
+                sumi[p] = _mm256_add_epi32(sumi[p], sumh[p]);
+        for (int w = 0; w < W; w++) {
+            float dw = h2f(wr[w][b].d);
+            for (int r = 0; r < R; r++)
+                out[w * R + r] += a[r][b].d * dw * (float)hsum_i32(sumi[w * R + r]);
+        }
     }
 }
 
-/* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
- * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32. */
-AVX2 static float dot_q6_k(const void *wv, const void *av, int64_t n)
-{
-    float y;
-    q6_k_rows(wv, av, 0, n, &y, 1);
-    return y;
-}
-
-AVX2 static void rows_q6_k(const void *wv, const void *act, size_t act_stride, int64_t n,
-                           float *out)
-{
-    q6_k_rows(wv, act, act_stride, n, out, PTI_QDOT_ROWS);
-}
+KQ_FNS(dot_q6_k, rows_q6_k, q6_k_rows, false)
+KQ_FNS(dot_q6_k_vnni, rows_q6_k_vnni, q6_k_rows, true)
 
 AVX2 static float dot_q8_k(const void *wv, const void *av, int64_t n)
 {
@@ -483,9 +531,9 @@ pti_qdot_rows_fn pti_quant_dot_rows_avx2_fn(pt_dtype dt)
     switch (dt) {
     case PT_Q4_0: return rows_q4_0;
     case PT_Q8_0: return rows_q8_0;
-    case PT_Q4_K: return rows_q4_k;
-    case PT_Q5_K: return rows_q5_k;
-    case PT_Q6_K: return rows_q6_k;
+    case PT_Q4_K: return pti_quant_vnni_ok() ? rows_q4_k_vnni : rows_q4_k;
+    case PT_Q5_K: return pti_quant_vnni_ok() ? rows_q5_k_vnni : rows_q5_k;
+    case PT_Q6_K: return pti_quant_vnni_ok() ? rows_q6_k_vnni : rows_q6_k;
     default: return NULL;
     }
 }
@@ -496,9 +544,9 @@ pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
     case PT_Q4_0: return dot_q4_0;
     case PT_Q5_0: return dot_q5_0;
     case PT_Q8_0: return dot_q8_0;
-    case PT_Q4_K: return dot_q4_k;
-    case PT_Q5_K: return dot_q5_k;
-    case PT_Q6_K: return dot_q6_k;
+    case PT_Q4_K: return pti_quant_vnni_ok() ? dot_q4_k_vnni : dot_q4_k;
+    case PT_Q5_K: return pti_quant_vnni_ok() ? dot_q5_k_vnni : dot_q5_k;
+    case PT_Q6_K: return pti_quant_vnni_ok() ? dot_q6_k_vnni : dot_q6_k;
     case PT_Q8_K: return dot_q8_k;
     case PT_FLOAT32: return dot_f32;
     case PT_FLOAT16: return dot_f16;

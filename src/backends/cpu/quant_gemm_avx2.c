@@ -58,7 +58,7 @@ typedef struct fmt32 {
     int offset; /* 8, 16, 128 (Q8_0, VNNI only), 0 for the affine formats */
 } fmt32;
 
-static bool vnni_ok(void)
+bool pti_quant_vnni_ok(void)
 {
     static atomic_int ok = -1; /* every thread that races here stores the same value */
     int v = atomic_load_explicit(&ok, memory_order_relaxed);
@@ -450,7 +450,7 @@ RANGE_FN(range_q8_0_vnni, FMT_Q8_0, true)
 
 static range_fn pick(pt_dtype dt)
 {
-    bool v = vnni_ok();
+    bool v = pti_quant_vnni_ok();
     switch (dt) {
     case PT_Q4_0: return v ? range_q4_0_vnni : range_q4_0;
     case PT_Q5_0: return v ? range_q5_0_vnni : range_q5_0;
@@ -489,6 +489,8 @@ pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1)
 }
 
 #else /* not x86 */
+
+bool pti_quant_vnni_ok(void) { return false; }
 
 bool pti_qgemm32_supported(pt_dtype dt)
 {
