@@ -23,6 +23,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include "quant_simd.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 bool pti_quant_avx2_ok(void)
@@ -69,27 +71,6 @@ AVX2 static inline __m256i dot_ss(__m256i w, __m256i a)
     return dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
 }
 
-/* 16 packed bytes -> 32 values 0..15: the low nibbles (elements 0..15) in the low half, the
- * high nibbles (elements 16..31) in the high half. */
-AVX2 static inline __m256i nibbles32(const uint8_t *p)
-{
-    __m128i raw = _mm_loadu_si128((const __m128i *)p);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
-/* Byte j = 0xFF where bit j of the 32-bit h is set, else 0. */
-AVX2 static inline __m256i bits32(const uint8_t qh[4])
-{
-    uint32_t h;
-    memcpy(&h, qh, sizeof h);
-    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
 /* ---- 32-value formats x Q8_0 ------------------------------------------------------------------- */
 
 /* The R-row kernels below (R = 1 for the row dot products, PTI_QDOT_ROWS for pti_qdot_rows_fn)
@@ -101,7 +82,7 @@ AVX2 static inline __m256i bits32(const uint8_t qh[4])
 ROWS_INLINE __m256i q32_codes(const void *wv, int64_t b, bool q4)
 {
     if (q4)
-        return _mm256_sub_epi8(nibbles32(((const pti_block_q4_0 *)wv)[b].qs),
+        return _mm256_sub_epi8(pti_nibbles32(((const pti_block_q4_0 *)wv)[b].qs),
                                _mm256_set1_epi8(8));
     return _mm256_loadu_si256((const __m256i *)((const pti_block_q8_0 *)wv)[b].qs);
 }
@@ -185,8 +166,8 @@ AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / PTI_QK; b++) {
         /* code - 16 as int8: the nibble with 0xF0 or'ed in where the 5th bit is clear */
-        __m256i hi = _mm256_andnot_si256(bits32(w[b].qh), _mm256_set1_epi8((char)0xF0));
-        __m256i q = _mm256_or_si256(nibbles32(w[b].qs), hi);
+        __m256i hi = _mm256_andnot_si256(pti_bits32(w[b].qh), _mm256_set1_epi8((char)0xF0));
+        __m256i q = _mm256_or_si256(pti_nibbles32(w[b].qs), hi);
         __m256i p = dot_ss(q, _mm256_loadu_si256((const __m256i *)a[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p),
                               acc);

@@ -35,6 +35,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "quant_simd.h"
+
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define KERNEL_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) static inline
 
@@ -112,24 +114,10 @@ void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k)
 
 /* ---- weight decoding ---------------------------------------------------------------------- */
 
-AVX2 static inline __m256i nibbles(const uint8_t *p)
-{
-    __m128i raw = _mm_loadu_si128((const __m128i *)p);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
-    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
-}
-
 /* 0x10 in byte j where bit j of qh is set */
 AVX2 static inline __m256i fifth_bits(const uint8_t qh[4])
 {
-    uint32_t h;
-    memcpy(&h, qh, sizeof h);
-    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h), pick);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit),
-                            _mm256_set1_epi8(0x10));
+    return _mm256_and_si256(pti_bits32(qh), _mm256_set1_epi8(0x10));
 }
 
 /* binary16 -> float through a full register (vmovd + vcvtph2ps: _cvtsh_ss's vpinsrw merges
@@ -159,22 +147,22 @@ KERNEL_INLINE __m256i decode_block(pt_dtype dt, bool vnni, const void *row, int6
     case PT_Q4_0: {
         const pti_block_q4_0 *w = (const pti_block_q4_0 *)row + b;
         *d = h2f(w->d);
-        return nibbles(w->qs);
+        return pti_nibbles32(w->qs);
     }
     case PT_Q4_1: {
         const pti_block_q4_1 *w = (const pti_block_q4_1 *)row + b;
         h2f_pair(&w->d, d, m);
-        return nibbles(w->qs);
+        return pti_nibbles32(w->qs);
     }
     case PT_Q5_0: {
         const pti_block_q5_0 *w = (const pti_block_q5_0 *)row + b;
         *d = h2f(w->d);
-        return _mm256_or_si256(nibbles(w->qs), fifth_bits(w->qh));
+        return _mm256_or_si256(pti_nibbles32(w->qs), fifth_bits(w->qh));
     }
     case PT_Q5_1: {
         const pti_block_q5_1 *w = (const pti_block_q5_1 *)row + b;
         h2f_pair(&w->d, d, m);
-        return _mm256_or_si256(nibbles(w->qs), fifth_bits(w->qh));
+        return _mm256_or_si256(pti_nibbles32(w->qs), fifth_bits(w->qh));
     }
     default: { /* PT_Q8_0 */
         const pti_block_q8_0 *w = (const pti_block_q8_0 *)row + b;
