@@ -1,5 +1,5 @@
 /* docs/llm.md's example: load a GGUF model, ask one chat question, stream the answer.
- * Usage: llm_chat [MODEL.gguf] (default data/models/gemma-3-270m-q4_k_m.gguf). */
+ * Usage: llm_chat [MODEL.gguf] (default data/models/SmolLM2-135M-Instruct.Q4_1.gguf). */
 #include <prometorch/prometorch.h>
 #include <stdio.h>
 
@@ -13,7 +13,7 @@ static bool print_piece(int32_t token, const char *text, size_t len, void *user)
 
 int main(int argc, char **argv)
 {
-    const char *path = argc > 1 ? argv[1] : "data/models/gemma-3-270m-q4_k_m.gguf";
+    const char *path = argc > 1 ? argv[1] : "data/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     pt_llm_opts lo = {.n_threads = 4, .num_ctx = 2048};
     pt_llm *llm = pt_llm_load(path, &lo);
     if (!llm) {
