@@ -189,7 +189,10 @@ static bool emit_token(gen_state *g, int32_t tok)
         return false;
     }
     int32_t k = pti_detok_push(&g->detok, tok, g->piece, g->piece_cap);
-    if (k < 0) {
+    if (k < 0) { /* the model's output matrix has more rows than the vocabulary has tokens */
+        pti_error(PT_ERR_FORMAT, "pt_llm_generate: the model produced token %d, which the "
+                  "vocabulary of %d tokens has no text for", (int)tok,
+                  (int)pti_tokenizer_vocab_size(pti_llm_tokenizer(g->llm)));
         g->st.done_reason = NULL;
         return false;
     }
