@@ -4,12 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "../core/internal.h"
 #include "chat_template.h"
 #include "llm_gen.h"
 #include "llm_model.h"
+#include "model_store.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
@@ -105,6 +107,23 @@ static bool check_opts(const pt_llm_opts *o)
     return true;
 }
 
+/* model itself when it is a file; otherwise an Ollama name resolved through the store
+ * ($OLLAMA_MODELS or ~/.ollama/models) to its GGUF blob. */
+static const char *store_path(const char *model, pti_model_files *files)
+{
+    struct stat st;
+    pti_model_name name;
+    char root[4096];
+    if (stat(model, &st) == 0 || strstr(model, ".gguf") || !pti_model_name_parse(model, &name))
+        return model; /* a path (pt_gguf_open reports a missing file) */
+    if (!pti_model_store_root(root, sizeof root)) {
+        pti_error(PT_ERR_IO, "pt_llm_load: '%s' is not a file, and there is no model store "
+                  "(set OLLAMA_MODELS or HOME)", model);
+        return NULL;
+    }
+    return pti_model_store_resolve(root, &name, files) ? files->model : NULL;
+}
+
 pt_llm *pt_llm_load(const char *model, const pt_llm_opts *opts)
 {
     pt_llm_opts o = opts ? *opts : (pt_llm_opts){0};
@@ -116,7 +135,11 @@ pt_llm *pt_llm_load(const char *model, const pt_llm_opts *opts)
         return NULL;
     if (o.n_threads > 0)
         pt_set_num_threads(o.n_threads);
-    pt_gguf *g = pt_gguf_open(model);
+    pti_model_files files; /* 20 KB of paths; the GGUF path points into it */
+    const char *path = store_path(model, &files);
+    if (!path)
+        return NULL;
+    pt_gguf *g = pt_gguf_open(path);
     if (!g)
         return NULL;
     pt_llm *llm = pti_calloc(1, sizeof *llm);
@@ -144,7 +167,7 @@ pt_llm *pt_llm_load(const char *model, const pt_llm_opts *opts)
         pt_llm_free(llm);
         return NULL;
     }
-    fill_info(llm, model);
+    fill_info(llm, path);
     return llm;
 }
 
