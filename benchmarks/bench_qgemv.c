@@ -21,6 +21,8 @@
 
 #include <prometorch/prometorch.h>
 
+#include "bench_copy.h"
+
 #define DIM 4096
 #define COLD_BYTES (256u << 20)
 #define MAX_COPIES 64
@@ -92,19 +94,6 @@ static void gemv_call(void *a, int i)
 }
 
 typedef struct {
-    char *dst;
-    const char *src;
-    size_t n;
-} copy_part;
-
-static void *copy_thread(void *a)
-{
-    copy_part *c = a;
-    memcpy(c->dst, c->src, c->n);
-    return NULL;
-}
-
-typedef struct {
     char *dst, *src;
     size_t bytes;
     int threads;
@@ -114,17 +103,7 @@ static void memcpy_call(void *a, int i)
 {
     (void)i;
     copy_arg *c = a;
-    pthread_t th[64];
-    copy_part parts[64];
-    size_t chunk = c->bytes / (size_t)c->threads;
-    for (int t = 0; t < c->threads; t++) {
-        parts[t] = (copy_part){c->dst + t * chunk, c->src + t * chunk, chunk};
-        if (t > 0)
-            pthread_create(&th[t], NULL, copy_thread, &parts[t]);
-    }
-    copy_thread(&parts[0]);
-    for (int t = 1; t < c->threads; t++)
-        pthread_join(th[t], NULL);
+    bench_parallel_copy(c->dst, c->src, c->bytes, c->threads);
 }
 
 static double memcpy_gbs(size_t bytes, int threads, double secs)

@@ -30,6 +30,8 @@
 
 #include <prometorch/prometorch.h>
 
+#include "bench_copy.h"
+
 #define MAX_THREADS 256
 #define MAX_REPEAT 100
 
@@ -73,37 +75,11 @@ static int die(const char *what)
 
 /* ---- copy bandwidth ---------------------------------------------------------------------- */
 
-typedef struct copy_part {
-    char *dst;
-    const char *src;
-    size_t n;
-} copy_part;
-
-static void *copy_thread(void *a)
-{
-    copy_part *c = a;
-    memcpy(c->dst, c->src, c->n);
-    return NULL;
-}
-
 /* One copy of `bytes` split over `threads` threads; returns the seconds it took. */
 static double copy_once(char *dst, const char *src, size_t bytes, int threads)
 {
-    pthread_t th[MAX_THREADS];
-    copy_part parts[MAX_THREADS];
-    size_t chunk = bytes / (size_t)threads;
     double t0 = now_s();
-    for (int t = 0; t < threads; t++) {
-        parts[t] = (copy_part){dst + (size_t)t * chunk, src + (size_t)t * chunk, chunk};
-        if (t > 0 && pthread_create(&th[t], NULL, copy_thread, &parts[t]) != 0) {
-            copy_thread(&parts[t]); /* no thread: copy this slice here */
-            parts[t].n = 0;
-        }
-    }
-    copy_thread(&parts[0]);
-    for (int t = 1; t < threads; t++)
-        if (parts[t].n)
-            pthread_join(th[t], NULL);
+    bench_parallel_copy(dst, src, bytes, threads);
     return now_s() - t0;
 }
 
