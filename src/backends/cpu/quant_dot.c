@@ -251,29 +251,38 @@ static float dot_q3_k(const void *wv, const void *av, int64_t n)
     return sum;
 }
 
+/* One Q4_K or Q5_K super-block (qh NULL for Q4_K: no fifth bits) against its Q8_K block:
+ * d_a * (d * sum(scale * q . a) - dmin * sum(min * block sums)). */
+static float k45_block(const uint8_t scales[12], const uint8_t *qs, const uint8_t *qh, pti_half d,
+                       pti_half dmin, const pti_block_q8_k *a)
+{
+    uint8_t sc[8], mn[8];
+    pti_kquant_scales(scales, sc, mn);
+    int isum = 0, msum = 0;
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *q = qs + 32 * c;
+        const int8_t *a0 = a->qs + 64 * c, *a1 = a0 + 32;
+        int s0 = 0, s1 = 0;
+        for (int l = 0; l < 32; l++) {
+            int h0 = qh ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+            int h1 = qh ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+            s0 += ((q[l] & 0xF) | h0) * a0[l];
+            s1 += ((q[l] >> 4) | h1) * a1[l];
+        }
+        isum += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
+    }
+    for (int i = 0; i < 8; i++)
+        msum += mn[i] * (a->bsums[2 * i] + a->bsums[2 * i + 1]);
+    return a->d * (pti_h2f(d) * (float)isum - pti_h2f(dmin) * (float)msum);
+}
+
 static float dot_q4_k(const void *wv, const void *av, int64_t n)
 {
     const pti_block_q4_k *w = wv;
     const pti_block_q8_k *a = av;
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        pti_kquant_scales(w[b].scales, sc, mn);
-        int isum = 0, msum = 0;
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = w[b].qs + 32 * c;
-            const int8_t *a0 = a[b].qs + 64 * c, *a1 = a0 + 32;
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += (q[l] & 0xF) * a0[l];
-                s1 += (q[l] >> 4) * a1[l];
-            }
-            isum += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
-        }
-        for (int i = 0; i < 8; i++)
-            msum += mn[i] * (a[b].bsums[2 * i] + a[b].bsums[2 * i + 1]);
-        sum += a[b].d * (pti_h2f(w[b].d) * (float)isum - pti_h2f(w[b].dmin) * (float)msum);
-    }
+    for (int64_t b = 0; b < n / PTI_QK_K; b++)
+        sum += k45_block(w[b].scales, w[b].qs, NULL, w[b].d, w[b].dmin, &a[b]);
     return sum;
 }
 
@@ -282,25 +291,8 @@ static float dot_q5_k(const void *wv, const void *av, int64_t n)
     const pti_block_q5_k *w = wv;
     const pti_block_q8_k *a = av;
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / PTI_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        pti_kquant_scales(w[b].scales, sc, mn);
-        int isum = 0, msum = 0;
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *q = w[b].qs + 32 * c;
-            const int8_t *a0 = a[b].qs + 64 * c, *a1 = a0 + 32;
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                int h0 = (w[b].qh[l] >> (2 * c)) & 1, h1 = (w[b].qh[l] >> (2 * c + 1)) & 1;
-                s0 += ((q[l] & 0xF) | h0 << 4) * a0[l];
-                s1 += ((q[l] >> 4) | h1 << 4) * a1[l];
-            }
-            isum += sc[2 * c] * s0 + sc[2 * c + 1] * s1;
-        }
-        for (int i = 0; i < 8; i++)
-            msum += mn[i] * (a[b].bsums[2 * i] + a[b].bsums[2 * i + 1]);
-        sum += a[b].d * (pti_h2f(w[b].d) * (float)isum - pti_h2f(w[b].dmin) * (float)msum);
-    }
+    for (int64_t b = 0; b < n / PTI_QK_K; b++)
+        sum += k45_block(w[b].scales, w[b].qs, w[b].qh, w[b].d, w[b].dmin, &a[b]);
     return sum;
 }
 
