@@ -467,7 +467,7 @@ static int hexval(char c)
     return -1;
 }
 
-/* Byte of a "<0xXX>" token (strtol of the two characters after "<0x", as llama.cpp). */
+/* Byte of a "<0xHH>" token (strtol of the two characters after "<0x", as llama.cpp). */
 static int byte_of_token(const char *s, uint32_t len)
 {
     if (len < 5) {

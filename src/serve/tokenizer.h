@@ -6,7 +6,7 @@
  *   "llama" -- SentencePiece-style (SPM): spaces become U+2581, the text is split into UTF-8
  *              characters, and the adjacent pair forming the vocabulary token with the highest
  *              score is merged until none is left; characters that are no token become byte
- *              tokens <0xXX>. tokenizer.ggml.add_space_prefix (default true) prepends a space
+ *              tokens <0xHH>. tokenizer.ggml.add_space_prefix (default true) prepends a space
  *              to text that follows BOS or a special token.
  *   "gpt2"  -- byte-level BPE: the pre-tokenizer named by tokenizer.ggml.pre (regexes run with
  *              PCRE2, Unicode properties) splits the text into words, each word's bytes are

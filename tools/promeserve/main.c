@@ -19,10 +19,11 @@ static void usage(FILE *f)
           "  promeserve [command]\n"
           "\n"
           "Available Commands:\n"
-          "  run         Run a model (a .gguf file): one answer to a prompt, or a chat\n"
+          "  run         Run a model (a .gguf file or an Ollama model name): one answer to a\n"
+          "              prompt, or a chat\n"
           "  help        Help about any command\n"
           "\n"
-          "Not implemented yet (the HTTP server and model store come later):\n"
+          "Not available yet (they come with the HTTP server):\n"
           "  serve, list, show, pull, push, create, cp, rm, ps, stop\n"
           "\n"
           "Flags:\n"
@@ -52,8 +53,8 @@ int main(int argc, char **argv)
     for (int i = 0; LATER[i]; i++) {
         if (!strcmp(cmd, LATER[i])) {
             fprintf(stderr,
-                    "Error: \"%s\" is not implemented yet (only \"run\" is; the server "
-                    "and model store come with the next issue)\n",
+                    "Error: \"%s\" is not available yet: only \"run\" is; the server "
+                    "and its commands come next\n",
                     cmd);
             return 1;
         }
