@@ -7,7 +7,7 @@ set -euo pipefail
 # dataset-fashion-mnist: the default training data (/usr/share/datasets/fashion-mnist)
 # fortunes: the default text of examples/char_rnn.c (/usr/share/games/fortunes)
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-          libcjson-dev libpcre2-dev binutils dataset-fashion-mnist fortunes "$@")
+          libcjson-dev libpcre2-dev libmicrohttpd-dev binutils curl python3-venv dataset-fashion-mnist fortunes "$@")
 
 missing=()
 for p in "${packages[@]}"; do
