@@ -64,6 +64,9 @@ struct ps_request {
     const char *param;       /* the rest of the path after a prefix route (/api/blobs/X: "X") */
     const char *body;        /* NUL-terminated copy of the body ("" when none) */
     size_t body_len;
+    const char *body_file;   /* POST /api/blobs/..: the body was written to this temporary file
+                              * in <store>/blobs instead (body is ""); the handler renames or
+                              * removes it; http.c removes it if it still exists afterwards */
     cJSON *json;             /* the parsed body for routes that take JSON (owned by http.c) */
     void *internal;          /* http.c's connection state */
     /* filled by handlers for the access log (optional) */
@@ -140,9 +143,9 @@ bool ps_model_unload(ps_server *s, const char *name);
 
 pti_engine *ps_model_engine(ps_model *m);
 const ps_model_ref *ps_model_get_ref(const ps_model *m);
-/* The model's params layer as generation defaults (Ollama defaults overlaid with the layer),
- * and the system layer text (NULL none); both owned by the model. */
-const pt_gen_opts *ps_model_default_opts(const ps_model *m);
+/* The params layer (a JSON object of Ollama options, applied under the request's options)
+ * and the system layer text; NULL when the model has none; owned by the model. */
+const cJSON *ps_model_params(const ps_model *m);
 const char *ps_model_system(const ps_model *m);
 /* The template layer text (Ollama Go template; NULL none), owned by the model. */
 const char *ps_model_template(const ps_model *m);
