@@ -988,6 +988,197 @@ static const char *json_type_name(const cJSON *j)
     return "null";
 }
 
+/* ---- JSON syntax errors in Go's words ----------------------------------------------------
+ * cJSON only says where it stopped; clients of Ollama see encoding/json's messages, so a
+ * failed parse is scanned again by this small checker to name the problem and its offset. */
+
+typedef struct jscan {
+    const char *p, *end, *start;
+    int depth;
+    char msg[160];
+} jscan;
+
+static bool js_fail(jscan *j, const char *context)
+{
+    if (j->p >= j->end) {
+        snprintf(j->msg, sizeof j->msg, "unexpected end of JSON input");
+        return false;
+    }
+    unsigned char c = (unsigned char)*j->p;
+    char shown[8];
+    if (c == '\'')
+        snprintf(shown, sizeof shown, "'\\''");
+    else if (c >= 0x20 && c < 0x7f)
+        snprintf(shown, sizeof shown, "'%c'", c);
+    else
+        snprintf(shown, sizeof shown, "'\\x%02x'", c);
+    snprintf(j->msg, sizeof j->msg, "invalid character %s %s (offset %zu)", shown, context,
+             (size_t)(j->p - j->start));
+    return false;
+}
+
+static void js_space(jscan *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static bool js_value(jscan *j);
+
+static bool js_string(jscan *j)
+{
+    j->p++; /* the opening quote */
+    while (j->p < j->end) {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '"') {
+            j->p++;
+            return true;
+        }
+        if (c < 0x20)
+            return js_fail(j, "in string literal");
+        if (c == '\\') {
+            j->p++;
+            if (j->p >= j->end)
+                break;
+            if (*j->p == 'u') {
+                for (int i = 1; i <= 4; i++) {
+                    if (j->p + i >= j->end) {
+                        j->p = j->end;
+                        return js_fail(j, "");
+                    }
+                    if (!isxdigit((unsigned char)j->p[i])) {
+                        j->p += i;
+                        return js_fail(j, "in \\u hexadecimal character escape");
+                    }
+                }
+                j->p += 4;
+            } else if (!strchr("\"\\/bfnrt", *j->p) || !*j->p) {
+                return js_fail(j, "in string escape code");
+            }
+        }
+        j->p++;
+    }
+    return js_fail(j, "");
+}
+
+static bool js_number(jscan *j)
+{
+    if (*j->p == '-')
+        j->p++;
+    if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+        return js_fail(j, "in numeric literal");
+    if (*j->p == '0')
+        j->p++;
+    else
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+            return js_fail(j, "after decimal point in numeric literal");
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+            return js_fail(j, "in exponent of numeric literal");
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    }
+    return true;
+}
+
+static bool js_literal(jscan *j, const char *word)
+{
+    for (size_t i = 0; word[i]; i++, j->p++) {
+        if (j->p >= j->end || *j->p != word[i]) {
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "in literal %s (expecting '%c')", word, word[i]);
+            return js_fail(j, ctx);
+        }
+    }
+    return true;
+}
+
+static bool js_container(jscan *j, bool object)
+{
+    if (++j->depth > 1000) {
+        snprintf(j->msg, sizeof j->msg, "exceeded max depth (offset %zu)",
+                 (size_t)(j->p - j->start));
+        return false;
+    }
+    char close = object ? '}' : ']';
+    j->p++;
+    js_space(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        j->depth--;
+        return true;
+    }
+    for (;;) {
+        js_space(j);
+        if (object) {
+            if (j->p >= j->end || *j->p != '"')
+                return js_fail(j, "looking for beginning of object key string");
+            if (!js_string(j))
+                return false;
+            js_space(j);
+            if (j->p >= j->end || *j->p != ':')
+                return js_fail(j, "after object key");
+            j->p++;
+        }
+        if (!js_value(j))
+            return false;
+        js_space(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            j->depth--;
+            return true;
+        }
+        return js_fail(j, object ? "after object key:value pair" : "after array element");
+    }
+}
+
+static bool js_value(jscan *j)
+{
+    js_space(j);
+    if (j->p >= j->end)
+        return js_fail(j, "");
+    switch (*j->p) {
+    case '{': return js_container(j, true);
+    case '[': return js_container(j, false);
+    case '"': return js_string(j);
+    case 't': return js_literal(j, "true");
+    case 'f': return js_literal(j, "false");
+    case 'n': return js_literal(j, "null");
+    default:
+        if (*j->p == '-' || isdigit((unsigned char)*j->p))
+            return js_number(j);
+        return js_fail(j, "looking for beginning of value");
+    }
+}
+
+/* Go's message for a body cJSON refused. */
+static void json_error_message(const char *b, size_t n, char *out, size_t cap)
+{
+    jscan j = {.p = b, .end = b + n, .start = b};
+    if (js_value(&j)) {
+        js_space(&j);
+        if (j.p < j.end)
+            js_fail(&j, "after top-level value");
+        else
+            snprintf(j.msg, sizeof j.msg, "invalid JSON (nested too deeply or too large)");
+    }
+    snprintf(out, cap, "%s", j.msg);
+}
+
 /* Parses the body as a JSON object into cs->req.json; answers 400 and returns false if not. */
 static bool parse_json_body(conn_state *cs)
 {
@@ -1000,33 +1191,23 @@ static bool parse_json_body(conn_state *cs)
         reply_bad_request(cs, 400, "missing request body");
         return false;
     }
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, false);
     char msg[256];
+    cJSON *j = cJSON_ParseWithLength(b, n);
     if (!j) {
-        size_t off = end && end >= b && end <= b + n ? (size_t)(end - b) : 0;
-        if (off >= n)
-            snprintf(msg, sizeof msg, "unexpected end of JSON input");
-        else if (isprint((unsigned char)b[off]))
-            snprintf(msg, sizeof msg, "invalid character '%c' at offset %zu", b[off], off);
-        else
-            snprintf(msg, sizeof msg, "invalid character '\\x%02x' at offset %zu",
-                     (unsigned char)b[off], off);
+        json_error_message(b, n, msg, sizeof msg);
         reply_bad_request(cs, 400, msg);
         return false;
     }
-    size_t off = (size_t)(end - b);
-    while (off < n && isspace((unsigned char)b[off]))
-        off++;
-    if (off < n) {
-        snprintf(msg, sizeof msg, "invalid character '%c' after top-level value at offset %zu",
-                 isprint((unsigned char)b[off]) ? b[off] : '?', off);
+    jscan trailing = {.p = b, .end = b + n, .start = b};
+    if (!js_value(&trailing) || (js_space(&trailing), trailing.p < trailing.end)) {
+        /* cJSON accepts a value followed by more text; Go does not */
+        json_error_message(b, n, msg, sizeof msg);
         cJSON_Delete(j);
         reply_bad_request(cs, 400, msg);
         return false;
     }
     if (!cJSON_IsObject(j)) {
-        snprintf(msg, sizeof msg, "json: cannot unmarshal %s into the request object",
+        snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go value of type object",
                  json_type_name(j));
         cJSON_Delete(j);
         reply_bad_request(cs, 400, msg);
