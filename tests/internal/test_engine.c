@@ -258,6 +258,58 @@ static void test_batched_equals_sequential_tiny(void **state)
     /* n_batch 16: the longer prompts are read over several steps while others decode */
     check_batched_equals_sequential(TINY_LLAMA, 256, 16, 6, 24);
     check_batched_equals_sequential(TINY_QWEN3, 256, 512, 5, 24);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 16, 5,
+                                    24);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/phi3-q4_k_m.gguf", 256, 16, 5,
+                                    24);
+}
+
+/* A long prompt is read in n_batch chunks over several steps while another request keeps
+ * decoding one token per step: the steps of both together are about those of the longer. */
+static void test_prompt_chunks_interleave(void **state)
+{
+    (void)state;
+    pti_engine *e = pti_engine_load(TINY_QWEN3, &(pti_engine_opts){.n_parallel = 2,
+                                                                     .num_ctx = 256,
+                                                                     .n_batch = 8});
+    assert_non_null(e);
+    int32_t pa[256], na = make_prompt(pti_engine_llm(e), 1, pa, 256), pb[100];
+    for (int i = 0; i < 100; i++)
+        pb[i] = pa[i % na];
+    coll a, b;
+    coll_init(&a);
+    coll_init(&b);
+    pti_engine_request q = gen_request(pa, na, 40, &a);
+    q.gen.stop_tokens = (int32_t[]){-5};
+    q.gen.n_stop_tokens = 1;
+    assert_true(pti_engine_submit(e, &q) > 0);
+    q = gen_request(pb, 100, 1, &b);
+    assert_true(pti_engine_submit(e, &q) > 0);
+    wait_done(&a);
+    wait_done(&b);
+    pti_engine_stats es;
+    pti_engine_get_stats(e, &es);
+    assert_int_equal(b.stats.prompt_evaluated, 100);
+    if (a.stats.gen_tokens == 40) { /* a did not end early on an end-of-generation token */
+        /* a: 40 steps; b alone: 100 / 7 > 14 more if its chunks had waited */
+        assert_true(es.steps <= 46);
+        assert_true(es.steps >= 40);
+    }
+    pti_engine_free(e);
+    pt_llm *ref = pt_llm_load(TINY_QWEN3, &(pt_llm_opts){.num_ctx = 256});
+    assert_non_null(ref);
+    ref_out r;
+    pt_gen_stats rs;
+    reference(ref, pb, 100, &q.gen, &r, &rs);
+    assert_string_equal(b.text, r.text);
+    q = gen_request(pa, na, 40, &a);
+    q.gen.stop_tokens = (int32_t[]){-5};
+    q.gen.n_stop_tokens = 1;
+    reference(ref, pa, na, &q.gen, &r, &rs);
+    assert_string_equal(a.text, r.text);
+    pt_llm_free(ref);
+    coll_destroy(&a);
+    coll_destroy(&b);
 }
 
 static void test_batched_equals_sequential_smol(void **state)
@@ -771,6 +823,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batched_equals_sequential_tiny, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_equals_sequential_smol, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_prompt_chunks_interleave, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_prefix_reuse, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_queue_full_and_cancel, pt_test_setup,
