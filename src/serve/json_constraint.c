@@ -77,8 +77,9 @@ typedef struct state {
 struct pti_json_matcher {
     jc_schema *schema;
     state st;
-    uint8_t first[32];  /* bytes that may come next */
-    bool plain_string;  /* every thread is in the plain middle of a string */
+    uint8_t first[32];       /* bytes that may come next */
+    uint8_t after_space[32]; /* bytes that may follow a blank coming next */
+    bool plain_string;       /* every thread is in the plain middle of a string */
 };
 
 static const jc_lit builtin_lits[3] = {{"true", 4}, {"false", 5}, {"null", 4}};
@@ -662,21 +663,37 @@ static bool step(const jc_schema *s, state *st, uint8_t b)
 
 /* ---- the matcher ------------------------------------------------------------------------------ */
 
-/* Records which bytes may come next and whether the plain-string shortcut applies. */
+static bool has_bit(const uint8_t *set, uint8_t b) { return set[b >> 3] & (1u << (b & 7)); }
+
+/* The bytes that may follow st, as a 256-bit set. */
+static void next_bytes(const jc_schema *s, const state *st, uint8_t *set)
+{
+    memset(set, 0, 32);
+    state scratch;
+    for (int b = 0; b < 256; b++) {
+        copy_state(&scratch, st);
+        if (step(s, &scratch, (uint8_t)b)) {
+            set[b >> 3] |= (uint8_t)(1u << (b & 7));
+        }
+    }
+}
+
+/* Records which bytes may come next (and after a blank: most tokens of byte-level BPE
+ * vocabularies start with one) and whether the plain-string shortcut applies. */
 static void summarise(pti_json_matcher *m)
 {
-    memset(m->first, 0, sizeof m->first);
     m->plain_string = m->st.n > 0;
     for (int32_t i = 0; i < m->st.n; i++) {
         const thread *t = &m->st.th[i];
         m->plain_string &= t->mode == M_STRING && t->sub == S_PLAIN;
     }
-    state scratch;
-    for (int b = 0; b < 256; b++) {
-        copy_state(&scratch, &m->st);
-        if (step(m->schema, &scratch, (uint8_t)b)) {
-            m->first[b >> 3] |= (uint8_t)(1u << (b & 7));
-        }
+    next_bytes(m->schema, &m->st, m->first);
+    memset(m->after_space, 0, sizeof m->after_space);
+    if (has_bit(m->first, ' ')) {
+        state after;
+        copy_state(&after, &m->st);
+        step(m->schema, &after, ' ');
+        next_bytes(m->schema, &after, m->after_space);
     }
 }
 
@@ -708,13 +725,45 @@ void pti_json_matcher_free(pti_json_matcher *m)
     free(m);
 }
 
+/* Whole valid UTF-8 characters with no quote, backslash or control character: what the plain
+ * middle of a string takes without changing state. */
 static bool plain_string_bytes(const char *bytes, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = (uint8_t)bytes[i];
-        if (b < 0x20 || b >= 0x7f || b == '"' || b == '\\') {
+    const uint8_t *p = (const uint8_t *)bytes;
+    size_t i = 0;
+    while (i < n) {
+        uint8_t b = p[i];
+        if (b < 0x80) {
+            if (b < 0x20 || b == '"' || b == '\\') {
+                return false;
+            }
+            i++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            lo = b == 0xE0 ? 0xA0 : 0x80;
+            hi = b == 0xED ? 0x9F : 0xBF;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            lo = b == 0xF0 ? 0x90 : 0x80;
+            hi = b == 0xF4 ? 0x8F : 0xBF;
+        } else {
             return false;
         }
+        if (n - i - 1 < need || p[i + 1] < lo || p[i + 1] > hi) {
+            return false; /* a character split across tokens takes the slow path */
+        }
+        for (size_t k = 2; k <= need; k++) {
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF) {
+                return false;
+            }
+        }
+        i += need + 1;
     }
     return true;
 }
@@ -727,12 +776,14 @@ bool pti_json_matcher_allows(const pti_json_matcher *m, const char *bytes, size_
     if (n == 0) {
         return m->st.n > 0;
     }
-    uint8_t b0 = (uint8_t)bytes[0];
-    if (!(m->first[b0 >> 3] & (1u << (b0 & 7)))) {
+    if (!has_bit(m->first, (uint8_t)bytes[0])) {
         return false;
     }
     if (n == 1 || (m->plain_string && plain_string_bytes(bytes, n))) {
         return true;
+    }
+    if (bytes[0] == ' ' && !has_bit(m->after_space, (uint8_t)bytes[1])) {
+        return false;
     }
     state scratch;
     copy_state(&scratch, &m->st);
