@@ -48,7 +48,8 @@ static void add_metrics(cJSON *o, const ps_gen *g)
     int64_t total = 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    total = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - g->t0_ns;
+    /* t0 is taken after the model was acquired: a load this request caused comes on top */
+    total = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - g->t0_ns + g->load_ns;
     cJSON_AddNumberToObject(o, "total_duration", (double)total);
     cJSON_AddNumberToObject(o, "load_duration", (double)g->load_ns);
     cJSON_AddNumberToObject(o, "prompt_eval_count", g->stats.prompt_tokens);
