@@ -2,6 +2,7 @@
 #include "api_common.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -805,6 +806,25 @@ void ps_gen_run(ps_request *r, ps_gen *g, pti_engine_request *req, bool stream)
 
 /* ---- tool calls in OpenAI's form ------------------------------------------------------------ */
 
+/* "call_" + 8 random lowercase letters and digits (OpenAI's ids are opaque strings). */
+static void random_call_id(char *buf, size_t cap)
+{
+    static _Atomic uint64_t counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
+                 (++counter * 0x9E3779B97F4A7C15ull);
+    char s[9];
+    for (int i = 0; i < 8; i++) {
+        x ^= x >> 29;
+        x *= 0xBF58476D1CE4E5B9ull;
+        x ^= x >> 32;
+        s[i] = "abcdefghijklmnopqrstuvwxyz0123456789"[x % 36];
+    }
+    s[8] = '\0';
+    snprintf(buf, cap, "call_%s", s);
+}
+
 cJSON *ps_api_openai_tool_calls(const cJSON *calls, bool with_index)
 {
     cJSON *out = cJSON_CreateArray();
@@ -815,7 +835,7 @@ cJSON *ps_api_openai_tool_calls(const cJSON *calls, bool with_index)
         const cJSON *fn = cJSON_GetObjectItem(c, "function");
         cJSON *o = cJSON_CreateObject();
         char id[32];
-        snprintf(id, sizeof id, "call_%08x", (unsigned)rand() ^ ((unsigned)rand() << 16));
+        random_call_id(id, sizeof id);
         if (with_index)
             cJSON_AddNumberToObject(o, "index", i);
         cJSON_AddStringToObject(o, "id", id);
