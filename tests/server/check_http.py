@@ -14,6 +14,8 @@ and SIGTERM ending the server with status 0 within a few seconds while a stream 
 (that one needs a model fast enough to stream for seconds: SmolLM2-135M-Instruct.Q4_1.gguf
 from $PT_MODELS_DIR, data/models or /work/models; skipped without it).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
+Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
+sanitizer report in the server's stderr fails the test.
 """
 import http.client
 import json
@@ -94,6 +96,9 @@ class Server:
             self.proc.wait()
             return None
         finally:
+            log = self.log()
+            check("runtime error:" not in log and "Sanitizer" not in log,
+                  "sanitizer report:\n" + log[-3000:])
             os.unlink(self.errf.name)
 
 
@@ -256,6 +261,8 @@ def check_access_log(s):
           "access log (%d lines) bad: %r" % (len(lines), [ln for ln in lines if not pat.match(ln)][:3]))
     check(any("method=HEAD path=/ status=200" in ln for ln in lines), "HEAD / logged")
     check(any("path=/nope status=404" in ln for ln in lines), "404 logged")
+    check(any(re.search(r"path=/api/generate status=200 .* model=llama-q8_0 tokens_in=[1-9]\d* "
+                        r"tokens_out=[1-9]", ln) for ln in lines), "generate logged with tokens")
 
 
 def check_slowloris(s, header_timeout):

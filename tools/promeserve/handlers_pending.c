@@ -305,6 +305,7 @@ static void tmp_gen_done(void *user, pt_status st, const char *msg, const pt_gen
         cJSON_AddNumberToObject(o, "prompt_eval_count", stats->prompt_tokens);
         cJSON_AddNumberToObject(o, "eval_count", stats->gen_tokens);
         ps_metrics_tokens(g->srv, stats->prompt_tokens, stats->gen_tokens, stats->gen_ns);
+        ps_stream_set_tokens(g->s, stats->prompt_tokens, stats->gen_tokens);
     }
     ps_stream_write_ndjson(g->s, o);
     ps_stream_close(g->s);
