@@ -42,6 +42,7 @@
 #endif
 
 #define STREAM_POLL_MS 200
+#define STREAM_TIMEOUT_GRACE_NS (5 * 1000000000LL)
 #define WATCHDOG_PERIOD_MS 500
 
 /* ---- time ----------------------------------------------------------------------------------- */
@@ -607,7 +608,8 @@ ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
     s->refs = 3; /* the response, the writer, the connection (for the access log) */
     s->h = cs->h;
     int64_t timeout = cs->h->srv->cfg.request_timeout_ns;
-    s->deadline_ns = timeout > 0 ? cs->start_ns + timeout : 0;
+    /* a backstop: handlers end their generation at --timeout themselves, with a last line */
+    s->deadline_ns = timeout > 0 ? cs->start_ns + timeout + STREAM_TIMEOUT_GRACE_NS : 0;
     cs->stream = s;
     s->bytes = &cs->bytes;
     const union MHD_ConnectionInfo *ci =
