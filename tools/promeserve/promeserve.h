@@ -6,4 +6,13 @@
  * status (0 success, 1 an error, printed as "Error: ..." on stderr). */
 int ps_cmd_run(int argc, char **argv);
 
+/* `promeserve list [PREFIX...] [--models DIR]` (alias ls), `show MODEL [--modelfile|
+ * --parameters|--template|--system|--license] [-v]`, `cp SRC DST`, `rm MODEL...`: the store
+ * commands (list.c), reading $OLLAMA_MODELS directly; argv[0] is the command name. Return the
+ * exit status (errors printed as "Error: ..." on stderr). */
+int ps_cmd_list(int argc, char **argv);
+int ps_cmd_show(int argc, char **argv);
+int ps_cmd_cp(int argc, char **argv);
+int ps_cmd_rm(int argc, char **argv);
+
 #endif
