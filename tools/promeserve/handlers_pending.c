@@ -3,7 +3,7 @@
  *
  *   - the endpoint handlers of api_ollama.c, api_openai.c and api_store.c answer
  *     501 {"error":"not implemented yet"}, except /api/generate, which streams a minimal
- *     NDJSON completion (model, prompt, options.num_predict, keep_alive seconds) so the
+ *     NDJSON completion (model, prompt, options.num_predict/num_ctx, keep_alive) so the
  *     stream, disconnect and shutdown paths can be tested;
  *   - a minimal engine (src/serve/engine.h) that runs pt_llm_generate_tokens one request at
  *     a time on a worker thread (no batching, no embeddings, no constraints) until the
@@ -329,10 +329,17 @@ PENDING void ps_api_generate(ps_request *r)
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(r->json, "options");
     const cJSON *np = cJSON_GetObjectItemCaseSensitive(opts, "num_predict");
     const cJSON *ka = cJSON_GetObjectItemCaseSensitive(r->json, "keep_alive");
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(opts, "num_ctx");
     int64_t keep = cJSON_IsNumber(ka) ? (int64_t)(ka->valuedouble * 1e9) : INT64_MIN;
+    if (cJSON_IsString(ka) && !ps_parse_duration(ka->valuestring, &keep)) {
+        ps_reply_error(r, 400, "invalid keep_alive");
+        return;
+    }
     int status = 500;
     char err[512];
-    ps_model *m = ps_model_acquire(r->srv, model->valuestring, 0, keep, &status, err, sizeof err);
+    ps_model *m = ps_model_acquire(r->srv, model->valuestring,
+                                   cJSON_IsNumber(nc) ? (int)nc->valuedouble : 0, keep, &status,
+                                   err, sizeof err);
     if (!m) {
         ps_reply_error(r, status, "%s", err);
         return;
