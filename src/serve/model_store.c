@@ -224,8 +224,13 @@ bool pti_model_store_manifest_path(const char *root, const pti_model_name *n, ch
 {
     bool ok = snprintf(path, cap, "%s/manifests", root) < (int)cap;
     const char *parts[] = {n->host, n->ns, n->model, n->tag};
-    for (int i = 0; ok && i < 4; i++)
+    int i = 0;
+    for (; ok && i < 4; i++)
         ok = join_fold(path, cap, parts[i]);
+    for (; !ok && i < 4; i++) { /* the rest as named, for a caller that creates it */
+        size_t used = strlen(path);
+        snprintf(path + used, cap - used, "/%s", parts[i]);
+    }
     if (!ok) {
         char shown[1500];
         pti_model_name_format(n, shown, sizeof shown);

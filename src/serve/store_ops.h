@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 typedef enum pti_store_status {
     PTI_STORE_OK = 0,

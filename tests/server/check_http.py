@@ -14,6 +14,8 @@ and SIGTERM ending the server with status 0 within a few seconds while a stream 
 (that one needs a model fast enough to stream for seconds: SmolLM2-135M-Instruct.Q4_1.gguf
 from $PT_MODELS_DIR, data/models or /work/models; skipped without it).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
+Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
+sanitizer report in the server's stderr fails the test.
 """
 import http.client
 import json
@@ -94,6 +96,9 @@ class Server:
             self.proc.wait()
             return None
         finally:
+            log = self.log()
+            check("runtime error:" not in log and "Sanitizer" not in log,
+                  "sanitizer report:\n" + log[-3000:])
             os.unlink(self.errf.name)
 
 
@@ -256,6 +261,8 @@ def check_access_log(s):
           "access log (%d lines) bad: %r" % (len(lines), [ln for ln in lines if not pat.match(ln)][:3]))
     check(any("method=HEAD path=/ status=200" in ln for ln in lines), "HEAD / logged")
     check(any("path=/nope status=404" in ln for ln in lines), "404 logged")
+    check(any(re.search(r"path=/api/generate status=200 .* model=llama-q8_0 tokens_in=[1-9]\d* "
+                        r"tokens_out=[1-9]", ln) for ln in lines), "generate logged with tokens")
 
 
 def check_slowloris(s, header_timeout):
@@ -305,6 +312,85 @@ def check_api_key(binary, model_path):
         check("time=" not in s.log(), "--quiet: no access log")
     finally:
         check(s.stop() == 0, "key server exit status")
+
+
+def generate(s, model, **extra):
+    body = {"model": model, "prompt": "hello", "options": {"num_predict": 2}}
+    opts = extra.pop("options", {})
+    body["options"].update(opts)
+    body.update(extra)
+    st, _, d = s.request("POST", "/api/generate", body=body)
+    return st, d
+
+
+def loaded(s):
+    st, _, d = s.request("GET", "/api/ps")
+    return {m["name"]: m for m in json.loads(d)["models"]} if st == 200 else None
+
+
+def wait_for(cond, seconds=5):
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def check_registry(binary, fixtures):
+    """Resolution by --models DIR, keep_alive, LRU past --max-loaded-models, num_ctx reloads,
+    concurrent loads."""
+    tiny = os.path.join(fixtures, "llm", "tiny")
+    s = Server(binary, ["--quiet", "--models", tiny, "--max-loaded-models", "2"])
+    try:
+        for name in ["llama-q8_0", "llama-q8_0.gguf", "llama-q8_0:latest"]:
+            st, d = generate(s, name)
+            check(st == 200, "--models DIR resolves %s: %d %r" % (name, st, d[:200]))
+        for name in ["../tiny/llama-q8_0.gguf", ".llama", "llama-q8_0.ref", tiny + "/llama-q8_0.gguf"]:
+            st, d = generate(s, name)
+            check(st == 404 and "not found" in (jerr(d) or ""), "no path from requests: %s %d"
+                  % (name, st))
+        ps = loaded(s)
+        check(list(ps) == ["llama-q8_0.gguf"], "one entry for the three spellings: %r" % ps)
+        exp = ps["llama-q8_0.gguf"]["expires_at"]
+        check(exp.startswith(time.strftime("%Y-")), "default keep_alive 5m: %s" % exp)
+        # keep_alive 0 unloads right after the request
+        st, d = generate(s, "qwen2-q8_0", keep_alive=0)
+        check(st == 200, "keep_alive 0 request %d" % st)
+        check(wait_for(lambda: "qwen2-q8_0.gguf" not in loaded(s)), "keep_alive 0 unloads")
+        # keep_alive -1 keeps it forever (Go's far-future time)
+        st, d = generate(s, "qwen2-q8_0", keep_alive=-1)
+        ps = loaded(s)
+        check(st == 200 and int(ps["qwen2-q8_0.gguf"]["expires_at"][:4]) > 2200,
+              "keep_alive -1: %r" % ps.get("qwen2-q8_0.gguf"))
+        # a third model unloads the least recently used idle one (max 2)
+        st, d = generate(s, "llama-q8_0")  # llama now more recent than qwen2
+        st, d = generate(s, "phi3-q8_0")
+        ps = loaded(s)
+        check(st == 200 and sorted(ps) == ["llama-q8_0.gguf", "phi3-q8_0.gguf"],
+              "LRU unloading past --max-loaded-models: %r" % sorted(ps))
+        # num_ctx change reloads with the new context
+        st, d = generate(s, "phi3-q8_0", options={"num_ctx": 128})
+        ps = loaded(s)
+        check(st == 200 and ps["phi3-q8_0.gguf"]["context_length"] == 128,
+              "num_ctx 128 reload: %r" % ps.get("phi3-q8_0.gguf"))
+        # concurrent requests for three models with room for two: all answered
+        results = []
+
+        def worker(name):
+            results.append(generate(s, name)[0])
+
+        ts = [threading.Thread(target=worker, args=(n,)) for n in
+              ["gemma3-q8_0", "qwen3-q8_0", "gemma3-q8_0", "qwen3-q8_0", "llama-q6_k", "llama-q6_k"]]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        check(sorted(results) == [200] * 6, "concurrent loads: %r" % results)
+        check(len(loaded(s)) <= 2, "never more than --max-loaded-models: %r" % sorted(loaded(s)))
+        check(metric(s, "promeserve_loaded_models") <= 2, "loaded_models gauge")
+    finally:
+        check(s.stop() == 0, "registry server exit status")
 
 
 def find_smollm():
@@ -385,6 +471,7 @@ def main():
         rc = s.stop()
         check(rc == 0, "exit status after SIGTERM: %r" % rc)
     check_api_key(binary, model_path)
+    check_registry(binary, fixtures)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0
