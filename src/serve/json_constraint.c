@@ -870,6 +870,9 @@ static void constraint_free(void *state) { pti_json_matcher_free(state); }
 
 pti_constraint pti_json_constraint(pti_json_matcher *m)
 {
+    if (!m) {
+        return (pti_constraint){0};
+    }
     return (pti_constraint){.allows = constraint_allows,
                             .advance = constraint_advance,
                             .complete = constraint_complete,

@@ -329,6 +329,14 @@ static void test_engine_interface(void **state)
     assert_true(c.complete(c.state));
     assert_true(c.done(c.state));
     c.free(c.state);
+    c = pti_json_constraint(NULL);
+    assert_null(c.state);
+    /* Ollama's format "json" (root ::= object): any object, nothing else */
+    c = pti_json_constraint(new_matcher("{\"type\":\"object\"}"));
+    assert_false(c.allows(c.state, "[", 1));
+    assert_false(c.allows(c.state, "\"a\"", 3));
+    assert_true(c.allows(c.state, " {\"k\": [1, {}]}", 15));
+    c.free(c.state);
 }
 
 /* ---- schemas ---------------------------------------------------------------------------------- */
