@@ -66,11 +66,11 @@ typedef struct pti_json_matcher pti_json_matcher;
 /* A matcher for any JSON value (schema NULL) or for values valid against schema (borrowed
  * during the call: compiled into the matcher). Ollama's `format: "json"` grammar is
  * `root ::= object` (grammarJSON in Ollama's llm/server.go) and OpenAI's json_object asks for
- * an object too: the schema {"type": "object"} gives exactly that (any object). NULL with the error set: PT_ERR_UNSUPPORTED (a keyword outside
- * the subset or over a bound), PT_ERR_INVALID_ARG (a malformed schema: wrong types, dangling
- * $ref, minItems > maxItems, required names missing from properties, an enum left empty by
- * the type, a recursion that can never end), PT_ERR_OOM. Free with pti_json_matcher_free
- * (NULL is a no-op). */
+ * an object too: the schema {"type": "object"} gives exactly that (any object).
+ * NULL with the error set: PT_ERR_UNSUPPORTED (a keyword outside the subset or over a bound),
+ * PT_ERR_INVALID_ARG (a malformed schema: wrong types, dangling $ref, minItems > maxItems,
+ * required names missing from properties, an enum left empty by the type, a recursion that
+ * can never end), PT_ERR_OOM. Free with pti_json_matcher_free (NULL is a no-op). */
 pti_json_matcher *pti_json_matcher_new(const cJSON *schema);
 void pti_json_matcher_free(pti_json_matcher *m);
 

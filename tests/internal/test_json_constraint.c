@@ -25,7 +25,7 @@
 #include "serve/json_constraint.h"
 #include "serve/tokenizer.h"
 
-/* ---- helpers ---------------------------------------------------------------------------------- */
+/* ---- helpers -------------------------------------------------------------------------------- */
 
 static pti_json_matcher *new_matcher(const char *schema_json)
 {
@@ -119,7 +119,7 @@ static void expect_invalid(const char *schema, const char *text, long bad_at)
     expect_invalid_n(schema, text, strlen(text), bad_at);
 }
 
-/* ---- the JSON grammar ------------------------------------------------------------------------- */
+/* ---- the JSON grammar ----------------------------------------------------------------------- */
 
 static void test_valid_documents(void **state)
 {
@@ -196,21 +196,21 @@ static void test_invalid_documents(void **state)
         {"\"a\nb\"", 2},
         {"\"\\x\"", 2},
         {"\"\\u12G4\"", 5},
-        {"\"\\udc00\"", 4},        /* a lone low surrogate: wrong at "\udc" */
-        {"\"\\ud800\"", 7},        /* a high surrogate not followed by a low one */
+        {"\"\\udc00\"", 4}, /* a lone low surrogate: wrong at "\udc" */
+        {"\"\\ud800\"", 7}, /* a high surrogate not followed by a low one */
         {"\"\\ud800x\"", 7},
         {"\"\\ud800\\n\"", 8},
         {"\"\\ud800\\ud800\"", 10}, /* high, high */
         {"\"\\ud800\\u0041\"", 9},
-        {"\"\xc0\x80\"", 1},         /* overlong */
+        {"\"\xc0\x80\"", 1}, /* overlong */
         {"\"\xc1\xbf\"", 1},
         {"\"\xe0\x80\x80\"", 2},     /* overlong 3-byte */
         {"\"\xf0\x80\x80\x80\"", 2}, /* overlong 4-byte */
         {"\"\xed\xa0\x80\"", 2},     /* UTF-16 surrogate in UTF-8 */
         {"\"\xf4\x90\x80\x80\"", 2}, /* above U+10FFFF */
         {"\"\xf5\x80\x80\x80\"", 1},
-        {"\"\x80\"", 1},             /* a lone continuation byte */
-        {"\"\xc3\"", 2},             /* truncated */
+        {"\"\x80\"", 1}, /* a lone continuation byte */
+        {"\"\xc3\"", 2}, /* truncated */
         {"\"\xe2\x82\"", 3},
         {"\"\xff\"", 1},
         {"[                 ]", 17}, /* 17 blanks */
@@ -259,7 +259,7 @@ static void test_whitespace_bound(void **state)
     char text[64];
     /* 16 blanks allowed at every place between tokens, the 17th refused */
     const char *fmt[] = {"%s{\"a\":1}", "{%s\"a\":1}", "{\"a\"%s:1}", "{\"a\":%s1}",
-                         "{\"a\":1%s}", "[1%s,2]", "[1,%s2]", "{\"a\":1}%s"};
+                         "{\"a\":1%s}", "[1%s,2]",     "[1,%s2]",     "{\"a\":1}%s"};
     for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
         snprintf(text, sizeof text, fmt[i], "  \t\n\r  \n   \t  \r ");
         expect_valid(NULL, text, -1);
@@ -339,10 +339,10 @@ static void test_engine_interface(void **state)
     c.free(c.state);
 }
 
-/* ---- schemas ---------------------------------------------------------------------------------- */
+/* ---- schemas -------------------------------------------------------------------------------- */
 
-#define ORDER_SCHEMA                                                                              \
-    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":"         \
+#define ORDER_SCHEMA                                                                               \
+    "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"},\"b\":{\"type\":"            \
     "\"integer\"},\"c\":{\"type\":\"boolean\"}},\"required\":[\"c\",\"b\"]}"
 
 static void test_schema_required_and_order(void **state)
@@ -351,9 +351,9 @@ static void test_schema_required_and_order(void **state)
     const char *s = ORDER_SCHEMA;
     expect_valid(s, "{\"b\":1,\"c\":true}", 1);
     expect_valid(s, "{ \"b\" : -7 , \"c\" : false , \"a\" : \"x\" }", 1);
-    expect_invalid(s, "{\"c\":true,\"b\":1}", 2);      /* required b comes first */
+    expect_invalid(s, "{\"c\":true,\"b\":1}", 2);             /* required b comes first */
     expect_invalid(s, "{\"a\":\"x\",\"b\":1,\"c\":true}", 2); /* optional after required */
-    expect_invalid(s, "{\"b\":1}", 6);                 /* c is required */
+    expect_invalid(s, "{\"b\":1}", 6);                        /* c is required */
     expect_invalid(s, "{}", 1);
     expect_invalid(s, "{\"b\":1,\"c\":true,\"d\":1}", 17); /* no other properties */
     expect_invalid(s, "{\"b\":1,\"c\":true,\"a\":\"x\",", 23);
@@ -470,7 +470,7 @@ static void test_schema_nested_arrays(void **state)
         "\"required\":[\"tags\",\"pos\"]}";
     expect_valid(s, "{\"tags\":[\"a\"],\"pos\":{\"x\":1,\"y\":2.5}}", 1);
     expect_valid(s, "{\"tags\":[\"a\",\"b\"],\"pos\":{\"x\":-1,\"y\":0},\"grid\":[[],[3]]}", 1);
-    expect_invalid(s, "{\"tags\":[]", 9);          /* minItems 1 */
+    expect_invalid(s, "{\"tags\":[]", 9);             /* minItems 1 */
     expect_invalid(s, "{\"tags\":[\"a\",\"b\",", 16); /* maxItems 2 */
     expect_invalid(s, "{\"tags\":[1]", 9);
     expect_invalid(s, "{\"tags\":[\"a\"],\"pos\":{\"x\":1}", 26); /* y required */
@@ -495,9 +495,10 @@ static void test_schema_any_of(void **state)
     expect_invalid(s, "true", 0);
     expect_invalid(s, "{\"j\"", 2);
     /* alternatives that share a prefix are followed together */
-    const char *two = "{\"oneOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},"
-                      "{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"const\":1}},"
-                      "\"required\":[\"a\"]}]}";
+    const char *two =
+        "{\"oneOf\":[{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[\"a\"]},"
+        "{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"const\":1}},"
+        "\"required\":[\"a\"]}]}";
     expect_valid(two, "{\"a\":\"x\"}", 1);
     expect_valid(two, "{\"a\":1}", 1);
     expect_valid(two, "{\"a\":1,\"b\":1}", 1);
@@ -583,7 +584,8 @@ static void test_schema_errors(void **state)
     expect_schema_error("{\"type\":\"strin\"}", PT_ERR_INVALID_ARG, "'type'");
     expect_schema_error("{\"type\":[]}", PT_ERR_INVALID_ARG, "'type'");
     expect_schema_error("{\"type\":7}", PT_ERR_INVALID_ARG, "'type'");
-    expect_schema_error("{\"$ref\":\"#/$defs/missing\"}", PT_ERR_INVALID_ARG, "names no definition");
+    expect_schema_error("{\"$ref\":\"#/$defs/missing\"}", PT_ERR_INVALID_ARG,
+                        "names no definition");
     expect_schema_error("{\"$ref\":5}", PT_ERR_INVALID_ARG, "'$ref'");
     expect_schema_error("{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", PT_ERR_INVALID_ARG,
                         "'minItems' 3 is more than 'maxItems' 1");
@@ -607,8 +609,7 @@ static void test_schema_errors(void **state)
     expect_schema_error("{\"$defs\":{\"n\":{\"properties\":{\"x\":{\"$ref\":\"#/$defs/n\"}},"
                         "\"required\":[\"x\"]}},\"$ref\":\"#/$defs/n\"}",
                         PT_ERR_INVALID_ARG, "never");
-    expect_schema_error("{\"items\":{\"$ref\":\"#\"},\"minItems\":1}", PT_ERR_INVALID_ARG,
-                        "never");
+    expect_schema_error("{\"items\":{\"$ref\":\"#\"},\"minItems\":1}", PT_ERR_INVALID_ARG, "never");
     expect_schema_error("false", PT_ERR_INVALID_ARG, "matches nothing");
     expect_schema_error("5", PT_ERR_INVALID_ARG, "must be an object");
     expect_schema_error("{\"enum\":[1e999]}", PT_ERR_INVALID_ARG, "out of range");
@@ -624,7 +625,7 @@ static void test_schema_errors(void **state)
     expect_schema_error(deep, PT_ERR_INVALID_ARG, "nested deeper");
 }
 
-/* ---- random walks ----------------------------------------------------------------------------- */
+/* ---- random walks --------------------------------------------------------------------------- */
 
 static uint64_t rng_next(uint64_t *s)
 {
@@ -667,14 +668,49 @@ static void vocab_free(vocab *v)
 static vocab synthetic_vocab(void)
 {
     static const char *const pieces[] = {
-        "{", "}", "[", "]", ",", ":", "\"", " ", "  ", "\n", "\t", "{\"", "\":", "\",", "\"}",
-        "\"]", "[\"", "\": ", ", ", "},", "],", "[]", "{}", "0", "1", "9", "12", "-", ".",
-        "e", "E", "+", "-1", "0.", "1e", "true", "false", "null", "tr", "ue", "nu", "ll",
-        "hello", " world", "\\", "\\n", "\\\"", "\\u", "00", "e9", "d83d", "\\ude00",
-        "\\ud800", "dc00", "D800", "\\/", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xc3", "\xa9",
-        "\xe2\x82", "\xac", "\x01", "\x7f", "\"name\"", "\"age\"", "name", "age", "\"tags\"",
-        "tags", "\"color\"", "\"red\"", "red", "green", "\"blue\"", "\"ok\"", "\"id\"",
-        "\"kids\"", "kids", "id", "\":\"", "\":[", "\":{", "1,", "0]", "0}",
+        "{",         "}",
+        "[",         "]",
+        ",",         ":",
+        "\"",        " ",
+        "  ",        "\n",
+        "\t",        "{\"",
+        "\":",       "\",",
+        "\"}",       "\"]",
+        "[\"",       "\": ",
+        ", ",        "},",
+        "],",        "[]",
+        "{}",        "0",
+        "1",         "9",
+        "12",        "-",
+        ".",         "e",
+        "E",         "+",
+        "-1",        "0.",
+        "1e",        "true",
+        "false",     "null",
+        "tr",        "ue",
+        "nu",        "ll",
+        "hello",     " world",
+        "\\",        "\\n",
+        "\\\"",      "\\u",
+        "00",        "e9",
+        "d83d",      "\\ude00",
+        "\\ud800",   "dc00",
+        "D800",      "\\/",
+        "\xc3\xa9",  "\xf0\x9f\x98\x80",
+        "\xc3",      "\xa9",
+        "\xe2\x82",  "\xac",
+        "\x01",      "\x7f",
+        "\"name\"",  "\"age\"",
+        "name",      "age",
+        "\"tags\"",  "tags",
+        "\"color\"", "\"red\"",
+        "red",       "green",
+        "\"blue\"",  "\"ok\"",
+        "\"id\"",    "\"kids\"",
+        "kids",      "id",
+        "\":\"",     "\":[",
+        "\":{",      "1,",
+        "0]",        "0}",
     };
     vocab v = {0};
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
@@ -797,10 +833,10 @@ static bool is_integer(const cJSON *j)
     return cJSON_IsNumber(j) && j->valuedouble == (double)(long long)j->valuedouble;
 }
 
-#define PERSON_SCHEMA                                                                             \
-    "{\"type\":\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"      \
-    "\"string\"},\"maxItems\":3},\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"  \
-    "\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},\"ok\":{\"type\":\"boolean\"}},"           \
+#define PERSON_SCHEMA                                                                              \
+    "{\"type\":\"object\",\"properties\":{\"tags\":{\"type\":\"array\",\"items\":{\"type\":"       \
+    "\"string\"},\"maxItems\":3},\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"   \
+    "\"color\":{\"enum\":[\"red\",\"green\",\"blue\"]},\"ok\":{\"type\":\"boolean\"}},"            \
     "\"required\":[\"name\",\"age\"]}"
 
 static void check_person(const cJSON *doc)
@@ -825,7 +861,10 @@ static void check_person(const cJSON *doc)
             assert_true(cJSON_IsArray(e));
             assert_true(cJSON_GetArraySize(e) <= 3);
             const cJSON *x;
-            cJSON_ArrayForEach(x, e) { assert_true(cJSON_IsString(x)); }
+            cJSON_ArrayForEach(x, e)
+            {
+                assert_true(cJSON_IsString(x));
+            }
         } else if (at == 3) {
             assert_true(cJSON_IsString(e));
             const char *c = e->valuestring;
@@ -839,10 +878,10 @@ static void check_person(const cJSON *doc)
     assert_non_null(cJSON_GetObjectItemCaseSensitive(doc, "age"));
 }
 
-#define TREE_SCHEMA                                                                               \
-    "{\"$defs\":{\"item\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"    \
-    "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/item\"},\"maxItems\":2}},"        \
-    "\"required\":[\"id\"]}},\"anyOf\":[{\"$ref\":\"#/$defs/item\"},{\"type\":\"null\"},"         \
+#define TREE_SCHEMA                                                                                \
+    "{\"$defs\":{\"item\":{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"},"     \
+    "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/item\"},\"maxItems\":2}},"         \
+    "\"required\":[\"id\"]}},\"anyOf\":[{\"$ref\":\"#/$defs/item\"},{\"type\":\"null\"},"          \
     "{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":1,\"maxItems\":2}]}"
 
 static void check_item(const cJSON *doc)
@@ -859,7 +898,10 @@ static void check_item(const cJSON *doc)
         assert_true(cJSON_IsArray(kids));
         assert_true(cJSON_GetArraySize(kids) <= 2);
         const cJSON *k;
-        cJSON_ArrayForEach(k, kids) { check_item(k); }
+        cJSON_ArrayForEach(k, kids)
+        {
+            check_item(k);
+        }
     }
 }
 
@@ -872,7 +914,10 @@ static void check_tree(const cJSON *doc)
         int n = cJSON_GetArraySize(doc);
         assert_true(n >= 1 && n <= 2);
         const cJSON *x;
-        cJSON_ArrayForEach(x, doc) { assert_true(cJSON_IsNumber(x)); }
+        cJSON_ArrayForEach(x, doc)
+        {
+            assert_true(cJSON_IsNumber(x));
+        }
         return;
     }
     check_item(doc);
@@ -890,7 +935,7 @@ static void test_random_walks(void **state)
     assert_true(c >= 250);
 }
 
-/* ---- the real SmolLM2 vocabulary -------------------------------------------------------------- */
+/* ---- the real SmolLM2 vocabulary ------------------------------------------------------------ */
 
 #define SMOL "SmolLM2-135M-Instruct.Q4_1"
 #define GEMMA "gemma-3-270m-q4_k_m"
@@ -939,7 +984,8 @@ static bool model_vocab(const char *stem, vocab *v)
     char path[4096];
     if (!find_model(stem, path, sizeof path)) {
         print_message("%s.gguf is not in $PT_MODELS_DIR, data/models or /work/models: "
-                      "skipped\n", stem);
+                      "skipped\n",
+                      stem);
         return false;
     }
     pt_gguf *g = pt_gguf_open(path);
@@ -987,8 +1033,8 @@ static double scan_states(const char *stem, const vocab *v)
         int n_allowed = 0;
         double us = scan_us(m, v, &n_allowed);
         worst = us > worst ? us : worst;
-        print_message("%s: full-vocabulary scan (%d tokens) %-20s %7.0f us, %6d allowed\n",
-                      stem, v->n, states[s].name, us, n_allowed);
+        print_message("%s: full-vocabulary scan (%d tokens) %-20s %7.0f us, %6d allowed\n", stem,
+                      v->n, states[s].name, us, n_allowed);
         assert_true(n_allowed > 0);
         for (int k = 0; k < 300; k++) {
             int i = (int)(rng_next(&seed) % (uint64_t)v->n);
