@@ -753,7 +753,8 @@ static void check_allows_consistent(const char *schema, const char *text, size_t
         }
     }
     if (slow != pti_json_matcher_allows(m, p, pn)) {
-        fail_msg("allows(%s) after %.*s: %d, byte by byte: %d", p, (int)n, text, !slow, slow);
+        fail_msg("allows(%.*s) after %.*s: %d, byte by byte: %d", (int)pn, p, (int)n, text, !slow,
+                 slow);
     }
     pti_json_matcher_free(r);
 }
@@ -921,6 +922,72 @@ static void check_tree(const cJSON *doc)
         return;
     }
     check_item(doc);
+}
+
+/* allows() of a whole byte string equals feeding it byte by byte, for random byte strings
+ * (biased towards JSON's bytes) fed to matchers in many states, dead ones included. */
+static void test_random_bytes(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "{}[],:\"\\ \n0123456789-+.eEtrufalsnbuxd\xc3\xa9\xed\xa0\x01";
+    const char *schemas[] = {NULL, PERSON_SCHEMA, TREE_SCHEMA, ORDER_SCHEMA};
+    uint64_t seed = 2024;
+    for (size_t si = 0; si < sizeof schemas / sizeof schemas[0]; si++) {
+        for (int iter = 0; iter < 400; iter++) {
+            pti_json_matcher *m = new_matcher(schemas[si]);
+            char hist[8 * 24];
+            size_t hn = 0;
+            for (int chunk = 0; chunk < 8; chunk++) {
+                char buf[24];
+                size_t n = 1 + rng_next(&seed) % sizeof buf;
+                for (size_t i = 0; i < n; i++) {
+                    buf[i] = alphabet[rng_next(&seed) % (sizeof alphabet - 1)];
+                }
+                bool whole = pti_json_matcher_allows(m, buf, n);
+                size_t ok = 0;
+                while (ok < n && pti_json_matcher_allows(m, buf, ok + 1)) {
+                    ok++;
+                }
+                assert_int_equal(whole, ok == n);
+                check_allows_consistent(schemas[si], hist, hn, m, buf, n);
+                /* take the accepted prefix (sometimes all of it, sometimes a refused byte) */
+                size_t take = rng_next(&seed) % 8 == 0 ? n : ok;
+                pti_json_matcher_advance(m, buf, take);
+                memcpy(hist + hn, buf, take);
+                hn += take;
+                if (take > ok) {
+                    assert_false(pti_json_matcher_allows(m, " ", 1));
+                    assert_false(pti_json_matcher_complete(m));
+                    break;
+                }
+            }
+            pti_json_matcher_free(m);
+        }
+    }
+}
+
+/* More ambiguity than the live-reading bound: the matcher keeps PTI_JSON_MAX_ALTS readings
+ * and what it accepts stays valid. */
+static void test_union_bound(void **state)
+{
+    (void)state;
+    char schema[4096] = "{\"anyOf\":[";
+    for (int i = 0; i < 8; i++) {
+        char alt[512] = "{\"type\":\"array\",\"items\":{\"anyOf\":[";
+        for (int k = 0; k < 8; k++) {
+            char e[64];
+            snprintf(e, sizeof e, "%s{\"enum\":[\"a%d\",%d]}", k ? "," : "", k, i);
+            strcat(alt, e);
+        }
+        strcat(alt, "]}}");
+        strcat(schema, i ? "," : "");
+        strcat(schema, alt);
+    }
+    strcat(schema, "]}");
+    expect_valid(schema, "[\"a0\",0]", 1);
+    expect_valid(schema, "[]", 1);
+    int done = random_walks(schema, NULL, 100, 31337);
+    assert_true(done >= 90);
 }
 
 static void test_random_walks(void **state)
@@ -1145,6 +1212,8 @@ int main(void)
         cmocka_unit_test(test_schema_ref),
         cmocka_unit_test(test_schema_errors),
         cmocka_unit_test(test_random_walks),
+        cmocka_unit_test(test_random_bytes),
+        cmocka_unit_test(test_union_bound),
         cmocka_unit_test(test_real_vocabulary),
         cmocka_unit_test(test_gemma_vocabulary),
     };
