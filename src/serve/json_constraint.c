@@ -58,9 +58,10 @@ typedef struct frame {
 
 typedef struct thread {
     uint8_t mode, depth, ws, flags;
-    uint8_t sub, need, lo, hi; /* string: sub-state, UTF-8 bytes still needed and the next's range */
+    /* string: sub-state, UTF-8 bytes still needed and the range of the next one */
+    uint8_t sub, need, lo, hi;
     uint16_t node;
-    uint16_t pos; /* literal/key: bytes matched; \u escape: hex digits read */
+    uint16_t pos;  /* literal/key: bytes matched; \u escape: hex digits read */
     uint32_t code; /* \u escape: value so far */
     uint32_t pad;
     uint64_t mask; /* literal/key candidates */
@@ -84,7 +85,10 @@ struct pti_json_matcher {
 
 static const jc_lit builtin_lits[3] = {{"true", 4}, {"false", 5}, {"null", 4}};
 
-static bool is_ws(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+static bool is_ws(uint8_t b)
+{
+    return b == ' ' || b == '\t' || b == '\n' || b == '\r';
+}
 
 static void copy_thread(thread *dst, const thread *src)
 {
@@ -117,7 +121,10 @@ static void set_mode(thread *t, uint8_t mode, uint16_t node)
     t->mask = 0;
 }
 
-static frame *top(thread *t) { return &t->stack[t->depth - 1]; }
+static frame *top(thread *t)
+{
+    return &t->stack[t->depth - 1];
+}
 
 /* A value of `node` comes next; a union forks one thread per alternative (the later ones
  * dropped when no room is left). */
@@ -195,7 +202,7 @@ static void pop_container(thread *t)
 
 static bool step_thread(const jc_schema *s, state *st, thread *t, uint8_t b);
 
-/* ---- values ----------------------------------------------------------------------------------- */
+/* ---- values --------------------------------------------------------------------------------- */
 
 static bool start_literal(thread *t, const jc_lit *lits, uint64_t mask, uint8_t b)
 {
@@ -250,15 +257,12 @@ static bool step_value(const jc_schema *s, state *st, thread *t, uint8_t b)
     }
     const jc_node *nd = &s->nodes[t->node];
     if (nd->n_lits > 0) {
-        return start_literal(t, nd->lits, nd->n_lits == 64 ? ~0ull : (1ull << nd->n_lits) - 1,
-                             b);
+        return start_literal(t, nd->lits, nd->n_lits == 64 ? ~0ull : (1ull << nd->n_lits) - 1, b);
     }
     uint8_t ty = nd->types;
     switch (b) {
-    case '{':
-        return (ty & JT_OBJECT) && open_container(s, st, t, false);
-    case '[':
-        return (ty & JT_ARRAY) && open_container(s, st, t, true);
+    case '{': return (ty & JT_OBJECT) && open_container(s, st, t, false);
+    case '[': return (ty & JT_ARRAY) && open_container(s, st, t, true);
     case '"':
         if (!(ty & JT_STRING)) {
             return false;
@@ -303,7 +307,10 @@ static bool step_literal(const jc_schema *s, state *st, thread *t, uint8_t b)
     return step_thread(s, st, t, b);
 }
 
-static bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+static bool is_digit(uint8_t b)
+{
+    return b >= '0' && b <= '9';
+}
 
 static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
@@ -367,11 +374,11 @@ static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
     return step_thread(s, st, t, b);
 }
 
-/* ---- strings ---------------------------------------------------------------------------------- */
+/* ---- strings -------------------------------------------------------------------------------- */
 
 static int hex_value(uint8_t b)
 {
-    return b >= '0' && b <= '9' ? b - '0'
+    return b >= '0' && b <= '9'   ? b - '0'
            : b >= 'a' && b <= 'f' ? b - 'a' + 10
            : b >= 'A' && b <= 'F' ? b - 'A' + 10
                                   : -1;
@@ -469,8 +476,7 @@ static bool step_string(thread *t, uint8_t b)
         }
         t->sub = S_PLAIN;
         return true;
-    case S_HEX:
-        return string_hex(t, b);
+    case S_HEX: return string_hex(t, b);
     case S_LOW_BACKSLASH:
         if (b != '\\') {
             return false;
@@ -488,7 +494,7 @@ static bool step_string(thread *t, uint8_t b)
     return false;
 }
 
-/* ---- containers ------------------------------------------------------------------------------- */
+/* ---- containers ----------------------------------------------------------------------------- */
 
 static bool step_after(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
@@ -595,28 +601,20 @@ static bool step_key(const jc_schema *s, thread *t, uint8_t b)
 
 static bool step_thread(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
-    bool ws_run = is_ws(b) && (t->mode == M_VALUE || t->mode == M_AFTER ||
-                               t->mode == M_OBJ_OPEN || t->mode == M_OBJ_KEY ||
-                               t->mode == M_COLON);
+    bool ws_run = is_ws(b) && (t->mode == M_VALUE || t->mode == M_AFTER || t->mode == M_OBJ_OPEN ||
+                               t->mode == M_OBJ_KEY || t->mode == M_COLON);
     if (!ws_run) {
         t->ws = 0;
     }
     switch (t->mode) {
-    case M_VALUE:
-        return step_value(s, st, t, b);
-    case M_STRING:
-        return step_string(t, b);
-    case M_LITERAL:
-        return step_literal(s, st, t, b);
-    case M_NUMBER:
-        return step_number(s, st, t, b);
-    case M_AFTER:
-        return step_after(s, st, t, b);
+    case M_VALUE: return step_value(s, st, t, b);
+    case M_STRING: return step_string(t, b);
+    case M_LITERAL: return step_literal(s, st, t, b);
+    case M_NUMBER: return step_number(s, st, t, b);
+    case M_AFTER: return step_after(s, st, t, b);
     case M_OBJ_OPEN:
-    case M_OBJ_KEY:
-        return step_object(s, t, b);
-    case M_KEY:
-        return step_key(s, t, b);
+    case M_OBJ_KEY: return step_object(s, t, b);
+    case M_KEY: return step_key(s, t, b);
     case M_COLON:
         if (is_ws(b)) {
             return take_ws(t);
@@ -661,9 +659,12 @@ static bool step(const jc_schema *s, state *st, uint8_t b)
     return w > 0;
 }
 
-/* ---- the matcher ------------------------------------------------------------------------------ */
+/* ---- the matcher ---------------------------------------------------------------------------- */
 
-static bool has_bit(const uint8_t *set, uint8_t b) { return set[b >> 3] & (1u << (b & 7)); }
+static bool has_bit(const uint8_t *set, uint8_t b)
+{
+    return set[b >> 3] & (1u << (b & 7));
+}
 
 /* The bytes that may follow st, as a 256-bit set. */
 static void next_bytes(const jc_schema *s, const state *st, uint8_t *set)
@@ -812,14 +813,11 @@ static bool thread_complete(const jc_schema *s, const thread *t)
         return false;
     }
     switch (t->mode) {
-    case M_AFTER:
-        return true;
+    case M_AFTER: return true;
     case M_NUMBER:
         return t->sub == N_ZERO || t->sub == N_INT || t->sub == N_FRAC || t->sub == N_EXP;
-    case M_LITERAL:
-        return any_len(lits_of(s, t), t->mask, t->pos, false);
-    default:
-        return false;
+    case M_LITERAL: return any_len(lits_of(s, t), t->mask, t->pos, false);
+    default: return false;
     }
 }
 
@@ -850,7 +848,7 @@ bool pti_json_matcher_done(const pti_json_matcher *m)
     return true;
 }
 
-/* ---- the engine's interface ------------------------------------------------------------------- */
+/* ---- the engine's interface ----------------------------------------------------------------- */
 
 static bool constraint_allows(const void *state, const char *bytes, size_t n)
 {
@@ -862,14 +860,26 @@ static void constraint_advance(void *state, const char *bytes, size_t n)
     pti_json_matcher_advance(state, bytes, n);
 }
 
-static bool constraint_complete(const void *state) { return pti_json_matcher_complete(state); }
+static bool constraint_complete(const void *state)
+{
+    return pti_json_matcher_complete(state);
+}
 
-static bool constraint_done(const void *state) { return pti_json_matcher_done(state); }
+static bool constraint_done(const void *state)
+{
+    return pti_json_matcher_done(state);
+}
 
-static void constraint_free(void *state) { pti_json_matcher_free(state); }
+static void constraint_free(void *state)
+{
+    pti_json_matcher_free(state);
+}
 
 pti_constraint pti_json_constraint(pti_json_matcher *m)
 {
+    if (!m) {
+        return (pti_constraint){0};
+    }
     return (pti_constraint){.allows = constraint_allows,
                             .advance = constraint_advance,
                             .complete = constraint_complete,
