@@ -618,7 +618,9 @@ static bool eval_fields(ex *e, val recv, const char *const *ids, int n, bool has
                 return exfail(e, "%s is not a method but has arguments", ids[i]);
             const cJSON *c = cJSON_GetObjectItemCaseSensitive(recv.j, ids[i]);
             recv = c ? from_json(c) : (val){.k = V_MISSING};
-        } else if (recv.k == V_MISSING || recv.k == V_NIL) {
+        } else if (recv.k == V_MISSING) {
+            /* Go: a field of a missing map entry is missing too, silently */
+        } else if (recv.k == V_NIL) {
             return exfail(e, "nil pointer evaluating interface {}.%s", ids[i]);
         } else {
             return exfail(e, "can't evaluate field %s in type %s", ids[i], type_name(recv));
