@@ -52,7 +52,11 @@ static bool write_file_atomic(const char *path, const void *data, size_t len)
     char tmp[4200];
     if (!make_parent_dirs(path))
         return false;
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d-%u", path, (int)getpid(), atomic_fetch_add(&counter, 1));
+    /* a dot name: the manifest walk and listings skip it while it is being written */
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 0;
+    snprintf(tmp, sizeof tmp, "%.*s/.%s.tmp-%d-%u", dir_len, path, slash ? slash + 1 : path,
+             (int)getpid(), atomic_fetch_add(&counter, 1));
     FILE *f = fopen(tmp, "wb");
     bool ok = f && fwrite(data, 1, len, f) == len;
     ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
@@ -269,6 +273,8 @@ int pti_store_blob_commit(const char *root, const char *tmp_path, const char *di
     }
     if (st == PTI_STORE_OK) {
         pthread_mutex_lock(&store_lock);
+        /* uploads arrive as private temporary files; blobs are world-readable like Ollama's */
+        chmod(tmp_path, 0644);
         if (!make_parent_dirs(path) || rename(tmp_path, path) != 0) {
             pti_error(PT_ERR_IO, "model store: cannot move the upload to %s", path);
             st = PTI_STORE_FAILED;

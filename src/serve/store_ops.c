@@ -992,6 +992,8 @@ cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *sta
     pt_gguf *g = NULL;
     cJSON *r = NULL;
     if (read_show_layers(root, man, &p) && (g = pt_gguf_open(gguf_path))) {
+        if (!p.template_) /* Ollama's default template when a model has none */
+            p.template_ = strdup("{{ .Prompt }}");
         pti_gguf_facts facts;
         facts_from_gguf(g, &facts);
         modelfile_header(&p.modelfile, shown, gguf_path);

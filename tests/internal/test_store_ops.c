@@ -476,7 +476,8 @@ static void test_refusals(void **state)
     cJSON *show = pti_store_show(root, "m", false, &status);
     assert_non_null(show);
     assert_null(cJSON_GetObjectItem(show, "parameters"));
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")), "");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")),
+                        "{{ .Prompt }}"); /* Ollama's default */
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
     cJSON_Delete(show);
     remove_root();
