@@ -19,6 +19,7 @@ checks with the standard library only, against Ollama's documented behaviour
   stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
+import hashlib
 import http.client
 import json
 import math
@@ -58,13 +59,53 @@ def find_model(name):
     return None
 
 
+GO_TEMPLATE = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+               "{{ if .Prompt }}<|im_start|>user\n{{ .Prompt }}<|im_end|>\n{{ end }}"
+               "<|im_start|>assistant\n{{ .Response }}")
+SYSTEM_LAYER = "You are a test."
+
+
+def make_store(root, gguf):
+    """An Ollama store holding `tmpltest:latest`: the GGUF plus template, system and params
+    layers (ollama-api.md section 3)."""
+    blobs = os.path.join(root, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+
+    def blob(data, media):
+        digest = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, "sha256-" + digest), "wb") as f:
+            f.write(data)
+        return {"mediaType": media, "digest": "sha256:" + digest, "size": len(data)}
+
+    with open(gguf, "rb") as f:
+        weights = f.read()
+    p = "application/vnd.ollama.image."
+    layers = [blob(weights, p + "model"), blob(GO_TEMPLATE.encode(), p + "template"),
+              blob(SYSTEM_LAYER.encode(), p + "system"),
+              blob(json.dumps({"temperature": 0, "num_predict": 8, "seed": 9}).encode(),
+                   p + "params")]
+    config = blob(json.dumps({"model_format": "gguf", "model_family": "llama",
+                              "model_families": ["llama"], "model_type": "1M",
+                              "file_type": "Q8_0"}).encode(),
+                  "application/vnd.docker.container.image.v1+json")
+    manifest = {"schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": config, "layers": layers}
+    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", "tmpltest")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "latest"), "w") as f:
+        json.dump(manifest, f)
+
+
 class Server:
-    def __init__(self, binary, args):
+    def __init__(self, binary, args, store_gguf=None):
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-api-", suffix=".log",
                                                 delete=False)
         env = dict(os.environ)
         env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
+        if store_gguf:
+            make_store(env["OLLAMA_MODELS"], store_gguf)
         for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
             env.pop(k, None)
         self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
@@ -534,6 +575,51 @@ def test_openai(srv, model, real):
                        "invalid_request_error", "prompt", "v1 completions prompt list")
 
 
+def test_template_layer(srv):
+    """A store model's Go template, system and params layers: the templated answer equals a
+    raw request of the text the template renders, and the params layer's temperature 0,
+    num_predict 8 and seed apply without request options."""
+    want_prompt = ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                   "<|im_start|>assistant\n" % SYSTEM_LAYER)
+    st, t = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False})
+    check(st == 200 and t.get("eval_count") == 8 and t.get("done_reason") == "length",
+          "template layer generate with the params layer: %d %r" % (st, t))
+    st, raw = srv.post("/api/generate", {"model": "tmpltest", "prompt": want_prompt, "raw": True,
+                                         "stream": False})
+    check(st == 200 and raw.get("prompt_eval_count") == t.get("prompt_eval_count") and
+          raw.get("response") == t.get("response"),
+          "templated == raw rendering: %r/%r vs %r/%r" % (
+              t.get("prompt_eval_count"), t.get("response"), raw.get("prompt_eval_count"),
+              raw.get("response")))
+    st, c = srv.post("/api/chat", {"model": "tmpltest", "stream": False,
+                                   "messages": [{"role": "user", "content": "Hello"}]})
+    check(st == 200 and c.get("message", {}).get("content") == t.get("response") and
+          c.get("prompt_eval_count") == t.get("prompt_eval_count"),
+          "chat through the template layer (legacy turns, system layer): %r" % c)
+    # the request's system replaces the system layer; a template override replaces the layer
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "system": "Other."})
+    st2, raw2 = srv.post("/api/generate", {"model": "tmpltest", "stream": False, "raw": True,
+                                           "prompt": want_prompt.replace(SYSTEM_LAYER, "Other.")})
+    check(st == 200 and o.get("response") == raw2.get("response") and
+          o.get("prompt_eval_count") == raw2.get("prompt_eval_count"), "system override")
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "template": "Q: {{ .Prompt }}\nA:"})
+    st2, raw2 = srv.post("/api/generate", {"model": "tmpltest", "stream": False, "raw": True,
+                                           "prompt": "Q: Hello\nA:"})
+    check(st == 200 and o.get("response") == raw2.get("response") and
+          o.get("prompt_eval_count") == raw2.get("prompt_eval_count"),
+          "template override: %r vs %r" % (o, raw2))
+    check_error(srv, "/api/generate", {"model": "tmpltest", "prompt": "x",
+                                       "template": "{{ if }"}, 400, "template", "bad template")
+    check_error(srv, "/api/generate", {"model": "tmpltest", "prompt": "x", "suffix": "y"}, 400,
+                '"tmpltest" does not support insert', "suffix needs .Suffix")
+    # request options override the params layer
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "options": {"num_predict": 3}})
+    check(st == 200 and o.get("eval_count") == 3, "request options over the params layer")
+
+
 def test_parallel(srv, model):
     results = []
 
@@ -569,7 +655,7 @@ def main():
         args.append(smol_path)
     else:
         print("SmolLM2-135M-Instruct.Q4_1.gguf not found: checking with the tiny models only")
-    srv = Server(binary, args)
+    srv = Server(binary, args, store_gguf=tiny_llama)
     smol = "SmolLM2-135M-Instruct.Q4_1" if smol_path else None
     model = smol or "llama-q8_0"
     try:
@@ -579,6 +665,7 @@ def main():
         test_capabilities(srv, smol, "qwen3-q8_0")
         test_embed(srv, model, "qwen3-q8_0")
         test_openai(srv, model, smol is not None)
+        test_template_layer(srv)
         test_parallel(srv, model)
         test_load_unload(srv, "llama-q8_0")
         st, r = srv.get("/health")

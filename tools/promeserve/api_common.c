@@ -660,6 +660,57 @@ static bool split_thinking(ps_gen *g, const char *text, size_t len, bool finish)
     return ok;
 }
 
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates, at
+ * most U+10FFFF), 0 when the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+/* Generated text with every byte that is not valid UTF-8 replaced by U+FFFD, as Go's JSON
+ * encoder does (a model may sample byte tokens that never form a character); NULL when the
+ * text is valid already (the common case). */
+static char *valid_utf8(const char *text, size_t len, size_t *out_len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0, k;
+    while (i < len && (k = utf8_seq(s + i, len - i)) > 0)
+        i += k;
+    if (i == len)
+        return NULL;
+    char *out = malloc(len * 3 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (i = 0; i < len;) {
+        k = utf8_seq(s + i, len - i);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    *out_len = o;
+    return out;
+}
+
 static bool on_text(void *user, const char *text, size_t len)
 {
     ps_gen *g = user;
@@ -669,7 +720,11 @@ static bool on_text(void *user, const char *text, size_t len)
         snprintf(g->done_reason, sizeof g->done_reason, "length"); /* the time limit cut it */
         ok = false;
     } else {
-        ok = split_thinking(g, text, len, false) && !g->client_gone;
+        size_t n_fixed = 0;
+        char *fixed = valid_utf8(text, len, &n_fixed);
+        ok = split_thinking(g, fixed ? fixed : text, fixed ? n_fixed : len, false) &&
+             !g->client_gone;
+        free(fixed);
     }
     pthread_mutex_unlock(&g->mu);
     return ok;
@@ -720,6 +775,7 @@ static void on_done(void *user, pt_status st, const char *msg, const pt_gen_stat
     ps_metrics_tokens(g->srv, g->stats.prompt_tokens, g->stats.gen_tokens, g->stats.gen_ns);
     if (g->stream) {
         finish_stream(g);
+        ps_stream_set_tokens(g->stream, g->n_prompt_ids, g->stats.gen_tokens);
         ps_stream_close(g->stream);
         g->stream = NULL;
         pthread_mutex_unlock(&g->mu);
