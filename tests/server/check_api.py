@@ -19,12 +19,14 @@ checks with the standard library only, against Ollama's documented behaviour
   stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
+import base64
 import hashlib
 import http.client
 import json
 import math
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -546,6 +548,21 @@ def test_openai(srv, model, real):
     check(st == 200 and r.get("object") == "list" and len(d) == 2 and
           d[1].get("index") == 1 and d[0].get("object") == "embedding" and
           r.get("usage", {}).get("prompt_tokens", 0) > 0, "v1 embeddings: %d" % st)
+
+    # base64 (the official client's default) decodes to the float vector; dimensions
+    st, r64 = srv.post("/v1/embeddings", {"model": model, "input": "a", "encoding_format": "base64"})
+    st2, rf = srv.post("/v1/embeddings", {"model": model, "input": "a"})
+    if check(st == 200 and st2 == 200 and isinstance(r64["data"][0]["embedding"], str),
+             "v1 embeddings base64: %d" % st):
+        raw = base64.b64decode(r64["data"][0]["embedding"])
+        vals = struct.unpack("<%df" % (len(raw) // 4), raw)
+        ref = rf["data"][0]["embedding"]
+        check(len(vals) == len(ref) and max(abs(a - b) for a, b in zip(vals, ref)) < 1e-6,
+              "base64 floats == float list")
+    st, r = srv.post("/api/embed", {"model": model, "input": "a", "dimensions": 8})
+    e = (r.get("embeddings") or [[]])[0]
+    check(st == 200 and len(e) == 8 and abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-3,
+          "embed dimensions 8: cut and normalised")
 
     # models
     st, r = srv.get("/v1/models")

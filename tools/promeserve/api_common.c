@@ -2,6 +2,7 @@
 #include "api_common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -932,7 +933,7 @@ static void no_finish(ps_gen *g)
 static const ps_gen_style embed_style = {false, no_chunk, no_finish, no_obj};
 
 /* One input's embedding as a cJSON array, or NULL with *status / err. */
-static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool truncate,
+static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool truncate, int dims,
                         int64_t *tokens, int *status, char *err, size_t err_cap)
 {
     pti_engine *e = ps_model_engine(m);
@@ -987,7 +988,17 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
             *status = 500;
             snprintf(err, err_cap, "%s", g->st != PT_OK ? g->msg : "no embedding was computed");
         } else {
-            vec = cJSON_CreateFloatArray(g->embedding, g->n_embd);
+            int n_out = g->n_embd;
+            if (dims > 0 && dims < n_out) { /* Ollama: truncate, then normalise again */
+                double ss = 0;
+                for (int i = 0; i < dims; i++)
+                    ss += (double)g->embedding[i] * g->embedding[i];
+                float scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+                for (int i = 0; i < dims; i++)
+                    g->embedding[i] *= scale;
+                n_out = dims;
+            }
+            vec = cJSON_CreateFloatArray(g->embedding, n_out);
             *tokens += n;
         }
     }
@@ -996,7 +1007,7 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
 }
 
 cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
-                           bool truncate, int64_t *prompt_tokens)
+                           bool truncate, int dims, int64_t *prompt_tokens)
 {
     cJSON *list = cJSON_CreateArray();
     *prompt_tokens = 0;
@@ -1005,7 +1016,7 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
     char err[512];
     bool single = cJSON_IsString(inputs);
     for (in = single ? inputs : inputs->child; in; in = single ? NULL : in->next) {
-        cJSON *v = embed_one(r, m, in->valuestring, truncate, prompt_tokens, &status, err,
+        cJSON *v = embed_one(r, m, in->valuestring, truncate, dims, prompt_tokens, &status, err,
                              sizeof err);
         if (!v) {
             cJSON_Delete(list);
@@ -1015,4 +1026,19 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
         cJSON_AddItemToArray(list, v);
     }
     return list;
+}
+
+bool ps_api_dimensions(ps_request *r, bool openai, int *dims)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "dimensions");
+    *dims = 0;
+    if (!v || cJSON_IsNull(v))
+        return true;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 1 << 20) {
+        ps_api_fail(r, openai, 400, "dimensions must be a positive integer");
+        return false;
+    }
+    *dims = (int)v->valuedouble;
+    return true;
 }
