@@ -25,6 +25,7 @@ import http.client
 import json
 import math
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -67,25 +68,39 @@ GO_TEMPLATE = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ 
 SYSTEM_LAYER = "You are a test."
 
 
-def make_store(root, gguf):
-    """An Ollama store holding `tmpltest:latest`: the GGUF plus template, system and params
-    layers (ollama-api.md section 3)."""
+# A ChatML-like template with tools: the calls it shows start with '{', so Ollama's tag is "{"
+TOOLS_TEMPLATE = ("{{- range .Messages }}<|im_start|>{{ .Role }}\n"
+                  "{{- if and (eq .Role \"user\") $.Tools }}Tools: {{ json $.Tools }}\n{{ end }}"
+                  "{{- if .ToolCalls }}{{ range .ToolCalls }}{\"name\": \"{{ .Function.Name }}\", "
+                  "\"arguments\": {{ json .Function.Arguments }}}{{ end }}"
+                  "{{- else }}{{ .Content }}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n")
+
+
+def make_store(root, name, gguf, template, system=None, params=None):
+    """An Ollama store model `name:latest`: the GGUF (linked, with its real digest) plus
+    template, system and params layers (ollama-api.md section 3)."""
     blobs = os.path.join(root, "blobs")
     os.makedirs(blobs, exist_ok=True)
 
-    def blob(data, media):
+    def blob(data, media, link=None):
         digest = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(blobs, "sha256-" + digest), "wb") as f:
-            f.write(data)
+        path = os.path.join(blobs, "sha256-" + digest)
+        if not os.path.exists(path):
+            if link:
+                os.symlink(os.path.abspath(link), path)
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
         return {"mediaType": media, "digest": "sha256:" + digest, "size": len(data)}
 
     with open(gguf, "rb") as f:
         weights = f.read()
     p = "application/vnd.ollama.image."
-    layers = [blob(weights, p + "model"), blob(GO_TEMPLATE.encode(), p + "template"),
-              blob(SYSTEM_LAYER.encode(), p + "system"),
-              blob(json.dumps({"temperature": 0, "num_predict": 8, "seed": 9}).encode(),
-                   p + "params")]
+    layers = [blob(weights, p + "model", link=gguf), blob(template.encode(), p + "template")]
+    if system:
+        layers.append(blob(system.encode(), p + "system"))
+    if params:
+        layers.append(blob(json.dumps(params).encode(), p + "params"))
     config = blob(json.dumps({"model_format": "gguf", "model_family": "llama",
                               "model_families": ["llama"], "model_type": "1M",
                               "file_type": "Q8_0"}).encode(),
@@ -93,21 +108,25 @@ def make_store(root, gguf):
     manifest = {"schemaVersion": 2,
                 "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
                 "config": config, "layers": layers}
-    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", "tmpltest")
+    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "latest"), "w") as f:
         json.dump(manifest, f)
 
 
 class Server:
-    def __init__(self, binary, args, store_gguf=None):
+    def __init__(self, binary, args, tiny_gguf=None, tools_gguf=None):
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-api-", suffix=".log",
                                                 delete=False)
         env = dict(os.environ)
         env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
-        if store_gguf:
-            make_store(env["OLLAMA_MODELS"], store_gguf)
+        self.store = env["OLLAMA_MODELS"]
+        if tiny_gguf:
+            make_store(self.store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
+                       {"temperature": 0, "num_predict": 8, "seed": 9})
+        if tools_gguf:
+            make_store(self.store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
         for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
             env.pop(k, None)
         self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
@@ -415,22 +434,84 @@ def test_capabilities(srv, smol, tiny_qwen3):
                     '"%s" does not support thinking' % smol, "think on a ChatML model")
         check_error(srv, "/api/chat", {"model": smol, "messages": msgs, "tools": tools}, 400,
                     '"%s" does not support tools' % smol, "tools on a ChatML model")
-    # Qwen3 (family renderer) takes tools and think
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "tools": tools,
-                                   "stream": False, "options": {"num_predict": 8}})
-    check(st == 200 and r.get("done") is True, "tools on qwen3: %d %r" % (st, r))
+    # Qwen3 (family renderer) takes think (its tool prompt does not fit the tiny 256 context)
     st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": True,
                                    "stream": False, "options": {"num_predict": 8}})
     check(st == 200, "think on qwen3: %d %r" % (st, r))
-    # assistant tool calls and tool results render
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "tools": tools, "stream": False,
+    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": False,
+                                   "stream": False, "options": {"num_predict": 8}})
+    check(st == 200, "think false on qwen3: %d %r" % (st, r))
+
+
+CALL_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "enum": ["get_weather"]},
+    "arguments": {"type": "object", "properties": {"city": {"type": "string", "enum":
+                                                            ["Paris", "Rome"]}},
+                  "required": ["city"]}}, "required": ["name", "arguments"]}
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+
+def test_tool_calls(srv):
+    """Tool calls through a store model whose Go template renders .Tools (SmolLM2 weights);
+    the JSON schema format makes the model write a call, which must come back parsed."""
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    body = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "format": CALL_SCHEMA,
+            "options": {"temperature": 0, "num_predict": 40}}
+    st, r = srv.post("/api/chat", dict(body, stream=False))
+    m = r.get("message", {})
+    calls = m.get("tool_calls") or []
+    check(st == 200 and len(calls) == 1 and m.get("content") == "" and
+          calls[0]["function"]["name"] == "get_weather" and
+          calls[0]["function"].get("index") == 0 and
+          isinstance(calls[0]["function"]["arguments"], dict) and
+          calls[0]["function"]["arguments"].get("city") in ("Paris", "Rome"),
+          "chat tool call (arguments an object): %d %r" % (st, r))
+    st, ct, lines = srv.ndjson("/api/chat", body)
+    streamed = [c for l in lines for c in (l.get("message", {}).get("tool_calls") or [])]
+    check(streamed == calls and lines[-1].get("done") is True,
+          "streamed tool call == whole: %r" % lines)
+    # the call and its result in the history render through the template
+    st, r = srv.post("/api/chat", {"model": "toolstest", "tools": TOOLS, "stream": False,
                                    "options": {"num_predict": 4}, "messages": msgs + [
-                                       {"role": "assistant", "content": "", "tool_calls": [
-                                           {"function": {"name": "get_weather",
-                                                         "arguments": {"city": "Paris"}}}]},
-                                       {"role": "tool", "content": "sunny",
+                                       {"role": "assistant", "content": "",
+                                        "tool_calls": calls or [{"function": {
+                                            "name": "get_weather",
+                                            "arguments": {"city": "Paris"}}}]},
+                                       {"role": "tool", "content": "22 C",
                                         "tool_name": "get_weather"}]})
     check(st == 200, "tool call history renders: %d %r" % (st, r))
+
+    # OpenAI: arguments as a JSON string, type function, call_ ids, finish_reason tool_calls
+    ob = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "temperature": 0,
+          "max_tokens": 40, "response_format": {"type": "json_schema", "json_schema": {
+              "name": "call", "schema": CALL_SCHEMA}}}
+    st, r = srv.post("/v1/chat/completions", ob)
+    c = (r.get("choices") or [{}])[0]
+    tc = c.get("message", {}).get("tool_calls") or []
+    ok = (st == 200 and c.get("finish_reason") == "tool_calls" and len(tc) == 1 and
+          tc[0].get("type") == "function" and tc[0].get("id", "").startswith("call_") and
+          tc[0]["function"]["name"] == "get_weather" and
+          isinstance(tc[0]["function"]["arguments"], str))
+    if check(ok, "v1 tool call: %d %r" % (st, r)):
+        check(json.loads(tc[0]["function"]["arguments"]) == calls[0]["function"]["arguments"]
+              if calls else True, "v1 arguments string parses to the native call's object")
+    st, ct, events, text = srv.sse("/v1/chat/completions", dict(ob, stream=True))
+    deltas = [d["choices"][0] for k, d in events if k == "data" and d.get("choices")]
+    stc = [t for d in deltas for t in (d["delta"].get("tool_calls") or [])]
+    check(len(stc) == 1 and stc[0].get("index") == 0 and
+          deltas[-1].get("finish_reason") == "tool_calls" and events[-1][0] == "done",
+          "v1 streamed tool call: %r" % deltas)
+    # a follow-up turn with an OpenAI tool message (tool_call_id -> the call's name)
+    if tc:
+        st, r = srv.post("/v1/chat/completions", {
+            "model": "toolstest", "tools": TOOLS, "max_tokens": 4,
+            "messages": msgs + [{"role": "assistant", "content": None, "tool_calls": tc},
+                                {"role": "tool", "tool_call_id": tc[0]["id"],
+                                 "content": "22 C"}]})
+        check(st == 200, "v1 tool result turn: %d %r" % (st, r))
 
 
 def test_embed(srv, model, tiny):
@@ -672,7 +753,7 @@ def main():
         args.append(smol_path)
     else:
         print("SmolLM2-135M-Instruct.Q4_1.gguf not found: checking with the tiny models only")
-    srv = Server(binary, args, store_gguf=tiny_llama)
+    srv = Server(binary, args, tiny_gguf=tiny_llama, tools_gguf=smol_path)
     smol = "SmolLM2-135M-Instruct.Q4_1" if smol_path else None
     model = smol or "llama-q8_0"
     try:
@@ -683,6 +764,8 @@ def main():
         test_embed(srv, model, "qwen3-q8_0")
         test_openai(srv, model, smol is not None)
         test_template_layer(srv)
+        if smol:
+            test_tool_calls(srv)
         test_parallel(srv, model)
         test_load_unload(srv, "llama-q8_0")
         st, r = srv.get("/health")
@@ -691,6 +774,7 @@ def main():
         check(False, "exception: %r\n--- server log ---\n%s" % (e, srv.log()[-3000:]))
     finally:
         srv.stop()
+        shutil.rmtree(srv.store, ignore_errors=True)
     check(srv.proc.returncode == 0, "server exits 0 on SIGTERM (got %s)" % srv.proc.returncode)
     if "ERROR: AddressSanitizer" in srv.log() or "runtime error:" in srv.log():
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])
