@@ -17,6 +17,8 @@ checks with the standard library only, against Ollama's documented behaviour
   /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models(/id): objects, SSE
   framing (role in the first delta, one id and created, finish chunk, usage chunk, [DONE]),
   stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
+Under a sanitizer build run it with LSAN_OPTIONS=suppressions=tests/server/lsan.supp (the
+library's per-thread scope list); any sanitizer report in the server log is a failure.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
 import base64
@@ -776,7 +778,8 @@ def main():
         srv.stop()
         shutil.rmtree(srv.store, ignore_errors=True)
     check(srv.proc.returncode == 0, "server exits 0 on SIGTERM (got %s)" % srv.proc.returncode)
-    if "ERROR: AddressSanitizer" in srv.log() or "runtime error:" in srv.log():
+    if any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                    "runtime error:")):
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0
