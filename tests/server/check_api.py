@@ -126,7 +126,7 @@ class Server:
         self.store = env["OLLAMA_MODELS"]
         if tiny_gguf:
             make_store(self.store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
-                       {"temperature": 0, "num_predict": 8, "seed": 9})
+                       {"temperature": 0, "num_predict": 8, "seed": 9, "num_ctx": 128})
         if tools_gguf:
             make_store(self.store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
         for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
@@ -684,6 +684,10 @@ def test_template_layer(srv):
     st, t = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False})
     check(st == 200 and t.get("eval_count") == 8 and t.get("done_reason") == "length",
           "template layer generate with the params layer: %d %r" % (st, t))
+    st, ps = srv.get("/api/ps")
+    ctx = [m.get("context_length") for m in ps.get("models", [])
+           if m.get("name", "").startswith("tmpltest")]
+    check(ctx == [128], "the params layer's num_ctx applies at load: %r" % ps)
     st, raw = srv.post("/api/generate", {"model": "tmpltest", "prompt": want_prompt, "raw": True,
                                          "stream": False})
     check(st == 200 and raw.get("prompt_eval_count") == t.get("prompt_eval_count") and

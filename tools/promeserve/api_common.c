@@ -81,6 +81,31 @@ const char *ps_api_model_name(ps_request *r, bool openai)
 
 /* ---- model and options --------------------------------------------------------------------- */
 
+/* num_ctx of a store model's params layer (0 when none): a load-time option, so it is read
+ * from the layer file before the model is acquired. */
+static int params_num_ctx(ps_server *srv, const char *name)
+{
+    ps_model_ref ref;
+    if (!ps_model_resolve(srv, name, &ref) || !ref.params[0])
+        return 0;
+    FILE *f = fopen(ref.params, "rb");
+    if (!f)
+        return 0;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *j = cJSON_Parse(buf);
+    pti_api_opts o;
+    pti_api_opts_init(&o);
+    int num_ctx = 0;
+    if (cJSON_IsObject(j) && pti_api_apply_options(&o, j) == PT_OK)
+        num_ctx = o.num_ctx;
+    pti_api_opts_free(&o);
+    cJSON_Delete(j);
+    return num_ctx;
+}
+
 ps_model *ps_api_load(ps_request *r, bool openai, const char *name, const cJSON *req_options,
                       int64_t keep_alive_ns, pti_api_opts *opts)
 {
@@ -93,7 +118,7 @@ ps_model *ps_api_load(ps_request *r, bool openai, const char *name, const cJSON 
     if (opts->unknown[0])
         fprintf(stderr, "promeserve: warning: invalid option provided: %s (ignored)\n",
                 opts->unknown);
-    int num_ctx = opts->num_ctx;
+    int num_ctx = opts->num_ctx ? opts->num_ctx : params_num_ctx(r->srv, name);
     pti_api_opts_free(opts);
     int status = 500;
     char err[512] = "";
