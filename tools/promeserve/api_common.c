@@ -630,59 +630,18 @@ static bool emit_content(ps_gen *g, const char *text, size_t len, bool finish)
     return ok;
 }
 
-/* The longest tail of s[0..n) that is a proper prefix of tag. */
-static size_t partial_tag(const char *s, size_t n, const char *tag)
+static bool think_part(void *user, bool thinking, const char *text, size_t len)
 {
-    size_t tl = strlen(tag);
-    for (size_t k = tl - 1; k > 0; k--)
-        if (k <= n && memcmp(s + n - k, tag, k) == 0)
-            return k;
-    return 0;
+    ps_gen *g = user;
+    return thinking ? emit(g, NULL, 0, text, len, NULL) : emit_content(g, text, len, false);
 }
 
-/* With think requested: text up to </think> is the thinking, after it the content. */
+/* Generated text through the thinking splitter, then (content) the tool parser. */
 static bool split_thinking(ps_gen *g, const char *text, size_t len, bool finish)
 {
-    if (g->think_state != 1)
-        return emit_content(g, text, len, finish);
-    char *buf = malloc(g->n_think_hold + len + 1);
-    if (!buf)
-        return false;
-    memcpy(buf, g->think_hold, g->n_think_hold);
-    memcpy(buf + g->n_think_hold, text, len);
-    size_t n = g->n_think_hold + len;
-    buf[n] = '\0';
-    g->n_think_hold = 0;
-    char *start = buf;
-    if (g->n_thinking == 0 && strncmp(start, "<think>", n < 7 ? n : 7) == 0) {
-        if (n < 7 && !finish) { /* maybe the start of the open tag */
-            memcpy(g->think_hold, buf, n);
-            g->n_think_hold = n;
-            free(buf);
-            return true;
-        }
-        if (n >= 7)
-            start += 7;
-    }
-    size_t rest = n - (size_t)(start - buf);
-    char *end = strstr(start, "</think>");
-    bool ok;
-    if (end) {
-        g->think_state = 2;
-        const char *after = end + 8;
-        while (*after == '\n')
-            after++;
-        ok = emit(g, NULL, 0, start, (size_t)(end - start), NULL) &&
-             emit_content(g, after, strlen(after), finish);
-    } else {
-        size_t hold = finish ? 0 : partial_tag(start, rest, "</think>");
-        memcpy(g->think_hold, start + rest - hold, hold);
-        g->n_think_hold = hold;
-        ok = emit(g, NULL, 0, start, rest - hold, NULL);
-        if (finish)
-            ok = ok && emit_content(g, "", 0, true);
-    }
-    free(buf);
+    bool ok = pti_think_split_push(&g->think, text, len, finish, think_part, g);
+    if (finish)
+        ok = emit_content(g, "", 0, true) && ok; /* flush the tool parser */
     return ok;
 }
 

@@ -55,9 +55,7 @@ struct ps_gen {
     size_t n_text, cap_text;
     char *thinking;
     size_t n_thinking, cap_thinking;
-    int think_state;       /* 0 no splitting, 1 before/in <think>, 2 after </think> */
-    char think_hold[16];   /* a possible partial tag held back */
-    size_t n_think_hold;
+    pti_think_split think; /* think: true splits thinking from content */
     pti_tool_parser *tools;
     cJSON *calls;          /* every tool call so far (Ollama form) */
     bool client_gone;

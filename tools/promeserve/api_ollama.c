@@ -355,8 +355,7 @@ void ps_api_generate(ps_request *r)
     }
     g->prompt_text = full;
     g->want_context = !raw;
-    if (c.think_set && c.think)
-        g->think_state = 1;
+    pti_think_split_init(&g->think, c.think_set && c.think);
     submit(r, g, m, &opts, full, &c, !raw);
     pti_api_opts_free(&opts);
 }
@@ -415,8 +414,7 @@ void ps_api_chat(ps_request *r)
         ps_api_tool_tags(m, open_tag, close_tag, sizeof open_tag);
         g->tools = pti_tool_parser_new(open_tag, close_tag);
     }
-    if (c.think_set && c.think)
-        g->think_state = 1;
+    pti_think_split_init(&g->think, c.think_set && c.think);
     submit(r, g, m, &opts, prompt, &c, true);
     free(prompt);
     pti_api_opts_free(&opts);
