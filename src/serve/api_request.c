@@ -349,7 +349,7 @@ pt_status pti_api_keep_alive(const cJSON *v, int64_t *ns)
     return PT_OK;
 }
 
-/* ---- format ----------------------------------------------------------------------------------- */
+/* ---- format---------------------------------------------------------------------------------- */
 
 pt_status pti_api_format(const cJSON *format, pti_api_format_kind *kind, const cJSON **schema)
 {
@@ -406,7 +406,7 @@ pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
                      "\"text\", \"json_object\" or \"json_schema\"", type->valuestring);
 }
 
-/* ---- small field readers ---------------------------------------------------------------------- */
+/* ---- small field readers--------------------------------------------------------------------- */
 
 pt_status pti_api_bool(const cJSON *obj, const char *key, bool def, bool *out)
 {
@@ -432,7 +432,7 @@ pt_status pti_api_string(const cJSON *obj, const char *key, const char **out)
     return PT_OK;
 }
 
-/* ---- messages and tools ----------------------------------------------------------------------- */
+/* ---- messages and tools---------------------------------------------------------------------- */
 
 static bool add_string(cJSON *obj, const char *key, const char *s)
 {
@@ -741,7 +741,7 @@ pt_status pti_api_tools(const cJSON *tools, int *n)
     return PT_OK;
 }
 
-/* ---- OpenAI fields -> Ollama options ---------------------------------------------------------- */
+/* ---- OpenAI fields -> Ollama options--------------------------------------------------------- */
 
 static bool copy_openai_number(cJSON *opts, const cJSON *req, const char *field, const char *key,
                                double def, bool has_def)
@@ -792,7 +792,7 @@ cJSON *pti_api_openai_options(const cJSON *req)
     return o;
 }
 
-/* ---- context ---------------------------------------------------------------------------------- */
+/* ---- context--------------------------------------------------------------------------------- */
 
 int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n)
 {
@@ -828,7 +828,7 @@ int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n)
     return ids;
 }
 
-/* ---- thinking ---------------------------------------------------------------------------------- */
+/* ---- thinking--------------------------------------------------------------------------------- */
 
 enum { THINK_OFF = 0, THINK_AWAIT = 1, THINK_CONTENT = 2, THINK_IN = 3, THINK_AFTER = 4 };
 

@@ -882,9 +882,8 @@ cJSON *ps_api_openai_tool_calls(const cJSON *calls, bool with_index)
         cJSON_AddStringToObject(o, "id", id);
         cJSON_AddStringToObject(o, "type", "function");
         cJSON *f = cJSON_AddObjectToObject(o, "function");
-        cJSON_AddStringToObject(f, "name", cJSON_GetStringValue(cJSON_GetObjectItem(fn, "name"))
-                                               ? cJSON_GetStringValue(cJSON_GetObjectItem(fn, "name"))
-                                               : "");
+        const char *name = cJSON_GetStringValue(cJSON_GetObjectItem(fn, "name"));
+        cJSON_AddStringToObject(f, "name", name ? name : "");
         char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(fn, "arguments"));
         cJSON_AddStringToObject(f, "arguments", args ? args : "{}");
         free(args);
