@@ -16,7 +16,10 @@ checks with the standard library only, against Ollama's documented behaviour
   /api/embed and /api/embeddings: shapes, L2 norm 1, truncate false on an over-long input;
   /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models(/id): objects, SSE
   framing (role in the first delta, one id and created, finish chunk, usage chunk, [DONE]),
-  stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
+  stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape;
+  a store model's Go template, system and params layers (against raw renderings), tool calls
+  through a template that renders .Tools, --timeout (done_reason "length") and a full queue
+  (503 with the engine's message) on a second server.
 Under a sanitizer build run it with LSAN_OPTIONS=suppressions=tests/server/lsan.supp (the
 library's per-thread scope list); any sanitizer report in the server log is a failure.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
@@ -740,6 +743,49 @@ def test_parallel(srv, model):
     check(len(results) == 6 and all(results), "6 concurrent streams all finish: %r" % results)
 
 
+def test_limits(binary, gguf, name):
+    """--timeout ends a long generation normally with done_reason "length" (streamed and not);
+    past --parallel 1 + --max-queue 1, requests get 503 with the engine's message."""
+    srv = Server(binary, ["--threads", "2", "--parallel", "1", "--max-queue", "1",
+                          "--timeout", "2s", gguf])
+    try:
+        body = {"model": name, "prompt": "Count from one to ten thousand in words.",
+                "options": {"num_predict": 100000, "temperature": 0}}
+        t0 = time.time()
+        st, r = srv.post("/api/generate", dict(body, stream=False))
+        dt = time.time() - t0
+        check(st == 200 and r.get("done_reason") == "length" and dt < 8,
+              "--timeout: whole reply cut with done_reason length after %.1f s: %r" % (
+                  dt, {k: v for k, v in r.items() if k != "context"}))
+        t0 = time.time()
+        st, ct, lines = srv.ndjson("/api/generate", body)
+        dt = time.time() - t0
+        check(st == 200 and lines and lines[-1].get("done_reason") == "length" and dt < 8,
+              "--timeout: stream ends with done_reason length after %.1f s" % dt)
+        results = []
+
+        def one():
+            results.append(srv.post("/api/generate", {"model": name, "prompt": "Tell a story.",
+                                                      "stream": False,
+                                                      "options": {"num_predict": 30}}))
+
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = sorted(st for st, _ in results)
+        busy = [r for st, r in results if st == 503]
+        check(set(codes) <= {200, 503} and 200 in codes and busy and
+              all("server busy, please try again.  maximum pending requests exceeded" in
+                  r.get("error", "") for r in busy), "queue full -> 503: %r" % codes)
+        st, r = srv.get("/health")
+        check(st == 200, "healthy after the limits")
+    finally:
+        srv.stop()
+        shutil.rmtree(srv.store, ignore_errors=True)
+
+
 def main():
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
         print("promeserve binary missing; skipped")
@@ -782,6 +828,11 @@ def main():
         srv.stop()
         shutil.rmtree(srv.store, ignore_errors=True)
     check(srv.proc.returncode == 0, "server exits 0 on SIGTERM (got %s)" % srv.proc.returncode)
+    if smol:
+        try:
+            test_limits(binary, smol_path, smol)
+        except Exception as e:
+            check(False, "exception in the limits checks: %r" % e)
     if any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                                     "runtime error:")):
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])
