@@ -779,6 +779,10 @@ def test_limits(binary, gguf, name):
         check(set(codes) <= {200, 503} and 200 in codes and busy and
               all("server busy, please try again.  maximum pending requests exceeded" in
                   r.get("error", "") for r in busy), "queue full -> 503: %r" % codes)
+        # a batch of inputs larger than the queue is embedded in waves, not refused
+        st, r = srv.post("/api/embed", {"model": name, "input": ["text %d" % i for i in range(6)]})
+        check(st == 200 and len(r.get("embeddings", [])) == 6,
+              "6 inputs through a queue of 1: %d %s" % (st, r.get("error")))
         st, r = srv.get("/health")
         check(st == 200, "healthy after the limits")
     finally:

@@ -915,11 +915,11 @@ static void no_finish(ps_gen *g)
 
 static const ps_gen_style embed_style = {false, no_chunk, no_finish, no_obj};
 
-/* One input's embedding as a cJSON array, or NULL with *status / err. */
-static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool truncate, int dims,
-                        int64_t *tokens, int *status, char *err, size_t err_cap)
+/* Tokenizes one input for embedding (cut to the context when truncate). NULL with *status /
+ * err when it is empty or, without truncate, too long. */
+static int32_t *embed_ids(pti_engine *e, const char *text, bool truncate, int32_t *n_out,
+                          int *status, char *err, size_t err_cap)
 {
-    pti_engine *e = ps_model_engine(m);
     int64_t n = 0;
     int32_t *ids = tokenize_text(e, text, &n);
     if (!ids) {
@@ -928,14 +928,11 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
         return NULL;
     }
     int32_t limit = context_limit(e);
-    if (n > limit) {
-        if (!truncate) {
-            free(ids);
-            *status = 400;
-            snprintf(err, err_cap, "input length exceeds maximum context length");
-            return NULL;
-        }
-        n = limit;
+    if (n > limit && !truncate) {
+        free(ids);
+        *status = 400;
+        snprintf(err, err_cap, "input length exceeds maximum context length");
+        return NULL;
     }
     if (n < 1) {
         free(ids);
@@ -943,70 +940,100 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
         snprintf(err, err_cap, "the input is empty after tokenization");
         return NULL;
     }
-    ps_gen *g = ps_gen_new(r, &embed_style, "", m);
-    if (!g) {
-        free(ids);
+    *n_out = (int32_t)(n > limit ? limit : n);
+    return ids;
+}
+
+/* The vector of a finished embedding request (cut to dims and normalised again when
+ * 0 < dims < its length), or NULL with *status / err. */
+static cJSON *embed_result(ps_gen *g, int dims, int *status, char *err, size_t err_cap)
+{
+    if (g->st != PT_OK || !g->embedding) {
         *status = 500;
-        snprintf(err, err_cap, "out of memory");
+        snprintf(err, err_cap, "%s", g->st != PT_OK ? g->msg : "no embedding was computed");
         return NULL;
     }
-    g->m = NULL; /* the caller holds the model */
+    int n_out = g->n_embd;
+    if (dims > 0 && dims < n_out) { /* Ollama: truncate, then normalise again */
+        double ss = 0;
+        for (int i = 0; i < dims; i++)
+            ss += (double)g->embedding[i] * g->embedding[i];
+        float scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+        for (int i = 0; i < dims; i++)
+            g->embedding[i] *= scale;
+        n_out = dims;
+    }
+    return cJSON_CreateFloatArray(g->embedding, n_out);
+}
+
+/* Submits an embedding request for ids; false with *status / err when it is refused. */
+static bool embed_submit(ps_gen *g, const int32_t *ids, int32_t n, int *status, char *err,
+                         size_t err_cap)
+{
     pti_engine_request req = {0};
     req.ids = ids;
-    req.n_ids = (int32_t)n;
+    req.n_ids = n;
     req.gen = pt_gen_opts_default();
     req.embed = true;
     req.ev.on_text = on_text;
     req.ev.on_done = on_done;
     req.ev.user = g;
-    g->req_id = pti_engine_submit(e, &req);
-    free(ids);
-    cJSON *vec = NULL;
-    if (!g->req_id) {
-        *status = pti_engine_queue_full_error() ? 503 : ps_api_status_of(pt_last_status());
-        snprintf(err, err_cap, "%s", pt_last_error());
-    } else {
-        wait_done(g);
-        if (g->st != PT_OK || !g->embedding) {
-            *status = 500;
-            snprintf(err, err_cap, "%s", g->st != PT_OK ? g->msg : "no embedding was computed");
-        } else {
-            int n_out = g->n_embd;
-            if (dims > 0 && dims < n_out) { /* Ollama: truncate, then normalise again */
-                double ss = 0;
-                for (int i = 0; i < dims; i++)
-                    ss += (double)g->embedding[i] * g->embedding[i];
-                float scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-                for (int i = 0; i < dims; i++)
-                    g->embedding[i] *= scale;
-                n_out = dims;
-            }
-            vec = cJSON_CreateFloatArray(g->embedding, n_out);
-            *tokens += n;
-        }
-    }
-    ps_gen_free(g);
-    return vec;
+    g->req_id = pti_engine_submit(g->eng, &req);
+    if (g->req_id)
+        return true;
+    *status = pti_engine_queue_full_error() ? 503 : ps_api_status_of(pt_last_status());
+    snprintf(err, err_cap, "%s", pt_last_error());
+    return false;
 }
 
 cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
                            bool truncate, int dims, int64_t *prompt_tokens)
 {
-    cJSON *list = cJSON_CreateArray();
-    *prompt_tokens = 0;
-    const cJSON *in;
-    int status = 500;
-    char err[512];
+    pti_engine *e = ps_model_engine(m);
     bool single = cJSON_IsString(inputs);
-    for (in = single ? inputs : inputs->child; in; in = single ? NULL : in->next) {
-        cJSON *v = embed_one(r, m, in->valuestring, truncate, dims, prompt_tokens, &status, err,
-                             sizeof err);
-        if (!v) {
-            cJSON_Delete(list);
-            ps_api_fail(r, openai, status, "%s", err);
-            return NULL;
+    int count = single ? 1 : cJSON_GetArraySize(inputs);
+    ps_gen **gens = calloc((size_t)(count > 0 ? count : 1), sizeof *gens);
+    cJSON *list = cJSON_CreateArray();
+    int status = 500, submitted = 0, waited = 0;
+    char err[512] = "out of memory";
+    bool ok = gens && list;
+    *prompt_tokens = 0;
+    /* every input is tokenized and checked first, then all are submitted at once so the
+     * engine evaluates them in parallel slots */
+    const cJSON *in = single ? inputs : inputs->child;
+    for (int i = 0; ok && i < count; i++, in = single ? NULL : in->next) {
+        int32_t n = 0;
+        int32_t *ids = embed_ids(e, in->valuestring, truncate, &n, &status, err, sizeof err);
+        gens[i] = ids ? ps_gen_new(r, &embed_style, "", m) : NULL;
+        ok = gens[i] != NULL;
+        if (ok) {
+            gens[i]->m = NULL; /* the caller holds the model */
+            /* more inputs than the queue holds: wait for earlier ones to make room */
+            while (!(ok = embed_submit(gens[i], ids, n, &status, err, sizeof err)) &&
+                   status == 503 && waited < submitted)
+                wait_done(gens[waited++]);
+            submitted += ok;
+            *prompt_tokens += n;
         }
-        cJSON_AddItemToArray(list, v);
+        free(ids);
+    }
+    if (!ok)
+        for (int i = 0; i < submitted; i++)
+            pti_engine_cancel(e, gens[i]->req_id);
+    for (int i = 0; i < submitted; i++) {
+        wait_done(gens[i]);
+        cJSON *v = ok ? embed_result(gens[i], dims, &status, err, sizeof err) : NULL;
+        ok = ok && v;
+        if (v)
+            cJSON_AddItemToArray(list, v);
+    }
+    for (int i = 0; gens && i < count; i++)
+        ps_gen_free(gens[i]);
+    free(gens);
+    if (!ok) {
+        cJSON_Delete(list);
+        ps_api_fail(r, openai, status, "%s", err);
+        return NULL;
     }
     return list;
 }

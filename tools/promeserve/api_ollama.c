@@ -482,7 +482,6 @@ void ps_api_embed(ps_request *r)
         cJSON_AddNumberToObject(o, "load_duration", (double)ps_model_load_ns(m));
         cJSON_AddNumberToObject(o, "prompt_eval_count", (double)tokens);
         r->tokens_in = tokens;
-        ps_metrics_tokens(r->srv, tokens, 0, 0);
         ps_reply_json(r, 200, o);
     }
     ps_model_release(r->srv, m);
@@ -520,7 +519,6 @@ void ps_api_embeddings(ps_request *r)
             vec = cJSON_DetachItemFromArray(list, 0);
             cJSON_Delete(list);
             r->tokens_in = tokens;
-            ps_metrics_tokens(r->srv, tokens, 0, 0);
         }
     }
     if (vec) {

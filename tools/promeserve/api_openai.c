@@ -441,7 +441,6 @@ void ps_api_v1_embeddings(ps_request *r)
         cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
         cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
         r->tokens_in = tokens;
-        ps_metrics_tokens(r->srv, tokens, 0, 0);
         ps_reply_json(r, 200, o);
     }
     ps_model_release(r->srv, m);
