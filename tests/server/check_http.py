@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -56,7 +57,8 @@ class Server:
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-", suffix=".log", delete=False)
         env = dict(os.environ)
-        env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
+        self.store = tempfile.mkdtemp(prefix="ps-store-")
+        env["OLLAMA_MODELS"] = self.store
         env.pop("OLLAMA_HOST", None)
         env.pop("OLLAMA_ORIGINS", None)
         env.pop("PROMESERVE_API_KEY", None)
@@ -100,6 +102,7 @@ class Server:
             check("runtime error:" not in log and "Sanitizer" not in log,
                   "sanitizer report:\n" + log[-3000:])
             os.unlink(self.errf.name)
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def jerr(data):
@@ -393,6 +396,55 @@ def check_registry(binary, fixtures):
         check(s.stop() == 0, "registry server exit status")
 
 
+def check_blobs_and_env(binary, model_path):
+    """Blob uploads go through a temporary file in <store>/blobs (none left behind); --max-blob
+    answers 413; OLLAMA_HOST forms and flags over variables."""
+    import hashlib
+    port = free_port()
+    s = Server(binary, ["--quiet", "--max-blob", "64K", model_path],
+               {"OLLAMA_HOST": "http://127.0.0.1:%d" % port})
+    try:
+        check(s.log().startswith("Listening on 127.0.0.1:%d " % s.port),
+              "--port wins over OLLAMA_HOST: %r" % s.log()[:80])
+        data = os.urandom(5000)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        st, _, d = s.request("POST", "/api/blobs/" + digest, body=data)
+        check(st == 201, "blob upload %d %r" % (st, d))
+        st, _, d = s.request("HEAD", "/api/blobs/" + digest)
+        check(st == 200, "blob HEAD after upload %d" % st)
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + "0" * 64, body=data)
+        check(st == 400, "blob with the wrong digest %d %r" % (st, d))
+        big = b"x" * 70000
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + hashlib.sha256(big).hexdigest(),
+                             body=big)
+        check(st == 413, "blob over --max-blob %d %r" % (st, d))
+        blobs = os.path.join(s.store, "blobs")
+        left = [f for f in os.listdir(blobs) if f.startswith(".upload")]
+        check(not left, "temporary upload files left: %r" % left)
+        check(os.path.isfile(os.path.join(blobs, digest.replace(":", "-"))), "blob stored")
+    finally:
+        check(s.stop() == 0, "blob server exit status")
+    for form, want in [("127.0.0.1:%d", "127.0.0.1:%d"), ("http://127.0.0.1:%d", "127.0.0.1:%d"),
+                       ("localhost:%d", "localhost:%d")]:
+        port = free_port()
+        env = dict(os.environ, OLLAMA_HOST=form % port)
+        p = subprocess.Popen([binary, "serve", "--quiet"], stderr=subprocess.PIPE, env=env)
+        line = p.stderr.readline().decode()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/")
+            ok = c.getresponse().status == 200
+        except OSError:
+            ok = False
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(10)
+        check(ok and line.startswith("Listening on " + want % port) and rc == 0,
+              "OLLAMA_HOST=%s: %r rc %r" % (form % port, line, rc))
+    p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
+    err = p.communicate(timeout=10)[1].decode()
+    check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
+
+
 def find_smollm():
     for d in [os.environ.get("PT_MODELS_DIR"), "data/models", "/work/models"]:
         if d and os.path.isfile(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")):
@@ -417,6 +469,24 @@ def check_disconnect_and_sigterm(binary):
         return
     s = Server(binary, ["--quiet", path])
     model = "SmolLM2-135M-Instruct.Q4_1"
+    # /health says 503 {"status":"loading"} while the model loads (about a second here)
+    seen = set()
+    done = threading.Event()
+
+    def poll_health():
+        while not done.is_set():
+            st, _, d = s.request("GET", "/health", timeout=5)
+            seen.add((st, d))
+
+    t = threading.Thread(target=poll_health)
+    t.start()
+    st, _, _ = s.request("POST", "/api/generate", body={"model": model, "prompt": "hi",
+                                                        "options": {"num_predict": 1}})
+    done.set()
+    t.join(10)
+    check(st == 200 and (503, b'{"status":"loading"}') in seen, "/health while loading: %r" % seen)
+    st, _, d = s.request("GET", "/health")
+    check(st == 200 and d == b'{"status":"ok"}', "/health after loading %d %r" % (st, d))
     # a client hanging up mid-stream frees its slot at once
     c, r, first = open_stream(s, model, 3000)
     check(r.status == 200 and b'"done":false' in first, "long stream started %r" % first)
@@ -472,6 +542,7 @@ def main():
         check(rc == 0, "exit status after SIGTERM: %r" % rc)
     check_api_key(binary, model_path)
     check_registry(binary, fixtures)
+    check_blobs_and_env(binary, model_path)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0
