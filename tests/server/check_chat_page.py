@@ -11,7 +11,7 @@ each turn, tokens/s is shown, Stop aborts a long answer, the conversation surviv
 New chat clears it, and the page logs no console errors or exceptions.
 
     check_chat_page.py [--server build/bin/promeserve] [--model M.gguf] [--screenshot PNG]
-                       [--url http://127.0.0.1:PORT]   (use a server that already runs)
+                       [--url http://127.0.0.1:PORT [--key KEY]]  (a server that already runs)
 
 --screenshot PATH only has a short exchange and saves a 1100x800 PNG of the page (docs/).
 Exit 0 pass, 1 fail, 77 skipped (no chromium, no server binary, no model).
@@ -272,12 +272,12 @@ def find_model(arg):
     return tiny if os.path.isfile(tiny) else None
 
 
-def start_server(binary, model, log_path):
+def start_server(binary, model, log_path, extra=()):
     port = free_port()
     env = dict(os.environ, OLLAMA_HOST=f"127.0.0.1:{port}")
     env.pop("OLLAMA_ORIGINS", None)
     log = open(log_path, "wb")
-    proc = subprocess.Popen([binary, "serve", model], env=env, stdout=log, stderr=log)
+    proc = subprocess.Popen([binary, "serve", *extra, model], env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -335,12 +335,23 @@ IDLE_JS = ("document.getElementById('stop').hidden && "
            "!document.getElementById('send').disabled")
 
 
-def open_page(cdp, base):
+LISTED_JS = ("document.readyState === 'complete' && document.getElementById('model') && "
+             "document.getElementById('model').dataset.loaded")
+
+
+def open_page(cdp, base, want="true"):
     cdp.call("Page.navigate", {"url": base + "/"})
-    cdp.wait_for("document.readyState === 'complete' && "
-                 "document.getElementById('model') && "
-                 "document.getElementById('model').dataset.loaded === 'true'", 60,
-                 "the model list")
+    state = cdp.wait_for(LISTED_JS, 60, "the model list")
+    if state != want:
+        status = cdp.evaluate("document.getElementById('status').textContent")
+        raise Failure(f"listing the models: {state} (status line: {status!r})")
+
+
+def reload_page(cdp):
+    cdp.call("Page.reload")
+    time.sleep(0.3)
+    if cdp.wait_for(LISTED_JS, 60, "the page after a reload") != "true":
+        raise Failure("listing the models failed after a reload")
 
 
 def chat_requests(cdp):
@@ -491,11 +502,7 @@ def run_checks(cdp, base):
 
     # reload: the conversation is still there
     before = cdp.evaluate(MESSAGES_JS)
-    cdp.call("Page.reload")
-    time.sleep(0.3)
-    cdp.wait_for("document.readyState === 'complete' && "
-                 "document.getElementById('model').dataset.loaded === 'true'", 60,
-                 "the page after reload")
+    reload_page(cdp)
     after = cdp.evaluate(MESSAGES_JS)
     check(len(after) == 6 and after == before,
           "after a reload the conversation (texts, stats, stopped mark) is still there")
@@ -528,11 +535,7 @@ def run_checks(cdp, base):
         {role: 'user', content: '<b>hi</b>'},
         {role: 'assistant', content: '<img src=x onerror=alert(1)> **bold** `a<b`\\n\\n' +
          '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))'}])); true""")
-    cdp.call("Page.reload")
-    time.sleep(0.3)
-    cdp.wait_for("document.readyState === 'complete' && "
-                 "document.getElementById('model').dataset.loaded === 'true'", 60,
-                 "the page after reload")
+    reload_page(cdp)
     safe = cdp.evaluate("""(() => { const b = document.querySelectorAll('#log .body');
         return { img: document.querySelectorAll('#log img').length,
                  bTags: document.querySelectorAll('#log b').length,
@@ -548,6 +551,49 @@ def run_checks(cdp, base):
     cdp.click("#new-chat")
 
 
+def run_key_checks(cdp, base, key):
+    """A server started with --api-key: the page asks for the key and then works."""
+    _, headers, _ = http(base, "/", headers={"Accept": "text/html"})
+    check(headers.get("Content-Type", "").startswith("text/html"),
+          "with --api-key the page itself loads without a key")
+    try:
+        http(base, "/api/tags")
+        check(False, "with --api-key /api/tags without a key is refused")
+    except urllib.error.HTTPError as e:
+        check(e.code in (401, 403), f"with --api-key /api/tags without a key is refused ({e.code})")
+    open_page(cdp, base, want="error")  # a new port is a new origin: nothing stored yet
+    st = cdp.evaluate("""({status: document.getElementById('status').textContent,
+        open: document.getElementById('settings').open, focus: document.activeElement.id})""")
+    check("API key" in st["status"] and st["open"] and st["focus"] == "api-key",
+          f"without a key the page asks for one: {st}")
+    cdp.type_into("#api-key", key)
+    cdp.evaluate("document.getElementById('api-key').blur(); true")
+    check(cdp.wait_for(LISTED_JS, 30, "the model list after the key") == "true",
+          "with the key typed in, the models are listed")
+    set_settings(cdp, "0", "42", "8")
+    a = send_and_wait(cdp, "click", "Hi")
+    check(not a["error"] and a["stats"], f"with the key a chat works: {a}")
+    check(cdp.evaluate("localStorage.getItem('promeserve.apiKey')") == key,
+          "the key is kept in localStorage")
+    reqs = chat_requests(cdp)
+    hdrs = [e["params"]["request"]["headers"] for e in cdp.events
+            if e["method"] == "Network.requestWillBeSent" and
+            e["params"]["requestId"] == reqs[-1][0]]
+    check(hdrs and hdrs[0].get("Authorization") == "Bearer " + key,
+          "the page sends the key as Authorization: Bearer")
+    cdp.click("#new-chat")
+    cdp.evaluate("localStorage.clear(); true")
+
+
+def expected_network_error(entry):
+    """Chromium logs failed requests; these two the checks asked for."""
+    if entry.get("source") != "network":
+        return False
+    text, url = entry.get("text", ""), entry.get("url", "")
+    return ((" 404 " in text and url.endswith("/api/chat")) or       # the unknown model
+            (re.search(r" 40[13] ", text) and url.endswith("/api/tags")))  # before the key
+
+
 def console_errors(cdp):
     cdp.drain()
     errs = []
@@ -559,9 +605,8 @@ def console_errors(cdp):
         elif e["method"] == "Runtime.exceptionThrown":
             errs.append("exception: " + json.dumps(p["exceptionDetails"])[:300])
         elif e["method"] == "Log.entryAdded" and p["entry"]["level"] == "error":
-            if p["entry"].get("source") == "network" and " 404 " in p["entry"].get("text", "") \
-                    and p["entry"].get("url", "").endswith("/api/chat"):
-                continue  # the unknown-model turn asked for this 404
+            if expected_network_error(p["entry"]):
+                continue
             errs.append("log: " + p["entry"].get("text", "") + " " + p["entry"].get("url", ""))
     return errs
 
@@ -588,6 +633,7 @@ def main():
     ap.add_argument("--server", default=os.path.join(REPO, "build", "bin", "promeserve"))
     ap.add_argument("--model", help="a .gguf for the server (default: SmolLM2, else tiny)")
     ap.add_argument("--url", help="test a server that already runs at this base URL")
+    ap.add_argument("--key", help="with --url: that server wants this API key")
     ap.add_argument("--screenshot", metavar="PNG", help="save a screenshot after a short chat")
     ap.add_argument("--chromium", default=None)
     args = ap.parse_args()
@@ -624,7 +670,18 @@ def main():
         else:
             if not args.url:
                 check_root(base)
-            run_checks(cdp, base)
+            if args.key:
+                run_key_checks(cdp, base, args.key)
+            else:
+                run_checks(cdp, base)
+            if not args.url:
+                # the same model again, behind --api-key
+                server.terminate()
+                server.wait(30)
+                key = "sesame-" + os.urandom(4).hex()
+                server, base = start_server(args.server, model, os.path.join(tmp, "server.log"),
+                                            ["--api-key", key])
+                run_key_checks(cdp, base, key)
         errs = console_errors(cdp)
         check(not errs, "no console errors or exceptions in the page" +
               ("".join("\n  " + e for e in errs) if errs else ""))
