@@ -285,12 +285,12 @@ def start_server(binary, model, log_path, extra=()):
             raise Failure(f"promeserve serve exited with {proc.returncode}:\n" +
                           open(log_path, errors="replace").read()[-2000:])
         try:
-            http(base, "/api/version", timeout=2)
+            http(base, "/", timeout=2)
             return proc, base
         except (urllib.error.URLError, ConnectionError, socket.timeout):
             time.sleep(0.2)
     proc.kill()
-    raise Failure("promeserve did not answer /api/version within 60 s")
+    raise Failure("promeserve did not answer GET / within 60 s")
 
 
 def start_chromium(chromium, profile, log_path):
@@ -687,7 +687,9 @@ def main():
               ("".join("\n  " + e for e in errs) if errs else ""))
         print("PASS")
         return 0
-    except Failure as e:
+    except (Failure, urllib.error.URLError, OSError) as e:
+        if isinstance(e, urllib.error.HTTPError):
+            e = f"{e.url}: HTTP {e.code} {e.read()[:300]!r}"
         print("FAIL:", e)
         if server:
             log = open(os.path.join(tmp, "server.log"), errors="replace").read()
