@@ -244,6 +244,9 @@ def check_generate(s, model):
           lines[-1].get("done") is True and all(x.get("done") is False for x in lines[:-1]),
           "streamed generate %d %s %r" % (st, h.get("content-type"), d[:300]))
     check(h.get("transfer-encoding") == "chunked", "stream is chunked: %s" % h)
+    st, h, d = s.request("POST", "/api/generate", body={
+        "model": model, "prompt": "hello", "stream": False, "options": {"num_predict": 4}})
+    check(st == 200, "non-streamed generate %d %r" % (st, d[:200]))
     st, h, d = s.request("GET", "/api/ps")
     ms = json.loads(d).get("models", []) if st == 200 else []
     ok = len(ms) == 1 and ms[0]["name"] == model + ".gguf" and len(ms[0]["digest"]) == 64
@@ -295,6 +298,19 @@ def check_slowloris(s, header_timeout):
     check(cut is not None and cut < header_timeout + 4, "slow client cut after %r s" % cut)
     st, _, _ = s.request("GET", "/", timeout=5)
     check(st == 200, "serving after the slow client: %d" % st)
+    # a JSON body dripped byte by byte is cut after 6 header timeouts
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n")
+    t0 = time.time()
+    cut = None
+    try:
+        while time.time() - t0 < 6 * header_timeout + 10:
+            sock.send(b" ")
+            time.sleep(0.5)
+    except OSError:
+        cut = time.time() - t0
+    sock.close()
+    check(cut is not None and cut < 6 * header_timeout + 4, "slow body cut after %r s" % cut)
 
 
 def check_api_key(binary, model_path):
