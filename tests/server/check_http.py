@@ -456,6 +456,17 @@ def check_blobs_and_env(binary, model_path):
         rc = p.wait(10)
         check(ok and line.startswith("Listening on " + want % port) and rc == 0,
               "OLLAMA_HOST=%s: %r rc %r" % (form % port, line, rc))
+    s = Server(binary, ["--quiet"])
+    try:
+        p = subprocess.Popen([binary, "serve", "--port", str(s.port)], stderr=subprocess.PIPE)
+        try:
+            err = p.communicate(timeout=5)[1].decode()
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = p.communicate()[1].decode()
+        check(p.returncode == 1 and "in use" in err, "a second server on the port: %r" % err)
+    finally:
+        s.stop()
     p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
     err = p.communicate(timeout=10)[1].decode()
     check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)

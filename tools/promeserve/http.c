@@ -1643,15 +1643,19 @@ bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_DUAL_STACK;
     unsigned timeout_s = 30;
-    h->mhd = MHD_start_daemon(
-        flags, (uint16_t)srv->cfg.port, NULL, NULL, access_handler, h, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)connection_limit(&srv->cfg),
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s, MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
+    /* clang-format off */
+    h->mhd = MHD_start_daemon(flags, (uint16_t)srv->cfg.port, NULL, NULL, access_handler, h,
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)connection_limit(&srv->cfg),
+                              MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+                              MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
+                              MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                              MHD_OPTION_END);
+    /* clang-format on */
     if (!h->mhd) {
-        snprintf(err, err_cap, "listen tcp %s:%d: cannot bind (%s)", srv->cfg.host, srv->cfg.port,
-                 errno ? strerror(errno) : "address in use?");
+        snprintf(err, err_cap, "listen tcp %s:%d: bind: %s", srv->cfg.host, srv->cfg.port,
+                 errno ? strerror(errno) : "cannot bind");
         return false;
     }
     h->watchdog_run = pthread_create(&h->watchdog, NULL, watchdog_main, h) == 0;
