@@ -426,7 +426,9 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
         if (e && (e->loading || (e->num_ctx != want_ctx && e->in_use > 0))) {
             if (!e->loading)
                 e->remove_when_idle = true; /* reload with the new num_ctx once idle */
-            pthread_cond_wait(&reg->changed, &reg->lock);
+            struct timespec ts;
+            deadline_in(&ts, 1); /* wake now and then to notice a shutdown */
+            pthread_cond_timedwait(&reg->changed, &reg->lock, &ts);
             continue;
         }
         if (e && e->num_ctx != want_ctx) { /* idle, other context: unload and reload */
@@ -440,8 +442,7 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
             e->in_use++;
             e->keep_alive_ns = ka;
             e->last_used_ns = ps_now_ns();
-            if (ka == 0)
-                e->remove_when_idle = true;
+            e->remove_when_idle = ka == 0; /* the latest request's keep_alive wins */
             pthread_mutex_unlock(&reg->lock);
             ps_model *m = new_handle(e, 0);
             if (!m) {
