@@ -472,6 +472,62 @@ def check_blobs_and_env(binary, model_path):
     check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
 
 
+def make_store(root, gguf, name="tiny", params=None):
+    """An Ollama store holding one model: the weights and a params layer as blobs, a manifest."""
+    import hashlib
+    blobs = os.path.join(root, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+
+    def blob(data):
+        hexd = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, "sha256-" + hexd), "wb") as f:
+            f.write(data)
+        return {"digest": "sha256:" + hexd, "size": len(data)}
+
+    with open(gguf, "rb") as f:
+        weights = f.read()
+    layers = [dict(blob(weights), mediaType="application/vnd.ollama.image.model")]
+    if params is not None:
+        layers.append(dict(blob(json.dumps(params).encode()),
+                           mediaType="application/vnd.ollama.image.params"))
+    layers.append(dict(blob(b"You are terse."), mediaType="application/vnd.ollama.image.system"))
+    config = dict(blob(b'{"model_format":"gguf"}'),
+                  mediaType="application/vnd.docker.container.image.v1+json")
+    manifest = json.dumps({"schemaVersion": 2,
+                           "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": config, "layers": layers}).encode()
+    mdir = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
+    os.makedirs(mdir, exist_ok=True)
+    with open(os.path.join(mdir, "latest"), "wb") as f:
+        f.write(manifest)
+    return hashlib.sha256(manifest).hexdigest()
+
+
+def check_store_models(binary, model_path):
+    """A model of the Ollama store loads by its short names; /api/ps has the manifest digest."""
+    s = Server(binary, ["--quiet"])
+    try:
+        digest = make_store(s.store, model_path, params={"temperature": 0, "stop": ["x"]})
+        for name in ["tiny", "tiny:latest", "library/tiny", "registry.ollama.ai/library/tiny:latest"]:
+            st, d = generate(s, name)
+            check(st == 200, "store model %s: %d %r" % (name, st, d[:200]))
+        ps = loaded(s)
+        check(list(ps) == ["tiny:latest"] and ps["tiny:latest"]["digest"] == digest,
+              "store model in /api/ps: %r (manifest digest %s)" % (ps, digest))
+        st, d = generate(s, "tiny:other")
+        check(st == 404, "unknown tag %d" % st)
+        st, d = generate(s, "Bad Name!")
+        check(st == 404, "invalid name %d %r" % (st, d))
+        make_store(s.store, model_path, name="broken", params=None)
+        with open(os.path.join(s.store, "manifests", "registry.ollama.ai", "library", "broken",
+                               "latest"), "w") as f:
+            f.write("{not json")
+        st, d = generate(s, "broken")
+        check(st == 404, "a broken manifest is not a model: %d %r" % (st, d))
+    finally:
+        check(s.stop() == 0, "store server exit status")
+
+
 def find_smollm():
     for d in [os.environ.get("PT_MODELS_DIR"), "data/models", "/work/models"]:
         if d and os.path.isfile(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")):
@@ -570,6 +626,7 @@ def main():
     check_api_key(binary, model_path)
     check_registry(binary, fixtures)
     check_blobs_and_env(binary, model_path)
+    check_store_models(binary, model_path)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0
