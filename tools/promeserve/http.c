@@ -567,9 +567,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (client_hung_up(s->fd)) {
-            s->dead = true;
+            s->dead = true; /* writes fail from now on; the (failing) end closes the socket */
             pthread_mutex_unlock(&s->lock);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return MHD_CONTENT_READER_END_OF_STREAM;
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -1594,8 +1594,15 @@ static bool resolve_bind(const ps_config *cfg, struct sockaddr_storage *ss, sock
         snprintf(err, cap, "cannot resolve the address %s: %s", cfg->host, gai_strerror(rc));
         return false;
     }
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
+    const struct addrinfo *pick = res; /* IPv4 first, as Go listens on "localhost" */
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *len = pick->ai_addrlen;
     freeaddrinfo(res);
     return true;
 }
@@ -1645,12 +1652,12 @@ bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
     unsigned timeout_s = 30;
     /* clang-format off */
     h->mhd = MHD_start_daemon(flags, (uint16_t)srv->cfg.port, NULL, NULL, access_handler, h,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, /* first, as MHD asks */
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)connection_limit(&srv->cfg),
                               MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
                               MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
                               MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
-                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
                               MHD_OPTION_END);
     /* clang-format on */
     if (!h->mhd) {
