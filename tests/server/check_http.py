@@ -21,6 +21,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -56,7 +57,8 @@ class Server:
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-", suffix=".log", delete=False)
         env = dict(os.environ)
-        env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
+        self.store = tempfile.mkdtemp(prefix="ps-store-")
+        env["OLLAMA_MODELS"] = self.store
         env.pop("OLLAMA_HOST", None)
         env.pop("OLLAMA_ORIGINS", None)
         env.pop("PROMESERVE_API_KEY", None)
@@ -100,6 +102,7 @@ class Server:
             check("runtime error:" not in log and "Sanitizer" not in log,
                   "sanitizer report:\n" + log[-3000:])
             os.unlink(self.errf.name)
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def jerr(data):
@@ -241,6 +244,9 @@ def check_generate(s, model):
           lines[-1].get("done") is True and all(x.get("done") is False for x in lines[:-1]),
           "streamed generate %d %s %r" % (st, h.get("content-type"), d[:300]))
     check(h.get("transfer-encoding") == "chunked", "stream is chunked: %s" % h)
+    st, h, d = s.request("POST", "/api/generate", body={
+        "model": model, "prompt": "hello", "stream": False, "options": {"num_predict": 4}})
+    check(st == 200, "non-streamed generate %d %r" % (st, d[:200]))
     st, h, d = s.request("GET", "/api/ps")
     ms = json.loads(d).get("models", []) if st == 200 else []
     ok = len(ms) == 1 and ms[0]["name"] == model + ".gguf" and len(ms[0]["digest"]) == 64
@@ -292,6 +298,19 @@ def check_slowloris(s, header_timeout):
     check(cut is not None and cut < header_timeout + 4, "slow client cut after %r s" % cut)
     st, _, _ = s.request("GET", "/", timeout=5)
     check(st == 200, "serving after the slow client: %d" % st)
+    # a JSON body dripped byte by byte is cut after 6 header timeouts
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n")
+    t0 = time.time()
+    cut = None
+    try:
+        while time.time() - t0 < 6 * header_timeout + 10:
+            sock.send(b" ")
+            time.sleep(0.5)
+    except OSError:
+        cut = time.time() - t0
+    sock.close()
+    check(cut is not None and cut < 6 * header_timeout + 4, "slow body cut after %r s" % cut)
 
 
 def check_api_key(binary, model_path):
@@ -393,6 +412,122 @@ def check_registry(binary, fixtures):
         check(s.stop() == 0, "registry server exit status")
 
 
+def check_blobs_and_env(binary, model_path):
+    """Blob uploads go through a temporary file in <store>/blobs (none left behind); --max-blob
+    answers 413; OLLAMA_HOST forms and flags over variables."""
+    import hashlib
+    port = free_port()
+    s = Server(binary, ["--quiet", "--max-blob", "64K", model_path],
+               {"OLLAMA_HOST": "http://127.0.0.1:%d" % port})
+    try:
+        check(s.log().startswith("Listening on 127.0.0.1:%d " % s.port),
+              "--port wins over OLLAMA_HOST: %r" % s.log()[:80])
+        data = os.urandom(5000)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        st, _, d = s.request("POST", "/api/blobs/" + digest, body=data)
+        check(st == 201, "blob upload %d %r" % (st, d))
+        st, _, d = s.request("HEAD", "/api/blobs/" + digest)
+        check(st == 200, "blob HEAD after upload %d" % st)
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + "0" * 64, body=data)
+        check(st == 400, "blob with the wrong digest %d %r" % (st, d))
+        big = b"x" * 70000
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + hashlib.sha256(big).hexdigest(),
+                             body=big)
+        check(st == 413, "blob over --max-blob %d %r" % (st, d))
+        blobs = os.path.join(s.store, "blobs")
+        left = [f for f in os.listdir(blobs) if f.startswith(".upload")]
+        check(not left, "temporary upload files left: %r" % left)
+        check(os.path.isfile(os.path.join(blobs, digest.replace(":", "-"))), "blob stored")
+    finally:
+        check(s.stop() == 0, "blob server exit status")
+    for form, want in [("127.0.0.1:%d", "127.0.0.1:%d"), ("http://127.0.0.1:%d", "127.0.0.1:%d"),
+                       ("localhost:%d", "localhost:%d")]:
+        port = free_port()
+        env = dict(os.environ, OLLAMA_HOST=form % port)
+        p = subprocess.Popen([binary, "serve", "--quiet"], stderr=subprocess.PIPE, env=env)
+        line = p.stderr.readline().decode()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/")
+            ok = c.getresponse().status == 200
+        except OSError:
+            ok = False
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(10)
+        check(ok and line.startswith("Listening on " + want % port) and rc == 0,
+              "OLLAMA_HOST=%s: %r rc %r" % (form % port, line, rc))
+    s = Server(binary, ["--quiet"])
+    try:
+        p = subprocess.Popen([binary, "serve", "--port", str(s.port)], stderr=subprocess.PIPE)
+        try:
+            err = p.communicate(timeout=5)[1].decode()
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = p.communicate()[1].decode()
+        check(p.returncode == 1 and "in use" in err, "a second server on the port: %r" % err)
+    finally:
+        s.stop()
+    p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
+    err = p.communicate(timeout=10)[1].decode()
+    check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
+
+
+def make_store(root, gguf, name="tiny", params=None):
+    """An Ollama store holding one model: the weights and a params layer as blobs, a manifest."""
+    import hashlib
+    blobs = os.path.join(root, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+
+    def blob(data):
+        hexd = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, "sha256-" + hexd), "wb") as f:
+            f.write(data)
+        return {"digest": "sha256:" + hexd, "size": len(data)}
+
+    with open(gguf, "rb") as f:
+        weights = f.read()
+    layers = [dict(blob(weights), mediaType="application/vnd.ollama.image.model")]
+    if params is not None:
+        layers.append(dict(blob(json.dumps(params).encode()),
+                           mediaType="application/vnd.ollama.image.params"))
+    layers.append(dict(blob(b"You are terse."), mediaType="application/vnd.ollama.image.system"))
+    config = dict(blob(b'{"model_format":"gguf"}'),
+                  mediaType="application/vnd.docker.container.image.v1+json")
+    manifest = json.dumps({"schemaVersion": 2,
+                           "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": config, "layers": layers}).encode()
+    mdir = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
+    os.makedirs(mdir, exist_ok=True)
+    with open(os.path.join(mdir, "latest"), "wb") as f:
+        f.write(manifest)
+    return hashlib.sha256(manifest).hexdigest()
+
+
+def check_store_models(binary, model_path):
+    """A model of the Ollama store loads by its short names; /api/ps has the manifest digest."""
+    s = Server(binary, ["--quiet"])
+    try:
+        digest = make_store(s.store, model_path, params={"temperature": 0, "stop": ["x"]})
+        for name in ["tiny", "tiny:latest", "library/tiny", "registry.ollama.ai/library/tiny:latest"]:
+            st, d = generate(s, name)
+            check(st == 200, "store model %s: %d %r" % (name, st, d[:200]))
+        ps = loaded(s)
+        check(list(ps) == ["tiny:latest"] and ps["tiny:latest"]["digest"] == digest,
+              "store model in /api/ps: %r (manifest digest %s)" % (ps, digest))
+        st, d = generate(s, "tiny:other")
+        check(st == 404, "unknown tag %d" % st)
+        st, d = generate(s, "Bad Name!")
+        check(st == 404, "invalid name %d %r" % (st, d))
+        make_store(s.store, model_path, name="broken", params=None)
+        with open(os.path.join(s.store, "manifests", "registry.ollama.ai", "library", "broken",
+                               "latest"), "w") as f:
+            f.write("{not json")
+        st, d = generate(s, "broken")
+        check(st == 404, "a broken manifest is not a model: %d %r" % (st, d))
+    finally:
+        check(s.stop() == 0, "store server exit status")
+
+
 def find_smollm():
     for d in [os.environ.get("PT_MODELS_DIR"), "data/models", "/work/models"]:
         if d and os.path.isfile(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")):
@@ -417,6 +552,24 @@ def check_disconnect_and_sigterm(binary):
         return
     s = Server(binary, ["--quiet", path])
     model = "SmolLM2-135M-Instruct.Q4_1"
+    # /health says 503 {"status":"loading"} while the model loads (about a second here)
+    seen = set()
+    done = threading.Event()
+
+    def poll_health():
+        while not done.is_set():
+            st, _, d = s.request("GET", "/health", timeout=5)
+            seen.add((st, d))
+
+    t = threading.Thread(target=poll_health)
+    t.start()
+    st, _, _ = s.request("POST", "/api/generate", body={"model": model, "prompt": "hi",
+                                                        "options": {"num_predict": 1}})
+    done.set()
+    t.join(10)
+    check(st == 200 and (503, b'{"status":"loading"}') in seen, "/health while loading: %r" % seen)
+    st, _, d = s.request("GET", "/health")
+    check(st == 200 and d == b'{"status":"ok"}', "/health after loading %d %r" % (st, d))
     # a client hanging up mid-stream frees its slot at once
     c, r, first = open_stream(s, model, 3000)
     check(r.status == 200 and b'"done":false' in first, "long stream started %r" % first)
@@ -472,6 +625,8 @@ def main():
         check(rc == 0, "exit status after SIGTERM: %r" % rc)
     check_api_key(binary, model_path)
     check_registry(binary, fixtures)
+    check_blobs_and_env(binary, model_path)
+    check_store_models(binary, model_path)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0

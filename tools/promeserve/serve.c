@@ -1,10 +1,10 @@
 /* `promeserve serve`: the server's options and OLLAMA_* variables (flags win), the start of
  * its parts, and signals.
  *
- * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one stops accepting connections, makes open streams refuse writes (their
- * generations cancel at the next token and the streams end), waits up to SHUTDOWN_GRACE_S for
- * requests in flight, closes the connections, unloads the models and exits 0. A second signal
- * exits at once (status 130 / 143). */
+ * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one
+ * stops accepting connections, makes open streams refuse writes (their generations cancel at the
+ * next token and the streams end), waits up to SHUTDOWN_GRACE_S for requests in flight, closes the
+ * connections, unloads the models and exits 0. A second signal exits at once (status 130 / 143). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -61,7 +61,7 @@ static void serve_usage(FILE *f)
           f);
 }
 
-/* ---- value parsers ------------------------------------------------------------------------------ */
+/* ---- value parsers --------------------------------------------------------------------------- */
 
 static bool parse_int(const char *s, long lo, long hi, int *out)
 {
@@ -91,10 +91,22 @@ static bool parse_bytes(const char *s, size_t *out)
     double mult = 1;
     switch (toupper((unsigned char)*end)) {
     case 0: break;
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+        mult = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     default: return false;
     }
     if (*end == 'i' || *end == 'I')
@@ -169,7 +181,7 @@ static bool parse_host(const char *in, ps_config *cfg, char *err, size_t err_cap
     return true;
 }
 
-/* ---- configuration ------------------------------------------------------------------------------ */
+/* ---- configuration --------------------------------------------------------------------------- */
 
 static void config_defaults(ps_config *cfg)
 {
@@ -285,7 +297,8 @@ static bool apply_opt(ps_config *cfg, const opt_def *o, const char *v, char *err
     bool ok = true;
     switch (o->kind) {
     case OPT_INT: ok = parse_int(v, o->lo, o->hi, (int *)(void *)field); break;
-    case OPT_BYTES: ok = parse_bytes(v, (size_t *)(void *)field) && *(size_t *)(void *)field > 0;
+    case OPT_BYTES:
+        ok = parse_bytes(v, (size_t *)(void *)field) && *(size_t *)(void *)field > 0;
         break;
     case OPT_DUR: ok = ps_parse_duration(v, (int64_t *)(void *)field); break;
     case OPT_STR: {
@@ -302,8 +315,8 @@ static bool apply_opt(ps_config *cfg, const opt_def *o, const char *v, char *err
 }
 
 /* Parses the command line over cfg. Returns 0 to run, 1 on an error, 2 after --help. */
-static int config_from_args(int argc, char **argv, ps_config *cfg, const char **paths,
-                            int *n_paths, char *err, size_t cap)
+static int config_from_args(int argc, char **argv, ps_config *cfg, const char **paths, int *n_paths,
+                            char *err, size_t cap)
 {
     *n_paths = 0;
     for (int i = 1; i < argc; i++) {
@@ -349,7 +362,7 @@ static int config_from_args(int argc, char **argv, ps_config *cfg, const char **
     return 0;
 }
 
-/* ---- signals and the life of the server --------------------------------------------------------- */
+/* ---- signals and the life of the server ------------------------------------------------------ */
 
 /* Signals go through a pipe: the handler only writes to it (or exits at the second one), so
  * it works whichever thread the kernel picks; worker threads of libraries may have signals
