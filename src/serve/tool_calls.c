@@ -516,6 +516,13 @@ bool pti_tool_tags_from_template(const char *go_template, size_t len, char *open
 
 #define MAX_CALL_TEXT ((size_t)16 << 20)
 
+/* Progress of the bracket scan over a JSON value being received. */
+typedef struct json_scan {
+    bool active, in_str, esc;
+    size_t start, pos;
+    long depth;
+} json_scan;
+
 struct pti_tool_parser {
     char *open, *close;
     size_t open_n, close_n;
@@ -524,6 +531,7 @@ struct pti_tool_parser {
     bool in_calls;     /* after an open tag */
     size_t block_calls; /* calls parsed since the open tag */
     size_t ncalls;
+    json_scan scan;
 };
 
 pti_tool_parser *pti_tool_parser_new(const char *open_tag, const char *close_tag)
@@ -568,6 +576,7 @@ size_t pti_tool_parser_ncalls(const pti_tool_parser *p)
 /* Drops the first n held bytes. */
 static void held_consume(pti_tool_parser *p, size_t n)
 {
+    p->scan.active = false; /* offsets into held change */
     memmove(p->held.data, p->held.data + n, p->held.len - n);
     p->held.len -= n;
     if (p->held.data)
@@ -584,30 +593,33 @@ static size_t partial_tag_suffix(const char *s, size_t n, const char *tag, size_
     return 0;
 }
 
-/* End (exclusive) of the JSON object or array starting at s[0], string- and escape-aware;
- * 0 while it is incomplete. */
-static size_t json_value_end(const char *s, size_t n)
+/* End (exclusive, an offset in held) of the JSON object or array starting at held[at],
+ * string- and escape-aware; 0 while it is incomplete. The scan resumes where the previous
+ * push left it, so a long call streamed in small pieces is scanned once. */
+static size_t json_value_end(pti_tool_parser *p, size_t at)
 {
-    int depth = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
+    json_scan *sc = &p->scan;
+    if (!sc->active || sc->start != at)
+        *sc = (json_scan){.active = true, .start = at, .pos = at};
+    const char *s = p->held.data;
+    for (; sc->pos < p->held.len; sc->pos++) {
+        char c = s[sc->pos];
+        if (sc->in_str) {
+            if (sc->esc)
+                sc->esc = false;
+            else if (c == '\\')
+                sc->esc = true;
             else if (c == '"')
-                in_str = false;
+                sc->in_str = false;
             continue;
         }
         if (c == '"')
-            in_str = true;
+            sc->in_str = true;
         else if (c == '{' || c == '[')
-            depth++;
-        else if (c == '}' || c == ']') {
-            if (--depth == 0)
-                return i + 1;
-            if (depth < 0)
-                return i + 1; /* unbalanced: let the JSON parser reject it */
+            sc->depth++;
+        else if ((c == '}' || c == ']') && --sc->depth <= 0) {
+            sc->active = false;
+            return sc->pos + 1;
         }
     }
     return 0;
@@ -757,7 +769,8 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
         if (p->close_n && !final && n - i < p->close_n && memcmp(h + i, p->close, n - i) == 0)
             return true;
         if (h[i] == '{' || h[i] == '[') {
-            size_t end = json_value_end(h + i, n - i);
+            size_t end = json_value_end(p, i);
+            end = end ? end - i : 0;
             if (end == 0 && !final && n < MAX_CALL_TEXT)
                 return true;
             int rc = end ? take_calls(p, h + i, end, calls) : 0;

@@ -309,6 +309,60 @@ static void test_parser_errors(void **state)
     pti_tool_parser_free(p);
 }
 
+/* A long call streamed byte by byte is scanned once (a quadratic rescan would take minutes),
+ * and random text made of the syntax's pieces gives the same result in any chunking. */
+static void test_long_and_random(void **state)
+{
+    (void)state;
+    size_t big = 300000;
+    char *text = malloc(big + 100);
+    strcpy(text, "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"");
+    size_t n = strlen(text);
+    memset(text + n, 'x', big);
+    strcpy(text + n + big, "\"}}</tool_call>");
+    result r = parse("<tool_call>", "</tool_call>", text, 1);
+    assert_string_equal(r.content, "");
+    assert_int_equal(strlen(r.calls), big + 58);
+    free(r.content);
+    free(r.calls);
+    free(text);
+
+    static const char *const pieces[] = {"<tool_call>", "</tool_call>", "{", "}", "[", "]", "\"",
+                                         "\\", ",", " ", "\n", "a", "\"name\": \"f\"",
+                                         "\"arguments\": {}", "<tool", "_call>", ":"};
+    unsigned seed = 7;
+    char buf[512];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int k = 0; k < 24; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *pc = pieces[(seed >> 16) % (sizeof pieces / sizeof *pieces)];
+            if (len + strlen(pc) + 1 > sizeof buf)
+                break;
+            strcpy(buf + len, pc);
+            len += strlen(pc);
+        }
+        const char *open = iter % 3 == 0 ? "{" : "<tool_call>";
+        const char *close = iter % 3 == 0 ? "" : "</tool_call>";
+        result whole = parse(open, close, buf, 0);
+        result bytes = parse(open, close, buf, 1);
+        result rnd = parse(open, close, buf, -1);
+        if (strcmp(whole.content, bytes.content) || strcmp(whole.calls, bytes.calls) ||
+            strcmp(whole.content, rnd.content) || strcmp(whole.calls, rnd.calls))
+            fail_msg("chunking changes the result for [%s]:\n whole [%s] %s\n bytes [%s] %s\n "
+                     "random [%s] %s",
+                     buf, whole.content, whole.calls, bytes.content, bytes.calls, rnd.content,
+                     rnd.calls);
+        free(whole.content);
+        free(whole.calls);
+        free(bytes.content);
+        free(bytes.calls);
+        free(rnd.content);
+        free(rnd.calls);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_qwen_calls),
         cmocka_unit_test(test_mistral_and_json_calls),
         cmocka_unit_test(test_parser_errors),
+        cmocka_unit_test(test_long_and_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
