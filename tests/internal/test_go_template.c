@@ -260,6 +260,17 @@ static void test_limits_and_garbage(void **state)
     free(out);
     pti_gotmpl_free(t);
     pti_gotmpl_free(NULL);
+    /* the template keeps its own copy of the source */
+    char *src = strdup("text {{ .A }} more");
+    t = pti_gotmpl_parse(src, strlen(src));
+    memset(src, '#', strlen(src));
+    free(src);
+    cJSON *d2 = cJSON_Parse("{\"A\": 1}");
+    out = pti_gotmpl_execute(t, d2, NULL);
+    assert_string_equal(out, "text 1 more");
+    free(out);
+    cJSON_Delete(d2);
+    pti_gotmpl_free(t);
 }
 
 static void test_references_and_tags(void **state)
