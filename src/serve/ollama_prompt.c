@@ -646,6 +646,15 @@ char *pti_ollama_generate_prompt(const pti_gotmpl *t, const char *system, const 
 {
     if (!t)
         return pti_error_null(PT_ERR_NULL, "pti_ollama_generate_prompt: template is NULL");
+    if (suffix && suffix[0] && !(prompt && prompt[0])) {
+        /* Ollama: a suffix request passes no messages; with an empty prompt Execute falls
+         * through to rendering no messages at all */
+        cJSON *none = cJSON_CreateArray();
+        char *s = none ? pti_ollama_chat_prompt(t, none, NULL, NULL, false, false, out_len)
+                       : pti_error_null(PT_ERR_OOM, "template: out of memory");
+        cJSON_Delete(none);
+        return s;
+    }
     if (suffix && suffix[0]) {
         /* Ollama executes {Prompt, Suffix, Response} alone for fill-in-the-middle */
         cJSON *v = cJSON_CreateObject();

@@ -115,9 +115,10 @@ static void test_ollama_prompts_against_go(void **state)
         char *out;
         if (cJSON_IsTrue(cJSON_GetObjectItem(c, "generate"))) {
             const cJSON *sys = cJSON_GetObjectItem(c, "system");
+            const cJSON *prompt = cJSON_GetObjectItem(c, "prompt");
             const cJSON *suffix = cJSON_GetObjectItem(c, "suffix");
             out = pti_ollama_generate_prompt(t, sys ? sys->valuestring : NULL,
-                                             cJSON_GetObjectItem(c, "prompt")->valuestring,
+                                             prompt ? prompt->valuestring : NULL,
                                              suffix ? suffix->valuestring : NULL, &len);
         } else {
             out = pti_ollama_chat_prompt(t, cJSON_GetObjectItem(c, "messages"),
