@@ -106,8 +106,8 @@ void pti_tool_parser_free(pti_tool_parser *p);
  * and each completed call to calls (a cJSON array owned by the caller) as Ollama's tool-call
  * object {"function": {"index": k, "name": "...", "arguments": {...}}}, k counting the calls
  * of this parser from 0. False only on PT_ERR_OOM (or PT_ERR_NULL for NULL p/content/calls). */
-bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len,
-                          pti_tool_text *content, cJSON *calls);
+bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len, pti_tool_text *content,
+                          cJSON *calls);
 
 /* End of generation: releases everything held back (a partial tag, an unfinished call) as
  * content, after completing any calls that are whole. The parser may then be reused. */
