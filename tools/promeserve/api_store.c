@@ -78,7 +78,7 @@ void ps_api_ps(ps_request *r)
     ps_reply_json(r, 200, o);
 }
 
-/* Whether name is a model of the store (then show reads the store, else a plain file). */
+/* Whether name has a manifest in the store. */
 static bool in_store(const char *root, const char *name)
 {
     pti_model_name n;
@@ -97,11 +97,13 @@ void ps_api_show(ps_request *r)
     bool verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->json, "verbose"));
     int status = PTI_STORE_NOT_FOUND;
     cJSON *show = NULL;
-    ps_model_ref ref;
-    if (in_store(store_root(r), name))
-        show = pti_store_show(store_root(r), name, verbose, &status);
-    else if (ps_model_resolve(r->srv, name, &ref) && !ref.manifest[0])
+    ps_model_ref ref = {0};
+    /* the same resolution as generate (plain files first), then a store model that does not
+     * resolve (a missing blob) for its real error */
+    if (ps_model_resolve(r->srv, name, &ref) && !ref.manifest[0])
         show = pti_store_show_file(ref.gguf, ref.name, verbose, &status);
+    else if (ref.manifest[0] || in_store(store_root(r), name))
+        show = pti_store_show(store_root(r), name, verbose, &status);
     if (!show) {
         reply_store_error(r, status, name);
         return;
