@@ -59,8 +59,8 @@ void ps_api_version(ps_request *r)
 void ps_api_tags(ps_request *r)
 {
     const ps_config *cfg = ps_server_config(r->srv);
-    cJSON *list = pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths,
-                                 cfg->n_model_paths);
+    cJSON *list =
+        pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths, cfg->n_model_paths);
     if (!list) {
         ps_reply_error(r, 500, "out of memory listing models");
         return;
@@ -274,7 +274,7 @@ void ps_api_blob_post(ps_request *r)
     ps_reply_status(r, 201);
 }
 
-/* ---- pull and push ----------------------------------------------------------------------------- */
+/* ---- pull and push --------------------------------------------------------------------------- */
 
 void ps_api_pull(ps_request *r)
 {
