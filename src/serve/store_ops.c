@@ -964,6 +964,11 @@ static void modelfile_body(strbuf *mf, const show_parts *p)
 cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *status)
 {
     pti_model_name n;
+    if (!root || !*root) {
+        pti_error(PT_ERR_INVALID_ARG, "no model store: set OLLAMA_MODELS or HOME");
+        *status = PTI_STORE_FAILED;
+        return NULL;
+    }
     if (!pti_model_name_parse(name, &n)) {
         *status = PTI_STORE_BAD_REQUEST;
         return NULL;

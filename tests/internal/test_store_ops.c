@@ -429,6 +429,15 @@ static void test_refusals(void **state)
     char text_digest[72];
     upload("/dev/null", text_digest); /* an empty blob: not a GGUF */
 
+    /* no store root: refused, never /manifests or /blobs */
+    int status;
+    assert_int_equal(pti_store_copy("", "a", "b"), PTI_STORE_FAILED);
+    assert_non_null(strstr(pt_last_error(), "no model store"));
+    assert_int_equal(pti_store_delete(NULL, "a"), PTI_STORE_FAILED);
+    assert_int_equal(pti_store_blob_check("", "sha256:" HEX64), PTI_STORE_FAILED);
+    assert_null(pti_store_show("", "a", false, &status));
+    assert_int_equal(status, PTI_STORE_FAILED);
+
     /* create */
     assert_int_equal(create_json("{\"from\":\"x\"}"), PTI_STORE_BAD_REQUEST);
     assert_non_null(strstr(pt_last_error(), "model is required"));
@@ -471,7 +480,6 @@ static void test_refusals(void **state)
     cJSON_Delete(list);
     snprintf(req, sizeof req, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"}}", gguf);
     assert_int_equal(create_json(req), PTI_STORE_OK);
-    int status;
     cJSON *show = pti_store_show(root, "m", false, &status);
     assert_non_null(show);
     assert_null(cJSON_GetObjectItem(show, "parameters"));
