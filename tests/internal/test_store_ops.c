@@ -487,6 +487,36 @@ static void test_refusals(void **state)
                         "{{ .Prompt }}"); /* Ollama's default */
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
     cJSON_Delete(show);
+
+    /* a hand-written manifest whose params and messages layers are not what they should be */
+    char bad_params[72], manifest[512], text[1024];
+    snprintf(tmp, sizeof tmp, "%s/params.json", root);
+    run("printf '[1,2]' > '%s'", tmp);
+    upload(tmp, bad_params);
+    snprintf(manifest, sizeof manifest, "%s/manifests/registry.ollama.ai/library/odd/latest", root);
+    run("mkdir -p \"$(dirname '%s')\"", manifest);
+    snprintf(text, sizeof text,
+             "{\"schemaVersion\":2,\"layers\":[{\"mediaType\":\"application/vnd.ollama.image."
+             "model\",\"digest\":\"%s\",\"size\":1},{\"mediaType\":\"application/vnd.ollama."
+             "image.params\",\"digest\":\"%s\",\"size\":5},{\"mediaType\":\"application/"
+             "vnd.ollama.image.messages\",\"digest\":\"%s\",\"size\":5}]}",
+             gguf, bad_params, bad_params);
+    FILE *f = fopen(manifest, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    show = pti_store_show(root, "odd", false, &status);
+    assert_non_null(show);
+    assert_null(cJSON_GetObjectItem(show, "parameters"));
+    assert_null(cJSON_GetObjectItem(show, "messages"));
+    cJSON_Delete(show);
+    list = pti_store_list(root, NULL, NULL, 0); /* no config blob: details from the GGUF */
+    const cJSON *odd = find_entry(list, "odd:latest");
+    assert_non_null(odd);
+    assert_string_equal(
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(odd, "details"), "family")),
+        "qwen3");
+    cJSON_Delete(list);
     remove_root();
 }
 
