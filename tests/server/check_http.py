@@ -14,11 +14,14 @@ and SIGTERM ending the server with status 0 within a few seconds while a stream 
 (that one needs a model fast enough to stream for seconds: SmolLM2-135M-Instruct.Q4_1.gguf
 from $PT_MODELS_DIR, data/models or /work/models; skipped without it).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
+Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
+sanitizer report in the server's stderr fails the test.
 """
 import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,7 +57,8 @@ class Server:
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-", suffix=".log", delete=False)
         env = dict(os.environ)
-        env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
+        self.store = tempfile.mkdtemp(prefix="ps-store-")
+        env["OLLAMA_MODELS"] = self.store
         env.pop("OLLAMA_HOST", None)
         env.pop("OLLAMA_ORIGINS", None)
         env.pop("PROMESERVE_API_KEY", None)
@@ -94,7 +98,11 @@ class Server:
             self.proc.wait()
             return None
         finally:
+            log = self.log()
+            check("runtime error:" not in log and "Sanitizer" not in log,
+                  "sanitizer report:\n" + log[-3000:])
             os.unlink(self.errf.name)
+            shutil.rmtree(self.store, ignore_errors=True)
 
 
 def jerr(data):
@@ -256,6 +264,8 @@ def check_access_log(s):
           "access log (%d lines) bad: %r" % (len(lines), [ln for ln in lines if not pat.match(ln)][:3]))
     check(any("method=HEAD path=/ status=200" in ln for ln in lines), "HEAD / logged")
     check(any("path=/nope status=404" in ln for ln in lines), "404 logged")
+    check(any(re.search(r"path=/api/generate status=200 .* model=llama-q8_0 tokens_in=[1-9]\d* "
+                        r"tokens_out=[1-9]", ln) for ln in lines), "generate logged with tokens")
 
 
 def check_slowloris(s, header_timeout):
@@ -307,6 +317,134 @@ def check_api_key(binary, model_path):
         check(s.stop() == 0, "key server exit status")
 
 
+def generate(s, model, **extra):
+    body = {"model": model, "prompt": "hello", "options": {"num_predict": 2}}
+    opts = extra.pop("options", {})
+    body["options"].update(opts)
+    body.update(extra)
+    st, _, d = s.request("POST", "/api/generate", body=body)
+    return st, d
+
+
+def loaded(s):
+    st, _, d = s.request("GET", "/api/ps")
+    return {m["name"]: m for m in json.loads(d)["models"]} if st == 200 else None
+
+
+def wait_for(cond, seconds=5):
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def check_registry(binary, fixtures):
+    """Resolution by --models DIR, keep_alive, LRU past --max-loaded-models, num_ctx reloads,
+    concurrent loads."""
+    tiny = os.path.join(fixtures, "llm", "tiny")
+    s = Server(binary, ["--quiet", "--models", tiny, "--max-loaded-models", "2"])
+    try:
+        for name in ["llama-q8_0", "llama-q8_0.gguf", "llama-q8_0:latest"]:
+            st, d = generate(s, name)
+            check(st == 200, "--models DIR resolves %s: %d %r" % (name, st, d[:200]))
+        for name in ["../tiny/llama-q8_0.gguf", ".llama", "llama-q8_0.ref", tiny + "/llama-q8_0.gguf"]:
+            st, d = generate(s, name)
+            check(st == 404 and "not found" in (jerr(d) or ""), "no path from requests: %s %d"
+                  % (name, st))
+        ps = loaded(s)
+        check(list(ps) == ["llama-q8_0.gguf"], "one entry for the three spellings: %r" % ps)
+        exp = ps["llama-q8_0.gguf"]["expires_at"]
+        check(exp.startswith(time.strftime("%Y-")), "default keep_alive 5m: %s" % exp)
+        # keep_alive 0 unloads right after the request
+        st, d = generate(s, "qwen2-q8_0", keep_alive=0)
+        check(st == 200, "keep_alive 0 request %d" % st)
+        check(wait_for(lambda: "qwen2-q8_0.gguf" not in loaded(s)), "keep_alive 0 unloads")
+        # keep_alive -1 keeps it forever (Go's far-future time)
+        st, d = generate(s, "qwen2-q8_0", keep_alive=-1)
+        ps = loaded(s)
+        check(st == 200 and int(ps["qwen2-q8_0.gguf"]["expires_at"][:4]) > 2200,
+              "keep_alive -1: %r" % ps.get("qwen2-q8_0.gguf"))
+        # a third model unloads the least recently used idle one (max 2)
+        st, d = generate(s, "llama-q8_0")  # llama now more recent than qwen2
+        st, d = generate(s, "phi3-q8_0")
+        ps = loaded(s)
+        check(st == 200 and sorted(ps) == ["llama-q8_0.gguf", "phi3-q8_0.gguf"],
+              "LRU unloading past --max-loaded-models: %r" % sorted(ps))
+        # num_ctx change reloads with the new context
+        st, d = generate(s, "phi3-q8_0", options={"num_ctx": 128})
+        ps = loaded(s)
+        check(st == 200 and ps["phi3-q8_0.gguf"]["context_length"] == 128,
+              "num_ctx 128 reload: %r" % ps.get("phi3-q8_0.gguf"))
+        # concurrent requests for three models with room for two: all answered
+        results = []
+
+        def worker(name):
+            results.append(generate(s, name)[0])
+
+        ts = [threading.Thread(target=worker, args=(n,)) for n in
+              ["gemma3-q8_0", "qwen3-q8_0", "gemma3-q8_0", "qwen3-q8_0", "llama-q6_k", "llama-q6_k"]]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        check(sorted(results) == [200] * 6, "concurrent loads: %r" % results)
+        check(len(loaded(s)) <= 2, "never more than --max-loaded-models: %r" % sorted(loaded(s)))
+        check(metric(s, "promeserve_loaded_models") <= 2, "loaded_models gauge")
+    finally:
+        check(s.stop() == 0, "registry server exit status")
+
+
+def check_blobs_and_env(binary, model_path):
+    """Blob uploads go through a temporary file in <store>/blobs (none left behind); --max-blob
+    answers 413; OLLAMA_HOST forms and flags over variables."""
+    import hashlib
+    port = free_port()
+    s = Server(binary, ["--quiet", "--max-blob", "64K", model_path],
+               {"OLLAMA_HOST": "http://127.0.0.1:%d" % port})
+    try:
+        check(s.log().startswith("Listening on 127.0.0.1:%d " % s.port),
+              "--port wins over OLLAMA_HOST: %r" % s.log()[:80])
+        data = os.urandom(5000)
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        st, _, d = s.request("POST", "/api/blobs/" + digest, body=data)
+        check(st == 201, "blob upload %d %r" % (st, d))
+        st, _, d = s.request("HEAD", "/api/blobs/" + digest)
+        check(st == 200, "blob HEAD after upload %d" % st)
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + "0" * 64, body=data)
+        check(st == 400, "blob with the wrong digest %d %r" % (st, d))
+        big = b"x" * 70000
+        st, _, d = s.request("POST", "/api/blobs/sha256:" + hashlib.sha256(big).hexdigest(),
+                             body=big)
+        check(st == 413, "blob over --max-blob %d %r" % (st, d))
+        blobs = os.path.join(s.store, "blobs")
+        left = [f for f in os.listdir(blobs) if f.startswith(".upload")]
+        check(not left, "temporary upload files left: %r" % left)
+        check(os.path.isfile(os.path.join(blobs, digest.replace(":", "-"))), "blob stored")
+    finally:
+        check(s.stop() == 0, "blob server exit status")
+    for form, want in [("127.0.0.1:%d", "127.0.0.1:%d"), ("http://127.0.0.1:%d", "127.0.0.1:%d"),
+                       ("localhost:%d", "localhost:%d")]:
+        port = free_port()
+        env = dict(os.environ, OLLAMA_HOST=form % port)
+        p = subprocess.Popen([binary, "serve", "--quiet"], stderr=subprocess.PIPE, env=env)
+        line = p.stderr.readline().decode()
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/")
+            ok = c.getresponse().status == 200
+        except OSError:
+            ok = False
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(10)
+        check(ok and line.startswith("Listening on " + want % port) and rc == 0,
+              "OLLAMA_HOST=%s: %r rc %r" % (form % port, line, rc))
+    p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
+    err = p.communicate(timeout=10)[1].decode()
+    check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
+
+
 def find_smollm():
     for d in [os.environ.get("PT_MODELS_DIR"), "data/models", "/work/models"]:
         if d and os.path.isfile(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")):
@@ -331,6 +469,24 @@ def check_disconnect_and_sigterm(binary):
         return
     s = Server(binary, ["--quiet", path])
     model = "SmolLM2-135M-Instruct.Q4_1"
+    # /health says 503 {"status":"loading"} while the model loads (about a second here)
+    seen = set()
+    done = threading.Event()
+
+    def poll_health():
+        while not done.is_set():
+            st, _, d = s.request("GET", "/health", timeout=5)
+            seen.add((st, d))
+
+    t = threading.Thread(target=poll_health)
+    t.start()
+    st, _, _ = s.request("POST", "/api/generate", body={"model": model, "prompt": "hi",
+                                                        "options": {"num_predict": 1}})
+    done.set()
+    t.join(10)
+    check(st == 200 and (503, b'{"status":"loading"}') in seen, "/health while loading: %r" % seen)
+    st, _, d = s.request("GET", "/health")
+    check(st == 200 and d == b'{"status":"ok"}', "/health after loading %d %r" % (st, d))
     # a client hanging up mid-stream frees its slot at once
     c, r, first = open_stream(s, model, 3000)
     check(r.status == 200 and b'"done":false' in first, "long stream started %r" % first)
@@ -385,6 +541,8 @@ def main():
         rc = s.stop()
         check(rc == 0, "exit status after SIGTERM: %r" % rc)
     check_api_key(binary, model_path)
+    check_registry(binary, fixtures)
+    check_blobs_and_env(binary, model_path)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0

@@ -3,11 +3,13 @@
  *
  *   - the endpoint handlers of api_ollama.c, api_openai.c and api_store.c answer
  *     501 {"error":"not implemented yet"}, except /api/generate, which streams a minimal
- *     NDJSON completion (model, prompt, options.num_predict, keep_alive seconds) so the
+ *     NDJSON completion (model, prompt, options.num_predict/num_ctx, keep_alive) so the
  *     stream, disconnect and shutdown paths can be tested;
  *   - a minimal engine (src/serve/engine.h) that runs pt_llm_generate_tokens one request at
  *     a time on a worker thread (no batching, no embeddings, no constraints) until the
- *     "engine" helper's engine.c is merged. */
+ *     "engine" helper's engine.c is merged.
+ * Every definition here is weak (PENDING), so a branch holding the real one links without
+ * touching this file: the real definition wins. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,8 @@
 
 #include "../../src/core/internal.h"
 #include "serve_internal.h"
+
+#define PENDING __attribute__((weak))
 
 /* ---- the temporary engine ------------------------------------------------------------------- */
 
@@ -119,7 +123,7 @@ static void *tmp_worker(void *arg)
     return NULL;
 }
 
-pti_engine *pti_engine_load(const char *gguf_path, const pti_engine_opts *opts)
+PENDING pti_engine *pti_engine_load(const char *gguf_path, const pti_engine_opts *opts)
 {
     pti_engine *e = calloc(1, sizeof *e);
     if (!e)
@@ -151,7 +155,7 @@ pti_engine *pti_engine_load(const char *gguf_path, const pti_engine_opts *opts)
     return e;
 }
 
-void pti_engine_free(pti_engine *e)
+PENDING void pti_engine_free(pti_engine *e)
 {
     if (!e)
         return;
@@ -170,22 +174,22 @@ void pti_engine_free(pti_engine *e)
     free(e);
 }
 
-pt_llm *pti_engine_llm(const pti_engine *e)
+PENDING pt_llm *pti_engine_llm(const pti_engine *e)
 {
     return e->llm;
 }
 
-const pti_engine_opts *pti_engine_get_opts(const pti_engine *e)
+PENDING const pti_engine_opts *pti_engine_get_opts(const pti_engine *e)
 {
     return &e->opts;
 }
 
-bool pti_engine_queue_full_error(void)
+PENDING bool pti_engine_queue_full_error(void)
 {
     return tmp_queue_full;
 }
 
-uint64_t pti_engine_submit(pti_engine *e, const pti_engine_request *req)
+PENDING uint64_t pti_engine_submit(pti_engine *e, const pti_engine_request *req)
 {
     tmp_queue_full = false;
     tmp_job *j = calloc(1, sizeof *j);
@@ -246,7 +250,7 @@ uint64_t pti_engine_submit(pti_engine *e, const pti_engine_request *req)
     return id;
 }
 
-void pti_engine_cancel(pti_engine *e, uint64_t id)
+PENDING void pti_engine_cancel(pti_engine *e, uint64_t id)
 {
     pthread_mutex_lock(&e->lock);
     for (tmp_job *j = e->head; j; j = j->next)
@@ -257,7 +261,7 @@ void pti_engine_cancel(pti_engine *e, uint64_t id)
     pthread_mutex_unlock(&e->lock);
 }
 
-void pti_engine_get_stats(const pti_engine *e, pti_engine_stats *out)
+PENDING void pti_engine_get_stats(const pti_engine *e, pti_engine_stats *out)
 {
     pti_engine *m = (pti_engine *)e;
     pthread_mutex_lock(&m->lock);
@@ -305,6 +309,7 @@ static void tmp_gen_done(void *user, pt_status st, const char *msg, const pt_gen
         cJSON_AddNumberToObject(o, "prompt_eval_count", stats->prompt_tokens);
         cJSON_AddNumberToObject(o, "eval_count", stats->gen_tokens);
         ps_metrics_tokens(g->srv, stats->prompt_tokens, stats->gen_tokens, stats->gen_ns);
+        ps_stream_set_tokens(g->s, stats->prompt_tokens, stats->gen_tokens);
     }
     ps_stream_write_ndjson(g->s, o);
     ps_stream_close(g->s);
@@ -312,7 +317,7 @@ static void tmp_gen_done(void *user, pt_status st, const char *msg, const pt_gen
     free(g);
 }
 
-void ps_api_generate(ps_request *r)
+PENDING void ps_api_generate(ps_request *r)
 {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(r->json, "model");
     const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(r->json, "prompt");
@@ -324,10 +329,17 @@ void ps_api_generate(ps_request *r)
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(r->json, "options");
     const cJSON *np = cJSON_GetObjectItemCaseSensitive(opts, "num_predict");
     const cJSON *ka = cJSON_GetObjectItemCaseSensitive(r->json, "keep_alive");
+    const cJSON *nc = cJSON_GetObjectItemCaseSensitive(opts, "num_ctx");
     int64_t keep = cJSON_IsNumber(ka) ? (int64_t)(ka->valuedouble * 1e9) : INT64_MIN;
+    if (cJSON_IsString(ka) && !ps_parse_duration(ka->valuestring, &keep)) {
+        ps_reply_error(r, 400, "invalid keep_alive");
+        return;
+    }
     int status = 500;
     char err[512];
-    ps_model *m = ps_model_acquire(r->srv, model->valuestring, 0, keep, &status, err, sizeof err);
+    ps_model *m = ps_model_acquire(r->srv, model->valuestring,
+                                   cJSON_IsNumber(nc) ? (int)nc->valuedouble : 0, keep, &status,
+                                   err, sizeof err);
     if (!m) {
         ps_reply_error(r, status, "%s", err);
         return;
@@ -373,12 +385,31 @@ static void pending(ps_request *r)
     ps_reply_error(r, 501, "not implemented yet");
 }
 
-void ps_api_chat(ps_request *r) { pending(r); }
-void ps_api_embed(ps_request *r) { pending(r); }
-void ps_api_embeddings(ps_request *r) { pending(r); }
-void ps_api_v1_chat(ps_request *r) { pending(r); }
-void ps_api_v1_completions(ps_request *r) { pending(r); }
-void ps_api_v1_embeddings(ps_request *r) { pending(r); }
-void ps_api_v1_models(ps_request *r) { pending(r); }
-void ps_api_v1_model(ps_request *r) { pending(r); }
+PENDING void ps_api_chat(ps_request *r) { pending(r); }
+PENDING void ps_api_embed(ps_request *r) { pending(r); }
+PENDING void ps_api_embeddings(ps_request *r) { pending(r); }
+PENDING void ps_api_v1_chat(ps_request *r) { pending(r); }
+PENDING void ps_api_v1_completions(ps_request *r) { pending(r); }
+PENDING void ps_api_v1_embeddings(ps_request *r) { pending(r); }
+PENDING void ps_api_v1_models(ps_request *r) { pending(r); }
+PENDING void ps_api_v1_model(ps_request *r) { pending(r); }
+PENDING void ps_api_tags(ps_request *r) { pending(r); }
+PENDING void ps_api_show(ps_request *r) { pending(r); }
+PENDING void ps_api_version(ps_request *r) { pending(r); }
+PENDING void ps_api_copy(ps_request *r) { pending(r); }
+PENDING void ps_api_delete(ps_request *r) { pending(r); }
+PENDING void ps_api_create(ps_request *r) { pending(r); }
+PENDING void ps_api_blob_head(ps_request *r) { pending(r); }
+PENDING void ps_api_blob_post(ps_request *r) { pending(r); }
+PENDING void ps_api_pull(ps_request *r) { pending(r); }
+PENDING void ps_api_push(ps_request *r) { pending(r); }
 
+/* /api/ps is simple enough to answer for real from the registry. */
+PENDING void ps_api_ps(ps_request *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *models = ps_registry_ps_json(r->srv);
+    if (models)
+        cJSON_AddItemToObject(o, "models", models);
+    ps_reply_json(r, 200, o);
+}
