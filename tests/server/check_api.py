@@ -743,6 +743,60 @@ def test_parallel(srv, model):
     check(len(results) == 6 and all(results), "6 concurrent streams all finish: %r" % results)
 
 
+def test_malformed(srv, model, corpus_dir):
+    """Mutated request bodies (the fuzz corpus, bytes flipped, cut, duplicated) to every
+    generation endpoint: each answer is 200 or a 4xx with an error, never a crash or a hang.
+    Bodies that still parse get a tiny num_predict so none runs long."""
+    import random
+    rnd = random.Random(7)
+    seeds = []
+    for f in sorted(os.listdir(corpus_dir)):
+        with open(os.path.join(corpus_dir, f), "rb") as fh:
+            seeds.append(fh.read())
+    paths = ["/api/generate", "/api/chat", "/api/embed", "/api/embeddings",
+             "/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    bad = []
+    for i in range(140):
+        b = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(1, 4)):
+            op = rnd.randint(0, 3)
+            k = rnd.randrange(len(b))
+            if op == 0:
+                b[k] = rnd.randrange(256)
+            elif op == 1:
+                b = b[:k]
+            elif op == 2:
+                b[k:k] = b[k:k + rnd.randint(1, 40)]
+            elif len(b) > 2:
+                del b[k:k + rnd.randint(1, 20)]
+            if not b:
+                b = bytearray(b"{")
+        body = bytes(b)
+        try:
+            j = json.loads(body)
+            if isinstance(j, dict):
+                j["model"] = model if rnd.random() < 0.8 else j.get("model")
+                opts = j.get("options") if isinstance(j.get("options"), dict) else {}
+                opts["num_predict"] = 2
+                j["options"] = opts
+                j["max_tokens"] = 2
+                j.pop("max_completion_tokens", None)
+                body = json.dumps(j)
+        except (ValueError, RecursionError):
+            pass
+        path = paths[i % len(paths)]
+        try:
+            st, ct, payload = srv.raw("POST", path, body, timeout=60)
+        except Exception as e:
+            bad.append((path, body[:200], repr(e)))
+            continue
+        if not (st == 200 or 400 <= st < 500):
+            bad.append((path, body[:200], st, payload[:200]))
+    check(not bad, "malformed bodies get 200 or 4xx: %r" % bad[:3])
+    st, r = srv.get("/health")
+    check(st == 200 and srv.proc.poll() is None, "server alive after malformed bodies")
+
+
 def test_limits(binary, gguf, name):
     """--timeout ends a long generation normally with done_reason "length" (streamed and not);
     past --parallel 1 + --max-queue 1, requests get 503 with the engine's message."""
@@ -823,6 +877,8 @@ def main():
         if smol:
             test_tool_calls(srv)
         test_parallel(srv, model)
+        test_malformed(srv, "llama-q8_0", os.path.join(os.path.dirname(os.path.abspath(
+            __file__)), "..", "fuzz", "corpus", "api_request"))
         test_load_unload(srv, "llama-q8_0")
         st, r = srv.get("/health")
         check(st == 200, "server still healthy after everything")
