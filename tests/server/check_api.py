@@ -19,7 +19,8 @@ checks with the standard library only, against Ollama's documented behaviour
   stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape;
   a store model's Go template, system and params layers (against raw renderings), tool calls
   through a template that renders .Tools, --timeout (done_reason "length") and a full queue
-  (503 with the engine's message) on a second server.
+  (503 with the engine's message) on a second server; clients hanging up mid-stream free
+  their slots; mutated request bodies get 200 or a 4xx.
 Under a sanitizer build run it with LSAN_OPTIONS=suppressions=tests/server/lsan.supp (the
 library's per-thread scope list); any sanitizer report in the server log is a failure.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
@@ -797,6 +798,37 @@ def test_malformed(srv, model, corpus_dir):
     check(st == 200 and srv.proc.poll() is None, "server alive after malformed bodies")
 
 
+def busy_slots(srv):
+    st, ct, d = srv.raw("GET", "/metrics")
+    for line in d.decode().splitlines():
+        if line.startswith("promeserve_busy_slots "):
+            return float(line.split()[1])
+    return None
+
+
+def test_hangup(srv, model):
+    """A client that hangs up mid-stream (/api/chat NDJSON, /v1 SSE) frees its slot at once."""
+    for path, body in [("/api/chat", {"model": model, "messages": [
+                            {"role": "user", "content": "Write a very long story."}],
+                            "options": {"num_predict": 3000}}),
+                       ("/v1/chat/completions", {"model": model, "stream": True,
+                                                 "max_tokens": 3000, "messages": [
+                            {"role": "user", "content": "Write a very long story."}]})]:
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        c.request("POST", path, body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        first = r.fp.readline()
+        check(r.status == 200 and first.strip(), "%s stream started: %r" % (path, first))
+        check((busy_slots(srv) or 0) >= 1, "%s: a slot is busy while streaming" % path)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        t0 = time.time()
+        while time.time() - t0 < 5 and busy_slots(srv) != 0:
+            time.sleep(0.05)
+        check(busy_slots(srv) == 0, "%s: the slot is freed after the client hung up" % path)
+
+
 def test_limits(binary, gguf, name):
     """--timeout ends a long generation normally with done_reason "length" (streamed and not);
     past --parallel 1 + --max-queue 1, requests get 503 with the engine's message."""
@@ -842,6 +874,9 @@ def test_limits(binary, gguf, name):
     finally:
         srv.stop()
         shutil.rmtree(srv.store, ignore_errors=True)
+    check(not any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                           "runtime error:")),
+          "no sanitizer report from the limits server:\n" + srv.log()[-3000:])
 
 
 def main():
@@ -876,6 +911,7 @@ def main():
         test_template_layer(srv)
         if smol:
             test_tool_calls(srv)
+            test_hangup(srv, smol)
         test_parallel(srv, model)
         test_malformed(srv, "llama-q8_0", os.path.join(os.path.dirname(os.path.abspath(
             __file__)), "..", "fuzz", "corpus", "api_request"))
