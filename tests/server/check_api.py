@@ -675,6 +675,17 @@ def test_openai(srv, model, real):
     check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
                                                      "temperature": "x"},
                        400, "invalid_request_error", "temperature", "v1 temperature type")
+    check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
+                                                     "reasoning_effort": "extreme"},
+                       400, "invalid_request_error", "reasoning", "v1 reasoning_effort value")
+    if real:
+        check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
+                                                         "reasoning_effort": "high"},
+                           400, "invalid_request_error", "does not support thinking",
+                           "v1 reasoning on a model without thinking")
+    st, r = srv.post("/v1/chat/completions", {"model": model, "messages": msgs, "max_tokens": 2,
+                                              "reasoning_effort": "none"})
+    check(st == 200, "reasoning_effort none is think off: %d %r" % (st, r))
     check_openai_error(srv, "/v1/completions", {"model": model, "prompt": ["a", "b"]}, 400,
                        "invalid_request_error", "prompt", "v1 completions prompt list")
 
