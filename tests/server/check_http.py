@@ -467,6 +467,21 @@ def check_blobs_and_env(binary, model_path):
         check(p.returncode == 1 and "in use" in err, "a second server on the port: %r" % err)
     finally:
         s.stop()
+    r = subprocess.run([binary, "serve", "--help"], capture_output=True, timeout=10)
+    check(r.returncode == 0 and b"--max-body" in r.stdout, "serve --help")
+    r = subprocess.run([binary, "serve", "--bogus"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"unknown flag: --bogus" in r.stderr, "unknown flag %r" % r.stderr)
+    r = subprocess.run([binary, "serve", "--max-body"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"needs an argument" in r.stderr, "flag without value")
+    r = subprocess.run([binary, "serve", "/no/such/model.gguf"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"/no/such/model.gguf" in r.stderr, "missing model file")
+    s = Server(binary, [], {"OLLAMA_NUM_PARALLEL": "lots", "OLLAMA_KEEP_ALIVE": "soon"})
+    try:
+        log = s.log()
+        check("OLLAMA_NUM_PARALLEL" in log and "OLLAMA_KEEP_ALIVE" in log,
+              "bad variables are warned about, the defaults kept: %r" % log)
+    finally:
+        s.stop()
     p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
     err = p.communicate(timeout=10)[1].decode()
     check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
