@@ -3,16 +3,24 @@
 
     check_http.py PROMESERVE [FIXTURES_DIR]
 
-Starts `promeserve serve` on free loopback ports with the tiny fixture model given on the
-command line and checks, with nothing but the standard library: GET/HEAD /, 404 and 405 texts,
-missing/invalid/non-object JSON bodies (400), oversize bodies (413, declared and chunked, the
-server still serving), CORS (allowed and refused origins, preflight, OLLAMA_ORIGINS
-wildcards), the Host check (403), --api-key (401/200), /health, /metrics (every line parses as
-Prometheus text), the access log, a streamed /api/generate, /api/ps, a client that hangs up
-mid-stream freeing its slot, a slow client cut after --header-timeout while others are served,
-and SIGTERM ending the server with status 0 within a few seconds while a stream is open
-(that one needs a model fast enough to stream for seconds: SmolLM2-135M-Instruct.Q4_1.gguf
-from $PT_MODELS_DIR, data/models or /work/models; skipped without it).
+Starts `promeserve serve` on free loopback ports with the tiny fixture models (on the command
+line, through --models DIR and through a fake Ollama store) and checks, with nothing but the
+standard library:
+  GET/HEAD /, gin's 404 and 405 texts, missing/invalid/non-object JSON bodies (400 with Go's
+  wording), oversize bodies (413, declared and chunked, the server still serving), OpenAI's
+  error shape on /v1, unknown models (404);
+  CORS (allowed and refused origins, preflight, OLLAMA_ORIGINS wildcards), the Host check
+  (403), --api-key (401/200, / and /health open), /health (503 while loading, then 200),
+  /metrics (every line parses as Prometheus text, the required series), the access log;
+  a streamed and a non-streamed /api/generate, /api/ps; the registry (names with and without
+  .gguf or :latest, no paths from requests, keep_alive 0 and -1, LRU unloading past
+  --max-loaded-models, a num_ctx reload, concurrent loads, store names and manifest digests);
+  blob uploads through a temporary file (none left behind, 413 past --max-blob);
+  OLLAMA_HOST forms, flags over variables, bad flags and variables, a port in use;
+  a slow client cut after --header-timeout (and a dripped body after 6 of them) while others
+  are served; with SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR, data/models or
+  /work/models; skipped without it): a client hanging up mid-stream frees its slot, and
+  SIGTERM with a stream open ends the server with status 0 within seconds.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
 Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
 sanitizer report in the server's stderr fails the test.
@@ -465,6 +473,21 @@ def check_blobs_and_env(binary, model_path):
             p.kill()
             err = p.communicate()[1].decode()
         check(p.returncode == 1 and "in use" in err, "a second server on the port: %r" % err)
+    finally:
+        s.stop()
+    r = subprocess.run([binary, "serve", "--help"], capture_output=True, timeout=10)
+    check(r.returncode == 0 and b"--max-body" in r.stdout, "serve --help")
+    r = subprocess.run([binary, "serve", "--bogus"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"unknown flag: --bogus" in r.stderr, "unknown flag %r" % r.stderr)
+    r = subprocess.run([binary, "serve", "--max-body"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"needs an argument" in r.stderr, "flag without value")
+    r = subprocess.run([binary, "serve", "/no/such/model.gguf"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"/no/such/model.gguf" in r.stderr, "missing model file")
+    s = Server(binary, [], {"OLLAMA_NUM_PARALLEL": "lots", "OLLAMA_KEEP_ALIVE": "soon"})
+    try:
+        log = s.log()
+        check("OLLAMA_NUM_PARALLEL" in log and "OLLAMA_KEEP_ALIVE" in log,
+              "bad variables are warned about, the defaults kept: %r" % log)
     finally:
         s.stop()
     p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)

@@ -206,10 +206,13 @@ static bool env_int(const char *name, long lo, long hi, int *out, char *err, siz
     const char *v = getenv(name);
     if (!v || !*v)
         return true;
-    if (!parse_int(v, lo, hi, out)) {
-        snprintf(err, cap, "%s=\"%s\" is not a number in [%ld, %ld]", name, v, lo, hi);
-        return false;
-    }
+    (void)err;
+    (void)cap;
+    if (!parse_int(v, lo, hi, out)) /* Ollama warns and keeps the default */
+        fprintf(stderr,
+                "promeserve: invalid environment variable %s=\"%s\" (a number in [%ld, %ld]), "
+                "using the default\n",
+                name, v, lo, hi);
     return true;
 }
 
@@ -226,15 +229,28 @@ static bool config_from_env(ps_config *cfg, char *err, size_t cap)
         !env_int("OLLAMA_CONTEXT_LENGTH", 0, 1 << 24, &cfg->num_ctx, err, cap))
         return false;
     if ((v = getenv("OLLAMA_KEEP_ALIVE")) && *v) {
-        if (!ps_parse_duration(v, &cfg->keep_alive_ns)) {
-            snprintf(err, cap, "OLLAMA_KEEP_ALIVE=\"%s\" is not a duration", v);
+        if (!ps_parse_duration(v, &cfg->keep_alive_ns))
+            fprintf(stderr,
+                    "promeserve: invalid environment variable OLLAMA_KEEP_ALIVE=\"%s\" (a "
+                    "duration such as 5m or -1), using the default\n",
+                    v);
+    }
+    if ((v = getenv("OLLAMA_ORIGINS"))) {
+        if (strlen(v) >= sizeof cfg->origins) {
+            snprintf(err, cap, "OLLAMA_ORIGINS is too long (%zu bytes at most)",
+                     sizeof cfg->origins - 1);
             return false;
         }
-    }
-    if ((v = getenv("OLLAMA_ORIGINS")))
         snprintf(cfg->origins, sizeof cfg->origins, "%s", v);
-    if ((v = getenv("PROMESERVE_API_KEY")))
+    }
+    if ((v = getenv("PROMESERVE_API_KEY"))) {
+        if (strlen(v) >= sizeof cfg->api_key) {
+            snprintf(err, cap, "PROMESERVE_API_KEY is too long (%zu bytes at most)",
+                     sizeof cfg->api_key - 1);
+            return false;
+        }
         snprintf(cfg->api_key, sizeof cfg->api_key, "%s", v);
+    }
     /* 0 means "the default" in Ollama's variables */
     if (cfg->n_parallel == 0)
         cfg->n_parallel = 4;
