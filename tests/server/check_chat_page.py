@@ -534,7 +534,8 @@ def run_checks(cdp, base):
     cdp.evaluate("""localStorage.setItem('promeserve.chat', JSON.stringify([
         {role: 'user', content: '<b>hi</b>'},
         {role: 'assistant', content: '<img src=x onerror=alert(1)> **bold** `a<b`\\n\\n' +
-         '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))'}])); true""")
+         '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))\\n\\n' +
+         '2. two\\n   - nested\\n3. three\\n\\n[ok](https://example.org/)'}])); true""")
     reload_page(cdp)
     safe = cdp.evaluate("""(() => { const b = document.querySelectorAll('#log .body');
         return { img: document.querySelectorAll('#log img').length,
@@ -543,10 +544,13 @@ def run_checks(cdp, base):
                  code: b[1].querySelector('pre code') && b[1].querySelector('pre code').textContent,
                  lang: b[1].querySelector('.code-head span').textContent,
                  copy: !!b[1].querySelector('.codeblock button.copy'),
-                 links: document.querySelectorAll('#log a').length,
+                 links: [...document.querySelectorAll('#log a')].map(a =>
+                     [a.getAttribute('href'), a.rel, a.textContent].join(' ')),
+                 nested: document.querySelectorAll('#log ol[start="2"] > li > ul > li').length,
                  text0: b[0].textContent }; })()""")
     check(safe == {"img": 0, "bTags": 0, "strong": "bold", "code": "int x = 1 < 2;",
-                   "lang": "c", "copy": True, "links": 0, "text0": "<b>hi</b>"},
+                   "lang": "c", "copy": True, "text0": "<b>hi</b>", "nested": 1,
+                   "links": ["https://example.org/ noopener noreferrer ok"]},
           f"markdown is rendered and model/user HTML stays text: {safe}")
     cdp.click("#new-chat")
 
