@@ -245,7 +245,14 @@ def direct_chat(base, model, messages, options):
     _, _, raw = http(base, "/api/chat", {"model": model, "messages": messages,
                                          "options": options, "stream": True})
     text, final = "", None
-    for line in raw.decode().splitlines():
+    try:
+        text_all = raw.decode()
+    except UnicodeDecodeError as e:
+        # not the page's business (its TextDecoder replaces such bytes the same way), but a
+        # JSON stream should be UTF-8: say so
+        print(f"warning: /api/chat streamed invalid UTF-8 ({e}); compared with U+FFFD")
+        text_all = raw.decode(errors="replace")
+    for line in text_all.splitlines():
         if not line.strip():
             continue
         obj = json.loads(line)
