@@ -979,7 +979,13 @@ pti_gotmpl *pti_gotmpl_parse(const char *text, size_t len)
     pti_gotmpl *t = calloc(1, sizeof *t);
     if (!t)
         return pti_error_null(PT_ERR_OOM, "template: out of memory");
-    parser p = {.src = text ? text : "", .len = len, .line = 1, .t = t};
+    /* text nodes point into the source: keep a copy with the tree */
+    char *src = gt_arena_strndup(&t->arena, text ? text : "", len);
+    if (!src) {
+        pti_gotmpl_free(t);
+        return pti_error_null(PT_ERR_OOM, "template: out of memory");
+    }
+    parser p = {.src = src, .len = len, .line = 1, .t = t};
     if (!declare_var(&p, "$")) {
         pti_gotmpl_free(t);
         return NULL;

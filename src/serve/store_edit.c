@@ -79,10 +79,21 @@ static bool file_exists(const char *path)
 
 /* ---- names ----------------------------------------------------------------------------------- */
 
+/* A store root must be given: "" would put the store at /manifests and /blobs. */
+static bool have_root(const char *root)
+{
+    if (root && *root)
+        return true;
+    pti_error(PT_ERR_INVALID_ARG, "no model store: set OLLAMA_MODELS or HOME");
+    return false;
+}
+
 /* Parses name and finds its manifest. Returns OK, BAD_REQUEST or NOT_FOUND (error set). */
 static int find_manifest(const char *root, const char *name, char *path, size_t cap)
 {
     pti_model_name n;
+    if (!have_root(root))
+        return PTI_STORE_FAILED;
     if (!name || !*name) {
         pti_error(PT_ERR_INVALID_ARG, "model is required");
         return PTI_STORE_BAD_REQUEST;
@@ -246,7 +257,7 @@ static int check_digest(const char *digest)
 
 int pti_store_blob_check(const char *root, const char *digest)
 {
-    int st = check_digest(digest);
+    int st = have_root(root) ? check_digest(digest) : PTI_STORE_FAILED;
     if (st != PTI_STORE_OK)
         return st;
     char path[4096];
@@ -258,7 +269,7 @@ int pti_store_blob_check(const char *root, const char *digest)
 
 int pti_store_blob_commit(const char *root, const char *tmp_path, const char *digest)
 {
-    int st = check_digest(digest);
+    int st = have_root(root) ? check_digest(digest) : PTI_STORE_FAILED;
     char path[4096], hex[65];
     if (st == PTI_STORE_OK && !pti_store_blob_path(root, digest, path, sizeof path)) {
         pti_error(PT_ERR_INVALID_ARG, "model store: path too long");
@@ -738,7 +749,7 @@ static int write_config_and_manifest(creation *c, const char *manifest_path)
 int pti_store_create(const char *root, const cJSON *req, pti_store_progress progress, void *user)
 {
     create_req r;
-    int st = parse_create(req, &r);
+    int st = have_root(root) ? parse_create(req, &r) : PTI_STORE_FAILED;
     char manifest[4096];
     if (st == PTI_STORE_OK)
         st = new_manifest_path(root, r.name, manifest, sizeof manifest);

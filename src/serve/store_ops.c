@@ -885,6 +885,15 @@ static void modelfile_header(strbuf *mf, const char *shown, const char *gguf_pat
                   shown, gguf_path);
 }
 
+/* A messages layer: an array of objects. */
+static bool messages_array(const cJSON *j)
+{
+    const cJSON *m;
+    bool ok = cJSON_IsArray(j);
+    cJSON_ArrayForEach(m, j) ok = ok && cJSON_IsObject(m);
+    return ok;
+}
+
 /* Reads the text layers of a manifest into p and writes the Modelfile after FROM. */
 static bool read_show_layers(const char *root, const cJSON *man, show_parts *p)
 {
@@ -916,7 +925,12 @@ static bool read_show_layers(const char *root, const cJSON *man, show_parts *p)
         } else {
             cJSON *j = cJSON_Parse(text);
             free(text);
-            cJSON **dst = !strcmp(kind, "params") ? &p->params : &p->messages;
+            bool params = !strcmp(kind, "params");
+            if (params ? !cJSON_IsObject(j) : !messages_array(j)) { /* ignored, as if absent */
+                cJSON_Delete(j);
+                continue;
+            }
+            cJSON **dst = params ? &p->params : &p->messages;
             cJSON_Delete(*dst);
             *dst = j;
         }
@@ -964,6 +978,11 @@ static void modelfile_body(strbuf *mf, const show_parts *p)
 cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *status)
 {
     pti_model_name n;
+    if (!root || !*root) {
+        pti_error(PT_ERR_INVALID_ARG, "no model store: set OLLAMA_MODELS or HOME");
+        *status = PTI_STORE_FAILED;
+        return NULL;
+    }
     if (!pti_model_name_parse(name, &n)) {
         *status = PTI_STORE_BAD_REQUEST;
         return NULL;

@@ -202,8 +202,12 @@ static void test_limits_and_garbage(void **state)
         strcat(ifs, "{{if 1}}");
     expect_parse_error(ifs, PT_ERR_FORMAT, "nesting deeper than");
     /* output over 64 MiB: nested ranges multiply */
-    expect_exec_error("{{ range 4096 }}{{ range 4096 }}01234567{{ end }}{{ end }}", "{}",
-                      "output exceeds 64 MiB");
+    expect_exec_error("{{ range 2000 }}{{ range 2000 }}0123456789abcdefghij{{ end }}{{ end }}",
+                      "{}", "output exceeds 64 MiB");
+    /* a loop that prints nothing still ends, and so does one that makes strings */
+    expect_exec_error("{{ range 100000000 }}{{ end }}", "{}", "exceeds 20000000 steps");
+    expect_exec_error("{{ range 10000 }}{{ $x := printf \"%09999d\" 1 }}{{ end }}", "{}",
+                      "needs more than 64 MiB");
     /* prefixes of real templates never crash: each is either a parse error or runs */
     cJSON *templates = load_json(TEMPLATES);
     const cJSON *tj;
@@ -222,6 +226,30 @@ static void test_limits_and_garbage(void **state)
         }
     }
     cJSON_Delete(templates);
+    /* random token soup parses or fails cleanly, and runs or fails cleanly */
+    static const char *const toks[] = {"{{", "}}", "{{- ", " -}}", " ", "if", "else", "end",
+                                       "range", "with", "$x", ":=", "=", ".A", ".", "(", ")",
+                                       "|", "\"s\"", "1", "len", "index", "slice", "eq",
+                                       "and", "printf", "json", "break", "$", ",", "/*", "*/"};
+    unsigned seed = 99;
+    char soup[512];
+    cJSON *d = cJSON_Parse("{\"A\": [1, {\"A\": \"x\"}], \"B\": null}");
+    for (int iter = 0; iter < 5000; iter++) {
+        size_t len = 0;
+        for (int k = 0; k < 30; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *tk = toks[(seed >> 16) % (sizeof toks / sizeof *toks)];
+            if (len + strlen(tk) + 1 > sizeof soup)
+                break;
+            memcpy(soup + len, tk, strlen(tk));
+            len += strlen(tk);
+        }
+        pti_gotmpl *ts = pti_gotmpl_parse(soup, len);
+        if (ts)
+            free(pti_gotmpl_execute(ts, d, NULL));
+        pti_gotmpl_free(ts);
+    }
+    cJSON_Delete(d);
     /* a NUL inside the text is text; a length without NUL termination is honoured */
     pti_gotmpl *t = pti_gotmpl_parse("a\0b{{ 1 }}xyz", 11);
     assert_non_null(t);
@@ -232,6 +260,17 @@ static void test_limits_and_garbage(void **state)
     free(out);
     pti_gotmpl_free(t);
     pti_gotmpl_free(NULL);
+    /* the template keeps its own copy of the source */
+    char *src = strdup("text {{ .A }} more");
+    t = pti_gotmpl_parse(src, strlen(src));
+    memset(src, '#', strlen(src));
+    free(src);
+    cJSON *d2 = cJSON_Parse("{\"A\": 1}");
+    out = pti_gotmpl_execute(t, d2, NULL);
+    assert_string_equal(out, "text 1 more");
+    free(out);
+    cJSON_Delete(d2);
+    pti_gotmpl_free(t);
 }
 
 static void test_references_and_tags(void **state)

@@ -429,6 +429,15 @@ static void test_refusals(void **state)
     char text_digest[72];
     upload("/dev/null", text_digest); /* an empty blob: not a GGUF */
 
+    /* no store root: refused, never /manifests or /blobs */
+    int status;
+    assert_int_equal(pti_store_copy("", "a", "b"), PTI_STORE_FAILED);
+    assert_non_null(strstr(pt_last_error(), "no model store"));
+    assert_int_equal(pti_store_delete(NULL, "a"), PTI_STORE_FAILED);
+    assert_int_equal(pti_store_blob_check("", "sha256:" HEX64), PTI_STORE_FAILED);
+    assert_null(pti_store_show("", "a", false, &status));
+    assert_int_equal(status, PTI_STORE_FAILED);
+
     /* create */
     assert_int_equal(create_json("{\"from\":\"x\"}"), PTI_STORE_BAD_REQUEST);
     assert_non_null(strstr(pt_last_error(), "model is required"));
@@ -471,7 +480,6 @@ static void test_refusals(void **state)
     cJSON_Delete(list);
     snprintf(req, sizeof req, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"}}", gguf);
     assert_int_equal(create_json(req), PTI_STORE_OK);
-    int status;
     cJSON *show = pti_store_show(root, "m", false, &status);
     assert_non_null(show);
     assert_null(cJSON_GetObjectItem(show, "parameters"));
@@ -479,6 +487,36 @@ static void test_refusals(void **state)
                         "{{ .Prompt }}"); /* Ollama's default */
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
     cJSON_Delete(show);
+
+    /* a hand-written manifest whose params and messages layers are not what they should be */
+    char bad_params[72], manifest[512], text[1024];
+    snprintf(tmp, sizeof tmp, "%s/params.json", root);
+    run("printf '[1,2]' > '%s'", tmp);
+    upload(tmp, bad_params);
+    snprintf(manifest, sizeof manifest, "%s/manifests/registry.ollama.ai/library/odd/latest", root);
+    run("mkdir -p \"$(dirname '%s')\"", manifest);
+    snprintf(text, sizeof text,
+             "{\"schemaVersion\":2,\"layers\":[{\"mediaType\":\"application/vnd.ollama.image."
+             "model\",\"digest\":\"%s\",\"size\":1},{\"mediaType\":\"application/vnd.ollama."
+             "image.params\",\"digest\":\"%s\",\"size\":5},{\"mediaType\":\"application/"
+             "vnd.ollama.image.messages\",\"digest\":\"%s\",\"size\":5}]}",
+             gguf, bad_params, bad_params);
+    FILE *f = fopen(manifest, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    show = pti_store_show(root, "odd", false, &status);
+    assert_non_null(show);
+    assert_null(cJSON_GetObjectItem(show, "parameters"));
+    assert_null(cJSON_GetObjectItem(show, "messages"));
+    cJSON_Delete(show);
+    list = pti_store_list(root, NULL, NULL, 0); /* no config blob: details from the GGUF */
+    const cJSON *odd = find_entry(list, "odd:latest");
+    assert_non_null(odd);
+    assert_string_equal(
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(odd, "details"), "family")),
+        "qwen3");
+    cJSON_Delete(list);
     remove_root();
 }
 

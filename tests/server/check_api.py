@@ -19,11 +19,15 @@ checks with the standard library only, against Ollama's documented behaviour
   stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
+import base64
+import hashlib
 import http.client
 import json
 import math
 import os
+import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -58,13 +62,71 @@ def find_model(name):
     return None
 
 
+GO_TEMPLATE = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
+               "{{ if .Prompt }}<|im_start|>user\n{{ .Prompt }}<|im_end|>\n{{ end }}"
+               "<|im_start|>assistant\n{{ .Response }}")
+SYSTEM_LAYER = "You are a test."
+
+
+# A ChatML-like template with tools: the calls it shows start with '{', so Ollama's tag is "{"
+TOOLS_TEMPLATE = ("{{- range .Messages }}<|im_start|>{{ .Role }}\n"
+                  "{{- if and (eq .Role \"user\") $.Tools }}Tools: {{ json $.Tools }}\n{{ end }}"
+                  "{{- if .ToolCalls }}{{ range .ToolCalls }}{\"name\": \"{{ .Function.Name }}\", "
+                  "\"arguments\": {{ json .Function.Arguments }}}{{ end }}"
+                  "{{- else }}{{ .Content }}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n")
+
+
+def make_store(root, name, gguf, template, system=None, params=None):
+    """An Ollama store model `name:latest`: the GGUF (linked, with its real digest) plus
+    template, system and params layers (ollama-api.md section 3)."""
+    blobs = os.path.join(root, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+
+    def blob(data, media, link=None):
+        digest = hashlib.sha256(data).hexdigest()
+        path = os.path.join(blobs, "sha256-" + digest)
+        if not os.path.exists(path):
+            if link:
+                os.symlink(os.path.abspath(link), path)
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
+        return {"mediaType": media, "digest": "sha256:" + digest, "size": len(data)}
+
+    with open(gguf, "rb") as f:
+        weights = f.read()
+    p = "application/vnd.ollama.image."
+    layers = [blob(weights, p + "model", link=gguf), blob(template.encode(), p + "template")]
+    if system:
+        layers.append(blob(system.encode(), p + "system"))
+    if params:
+        layers.append(blob(json.dumps(params).encode(), p + "params"))
+    config = blob(json.dumps({"model_format": "gguf", "model_family": "llama",
+                              "model_families": ["llama"], "model_type": "1M",
+                              "file_type": "Q8_0"}).encode(),
+                  "application/vnd.docker.container.image.v1+json")
+    manifest = {"schemaVersion": 2,
+                "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                "config": config, "layers": layers}
+    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "latest"), "w") as f:
+        json.dump(manifest, f)
+
+
 class Server:
-    def __init__(self, binary, args):
+    def __init__(self, binary, args, tiny_gguf=None, tools_gguf=None):
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-api-", suffix=".log",
                                                 delete=False)
         env = dict(os.environ)
         env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
+        self.store = env["OLLAMA_MODELS"]
+        if tiny_gguf:
+            make_store(self.store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
+                       {"temperature": 0, "num_predict": 8, "seed": 9})
+        if tools_gguf:
+            make_store(self.store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
         for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
             env.pop(k, None)
         self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
@@ -372,22 +434,84 @@ def test_capabilities(srv, smol, tiny_qwen3):
                     '"%s" does not support thinking' % smol, "think on a ChatML model")
         check_error(srv, "/api/chat", {"model": smol, "messages": msgs, "tools": tools}, 400,
                     '"%s" does not support tools' % smol, "tools on a ChatML model")
-    # Qwen3 (family renderer) takes tools and think
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "tools": tools,
-                                   "stream": False, "options": {"num_predict": 8}})
-    check(st == 200 and r.get("done") is True, "tools on qwen3: %d %r" % (st, r))
+    # Qwen3 (family renderer) takes think (its tool prompt does not fit the tiny 256 context)
     st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": True,
                                    "stream": False, "options": {"num_predict": 8}})
     check(st == 200, "think on qwen3: %d %r" % (st, r))
-    # assistant tool calls and tool results render
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "tools": tools, "stream": False,
+    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": False,
+                                   "stream": False, "options": {"num_predict": 8}})
+    check(st == 200, "think false on qwen3: %d %r" % (st, r))
+
+
+CALL_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "enum": ["get_weather"]},
+    "arguments": {"type": "object", "properties": {"city": {"type": "string", "enum":
+                                                            ["Paris", "Rome"]}},
+                  "required": ["city"]}}, "required": ["name", "arguments"]}
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+
+def test_tool_calls(srv):
+    """Tool calls through a store model whose Go template renders .Tools (SmolLM2 weights);
+    the JSON schema format makes the model write a call, which must come back parsed."""
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    body = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "format": CALL_SCHEMA,
+            "options": {"temperature": 0, "num_predict": 40}}
+    st, r = srv.post("/api/chat", dict(body, stream=False))
+    m = r.get("message", {})
+    calls = m.get("tool_calls") or []
+    check(st == 200 and len(calls) == 1 and m.get("content") == "" and
+          calls[0]["function"]["name"] == "get_weather" and
+          calls[0]["function"].get("index") == 0 and
+          isinstance(calls[0]["function"]["arguments"], dict) and
+          calls[0]["function"]["arguments"].get("city") in ("Paris", "Rome"),
+          "chat tool call (arguments an object): %d %r" % (st, r))
+    st, ct, lines = srv.ndjson("/api/chat", body)
+    streamed = [c for l in lines for c in (l.get("message", {}).get("tool_calls") or [])]
+    check(streamed == calls and lines[-1].get("done") is True,
+          "streamed tool call == whole: %r" % lines)
+    # the call and its result in the history render through the template
+    st, r = srv.post("/api/chat", {"model": "toolstest", "tools": TOOLS, "stream": False,
                                    "options": {"num_predict": 4}, "messages": msgs + [
-                                       {"role": "assistant", "content": "", "tool_calls": [
-                                           {"function": {"name": "get_weather",
-                                                         "arguments": {"city": "Paris"}}}]},
-                                       {"role": "tool", "content": "sunny",
+                                       {"role": "assistant", "content": "",
+                                        "tool_calls": calls or [{"function": {
+                                            "name": "get_weather",
+                                            "arguments": {"city": "Paris"}}}]},
+                                       {"role": "tool", "content": "22 C",
                                         "tool_name": "get_weather"}]})
     check(st == 200, "tool call history renders: %d %r" % (st, r))
+
+    # OpenAI: arguments as a JSON string, type function, call_ ids, finish_reason tool_calls
+    ob = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "temperature": 0,
+          "max_tokens": 40, "response_format": {"type": "json_schema", "json_schema": {
+              "name": "call", "schema": CALL_SCHEMA}}}
+    st, r = srv.post("/v1/chat/completions", ob)
+    c = (r.get("choices") or [{}])[0]
+    tc = c.get("message", {}).get("tool_calls") or []
+    ok = (st == 200 and c.get("finish_reason") == "tool_calls" and len(tc) == 1 and
+          tc[0].get("type") == "function" and tc[0].get("id", "").startswith("call_") and
+          tc[0]["function"]["name"] == "get_weather" and
+          isinstance(tc[0]["function"]["arguments"], str))
+    if check(ok, "v1 tool call: %d %r" % (st, r)):
+        check(json.loads(tc[0]["function"]["arguments"]) == calls[0]["function"]["arguments"]
+              if calls else True, "v1 arguments string parses to the native call's object")
+    st, ct, events, text = srv.sse("/v1/chat/completions", dict(ob, stream=True))
+    deltas = [d["choices"][0] for k, d in events if k == "data" and d.get("choices")]
+    stc = [t for d in deltas for t in (d["delta"].get("tool_calls") or [])]
+    check(len(stc) == 1 and stc[0].get("index") == 0 and
+          deltas[-1].get("finish_reason") == "tool_calls" and events[-1][0] == "done",
+          "v1 streamed tool call: %r" % deltas)
+    # a follow-up turn with an OpenAI tool message (tool_call_id -> the call's name)
+    if tc:
+        st, r = srv.post("/v1/chat/completions", {
+            "model": "toolstest", "tools": TOOLS, "max_tokens": 4,
+            "messages": msgs + [{"role": "assistant", "content": None, "tool_calls": tc},
+                                {"role": "tool", "tool_call_id": tc[0]["id"],
+                                 "content": "22 C"}]})
+        check(st == 200, "v1 tool result turn: %d %r" % (st, r))
 
 
 def test_embed(srv, model, tiny):
@@ -506,6 +630,21 @@ def test_openai(srv, model, real):
           d[1].get("index") == 1 and d[0].get("object") == "embedding" and
           r.get("usage", {}).get("prompt_tokens", 0) > 0, "v1 embeddings: %d" % st)
 
+    # base64 (the official client's default) decodes to the float vector; dimensions
+    st, r64 = srv.post("/v1/embeddings", {"model": model, "input": "a", "encoding_format": "base64"})
+    st2, rf = srv.post("/v1/embeddings", {"model": model, "input": "a"})
+    if check(st == 200 and st2 == 200 and isinstance(r64["data"][0]["embedding"], str),
+             "v1 embeddings base64: %d" % st):
+        raw = base64.b64decode(r64["data"][0]["embedding"])
+        vals = struct.unpack("<%df" % (len(raw) // 4), raw)
+        ref = rf["data"][0]["embedding"]
+        check(len(vals) == len(ref) and max(abs(a - b) for a, b in zip(vals, ref)) < 1e-6,
+              "base64 floats == float list")
+    st, r = srv.post("/api/embed", {"model": model, "input": "a", "dimensions": 8})
+    e = (r.get("embeddings") or [[]])[0]
+    check(st == 200 and len(e) == 8 and abs(math.sqrt(sum(x * x for x in e)) - 1) < 1e-3,
+          "embed dimensions 8: cut and normalised")
+
     # models
     st, r = srv.get("/v1/models")
     ids = [m.get("id") for m in r.get("data", [])]
@@ -532,6 +671,51 @@ def test_openai(srv, model, real):
                        400, "invalid_request_error", "temperature", "v1 temperature type")
     check_openai_error(srv, "/v1/completions", {"model": model, "prompt": ["a", "b"]}, 400,
                        "invalid_request_error", "prompt", "v1 completions prompt list")
+
+
+def test_template_layer(srv):
+    """A store model's Go template, system and params layers: the templated answer equals a
+    raw request of the text the template renders, and the params layer's temperature 0,
+    num_predict 8 and seed apply without request options."""
+    want_prompt = ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
+                   "<|im_start|>assistant\n" % SYSTEM_LAYER)
+    st, t = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False})
+    check(st == 200 and t.get("eval_count") == 8 and t.get("done_reason") == "length",
+          "template layer generate with the params layer: %d %r" % (st, t))
+    st, raw = srv.post("/api/generate", {"model": "tmpltest", "prompt": want_prompt, "raw": True,
+                                         "stream": False})
+    check(st == 200 and raw.get("prompt_eval_count") == t.get("prompt_eval_count") and
+          raw.get("response") == t.get("response"),
+          "templated == raw rendering: %r/%r vs %r/%r" % (
+              t.get("prompt_eval_count"), t.get("response"), raw.get("prompt_eval_count"),
+              raw.get("response")))
+    st, c = srv.post("/api/chat", {"model": "tmpltest", "stream": False,
+                                   "messages": [{"role": "user", "content": "Hello"}]})
+    check(st == 200 and c.get("message", {}).get("content") == t.get("response") and
+          c.get("prompt_eval_count") == t.get("prompt_eval_count"),
+          "chat through the template layer (legacy turns, system layer): %r" % c)
+    # the request's system replaces the system layer; a template override replaces the layer
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "system": "Other."})
+    st2, raw2 = srv.post("/api/generate", {"model": "tmpltest", "stream": False, "raw": True,
+                                           "prompt": want_prompt.replace(SYSTEM_LAYER, "Other.")})
+    check(st == 200 and o.get("response") == raw2.get("response") and
+          o.get("prompt_eval_count") == raw2.get("prompt_eval_count"), "system override")
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "template": "Q: {{ .Prompt }}\nA:"})
+    st2, raw2 = srv.post("/api/generate", {"model": "tmpltest", "stream": False, "raw": True,
+                                           "prompt": "Q: Hello\nA:"})
+    check(st == 200 and o.get("response") == raw2.get("response") and
+          o.get("prompt_eval_count") == raw2.get("prompt_eval_count"),
+          "template override: %r vs %r" % (o, raw2))
+    check_error(srv, "/api/generate", {"model": "tmpltest", "prompt": "x",
+                                       "template": "{{ if }"}, 400, "template", "bad template")
+    check_error(srv, "/api/generate", {"model": "tmpltest", "prompt": "x", "suffix": "y"}, 400,
+                '"tmpltest" does not support insert', "suffix needs .Suffix")
+    # request options override the params layer
+    st, o = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False,
+                                       "options": {"num_predict": 3}})
+    check(st == 200 and o.get("eval_count") == 3, "request options over the params layer")
 
 
 def test_parallel(srv, model):
@@ -569,7 +753,7 @@ def main():
         args.append(smol_path)
     else:
         print("SmolLM2-135M-Instruct.Q4_1.gguf not found: checking with the tiny models only")
-    srv = Server(binary, args)
+    srv = Server(binary, args, tiny_gguf=tiny_llama, tools_gguf=smol_path)
     smol = "SmolLM2-135M-Instruct.Q4_1" if smol_path else None
     model = smol or "llama-q8_0"
     try:
@@ -579,6 +763,9 @@ def main():
         test_capabilities(srv, smol, "qwen3-q8_0")
         test_embed(srv, model, "qwen3-q8_0")
         test_openai(srv, model, smol is not None)
+        test_template_layer(srv)
+        if smol:
+            test_tool_calls(srv)
         test_parallel(srv, model)
         test_load_unload(srv, "llama-q8_0")
         st, r = srv.get("/health")
@@ -587,6 +774,7 @@ def main():
         check(False, "exception: %r\n--- server log ---\n%s" % (e, srv.log()[-3000:]))
     finally:
         srv.stop()
+        shutil.rmtree(srv.store, ignore_errors=True)
     check(srv.proc.returncode == 0, "server exits 0 on SIGTERM (got %s)" % srv.proc.returncode)
     if "ERROR: AddressSanitizer" in srv.log() or "runtime error:" in srv.log():
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])

@@ -2,6 +2,7 @@
 #include "api_common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -660,6 +661,57 @@ static bool split_thinking(ps_gen *g, const char *text, size_t len, bool finish)
     return ok;
 }
 
+/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates, at
+ * most U+10FFFF), 0 when the bytes there are not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+    if (!len || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) ||
+        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))
+        return 0;
+    return len;
+}
+
+/* Generated text with every byte that is not valid UTF-8 replaced by U+FFFD, as Go's JSON
+ * encoder does (a model may sample byte tokens that never form a character); NULL when the
+ * text is valid already (the common case). */
+static char *valid_utf8(const char *text, size_t len, size_t *out_len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t i = 0, k;
+    while (i < len && (k = utf8_seq(s + i, len - i)) > 0)
+        i += k;
+    if (i == len)
+        return NULL;
+    char *out = malloc(len * 3 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (i = 0; i < len;) {
+        k = utf8_seq(s + i, len - i);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    *out_len = o;
+    return out;
+}
+
 static bool on_text(void *user, const char *text, size_t len)
 {
     ps_gen *g = user;
@@ -669,7 +721,11 @@ static bool on_text(void *user, const char *text, size_t len)
         snprintf(g->done_reason, sizeof g->done_reason, "length"); /* the time limit cut it */
         ok = false;
     } else {
-        ok = split_thinking(g, text, len, false) && !g->client_gone;
+        size_t n_fixed = 0;
+        char *fixed = valid_utf8(text, len, &n_fixed);
+        ok = split_thinking(g, fixed ? fixed : text, fixed ? n_fixed : len, false) &&
+             !g->client_gone;
+        free(fixed);
     }
     pthread_mutex_unlock(&g->mu);
     return ok;
@@ -720,6 +776,7 @@ static void on_done(void *user, pt_status st, const char *msg, const pt_gen_stat
     ps_metrics_tokens(g->srv, g->stats.prompt_tokens, g->stats.gen_tokens, g->stats.gen_ns);
     if (g->stream) {
         finish_stream(g);
+        ps_stream_set_tokens(g->stream, g->n_prompt_ids, g->stats.gen_tokens);
         ps_stream_close(g->stream);
         g->stream = NULL;
         pthread_mutex_unlock(&g->mu);
@@ -876,7 +933,7 @@ static void no_finish(ps_gen *g)
 static const ps_gen_style embed_style = {false, no_chunk, no_finish, no_obj};
 
 /* One input's embedding as a cJSON array, or NULL with *status / err. */
-static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool truncate,
+static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool truncate, int dims,
                         int64_t *tokens, int *status, char *err, size_t err_cap)
 {
     pti_engine *e = ps_model_engine(m);
@@ -931,7 +988,17 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
             *status = 500;
             snprintf(err, err_cap, "%s", g->st != PT_OK ? g->msg : "no embedding was computed");
         } else {
-            vec = cJSON_CreateFloatArray(g->embedding, g->n_embd);
+            int n_out = g->n_embd;
+            if (dims > 0 && dims < n_out) { /* Ollama: truncate, then normalise again */
+                double ss = 0;
+                for (int i = 0; i < dims; i++)
+                    ss += (double)g->embedding[i] * g->embedding[i];
+                float scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
+                for (int i = 0; i < dims; i++)
+                    g->embedding[i] *= scale;
+                n_out = dims;
+            }
+            vec = cJSON_CreateFloatArray(g->embedding, n_out);
             *tokens += n;
         }
     }
@@ -940,7 +1007,7 @@ static cJSON *embed_one(ps_request *r, ps_model *m, const char *text, bool trunc
 }
 
 cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
-                           bool truncate, int64_t *prompt_tokens)
+                           bool truncate, int dims, int64_t *prompt_tokens)
 {
     cJSON *list = cJSON_CreateArray();
     *prompt_tokens = 0;
@@ -949,7 +1016,7 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
     char err[512];
     bool single = cJSON_IsString(inputs);
     for (in = single ? inputs : inputs->child; in; in = single ? NULL : in->next) {
-        cJSON *v = embed_one(r, m, in->valuestring, truncate, prompt_tokens, &status, err,
+        cJSON *v = embed_one(r, m, in->valuestring, truncate, dims, prompt_tokens, &status, err,
                              sizeof err);
         if (!v) {
             cJSON_Delete(list);
@@ -959,4 +1026,19 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
         cJSON_AddItemToArray(list, v);
     }
     return list;
+}
+
+bool ps_api_dimensions(ps_request *r, bool openai, int *dims)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "dimensions");
+    *dims = 0;
+    if (!v || cJSON_IsNull(v))
+        return true;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 1 << 20) {
+        ps_api_fail(r, openai, 400, "dimensions must be a positive integer");
+        return false;
+    }
+    *dims = (int)v->valuedouble;
+    return true;
 }

@@ -141,9 +141,13 @@ void ps_gen_free(ps_gen *g);
  * (index set when with_index, for stream deltas). */
 cJSON *ps_api_openai_tool_calls(const cJSON *calls, bool with_index);
 
-/* Embeddings of several inputs, one engine request each (run one after another). On
- * success a new array of arrays of floats; *prompt_tokens summed. NULL after answering. */
+/* Embeddings of several inputs (a string or an array of strings), one engine request each,
+ * run one after another. dims > 0: each vector cut to its first dims values and normalised
+ * again (Ollama's `dimensions`). On success a new array of arrays of floats;
+ * *prompt_tokens summed. NULL after answering the error. */
 cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
-                           bool truncate, int64_t *prompt_tokens);
+                           bool truncate, int dims, int64_t *prompt_tokens);
+/* The `dimensions` field: absent/null 0; else a positive integer, or false after 400. */
+bool ps_api_dimensions(ps_request *r, bool openai, int *dims);
 
 #endif

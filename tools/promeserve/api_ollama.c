@@ -451,6 +451,9 @@ void ps_api_embed(ps_request *r)
         ps_reply_error(r, 400, "%s", pt_last_error());
         return;
     }
+    int dims = 0;
+    if (!ps_api_dimensions(r, false, &dims))
+        return;
     if (input && !cJSON_IsNull(input) && !string_list(input)) {
         ps_reply_error(r, 400, "invalid input type: input must be a string or a non-empty "
                        "array of strings");
@@ -468,7 +471,7 @@ void ps_api_embed(ps_request *r)
     int64_t t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     int64_t tokens = 0;
     cJSON *list = (input && !cJSON_IsNull(input))
-                      ? ps_api_embed_inputs(r, false, m, input, truncate, &tokens)
+                      ? ps_api_embed_inputs(r, false, m, input, truncate, dims, &tokens)
                       : cJSON_CreateArray(); /* no input: load only, as Ollama */
     if (list) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -513,7 +516,7 @@ void ps_api_embeddings(ps_request *r)
     } else {
         int64_t tokens = 0;
         cJSON *one = cJSON_CreateString(prompt);
-        cJSON *list = ps_api_embed_inputs(r, false, m, one, true, &tokens);
+        cJSON *list = ps_api_embed_inputs(r, false, m, one, true, 0, &tokens);
         cJSON_Delete(one);
         if (list) {
             vec = cJSON_DetachItemFromArray(list, 0);

@@ -6,6 +6,7 @@
  * Streams are SSE: `data: {chunk}` events, the finish chunk, an optional usage chunk, then
  * `data: [DONE]`. Errors use OpenAI's shape; one after a stream started is a `data:` event
  * holding {"error": {...}}. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -342,6 +343,43 @@ void ps_api_v1_completions(ps_request *r)
 
 /* ---- /v1/embeddings ------------------------------------------------------------------------- */
 
+/* The vector as base64 of little-endian float32 values (encoding_format "base64", which the
+ * official openai Python client asks for by default). */
+static char *base64_floats(const cJSON *vec)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = (size_t)cJSON_GetArraySize(vec), nb = n * 4;
+    unsigned char *bytes = malloc(nb ? nb : 1);
+    char *out = malloc((nb + 2) / 3 * 4 + 1);
+    if (!bytes || !out) {
+        free(bytes);
+        free(out);
+        return NULL;
+    }
+    size_t k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vec)
+    {
+        float f = (float)e->valuedouble;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        for (int b = 0; b < 4; b++)
+            bytes[k++] = (unsigned char)(u >> (8 * b));
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < nb; i += 3) {
+        uint32_t w = (uint32_t)bytes[i] << 16 | (i + 1 < nb ? (uint32_t)bytes[i + 1] << 8 : 0) |
+                     (i + 2 < nb ? bytes[i + 2] : 0);
+        out[o++] = abc[w >> 18 & 63];
+        out[o++] = abc[w >> 12 & 63];
+        out[o++] = i + 1 < nb ? abc[w >> 6 & 63] : '=';
+        out[o++] = i + 2 < nb ? abc[w & 63] : '=';
+    }
+    out[o] = '\0';
+    free(bytes);
+    return out;
+}
+
 void ps_api_v1_embeddings(ps_request *r)
 {
     const char *name = ps_api_model_name(r, true);
@@ -359,13 +397,24 @@ void ps_api_v1_embeddings(ps_request *r)
                               "strings");
         return;
     }
+    int dims = 0;
+    if (!ps_api_dimensions(r, true, &dims))
+        return;
+    const cJSON *enc = cJSON_GetObjectItemCaseSensitive(r->json, "encoding_format");
+    bool b64 = cJSON_IsString(enc) && !strcmp(enc->valuestring, "base64");
+    if (enc && !cJSON_IsNull(enc) && !b64 &&
+        !(cJSON_IsString(enc) && !strcmp(enc->valuestring, "float"))) {
+        ps_reply_openai_error(r, 400, "invalid_request_error",
+                              "encoding_format must be \"float\" or \"base64\"");
+        return;
+    }
     pti_api_opts opts;
     ps_model *m = ps_api_load(r, true, name, NULL, PTI_API_KEEP_DEFAULT, &opts);
     if (!m)
         return;
     pti_api_opts_free(&opts);
     int64_t tokens = 0;
-    cJSON *list = ps_api_embed_inputs(r, true, m, input, true, &tokens);
+    cJSON *list = ps_api_embed_inputs(r, true, m, input, true, dims, &tokens);
     if (list) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "object", "list");
@@ -375,7 +424,14 @@ void ps_api_v1_embeddings(ps_request *r)
         while ((v = cJSON_DetachItemFromArray(list, 0)) != NULL) {
             cJSON *d = cJSON_CreateObject();
             cJSON_AddStringToObject(d, "object", "embedding");
-            cJSON_AddItemToObject(d, "embedding", v);
+            if (b64) {
+                char *text = base64_floats(v);
+                cJSON_AddStringToObject(d, "embedding", text ? text : "");
+                free(text);
+                cJSON_Delete(v);
+            } else {
+                cJSON_AddItemToObject(d, "embedding", v);
+            }
             cJSON_AddNumberToObject(d, "index", i++);
             cJSON_AddItemToArray(data, d);
         }
