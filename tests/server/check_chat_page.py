@@ -386,12 +386,12 @@ def send_and_wait(cdp, how, text, timeout=180):
     return cdp.evaluate(MESSAGES_JS)[-1]
 
 
-def set_settings(cdp, temperature, seed, num_predict):
-    """Types the settings into the page's Settings panel ("" clears a field)."""
+def set_settings(cdp, temperature, seed, num_predict, system=None):
+    """Types the settings into the page's Settings panel (None: left as is, "": cleared)."""
     if not cdp.evaluate("document.getElementById('settings').open"):
         cdp.click("#settings summary")
     for sel, value in (("#temperature", temperature), ("#seed", seed),
-                       ("#num-predict", num_predict)):
+                       ("#num-predict", num_predict), ("#system", system)):
         if value is None:
             continue
         cdp.evaluate(f"document.querySelector({json.dumps(sel)}).select()")
@@ -531,10 +531,21 @@ def run_checks(cdp, base):
     check("not found" in bad["error"] and not bad["text"],
           f"an unknown model's 404 is shown as an error: {bad['error']!r}")
     cdp.evaluate(f"document.getElementById('model').value = {json.dumps(model)}; true")
-    send_and_wait(cdp, "click", q1)
+    system = "You are a geography teacher. Answer in one sentence."
+    set_settings(cdp, None, None, None, system)
+    check(cdp.evaluate("localStorage.getItem('promeserve.system')") == system,
+          "the system prompt typed into Settings is kept")
+    a = send_and_wait(cdp, "click", q1)
     reqs = chat_requests(cdp)
-    check(reqs[-1][1]["messages"] == [{"role": "user", "content": q1}],
-          "the failed turn is not sent with the next one")
+    check(reqs[-1][1]["messages"] == [{"role": "system", "content": system},
+                                      {"role": "user", "content": q1}],
+          "the failed turn is not sent with the next one; the system prompt goes first")
+    want, _ = direct_chat(base, model, reqs[-1][1]["messages"], options)
+    check(cdp.evaluate(STORED_JS)[-1]["content"] == want and a["stats"],
+          "with a system prompt the page's answer equals a direct /api/chat answer")
+    set_settings(cdp, None, None, None, "")
+    check(cdp.evaluate("localStorage.getItem('promeserve.system')") is None,
+          "the system prompt can be cleared")
     cdp.click("#new-chat")
 
     # markdown from model text is escaped: a fake answer with HTML renders as text
