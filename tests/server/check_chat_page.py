@@ -480,8 +480,13 @@ def run_checks(cdp, base):
           f"page:   {raw2!r}\ndirect: {want2!r}")
 
     # turn 3: Stop while streaming, clicked as soon as the first text shows (from inside the
-    # page: a round trip over DevTools could come after a fast model has finished)
+    # page: a round trip over DevTools could come after a fast model has finished). The
+    # browser's download rate is throttled meanwhile, so that even the tiny model, which
+    # writes its whole answer in milliseconds, is still arriving when Stop is clicked.
     set_settings(cdp, None, None, "")
+    cdp.call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                  "downloadThroughput": 3000,
+                                                  "uploadThroughput": -1})
     cdp.evaluate("""window.__stopper = new MutationObserver(() => {
         const all = document.querySelectorAll('#log .msg.assistant');
         const last = all[all.length - 1];
@@ -495,8 +500,14 @@ def run_checks(cdp, base):
     cdp.type_into("#prompt", "Write a very long story about a dragon who learns to paint. "
                              "Use at least ten paragraphs.")
     cdp.click("#send")
-    cdp.wait_for("window.__stopClicked === true", 60, "the long answer to start streaming")
+    try:
+        cdp.wait_for("window.__stopClicked === true", 60, "the long answer to start streaming")
+    except Failure as e:
+        raise Failure(f"{e}; the page shows: {cdp.evaluate(MESSAGES_JS)[-1]}")
     cdp.wait_for(IDLE_JS, 30, "the page to go idle after Stop")
+    cdp.call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                  "downloadThroughput": -1,
+                                                  "uploadThroughput": -1})
     a3 = cdp.evaluate(MESSAGES_JS)[-1]
     check(a3["stopped"] and not a3["stats"] and not a3["error"] and a3["text"].strip(),
           f"Stop ended the answer early (marked stopped, no final stats): {a3}")
@@ -540,9 +551,13 @@ def run_checks(cdp, base):
     check(reqs[-1][1]["messages"] == [{"role": "system", "content": system},
                                       {"role": "user", "content": q1}],
           "the failed turn is not sent with the next one; the system prompt goes first")
-    want, _ = direct_chat(base, model, reqs[-1][1]["messages"], options)
-    check(cdp.evaluate(STORED_JS)[-1]["content"] == want and a["stats"],
-          "with a system prompt the page's answer equals a direct /api/chat answer")
+    check(reqs[-1][1].get("options") == {"temperature": 0, "seed": 42},
+          "with max tokens cleared the page sends no num_predict")
+    want, _ = direct_chat(base, model, reqs[-1][1]["messages"], reqs[-1][1]["options"])
+    got = cdp.evaluate(STORED_JS)[-1]["content"]
+    check(got == want and a["stats"] and not a["error"],
+          "with a system prompt the page's answer equals a direct /api/chat answer\n"
+          f"page:   {got!r} {a}\ndirect: {want!r}")
     set_settings(cdp, None, None, None, "")
     check(cdp.evaluate("localStorage.getItem('promeserve.system')") is None,
           "the system prompt can be cleared")
