@@ -458,9 +458,18 @@ def run_checks(cdp, base):
                          f"page:   {raw1!r}\ndirect: {want1!r}")
     m = re.search(r"([\d.]+) tokens/s · (\d+) tokens · (\d+) prompt tokens", a1["stats"])
     check(m is not None, "turn 1: tokens/s and prompt tokens are shown: " + a1["stats"])
-    check(int(m.group(3)) == final1["prompt_eval_count"] and float(m.group(1)) > 0,
-          "turn 1: the prompt token count shown is the server's")
+    check(int(m.group(3)) == final1["prompt_eval_count"] and
+          int(m.group(2)) == final1["eval_count"],
+          "turn 1: the token counts shown are the server's")
     reqs = chat_requests(cdp)
+    rb = cdp.call("Network.getResponseBody", {"requestId": reqs[0][0]})
+    body = base64.b64decode(rb["body"]).decode("utf-8", "replace") if rb["base64Encoded"] \
+        else rb["body"]
+    last = json.loads(body.strip().splitlines()[-1])
+    rate = last["eval_count"] / last["eval_duration"] * 1e9
+    check(last["done"] and abs(float(m.group(1)) - rate) < 0.051,
+          f"turn 1: tokens/s shown ({m.group(1)}) is eval_count / eval_duration * 1e9 of the "
+          f"final chunk ({rate:.3f})")
     check(len(reqs) == 1 and reqs[0][1]["messages"] == [{"role": "user", "content": q1}] and
           reqs[0][1].get("options") == options and reqs[0][1]["model"] == model,
           f"turn 1: the page sent the model, the question and the options: {reqs[-1][1]}")
