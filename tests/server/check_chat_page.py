@@ -596,6 +596,30 @@ def run_checks(cdp, base):
           f"markdown is rendered and model/user HTML stays text: {safe}")
     cdp.click("#new-chat")
 
+    # the NDJSON reader: one canned /api/chat reply cut into 5-byte pieces (lines and UTF-8
+    # sequences split across reads), with an error line in the middle of the stream
+    cdp.evaluate("""(() => {
+        const real = window.fetch;
+        window.fetch = (url, init) => {
+            if (url !== '/api/chat') return real(url, init);
+            window.fetch = real;
+            const bytes = new TextEncoder().encode(
+                '{"message":{"role":"assistant","content":"Grüße "},"done":false}\\n' +
+                '{"message":{"role":"assistant","content":"🌍 **x**"},"done":false}\\n' +
+                '{"error":"an error in the middle of the stream"}\\n');
+            const body = new ReadableStream({ start(c) {
+                for (let i = 0; i < bytes.length; i += 5) c.enqueue(bytes.slice(i, i + 5));
+                c.close(); } });
+            return Promise.resolve(new Response(body, {status: 200,
+                headers: {'Content-Type': 'application/x-ndjson'}}));
+        };
+        return true; })()""")
+    canned = send_and_wait(cdp, "click", "canned")
+    check(canned["text"] == "Grüße 🌍 x" and
+          canned["error"] == "an error in the middle of the stream" and not canned["stats"],
+          f"NDJSON split anywhere is reassembled; an error line is shown as an error: {canned}")
+    cdp.click("#new-chat")
+
 
 def run_key_checks(cdp, base, key):
     """A server started with --api-key: the page asks for the key and then works."""
