@@ -3,12 +3,15 @@
 
 Starts `promeserve serve` on a free loopback port with a model given on the command line,
 starts `chromium --headless=new` and drives it over the Chrome DevTools Protocol with the small
-WebSocket client below (standard library only). Checks: the page is the embedded
-chat_page.html, the model picker lists /api/tags, settings (temperature, seed) typed into the
-page are used, Enter sends and Shift+Enter does not, the streamed answer in the page equals a
-direct /api/chat answer with the same messages and options, the whole conversation goes with
-each turn, tokens/s is shown, Stop aborts a long answer, the conversation survives a reload,
-New chat clears it, and the page logs no console errors or exceptions.
+WebSocket client below (standard library only). Checks: GET / gives the embedded
+chat_page.html to browsers and "Ollama is running" to others; the model picker lists
+/api/tags; settings typed into the page (temperature, seed, max tokens, system prompt) are
+kept and sent; Enter sends and Shift+Enter does not; the streamed answer equals a direct
+/api/chat answer with the same messages and options; the whole conversation goes with each
+turn; tokens/s and token counts come from the final chunk; Stop aborts a streaming answer;
+the conversation survives a reload and New chat clears it; errors (an unknown model's 404, an
+error line mid-stream) are shown; model and user text never becomes HTML; with --api-key the
+page asks for the key and sends it as a Bearer token; no console errors or exceptions.
 
     check_chat_page.py [--server build/bin/promeserve] [--model M.gguf] [--screenshot PNG]
                        [--url http://127.0.0.1:PORT [--key KEY]]  (a server that already runs)
