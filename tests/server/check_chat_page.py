@@ -580,7 +580,8 @@ def run_checks(cdp, base):
         {role: 'user', content: '<b>hi</b>'},
         {role: 'assistant', content: '<img src=x onerror=alert(1)> **bold** `a<b`\\n\\n' +
          '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))\\n\\n' +
-         '2. two\\n   - nested\\n3. three\\n\\n[ok](https://example.org/)'}])); true""")
+         '2. two\\n   - nested\\n3. three\\n\\n[ok](https://example.org/)\\n\\n' +
+         '| k | v |\\n|---|:-:|\\n| <s>a</s> | 1 |'}])); true""")
     reload_page(cdp)
     safe = cdp.evaluate("""(() => { const b = document.querySelectorAll('#log .body');
         return { img: document.querySelectorAll('#log img').length,
@@ -592,9 +593,12 @@ def run_checks(cdp, base):
                  links: [...document.querySelectorAll('#log a')].map(a =>
                      [a.getAttribute('href'), a.rel, a.textContent].join(' ')),
                  nested: document.querySelectorAll('#log ol[start="2"] > li > ul > li').length,
+                 cells: [...document.querySelectorAll('#log table th, #log table td')].map(
+                     c => c.textContent),
                  text0: b[0].textContent }; })()""")
     check(safe == {"img": 0, "bTags": 0, "strong": "bold", "code": "int x = 1 < 2;",
                    "lang": "c", "copy": True, "text0": "<b>hi</b>", "nested": 1,
+                   "cells": ["k", "v", "<s>a</s>", "1"],
                    "links": ["https://example.org/ noopener noreferrer ok"]},
           f"markdown is rendered and model/user HTML stays text: {safe}")
     cdp.click("#new-chat")
