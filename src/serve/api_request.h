@@ -56,7 +56,7 @@ pt_status pti_go_duration(const char *s, int64_t *ns);
 
 typedef enum pti_api_format_kind {
     PTI_FORMAT_NONE = 0, /* absent, null or "" */
-    PTI_FORMAT_JSON,     /* "json": any JSON value */
+    PTI_FORMAT_JSON,     /* "json": a JSON object (Ollama's grammar: root ::= object) */
     PTI_FORMAT_SCHEMA    /* a JSON schema object (*schema borrowed from the request) */
 } pti_api_format_kind;
 

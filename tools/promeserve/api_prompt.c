@@ -383,7 +383,20 @@ bool ps_api_constraint(pti_api_format_kind kind, const cJSON *schema, pti_constr
     memset(out, 0, sizeof *out);
     if (kind == PTI_FORMAT_NONE)
         return true;
-    pti_json_matcher *jm = pti_json_matcher_new(kind == PTI_FORMAT_SCHEMA ? schema : NULL);
+    /* format "json" (and OpenAI's json_object) is an object, as Ollama's grammar
+     * (root ::= object) makes it */
+    cJSON *object_schema = NULL;
+    if (kind != PTI_FORMAT_SCHEMA) {
+        object_schema = cJSON_CreateObject();
+        if (!object_schema || !cJSON_AddStringToObject(object_schema, "type", "object")) {
+            cJSON_Delete(object_schema);
+            snprintf(err, err_cap, "out of memory");
+            return false;
+        }
+        schema = object_schema;
+    }
+    pti_json_matcher *jm = pti_json_matcher_new(schema);
+    cJSON_Delete(object_schema);
     if (!jm) {
         snprintf(err, err_cap, "invalid format: %s", pt_last_error());
         return false;

@@ -1,5 +1,8 @@
 /* The CPU backend: host memory through the caching allocator, memcpy transfers, and the
  * kernel table filled by each op family's registration function. Registered at load. */
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,12 +51,21 @@ static bool f16c_enabled;
 bool pti_cpu_has_avx2(void) { return avx2_enabled; }
 bool pti_cpu_has_f16c(void) { return f16c_enabled; }
 
+#if defined(__x86_64__)
+/* CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c"). */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 __attribute__((constructor)) static void cpu_backend_init(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     avx2_enabled = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    f16c_enabled = avx2_enabled && __builtin_cpu_supports("f16c");
+    f16c_enabled = avx2_enabled && cpu_has_f16c();
 #endif
     const char *off = getenv("PT_DISABLE_AVX2");
     if (off && *off && strcmp(off, "0") != 0)
