@@ -202,7 +202,8 @@ static val from_json(const cJSON *j)
         return (val){.k = V_FLOAT, .f = d};
     }
     if (cJSON_IsString(j))
-        return (val){.k = V_STR, .s = j->valuestring ? j->valuestring : "",
+        return (val){.k = V_STR,
+                     .s = j->valuestring ? j->valuestring : "",
                      .n = j->valuestring ? strlen(j->valuestring) : 0};
     if (cJSON_IsArray(j))
         return (val){.k = V_ARR, .j = j, .n = (size_t)cJSON_GetArraySize(j)};
@@ -233,8 +234,9 @@ static bool truth(val v)
 
 static const char *type_name(val v)
 {
-    static const char *const names[] = {"<nil>", "<nil>", "bool", "int", "float64", "string",
-                                        "[]interface {}", "map[string]interface {}"};
+    static const char *const names[] = {
+        "<nil>",   "<nil>",  "bool",           "int",
+        "float64", "string", "[]interface {}", "map[string]interface {}"};
     return names[v.k];
 }
 
@@ -406,7 +408,10 @@ static void put_json_string(buf *b, const char *s, size_t n)
             esc = u;
         } else if (c >= 0x80) {
             /* validate one UTF-8 sequence; invalid bytes become U+FFFD, U+2028/9 escaped */
-            size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            size_t need = c >= 0xF0 && c <= 0xF4  ? 4
+                          : c >= 0xE0             ? 3
+                          : c >= 0xC2 && c < 0xE0 ? 2
+                                                  : 0;
             if (c >= 0xF5)
                 need = 0;
             bool valid = need && i + need <= n;
@@ -595,8 +600,10 @@ static void put_go_quoted(buf *b, const char *s, size_t n)
         else if (c < 0x80)
             buf_put(b, s + i, 1);
         else {
-            size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c < 0xF0 ? 3
-                        : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            size_t need = c >= 0xF0 && c <= 0xF4  ? 4
+                          : c >= 0xE0 && c < 0xF0 ? 3
+                          : c >= 0xC2 && c < 0xE0 ? 2
+                                                  : 0;
             bool valid = need && i + need <= n;
             for (size_t k = 1; valid && k < need; k++)
                 valid = ((unsigned char)s[i + k] & 0xC0) == 0x80;
@@ -809,7 +816,8 @@ static bool fn_index(ex *e, fargs a, val *out)
             if (i < 0 || (size_t)i >= item.n)
                 return exfail(e, "error calling index: index out of range: %lld", i);
             if (item.k == V_STR)
-                item = (val){.k = V_INT, .i = (unsigned char)item.s[i], .f = (unsigned char)item.s[i]};
+                item =
+                    (val){.k = V_INT, .i = (unsigned char)item.s[i], .f = (unsigned char)item.s[i]};
             else
                 item = from_json(arr_item(item, (size_t)i));
             break;
@@ -923,9 +931,7 @@ static void format_verb(buf *b, char verb, const spec *sp, val v)
 {
     char cfmt[32];
     switch (verb) {
-    case 'v':
-        put_value(b, v, false);
-        return;
+    case 'v': put_value(b, v, false); return;
     case 's':
         if (v.k == V_STR)
             buf_put(b, v.s, sp->prec >= 0 && (size_t)sp->prec < v.n ? (size_t)sp->prec : v.n);
@@ -1130,9 +1136,25 @@ static bool fn_ts_type(ex *e, fargs a, val *out)
     return buf_to_val(e, &b, out);
 }
 
-static const char *const builtins[] = {
-    "and", "or", "not", "len", "index", "slice", "eq", "ne", "lt", "le", "gt", "ge", "print",
-    "printf", "println", "json", "currentDate", "yesterdayDate", "toTypeScriptType"};
+static const char *const builtins[] = {"and",
+                                       "or",
+                                       "not",
+                                       "len",
+                                       "index",
+                                       "slice",
+                                       "eq",
+                                       "ne",
+                                       "lt",
+                                       "le",
+                                       "gt",
+                                       "ge",
+                                       "print",
+                                       "printf",
+                                       "println",
+                                       "json",
+                                       "currentDate",
+                                       "yesterdayDate",
+                                       "toTypeScriptType"};
 
 bool gt_is_builtin(const char *name)
 {

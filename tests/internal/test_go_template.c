@@ -115,16 +115,16 @@ static void test_ollama_prompts_against_go(void **state)
         char *out;
         if (cJSON_IsTrue(cJSON_GetObjectItem(c, "generate"))) {
             const cJSON *sys = cJSON_GetObjectItem(c, "system");
+            const cJSON *prompt = cJSON_GetObjectItem(c, "prompt");
             const cJSON *suffix = cJSON_GetObjectItem(c, "suffix");
             out = pti_ollama_generate_prompt(t, sys ? sys->valuestring : NULL,
-                                             cJSON_GetObjectItem(c, "prompt")->valuestring,
+                                             prompt ? prompt->valuestring : NULL,
                                              suffix ? suffix->valuestring : NULL, &len);
         } else {
-            out = pti_ollama_chat_prompt(t, cJSON_GetObjectItem(c, "messages"),
-                                         cJSON_GetObjectItem(c, "tools"),
-                                         def ? def->valuestring : NULL,
-                                         cJSON_IsTrue(cJSON_GetObjectItem(c, "think_set")),
-                                         cJSON_IsTrue(cJSON_GetObjectItem(c, "think")), &len);
+            out = pti_ollama_chat_prompt(
+                t, cJSON_GetObjectItem(c, "messages"), cJSON_GetObjectItem(c, "tools"),
+                def ? def->valuestring : NULL, cJSON_IsTrue(cJSON_GetObjectItem(c, "think_set")),
+                cJSON_IsTrue(cJSON_GetObjectItem(c, "think")), &len);
         }
         if (!out)
             fail_msg("%s: %s", name, pt_last_error());
@@ -151,8 +151,7 @@ static void test_newer_go(void **state)
                   "{}", "012|[0][1]none");
     expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}",
                   "{\"B\": \"bee\"}", "bee");
-    expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}", "{}",
-                  "none");
+    expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}", "{}", "none");
 }
 
 static void expect_parse_error(const char *tmpl, pt_status st, const char *msg)
@@ -227,10 +226,10 @@ static void test_limits_and_garbage(void **state)
     }
     cJSON_Delete(templates);
     /* random token soup parses or fails cleanly, and runs or fails cleanly */
-    static const char *const toks[] = {"{{", "}}", "{{- ", " -}}", " ", "if", "else", "end",
-                                       "range", "with", "$x", ":=", "=", ".A", ".", "(", ")",
-                                       "|", "\"s\"", "1", "len", "index", "slice", "eq",
-                                       "and", "printf", "json", "break", "$", ",", "/*", "*/"};
+    static const char *const toks[] = {
+        "{{",    "}}", "{{- ", " -}}",   " ",    "if",    "else", "end",   "range", "with", "$x",
+        ":=",    "=",  ".A",   ".",      "(",    ")",     "|",    "\"s\"", "1",     "len",  "index",
+        "slice", "eq", "and",  "printf", "json", "break", "$",    ",",     "/*",    "*/"};
     unsigned seed = 99;
     char soup[512];
     cJSON *d = cJSON_Parse("{\"A\": [1, {\"A\": \"x\"}], \"B\": null}");
