@@ -1,17 +1,18 @@
-/* promeserve: run GGUF language models from the terminal, in the manner of `ollama`.
+/* promeserve: run GGUF language models from the terminal and serve them over HTTP, in the
+ * manner of `ollama`.
  *
+ *   promeserve serve [flags] [MODEL.gguf ...]      the Ollama/OpenAI-compatible server
  *   promeserve run MODEL.gguf [PROMPT] [options]   one-shot answer or an interactive chat
  *
- * Only `run` exists so far; the server and its model store (serve, list, show, pull, ...) are
- * the next issue, and naming one of them is an error that says so. Subcommands live in their
- * own files (run.c) behind promeserve.h. */
+ * Commands not written yet are an error that says so. Subcommands live in their own files
+ * (run.c, serve.c) behind promeserve.h. */
 #include <stdio.h>
 #include <string.h>
 
 #include "promeserve.h"
 
-static const char *const LATER[] = {"serve",  "list", "ls", "show", "pull", "push",
-                                    "create", "cp",   "rm", "ps",   "stop", NULL};
+static const char *const LATER[] = {"list", "ls", "show", "pull", "push", "create",
+                                    "cp",   "rm", "ps",   "stop", NULL};
 
 static void usage(FILE *f)
 {
@@ -19,17 +20,18 @@ static void usage(FILE *f)
           "  promeserve [command]\n"
           "\n"
           "Available Commands:\n"
+          "  serve       Start the server\n"
           "  run         Run a model (a .gguf file or an Ollama model name): one answer to a\n"
           "              prompt, or a chat\n"
           "  help        Help about any command\n"
           "\n"
-          "Not available yet (they come with the HTTP server):\n"
-          "  serve, list, show, pull, push, create, cp, rm, ps, stop\n"
+          "Not available yet:\n"
+          "  list, show, pull, push, create, cp, rm, ps, stop\n"
           "\n"
           "Flags:\n"
           "  -h, --help   help for promeserve\n"
           "\n"
-          "Use \"promeserve run --help\" for the options of run.\n",
+          "Use \"promeserve [command] --help\" for the options of a command.\n",
           f);
 }
 
@@ -42,10 +44,16 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run"))
         return ps_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve") || !strcmp(cmd, "start"))
+        return ps_cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "help")) {
         if (argc > 2 && !strcmp(argv[2], "run")) {
             char *args[] = {"run", "--help", NULL};
             return ps_cmd_run(2, args);
+        }
+        if (argc > 2 && !strcmp(argv[2], "serve")) {
+            char *args[] = {"serve", "--help", NULL};
+            return ps_cmd_serve(2, args);
         }
         usage(stdout);
         return 0;
@@ -53,8 +61,8 @@ int main(int argc, char **argv)
     for (int i = 0; LATER[i]; i++) {
         if (!strcmp(cmd, LATER[i])) {
             fprintf(stderr,
-                    "Error: \"%s\" is not available yet: only \"run\" is; the server "
-                    "and its commands come next\n",
+                    "Error: \"%s\" is not available yet: only \"serve\" and \"run\" "
+                    "are\n",
                     cmd);
             return 1;
         }

@@ -6,4 +6,8 @@
  * status (0 success, 1 an error, printed as "Error: ..." on stderr). */
 int ps_cmd_run(int argc, char **argv);
 
+/* `promeserve serve [flags] [MODEL.gguf ...]`: argv[0] is "serve". Runs the HTTP server until
+ * SIGINT/SIGTERM; returns the exit status (0 after a graceful shutdown, 1 on an error). */
+int ps_cmd_serve(int argc, char **argv);
+
 #endif

@@ -49,6 +49,8 @@ typedef struct ps_config {
     char api_key[256];       /* --api-key / PROMESERVE_API_KEY; "" none */
     char origins[4096];      /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
     bool quiet;              /* no access log */
+    int64_t header_timeout_ns; /* --header-timeout: a connection must send its request
+                                * headers within this (slow clients are cut); default 10 s */
 } ps_config;
 
 /* ---- requests and replies (http.c) --------------------------------------------------------- */
@@ -91,7 +93,13 @@ void ps_reply_status(ps_request *r, int status);
 /* A streamed 200 reply (chunked) of content_type ("application/x-ndjson",
  * "text/event-stream"). The returned stream has two owners: the HTTP side and the writer;
  * the writer calls ps_stream_close exactly once when it is done writing (from any thread),
- * after which it must not touch the stream. */
+ * after which it must not touch the stream. NULL only when out of memory (a 500 was answered);
+ * the ps_stream_* functions accept NULL (writes return false, close does nothing).
+ * The bytes reach the client only once the handler has returned (the connection's thread
+ * sends them), so a streaming handler submits its work and returns, and the engine's
+ * callbacks write and close; a handler that writes everything before returning still works
+ * but the client sees it all at the end. Writes are buffered without limit: stop writing when
+ * ps_stream_write returns false (client gone, server stopping). */
 ps_stream *ps_reply_stream(ps_request *r, const char *content_type);
 /* Queues bytes for the client (copied; never blocks on the network). False once the client
  * has gone away or the server is shutting down: stop generating then. Thread-safe. */
@@ -106,7 +114,9 @@ void ps_stream_close(ps_stream *s);
 /* ---- the server ------------------------------------------------------------------------------ */
 
 const ps_config *ps_server_config(const ps_server *s);
-/* True once SIGINT/SIGTERM asked the server to stop. */
+/* True once SIGINT/SIGTERM asked the server to stop. A handler waiting for a non-streamed
+ * generation should cancel it then (its on_text returning false when this is true): shutdown
+ * waits 10 s for requests in flight before it closes connections and unloads models. */
 bool ps_server_stopping(const ps_server *s);
 
 /* ---- loaded models (registry.c) ------------------------------------------------------------ */
@@ -124,7 +134,9 @@ typedef struct ps_model_ref {
 
 /* Resolves a request's model name. False when unknown (the caller answers 404
  * "model 'x' not found"). Never loads paths from requests: only names in the store, files in
- * --models DIR and paths given on the command line. */
+ * --models DIR and paths given on the command line. Command-line paths and --models DIR files
+ * match by file name with or without ".gguf" (and a ":latest" suffix); their short name is
+ * the file name with ".gguf". Then the Ollama store (short name as Ollama prints it). */
 bool ps_model_resolve(ps_server *s, const char *name, ps_model_ref *out);
 
 typedef struct ps_model ps_model; /* a loaded model */
@@ -136,6 +148,10 @@ typedef struct ps_model ps_model; /* a loaded model */
  * found, 500 load error, 503 busy). */
 ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t keep_alive_ns,
                            int *status, char *err, size_t err_cap);
+/* (Busy: when --max-loaded-models models are loaded and all are in use, the request waits up
+ * to 30 s for one to become idle, then gets 503 "server busy, please try again. ...".) */
+/* Ends the use (frees the handle). May be called from any thread, including the model's
+ * engine worker in an on_done callback: unloading is left to the registry's reaper thread. */
 void ps_model_release(ps_server *s, ps_model *m);
 /* Unloads a model now if loaded and not in use (an empty generate with keep_alive 0).
  * Returns whether it was loaded. */
@@ -159,7 +175,10 @@ bool ps_registry_loading(ps_server *s);
 
 /* ---- metrics (metrics.c) --------------------------------------------------------------------- */
 
+/* http.c counts every request itself. */
 void ps_metrics_request(ps_server *s, const char *route, int status, int64_t ns);
+/* Handlers call this once per finished generation (prompt tokens, generated tokens, the time
+ * generating them): /metrics' token counters and tokens/s come from it. */
 void ps_metrics_tokens(ps_server *s, int64_t prompt_tokens, int64_t gen_tokens, int64_t gen_ns);
 
 /* ---- handlers -------------------------------------------------------------------------------- */

@@ -1,0 +1,806 @@
+/* promeserve's loaded models: name resolution, loading on first use, keep_alive expiry,
+ * least-recently-used unloading past --max-loaded-models, /api/ps.
+ *
+ * Names resolve, in this order: (1) paths given on the command line, by their file name with
+ * or without ".gguf" ("llama-q8_0.gguf", "llama-q8_0", also with ":latest"); (2) files of
+ * --models DIR the same way (DIR/<name> or DIR/<name>.gguf; names holding '/' or starting
+ * with '.' never match); (3) the Ollama store ("qwen3:4b", "library/qwen3", ...). A plain
+ * file's short name is its file name with ".gguf"; a store model's is Ollama's short form.
+ *
+ * Each loaded model is an entry holding its engine; ps_model_acquire hands out a small
+ * per-request handle (so load_duration belongs to the request that loaded it). An entry is in
+ * use while handles exist; it is never unloaded then. Loading runs outside the registry lock;
+ * others asking for the same model wait for it. When --max-loaded-models are loaded, the least
+ * recently used idle one is unloaded first; when all are in use, the request waits up to
+ * FULL_WAIT_S for one to become idle and then gets 503. A different num_ctx reloads the model
+ * once it is idle (the request waits for that, as Ollama does). A reaper thread unloads idle
+ * models whose keep_alive expired. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "serve/model_store.h"
+#include "serve_internal.h"
+
+#define FULL_WAIT_S 30
+#define LAYER_TEXT_MAX (1 << 20)
+
+typedef struct entry {
+    ps_model_ref ref;
+    pti_engine *eng;
+    int num_ctx;
+    int in_use;
+    bool loading;
+    bool remove_when_idle; /* unload at the last release (keep_alive 0, a num_ctx change) */
+    int64_t keep_alive_ns; /* after the last release; < 0 forever */
+    int64_t expires_ns;    /* monotonic; INT64_MAX forever; valid while idle */
+    int64_t last_used_ns;
+    cJSON *params;
+    char *system, *template_;
+    struct entry *next;
+} entry;
+
+struct ps_model {
+    entry *e;
+    int64_t load_ns;
+};
+
+struct ps_registry {
+    pthread_mutex_t lock;
+    pthread_cond_t changed; /* a load finished, a model became idle or was unloaded */
+    pthread_cond_t reaper_cv;
+    entry *head;
+    pthread_t reaper;
+    bool reaper_run, reaper_stop;
+};
+
+/* ---- sha256 (private until src/serve/sha256.h from the "store" helper is merged) ---------- */
+
+typedef struct sha256_ctx {
+    uint32_t h[8];
+    uint64_t n;
+    uint8_t buf[64];
+    size_t fill;
+} sha256_ctx;
+
+static const uint32_t SHA_K[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+static uint32_t rotr(uint32_t x, int n)
+{
+    return (x >> n) | (x << (32 - n));
+}
+
+static void sha256_block(sha256_ctx *c, const uint8_t *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = c->h[0], b = c->h[1], cc = c->h[2], d = c->h[3];
+    uint32_t e = c->h[4], f = c->h[5], g = c->h[6], h = c->h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) +
+                      SHA_K[i] + w[i];
+        uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & cc) ^ (b & cc));
+        h = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = cc;
+        cc = b;
+        b = a;
+        a = t1 + t2;
+    }
+    c->h[0] += a;
+    c->h[1] += b;
+    c->h[2] += cc;
+    c->h[3] += d;
+    c->h[4] += e;
+    c->h[5] += f;
+    c->h[6] += g;
+    c->h[7] += h;
+}
+
+static void sha256_init(sha256_ctx *c)
+{
+    static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, init, sizeof init);
+    c->n = 0;
+    c->fill = 0;
+}
+
+static void sha256_update(sha256_ctx *c, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    c->n += n;
+    while (n) {
+        size_t take = 64 - c->fill < n ? 64 - c->fill : n;
+        memcpy(c->buf + c->fill, p, take);
+        c->fill += take;
+        p += take;
+        n -= take;
+        if (c->fill == 64) {
+            sha256_block(c, c->buf);
+            c->fill = 0;
+        }
+    }
+}
+
+static void sha256_hex(sha256_ctx *c, char out[65])
+{
+    uint64_t bits = c->n * 8;
+    uint8_t pad = 0x80;
+    sha256_update(c, &pad, 1);
+    uint8_t zero = 0;
+    while (c->fill != 56)
+        sha256_update(c, &zero, 1);
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (uint8_t)(bits >> (56 - 8 * i));
+    sha256_update(c, len, 8);
+    for (int i = 0; i < 8; i++)
+        snprintf(out + 8 * i, 9, "%08x", c->h[i]);
+}
+
+static bool sha256_file_hex(const char *path, char out[65])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    sha256_ctx c;
+    sha256_init(&c);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        sha256_update(&c, buf, n);
+    bool ok = !ferror(f);
+    fclose(f);
+    if (ok)
+        sha256_hex(&c, out);
+    return ok;
+}
+
+/* ---- name resolution ---------------------------------------------------------------------------- */
+
+static bool is_regular_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* name without a trailing ":latest", and with ".gguf" appended when missing. */
+static void file_name_of(const char *name, char *out, size_t cap)
+{
+    size_t n = strlen(name);
+    if (n > 7 && !strcmp(name + n - 7, ":latest"))
+        n -= 7;
+    bool has_ext = n >= 5 && !strncmp(name + n - 5, ".gguf", 5);
+    snprintf(out, cap, "%.*s%s", (int)n, name, has_ext ? "" : ".gguf");
+}
+
+static void fill_plain_ref(const char *path, ps_model_ref *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", base_name(path));
+    snprintf(out->gguf, sizeof out->gguf, "%s", path);
+    sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, path, strlen(path));
+    sha256_hex(&c, out->digest);
+}
+
+static bool resolve_command_line(const ps_config *cfg, const char *file, ps_model_ref *out)
+{
+    for (int i = 0; i < cfg->n_model_paths; i++) {
+        if (!strcmp(base_name(cfg->model_paths[i]), file)) {
+            fill_plain_ref(cfg->model_paths[i], out);
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool resolve_models_dir(const ps_config *cfg, const char *file, ps_model_ref *out)
+{
+    if (!cfg->models_dir[0] || file[0] == '.' || strchr(file, '/'))
+        return false;
+    char path[8400];
+    int n = snprintf(path, sizeof path, "%s/%s", cfg->models_dir, file);
+    if (n < 0 || (size_t)n >= sizeof out->gguf || !is_regular_file(path))
+        return false;
+    fill_plain_ref(path, out);
+    return true;
+}
+
+static bool resolve_store(const ps_config *cfg, const char *name, ps_model_ref *out)
+{
+    pti_model_name mn;
+    if (!cfg->models_store[0] || !pti_model_name_parse(name, &mn))
+        return false;
+    pti_model_files *files = malloc(sizeof *files);
+    if (!files)
+        return false;
+    bool ok = pti_model_store_resolve(cfg->models_store, &mn, files);
+    if (ok) {
+        memset(out, 0, sizeof *out);
+        pti_model_name_format(&mn, out->name, sizeof out->name);
+        memcpy(out->gguf, files->model, sizeof out->gguf);
+        memcpy(out->template_, files->template_, sizeof out->template_);
+        memcpy(out->system, files->system, sizeof out->system);
+        memcpy(out->params, files->params, sizeof out->params);
+        memcpy(out->manifest, files->manifest, sizeof out->manifest);
+        ok = out->gguf[0] && sha256_file_hex(out->manifest, out->digest);
+    }
+    free(files);
+    return ok;
+}
+
+bool ps_model_resolve(ps_server *s, const char *name, ps_model_ref *out)
+{
+    if (!name || !*name || strlen(name) >= 512)
+        return false;
+    char file[600];
+    file_name_of(name, file, sizeof file);
+    const ps_config *cfg = &s->cfg;
+    if (resolve_command_line(cfg, file, out) || resolve_models_dir(cfg, file, out))
+        return true;
+    if (ends_with(name, ".gguf"))
+        return false;
+    return resolve_store(cfg, name, out);
+}
+
+/* ---- layers ------------------------------------------------------------------------------------- */
+
+static char *read_text(const char *path, char *err, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = malloc(LAYER_TEXT_MAX + 1);
+    size_t n = buf ? fread(buf, 1, LAYER_TEXT_MAX + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > LAYER_TEXT_MAX) {
+        snprintf(err, cap, "%s is too large for a layer (over %d bytes)", path, LAYER_TEXT_MAX);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+static bool load_layers(entry *e, char *err, size_t cap)
+{
+    if (e->ref.system[0] && !(e->system = read_text(e->ref.system, err, cap)))
+        return false;
+    if (e->ref.template_[0] && !(e->template_ = read_text(e->ref.template_, err, cap)))
+        return false;
+    if (e->ref.params[0]) {
+        char *text = read_text(e->ref.params, err, cap);
+        if (!text)
+            return false;
+        e->params = cJSON_Parse(text);
+        free(text);
+        if (!cJSON_IsObject(e->params)) {
+            snprintf(err, cap, "the params layer %s is not a JSON object", e->ref.params);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void entry_free(entry *e)
+{
+    if (!e)
+        return;
+    pti_engine_free(e->eng);
+    cJSON_Delete(e->params);
+    free(e->system);
+    free(e->template_);
+    free(e);
+}
+
+/* ---- the registry ------------------------------------------------------------------------------- */
+
+static int64_t effective_keep_alive(const ps_server *s, int64_t ka)
+{
+    return ka == INT64_MIN ? s->cfg.keep_alive_ns : ka;
+}
+
+/* Removes e from the list (lock held); the caller frees it outside the lock. */
+static void unlink_entry(ps_registry *reg, entry *e)
+{
+    for (entry **pp = &reg->head; *pp; pp = &(*pp)->next) {
+        if (*pp == e) {
+            *pp = e->next;
+            e->next = NULL;
+            return;
+        }
+    }
+}
+
+static entry *find_entry(ps_registry *reg, const char *name)
+{
+    for (entry *e = reg->head; e; e = e->next)
+        if (!strcmp(e->ref.name, name))
+            return e;
+    return NULL;
+}
+
+static int count_entries(ps_registry *reg)
+{
+    int n = 0;
+    for (entry *e = reg->head; e; e = e->next)
+        n++;
+    return n;
+}
+
+static entry *least_recently_used_idle(ps_registry *reg)
+{
+    entry *best = NULL;
+    for (entry *e = reg->head; e; e = e->next)
+        if (!e->loading && e->in_use == 0 && (!best || e->last_used_ns < best->last_used_ns))
+            best = e;
+    return best;
+}
+
+static void *reaper_main(void *arg)
+{
+    ps_server *s = arg;
+    ps_registry *reg = s->reg;
+    pthread_mutex_lock(&reg->lock);
+    while (!reg->reaper_stop) {
+        int64_t now = ps_now_ns();
+        entry *expired = NULL;
+        for (entry *e = reg->head; e; e = e->next) {
+            if (!e->loading && e->in_use == 0 && e->expires_ns <= now) {
+                expired = e;
+                break;
+            }
+        }
+        if (expired) {
+            unlink_entry(reg, expired);
+            pthread_cond_broadcast(&reg->changed);
+            pthread_mutex_unlock(&reg->lock);
+            entry_free(expired);
+            pthread_mutex_lock(&reg->lock);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&reg->reaper_cv, &reg->lock, &ts);
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return NULL;
+}
+
+bool ps_registry_init(ps_server *s, char *err, size_t err_cap)
+{
+    ps_registry *reg = calloc(1, sizeof *reg);
+    if (!reg) {
+        snprintf(err, err_cap, "out of memory");
+        return false;
+    }
+    pthread_mutex_init(&reg->lock, NULL);
+    pthread_cond_init(&reg->changed, NULL);
+    pthread_cond_init(&reg->reaper_cv, NULL);
+    s->reg = reg;
+    reg->reaper_run = pthread_create(&reg->reaper, NULL, reaper_main, s) == 0;
+    if (!reg->reaper_run) {
+        snprintf(err, err_cap, "cannot start the model reaper thread");
+        return false;
+    }
+    return true;
+}
+
+void ps_registry_free(ps_server *s)
+{
+    ps_registry *reg = s->reg;
+    if (!reg)
+        return;
+    if (reg->reaper_run) {
+        pthread_mutex_lock(&reg->lock);
+        reg->reaper_stop = true;
+        pthread_cond_signal(&reg->reaper_cv);
+        pthread_mutex_unlock(&reg->lock);
+        pthread_join(reg->reaper, NULL);
+    }
+    entry *e = reg->head;
+    while (e) {
+        entry *next = e->next;
+        if (e->in_use)
+            fprintf(stderr, "promeserve: unloading %s while %d request(s) still hold it\n",
+                    e->ref.name, e->in_use);
+        entry_free(e);
+        e = next;
+    }
+    pthread_mutex_destroy(&reg->lock);
+    pthread_cond_destroy(&reg->changed);
+    pthread_cond_destroy(&reg->reaper_cv);
+    free(reg);
+    s->reg = NULL;
+}
+
+static void deadline_in(struct timespec *ts, int seconds)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += seconds;
+}
+
+/* Loads e (marked loading, in the list) outside the lock. Returns with the lock held. */
+static bool load_entry(ps_server *s, entry *e, char *err, size_t err_cap)
+{
+    ps_registry *reg = s->reg;
+    pthread_mutex_unlock(&reg->lock);
+    pti_engine_opts o = {0};
+    o.n_parallel = s->cfg.n_parallel;
+    o.num_ctx = e->num_ctx;
+    o.max_queue = s->cfg.max_queue;
+    o.n_threads = s->cfg.n_threads;
+    pti_engine *eng = pti_engine_load(e->ref.gguf, &o);
+    bool ok = eng != NULL;
+    if (!ok)
+        snprintf(err, err_cap, "unable to load model %s: %s", e->ref.name, pt_last_error());
+    else
+        ok = load_layers(e, err, err_cap);
+    pthread_mutex_lock(&reg->lock);
+    e->eng = eng;
+    e->loading = false;
+    pthread_cond_broadcast(&reg->changed);
+    return ok;
+}
+
+/* Makes room for one more model (lock held). False when every loaded model stays busy. */
+static bool make_room(ps_server *s, char *err, size_t err_cap)
+{
+    ps_registry *reg = s->reg;
+    int max = s->cfg.max_loaded_models > 0 ? s->cfg.max_loaded_models : 3;
+    struct timespec deadline;
+    deadline_in(&deadline, FULL_WAIT_S);
+    while (count_entries(reg) >= max) {
+        entry *victim = least_recently_used_idle(reg);
+        if (victim) {
+            unlink_entry(reg, victim);
+            pthread_mutex_unlock(&reg->lock);
+            entry_free(victim);
+            pthread_mutex_lock(&reg->lock);
+            continue;
+        }
+        if (ps_server_stopping(s) ||
+            pthread_cond_timedwait(&reg->changed, &reg->lock, &deadline) == ETIMEDOUT) {
+            snprintf(err, err_cap,
+                     "server busy, please try again.  all %d loaded models are in use "
+                     "(--max-loaded-models)", max);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void release_entry(ps_server *s, entry *e);
+
+static ps_model *new_handle(entry *e, int64_t load_ns)
+{
+    ps_model *m = malloc(sizeof *m);
+    if (m) {
+        m->e = e;
+        m->load_ns = load_ns;
+    }
+    return m;
+}
+
+ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t keep_alive_ns,
+                           int *status, char *err, size_t err_cap)
+{
+    ps_registry *reg = s->reg;
+    ps_model_ref ref;
+    if (!ps_model_resolve(s, name, &ref)) {
+        *status = 404;
+        snprintf(err, err_cap, "model '%s' not found", name ? name : "");
+        return NULL;
+    }
+    int want_ctx = num_ctx > 0 ? num_ctx : s->cfg.num_ctx;
+    int64_t ka = effective_keep_alive(s, keep_alive_ns);
+    pthread_mutex_lock(&reg->lock);
+    for (;;) {
+        if (ps_server_stopping(s)) {
+            pthread_mutex_unlock(&reg->lock);
+            *status = 503;
+            snprintf(err, err_cap, "server is shutting down");
+            return NULL;
+        }
+        entry *e = find_entry(reg, ref.name);
+        if (e && (e->loading || (e->num_ctx != want_ctx && e->in_use > 0))) {
+            if (!e->loading)
+                e->remove_when_idle = true; /* reload with the new num_ctx once idle */
+            pthread_cond_wait(&reg->changed, &reg->lock);
+            continue;
+        }
+        if (e && e->num_ctx != want_ctx) { /* idle, other context: unload and reload */
+            unlink_entry(reg, e);
+            pthread_mutex_unlock(&reg->lock);
+            entry_free(e);
+            pthread_mutex_lock(&reg->lock);
+            continue;
+        }
+        if (e) {
+            e->in_use++;
+            e->keep_alive_ns = ka;
+            e->last_used_ns = ps_now_ns();
+            if (ka == 0)
+                e->remove_when_idle = true;
+            pthread_mutex_unlock(&reg->lock);
+            ps_model *m = new_handle(e, 0);
+            if (!m) {
+                release_entry(s, e);
+                *status = 500;
+                snprintf(err, err_cap, "out of memory");
+            }
+            return m;
+        }
+        if (!make_room(s, err, err_cap)) {
+            pthread_mutex_unlock(&reg->lock);
+            *status = 503;
+            return NULL;
+        }
+        if (find_entry(reg, ref.name))
+            continue; /* someone else started loading it while we made room */
+        e = calloc(1, sizeof *e);
+        if (!e) {
+            pthread_mutex_unlock(&reg->lock);
+            *status = 500;
+            snprintf(err, err_cap, "out of memory");
+            return NULL;
+        }
+        e->ref = ref;
+        e->num_ctx = want_ctx;
+        e->loading = true;
+        e->in_use = 1;
+        e->keep_alive_ns = ka;
+        e->remove_when_idle = ka == 0;
+        e->last_used_ns = ps_now_ns();
+        e->next = reg->head;
+        reg->head = e;
+        int64_t t0 = ps_now_ns();
+        if (!load_entry(s, e, err, err_cap)) {
+            unlink_entry(reg, e);
+            pthread_mutex_unlock(&reg->lock);
+            entry_free(e);
+            *status = 500;
+            return NULL;
+        }
+        pthread_mutex_unlock(&reg->lock);
+        ps_model *m = new_handle(e, ps_now_ns() - t0);
+        if (!m) {
+            release_entry(s, e);
+            *status = 500;
+            snprintf(err, err_cap, "out of memory");
+        }
+        return m;
+    }
+}
+
+/* Ends one use of e. An entry to unload now is left to the reaper thread: the release may come
+ * from the model's own engine worker (an on_done callback), which cannot free its engine. */
+static void release_entry(ps_server *s, entry *e)
+{
+    ps_registry *reg = s->reg;
+    pthread_mutex_lock(&reg->lock);
+    e->last_used_ns = ps_now_ns();
+    if (--e->in_use == 0) {
+        if (e->remove_when_idle || e->keep_alive_ns == 0)
+            e->expires_ns = 0; /* the reaper unloads it now */
+        else
+            e->expires_ns = e->keep_alive_ns < 0 ? INT64_MAX : e->last_used_ns + e->keep_alive_ns;
+        pthread_cond_broadcast(&reg->changed);
+        pthread_cond_signal(&reg->reaper_cv);
+    }
+    pthread_mutex_unlock(&reg->lock);
+}
+
+void ps_model_release(ps_server *s, ps_model *m)
+{
+    if (!m)
+        return;
+    release_entry(s, m->e);
+    free(m);
+}
+
+bool ps_model_unload(ps_server *s, const char *name)
+{
+    ps_model_ref ref;
+    if (!ps_model_resolve(s, name, &ref))
+        return false;
+    ps_registry *reg = s->reg;
+    entry *to_free = NULL;
+    pthread_mutex_lock(&reg->lock);
+    entry *e = find_entry(reg, ref.name);
+    bool was = e != NULL;
+    if (e && !e->loading && e->in_use == 0) {
+        unlink_entry(reg, e);
+        to_free = e;
+        pthread_cond_broadcast(&reg->changed);
+    } else if (e) {
+        e->remove_when_idle = true;
+    }
+    pthread_mutex_unlock(&reg->lock);
+    entry_free(to_free);
+    return was;
+}
+
+pti_engine *ps_model_engine(ps_model *m)
+{
+    return m ? m->e->eng : NULL;
+}
+
+const ps_model_ref *ps_model_get_ref(const ps_model *m)
+{
+    return &m->e->ref;
+}
+
+const cJSON *ps_model_params(const ps_model *m)
+{
+    return m->e->params;
+}
+
+const char *ps_model_system(const ps_model *m)
+{
+    return m->e->system;
+}
+
+const char *ps_model_template(const ps_model *m)
+{
+    return m->e->template_;
+}
+
+int64_t ps_model_load_ns(const ps_model *m)
+{
+    return m->load_ns;
+}
+
+/* ---- /api/ps, /health, /metrics --------------------------------------------------------------- */
+
+/* "135.0M" / "4.0B" as Ollama prints parameter sizes. */
+static void format_param_size(int64_t n, char *out, size_t cap)
+{
+    if (n >= 1000000000)
+        snprintf(out, cap, "%.1fB", (double)n / 1e9);
+    else if (n >= 1000000)
+        snprintf(out, cap, "%.1fM", (double)n / 1e6);
+    else
+        snprintf(out, cap, "%.1fK", (double)n / 1e3);
+}
+
+static cJSON *details_json(const pt_llm_info *info)
+{
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "parent_model", "");
+    cJSON_AddStringToObject(d, "format", "gguf");
+    const char *arch = info && info->architecture ? info->architecture : "";
+    cJSON_AddStringToObject(d, "family", arch);
+    cJSON *fams = cJSON_AddArrayToObject(d, "families");
+    if (fams && arch[0])
+        cJSON_AddItemToArray(fams, cJSON_CreateString(arch));
+    char ps[32] = "";
+    if (info)
+        format_param_size(info->n_params, ps, sizeof ps);
+    cJSON_AddStringToObject(d, "parameter_size", ps);
+    cJSON_AddStringToObject(d, "quantization_level",
+                            info && info->quantization ? info->quantization : "");
+    return d;
+}
+
+static cJSON *ps_entry_json(const entry *e, int64_t now_mono, int64_t now_wall)
+{
+    const pt_llm_info *info = pt_llm_get_info(pti_engine_llm(e->eng));
+    pti_engine_stats st;
+    pti_engine_get_stats(e->eng, &st);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", e->ref.name);
+    cJSON_AddStringToObject(o, "model", e->ref.name);
+    double size = (double)(info ? info->file_size : 0) + (double)st.kv_bytes;
+    cJSON_AddNumberToObject(o, "size", size);
+    cJSON_AddStringToObject(o, "digest", e->ref.digest);
+    cJSON_AddItemToObject(o, "details", details_json(info));
+    int64_t left; /* ns from now until it expires */
+    if (e->keep_alive_ns < 0)
+        left = INT64_MAX - now_wall; /* "forever", as Go's time.Now().Add(MaxInt64) */
+    else if (e->in_use > 0)
+        left = e->keep_alive_ns;
+    else
+        left = e->expires_ns - now_mono;
+    if (left > INT64_MAX - now_wall)
+        left = INT64_MAX - now_wall;
+    char when[64];
+    ps_format_time(now_wall + left, when, sizeof when);
+    cJSON_AddStringToObject(o, "expires_at", when);
+    cJSON_AddNumberToObject(o, "size_vram", 0);
+    cJSON_AddNumberToObject(o, "context_length", info ? info->num_ctx : e->num_ctx);
+    return o;
+}
+
+cJSON *ps_registry_ps_json(ps_server *s)
+{
+    ps_registry *reg = s->reg;
+    cJSON *arr = cJSON_CreateArray();
+    if (!arr)
+        return NULL;
+    int64_t mono = ps_now_ns(), wall = ps_wall_ns();
+    pthread_mutex_lock(&reg->lock);
+    for (entry *e = reg->head; e; e = e->next) {
+        bool unloading = e->in_use == 0 && e->expires_ns <= mono;
+        if (!e->loading && e->eng && !unloading)
+            cJSON_AddItemToArray(arr, ps_entry_json(e, mono, wall));
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return arr;
+}
+
+bool ps_registry_loading(ps_server *s)
+{
+    ps_registry *reg = s->reg;
+    if (!reg)
+        return false;
+    pthread_mutex_lock(&reg->lock);
+    bool loading = false;
+    for (entry *e = reg->head; e; e = e->next)
+        loading |= e->loading;
+    pthread_mutex_unlock(&reg->lock);
+    return loading;
+}
+
+int ps_registry_stats(ps_server *s, ps_model_stat *out, int cap)
+{
+    ps_registry *reg = s->reg;
+    if (!reg)
+        return 0;
+    int n = 0;
+    pthread_mutex_lock(&reg->lock);
+    for (entry *e = reg->head; e; e = e->next, n++) {
+        if (n >= cap)
+            continue;
+        ps_model_stat *st = &out[n];
+        memset(st, 0, sizeof *st);
+        snprintf(st->name, sizeof st->name, "%s", e->ref.name);
+        st->loading = e->loading;
+        st->in_use = e->in_use;
+        if (e->eng)
+            pti_engine_get_stats(e->eng, &st->st);
+    }
+    pthread_mutex_unlock(&reg->lock);
+    return n;
+}

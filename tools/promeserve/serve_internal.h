@@ -1,0 +1,70 @@
+/* promeserve: what the server's own parts share (http.c, registry.c, metrics.c, serve.c) and
+ * handlers do not need: the server object, start/stop of each part, small time helpers. */
+#ifndef PROMESERVE_SERVE_INTERNAL_H
+#define PROMESERVE_SERVE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server.h"
+
+typedef struct ps_http ps_http;
+typedef struct ps_registry ps_registry;
+typedef struct ps_metrics ps_metrics;
+
+struct ps_server {
+    ps_config cfg;
+    atomic_bool stopping;
+    ps_http *http;
+    ps_registry *reg;
+    ps_metrics *metrics;
+};
+
+/* ---- http.c ---- */
+/* Binds and starts serving. False with err filled when the address cannot be used. */
+bool ps_http_start(ps_server *s, char *err, size_t err_cap);
+/* Stops accepting new connections (first step of a graceful shutdown). */
+void ps_http_quiesce(ps_server *s);
+/* Makes every open stream refuse writes and end once its buffered bytes are sent. */
+void ps_http_close_streams(ps_server *s);
+/* Requests still inside a handler or streaming. */
+int ps_http_active(ps_server *s);
+/* Closes every connection and joins their threads. */
+void ps_http_stop(ps_server *s);
+/* Frees the HTTP side (after the registry: engine callbacks may still close streams). */
+void ps_http_free(ps_server *s);
+
+/* ---- registry.c ---- */
+bool ps_registry_init(ps_server *s, char *err, size_t err_cap);
+/* Unloads every model (their engines cancel what still runs) and frees the registry. */
+void ps_registry_free(ps_server *s);
+
+/* One loaded model's numbers for /metrics. */
+typedef struct ps_model_stat {
+    char name[512];
+    bool loading;
+    int in_use;
+    pti_engine_stats st;
+} ps_model_stat;
+/* Fills at most cap entries; returns how many models are loaded or loading. */
+int ps_registry_stats(ps_server *s, ps_model_stat *out, int cap);
+
+/* ---- metrics.c ---- */
+bool ps_metrics_init(ps_server *s);
+void ps_metrics_free(ps_server *s);
+/* The /metrics page (malloc'd, NUL-terminated; *len its length), NULL when out of memory. */
+char *ps_metrics_render(ps_server *s, size_t *len);
+
+/* ---- shared helpers (http.c) ---- */
+int64_t ps_now_ns(void);      /* CLOCK_MONOTONIC */
+int64_t ps_wall_ns(void);     /* CLOCK_REALTIME */
+/* RFC 3339 local time with nanoseconds (trailing zeros trimmed, as Go prints) and the UTC
+ * offset ("Z" when it is zero); cap >= 40. */
+void ps_format_time(int64_t wall_ns, char *buf, size_t cap);
+/* Parses a keep-alive style duration: Go durations ("5m", "1h30m", "1.5s", "-1m"), plain
+ * numbers (seconds; "-1"). False when malformed. */
+bool ps_parse_duration(const char *s, int64_t *ns);
+
+#endif
