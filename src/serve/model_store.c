@@ -219,21 +219,32 @@ static bool read_layers(const char *root, const cJSON *man, pti_model_files *out
     return true;
 }
 
-bool pti_model_store_resolve(const char *root, const pti_model_name *n, pti_model_files *out)
+bool pti_model_store_manifest_path(const char *root, const pti_model_name *n, char *path,
+                                   size_t cap)
 {
-    memset(out, 0, sizeof *out);
-    char *path = out->manifest;
-    bool ok = snprintf(path, sizeof out->manifest, "%s/manifests", root) <
-              (int)sizeof out->manifest;
+    bool ok = snprintf(path, cap, "%s/manifests", root) < (int)cap;
     const char *parts[] = {n->host, n->ns, n->model, n->tag};
-    for (int i = 0; ok && i < 4; i++)
-        ok = join_fold(path, sizeof out->manifest, parts[i]);
+    int i = 0;
+    for (; ok && i < 4; i++)
+        ok = join_fold(path, cap, parts[i]);
+    for (; !ok && i < 4; i++) { /* the rest as named, for a caller that creates it */
+        size_t used = strlen(path);
+        snprintf(path + used, cap - used, "/%s", parts[i]);
+    }
     if (!ok) {
         char shown[1500];
         pti_model_name_format(n, shown, sizeof shown);
         pti_error(PT_ERR_IO, "model '%s' not found", shown);
-        return false;
     }
+    return ok;
+}
+
+bool pti_model_store_resolve(const char *root, const pti_model_name *n, pti_model_files *out)
+{
+    memset(out, 0, sizeof *out);
+    char *path = out->manifest;
+    if (!pti_model_store_manifest_path(root, n, path, sizeof out->manifest))
+        return false;
     char *text = read_small_file(path, "model store");
     if (!text)
         return false;
@@ -243,7 +254,7 @@ bool pti_model_store_resolve(const char *root, const pti_model_name *n, pti_mode
         pti_error(PT_ERR_FORMAT, "model store: %s is not JSON", path);
         return false;
     }
-    ok = read_layers(root, man, out);
+    bool ok = read_layers(root, man, out);
     cJSON_Delete(man);
     return ok;
 }

@@ -42,6 +42,12 @@ typedef struct pti_model_files {
     char manifest[4096];
 } pti_model_files;
 
+/* The path of n's manifest in the store at root (components matched case-insensitively, as
+ * Ollama does). False with PT_ERR_IO "model 'x' not found" when it does not exist (path then
+ * holds the exact-case path it would have). */
+bool pti_model_store_manifest_path(const char *root, const pti_model_name *n, char *path,
+                                   size_t cap);
+
 /* Resolves n in the store at root: reads and checks the manifest (schemaVersion 2, layers with
  * sha256 digests), and gives each layer's blob path (each blob must exist). Manifest names are
  * matched case-insensitively, as Ollama does. False with PT_ERR_IO ("model 'x' not found" when
