@@ -124,7 +124,23 @@ static const char *store_path(const char *model, pti_model_files *files)
     return pti_model_store_resolve(root, &name, files) ? files->model : NULL;
 }
 
+static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32_t n_slots);
+
 pt_llm *pt_llm_load(const char *model, const pt_llm_opts *opts)
+{
+    return load_with_slots(model, opts, 1);
+}
+
+pt_llm *pti_llm_load_slots(const char *path, const pt_llm_opts *opts, int32_t n_slots)
+{
+    if (n_slots < 1) {
+        pti_error(PT_ERR_INVALID_ARG, "pt_llm_load: %d KV cache slots (at least 1)", (int)n_slots);
+        return NULL;
+    }
+    return load_with_slots(path, opts, n_slots);
+}
+
+static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32_t n_slots)
 {
     pt_llm_opts o = opts ? *opts : (pt_llm_opts){0};
     if (!model) {
@@ -160,7 +176,7 @@ pt_llm *pt_llm_load(const char *model, const pt_llm_opts *opts)
     if (llm->num_ctx > hp->n_ctx_train)
         llm->num_ctx = hp->n_ctx_train;
     llm->n_batch = o.n_batch > 0 ? o.n_batch : DEFAULT_N_BATCH;
-    llm->cache = pti_kv_cache_new(llm->m, 1, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
+    llm->cache = pti_kv_cache_new(llm->m, n_slots, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
     llm->cache_ids = pti_malloc((size_t)llm->num_ctx * sizeof *llm->cache_ids);
     llm->logits = pti_malloc((size_t)hp->n_vocab * sizeof *llm->logits);
     if (!llm->cache || !llm->cache_ids || !llm->logits || !llm->name) {
@@ -198,6 +214,8 @@ const pti_tokenizer *pti_llm_tokenizer(const pt_llm *llm) { return llm->tok; }
 const pti_chat_template *pti_llm_template(const pt_llm *llm) { return llm->tmpl; }
 int32_t pti_llm_num_ctx(const pt_llm *llm) { return llm->num_ctx; }
 int32_t pti_llm_n_vocab(const pt_llm *llm) { return llm->m->hp.n_vocab; }
+const pti_llm_model *pti_llm_model_of(const pt_llm *llm) { return llm->m; }
+pti_kv_cache *pti_llm_cache_of(pt_llm *llm) { return llm->cache; }
 
 /* ---- evaluation -------------------------------------------------------------------------------- */
 

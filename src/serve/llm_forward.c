@@ -302,18 +302,50 @@ static pt_tensor *logits_of(const pti_llm_model *m, const pt_tensor *x, const pt
     return pt_linear(h, m->output, NULL);
 }
 
-pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
-                           int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs)
+/* The output-normed hidden states of all tokens of the runs with want_hidden (NULL, with no
+ * error, when there are none). */
+static pt_tensor *hidden_of(const pti_llm_model *m, const pt_tensor *x, const pti_llm_run *runs,
+                            int32_t n_runs)
 {
-    if (!m || !c || !tokens || !runs || n_runs < 1) {
-        pti_error(PT_ERR_INVALID_ARG, "pti_llm_forward: empty batch");
+    int32_t n_want = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        n_want += runs[r].want_hidden ? runs[r].n : 0;
+    if (n_want == 0)
         return NULL;
-    }
+    pt_tensor *rows = pt_empty(PT_SHAPE(n_want), PT_INT64, pt_cpu());
+    if (!rows)
+        return NULL;
+    int64_t *ri = pt_data_ptr(rows);
+    for (int32_t r = 0, j = 0; r < n_runs; r++)
+        for (int32_t i = 0; runs[r].want_hidden && i < runs[r].n; i++)
+            ri[j++] = runs[r].t0 + i;
+    int64_t E = m->hp.n_embd;
+    return pt_rms_norm(pt_index_select(x, 0, rows), 1, &E, m->output_norm, m->hp.rms_eps);
+}
+
+static bool wants_hidden(const pti_llm_run *runs, int32_t n_runs)
+{
+    for (int32_t r = 0; r < n_runs; r++)
+        if (runs[r].want_hidden)
+            return true;
+    return false;
+}
+
+pt_status pti_llm_forward_ex(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
+                             int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs,
+                             pt_tensor **logits, pt_tensor **hidden)
+{
+    *logits = NULL;
+    if (hidden)
+        *hidden = NULL;
+    if (!m || !c || !tokens || !runs || n_runs < 1)
+        return pti_error(PT_ERR_INVALID_ARG, "pti_llm_forward: empty batch");
     if (!check_batch(c, n_tokens, runs, n_runs))
-        return NULL;
+        return pt_last_status();
     pt_scope_begin();
     fwd f = {.m = m, .c = c, .runs = runs, .n_runs = n_runs, .n_tokens = n_tokens};
-    pt_tensor *ids, *logits = NULL;
+    pt_tensor *ids, *lg = NULL, *hid = NULL;
+    bool want_hid = hidden && wants_hidden(runs, n_runs);
     if (batch_inputs(m, tokens, n_tokens, runs, n_runs, &ids, &f.pos)) {
         pt_tensor *x = embed(m, ids);
         for (int il = 0; x && il < m->hp.n_layer; il++) {
@@ -321,10 +353,27 @@ pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_
             pt_release(x); /* layer il's input is not needed any more */
             x = next;
         }
-        logits = x ? logits_of(m, x, runs, n_runs) : NULL;
+        lg = x ? logits_of(m, x, runs, n_runs) : NULL;
+        hid = lg && want_hid ? hidden_of(m, x, runs, n_runs) : NULL;
     }
-    if (logits)
-        pt_keep(logits);
+    bool ok = lg && (!want_hid || hid);
+    if (ok) {
+        pt_keep(lg);
+        *logits = lg;
+        if (hid) {
+            pt_keep(hid);
+            *hidden = hid;
+        }
+    }
     pt_scope_end();
-    return logits;
+    return ok ? PT_OK : pt_last_status();
+}
+
+pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
+                           int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs)
+{
+    pt_tensor *logits = NULL;
+    return pti_llm_forward_ex(m, c, tokens, n_tokens, runs, n_runs, &logits, NULL) == PT_OK
+               ? logits
+               : NULL;
 }

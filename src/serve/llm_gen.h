@@ -7,6 +7,16 @@
 #include "prometorch/prometorch.h"
 #include "tokenizer.h"
 
+struct pti_llm_model;
+struct pti_kv_cache;
+
+/* pt_llm_load with a KV cache of n_slots slots of num_ctx positions each (the server's
+ * parallel sequences); the pt_llm_* functions use slot 0. path is a .gguf file or a name. */
+pt_llm *pti_llm_load_slots(const char *path, const pt_llm_opts *opts, int32_t n_slots);
+/* The model and the KV cache, for driving pti_llm_forward directly (src/serve/engine.c). */
+const struct pti_llm_model *pti_llm_model_of(const pt_llm *llm);
+struct pti_kv_cache *pti_llm_cache_of(pt_llm *llm);
+
 const pti_tokenizer *pti_llm_tokenizer(const pt_llm *llm);
 const pti_chat_template *pti_llm_template(const pt_llm *llm);
 int32_t pti_llm_num_ctx(const pt_llm *llm);

@@ -84,6 +84,7 @@ void pti_kv_cache_free(pti_kv_cache *c);
 typedef struct pti_llm_run {
     int32_t slot, pos0, t0, n;
     bool want_logits; /* the logits of the run's last token are returned */
+    bool want_hidden; /* pti_llm_forward_ex: the final hidden states of all its tokens too */
 } pti_llm_run;
 
 /* Runs the model over the batch: writes the runs' keys/values into the cache and returns the
@@ -92,5 +93,12 @@ typedef struct pti_llm_run {
  * of the slot are read from the cache as they are. */
 pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
                            int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs);
+/* The same pass, returning in *hidden (when not NULL) the final hidden states after the output
+ * norm (what the LM head reads) of every token of the runs with want_hidden: [their token
+ * count, n_embd] float32, new reference, in batch order (NULL when no run wants them). The
+ * logits are returned in *logits as pti_llm_forward returns them. Returns the status. */
+pt_status pti_llm_forward_ex(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
+                             int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs,
+                             pt_tensor **logits, pt_tensor **hidden);
 
 #endif
