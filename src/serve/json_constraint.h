@@ -33,6 +33,7 @@
 
 #define PTI_JSON_MAX_DEPTH 64
 #define PTI_JSON_MAX_WS 16
+#define PTI_JSON_MAX_ALTS 8
 
 typedef struct pti_json_matcher pti_json_matcher;
 
