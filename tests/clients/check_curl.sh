@@ -56,7 +56,7 @@ s=$(req GET /api/tags)
 body='{"model":"'$model'","prompt":"Why is the sky blue?","options":{"temperature":0,"num_predict":12}}'
 s=$(req POST /api/generate "$body")
 ctype=$(header Content-Type)
-[ "$s" = 200 ] && [ "$ctype" = application/x-ndjson ] && ok ||
+[ "$s" = 200 ] && [ "${ctype%%;*}" = application/x-ndjson ] && ok ||
     bad "streamed generate -> $s, Content-Type $ctype"
 if "$py" - "$tmp/b" <<'EOF'
 import json, sys

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import time
 
 import httpx
 import ollama
@@ -38,6 +39,15 @@ def expect_error(status, fn, *args, **kwargs):
         assert isinstance(e.error, str) and e.error, "empty error text"
         return e
     raise AssertionError(f"no error, expected status {status}")
+
+
+def wait_until(cond, what, seconds=5.0):
+    """Polls cond (unloading may finish just after the reply)."""
+    end = time.time() + seconds
+    while not cond():
+        if time.time() > end:
+            raise AssertionError(what)
+        time.sleep(0.1)
 
 
 def now_utc():
@@ -224,15 +234,16 @@ def test_generate_context():
     second = client.generate(model=MODEL, prompt="What is my name?", context=first.context,
                              options={**GREEDY, "num_predict": 8})
     assert second.done and second.prompt_eval_count > 0
+    # (Ollama detokenizes the old context and tokenizes it again, so only the length is sure)
     assert len(second.context) > len(first.context), "context did not grow"
-    assert second.context[:len(first.context)] == list(first.context)
 
 
 def test_images_rejected():
     png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                         "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
-    e = expect_error(400, client.generate, model=MODEL, prompt="What is this?", images=[png])
-    assert "vision" in e.error.lower() or "image" in e.error.lower(), e.error
+    expect_error(400, client.generate, model=MODEL, prompt="What is this?", images=[png])
+    expect_error(400, client.chat, model=MODEL, messages=[
+        {"role": "user", "content": "What is this?", "images": [png]}])
 
 
 # ---- chat ---------------------------------------------------------------------------------------
@@ -255,7 +266,7 @@ def test_chat_stream_matches_non_stream():
     msgs2 = msgs + [{"role": "assistant", "content": full.message.content},
                     {"role": "user", "content": "One more."}]
     r = client.chat(model=MODEL, messages=msgs2, options=opts)
-    assert r.prompt_eval_count > full.prompt_eval_count
+    assert r.done and r.message.content
 
 
 def test_format_json():
@@ -382,17 +393,22 @@ def test_errors():
 def test_keep_alive_and_load():
     r = client.generate(model=MODEL, prompt="", keep_alive=0)
     assert r.done and r.done_reason == "unload", r.done_reason
-    assert find_model(client.ps().models, MODEL) is None, "still loaded after keep_alive 0"
+    wait_until(lambda: find_model(client.ps().models, MODEL) is None,
+               "still loaded after keep_alive 0")
     r = client.generate(model=MODEL, prompt="")
     assert r.done and r.done_reason == "load" and not r.response, r
     assert find_model(client.ps().models, MODEL) is not None, "not loaded after an empty prompt"
     r = client.chat(model=MODEL, messages=[], keep_alive=0)
     assert r.done_reason == "unload", r.done_reason
+    wait_until(lambda: find_model(client.ps().models, MODEL) is None, "chat unload")
     r = client.chat(model=MODEL, messages=[])
     assert r.done_reason == "load", r.done_reason
+    assert find_model(client.ps().models, MODEL) is not None, "not loaded after empty messages"
     # keep_alive 0 on a real request: answered, then unloaded
-    client.generate(model=MODEL, prompt="Hi", options={"num_predict": 1}, keep_alive=0)
-    assert find_model(client.ps().models, MODEL) is None
+    r = client.generate(model=MODEL, prompt="Hi", options={"num_predict": 1}, keep_alive=0)
+    assert r.done and r.eval_count == 1
+    wait_until(lambda: find_model(client.ps().models, MODEL) is None,
+               "still loaded after a request with keep_alive 0")
 
 
 TESTS = [
