@@ -33,7 +33,7 @@ run() {
 # ---- no model needed ---------------------------------------------------------------------------
 run 0 && grep -q "run" "$tmp/out" && ok || bad "usage without arguments"
 run 0 --help && grep -qi "not available yet" "$tmp/out" && ok || bad "--help"
-run 1 serve && grep -q "^Error: .*not available yet" "$tmp/err" && ok || bad "serve"
+run 1 pull x && grep -q "^Error: .*not available yet" "$tmp/err" && ok || bad "pull"
 run 1 run "$tmp/missing.gguf" hello && grep -q "^Error: " "$tmp/err" && ok || bad "missing file"
 run 1 run && grep -q "^Error: " "$tmp/err" && ok || bad "no model argument"
 run 0 run --help && grep -q -- "--num-predict" "$tmp/out" && ok || bad "run --help"

@@ -1021,7 +1021,9 @@ cJSON *pti_store_show_file(const char *path, const char *shown, bool verbose, in
     const char *tmpl = gguf_str(g, "tokenizer.chat_template");
     p.template_ = tmpl ? strdup(tmpl) : NULL;
     /* no TEMPLATE line: the chat template is Jinja, not a Go template a Modelfile could hold */
-    modelfile_header(&p.modelfile, shown, path);
+    char *abs = realpath(path, NULL);
+    modelfile_header(&p.modelfile, shown, abs ? abs : path);
+    free(abs);
     cJSON *r = show_json(&p, g, &facts, details_from_facts(&facts), &st, true, verbose);
     *status = PTI_STORE_OK;
     free_parts(&p);

@@ -42,6 +42,7 @@
 #endif
 
 #define STREAM_POLL_MS 200
+#define STREAM_TIMEOUT_GRACE_NS (5 * 1000000000LL)
 #define WATCHDOG_PERIOD_MS 500
 
 /* ---- time ----------------------------------------------------------------------------------- */
@@ -153,7 +154,8 @@ bool ps_parse_duration(const char *s, int64_t *ns)
 
 /* ---- connections and the watchdog ----------------------------------------------------------- */
 
-enum conn_phase { PHASE_HEADERS, PHASE_REQUEST };
+enum conn_phase { PHASE_HEADERS, PHASE_BODY, PHASE_REQUEST };
+#define BODY_TIMEOUT_FACTOR 6 /* a JSON body must arrive within 6 header timeouts */
 
 typedef struct conn_rec {
     int fd;
@@ -189,7 +191,9 @@ static void *watchdog_main(void *arg)
     while (!h->watchdog_stop) {
         int64_t now = ps_now_ns();
         for (conn_rec *c = h->conns; c; c = c->next) {
-            if (limit > 0 && c->phase == PHASE_HEADERS && !c->cut && now - c->since > limit) {
+            int64_t lim = c->phase == PHASE_BODY ? limit * BODY_TIMEOUT_FACTOR : limit;
+            bool timed = c->phase == PHASE_HEADERS || c->phase == PHASE_BODY;
+            if (limit > 0 && timed && !c->cut && now - c->since > lim) {
                 shutdown(c->fd, SHUT_RDWR); /* the connection's thread sees EOF and ends */
                 c->cut = true;
             }
@@ -345,6 +349,7 @@ typedef struct conn_state {
     bool counted_active;
     /* CORS headers to add to every reply */
     char allow_origin[512];
+    ps_stream *stream; /* a streamed reply (one reference) */
 } conn_state;
 
 static int method_bit(const char *m)
@@ -505,6 +510,8 @@ struct ps_stream {
     size_t len, cap, off;
     int fd;            /* the connection's socket, to notice a client that hung up */
     atomic_llong *bytes; /* the request's byte counter (valid while the response lives) */
+    int64_t deadline_ns; /* --timeout: writes are refused after it (0 none) */
+    int64_t tokens_in, tokens_out; /* ps_stream_set_tokens, for the access log */
     ps_http *h;
     ps_stream *prev, *next; /* h->streams, under h->lock */
 };
@@ -598,8 +605,12 @@ ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
     }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->refs = 2;
+    s->refs = 3; /* the response, the writer, the connection (for the access log) */
     s->h = cs->h;
+    int64_t timeout = cs->h->srv->cfg.request_timeout_ns;
+    /* a backstop: handlers end their generation at --timeout themselves, with a last line */
+    s->deadline_ns = timeout > 0 ? cs->start_ns + timeout + STREAM_TIMEOUT_GRACE_NS : 0;
+    cs->stream = s;
     s->bytes = &cs->bytes;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(cs->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -615,7 +626,7 @@ ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
         MHD_SIZE_UNKNOWN, 16384, stream_read, s, stream_response_freed);
     if (!resp) {
         s->dead = true;
-        s->refs = 1; /* only the writer */
+        s->refs = 2; /* no response */
         ps_reply_error(r, 500, "out of memory");
         return s;
     }
@@ -630,6 +641,10 @@ bool ps_stream_write(ps_stream *s, const char *data, size_t len)
     if (!s)
         return false;
     pthread_mutex_lock(&s->lock);
+    if (!s->dead && s->deadline_ns && ps_now_ns() > s->deadline_ns) {
+        s->dead = s->shutdown = true; /* past --timeout: the generation stops, the stream ends */
+        pthread_cond_signal(&s->cv);
+    }
     if (s->dead || s->closed) {
         pthread_mutex_unlock(&s->lock);
         return false;
@@ -706,6 +721,16 @@ bool ps_stream_alive(const ps_stream *s)
     bool alive = !m->dead && !m->closed;
     pthread_mutex_unlock(&m->lock);
     return alive;
+}
+
+void ps_stream_set_tokens(ps_stream *s, int64_t tokens_in, int64_t tokens_out)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->tokens_in = tokens_in;
+    s->tokens_out = tokens_out;
+    pthread_mutex_unlock(&s->lock);
 }
 
 void ps_stream_close(ps_stream *s)
@@ -988,6 +1013,197 @@ static const char *json_type_name(const cJSON *j)
     return "null";
 }
 
+/* ---- JSON syntax errors in Go's words ----------------------------------------------------
+ * cJSON only says where it stopped; clients of Ollama see encoding/json's messages, so a
+ * failed parse is scanned again by this small checker to name the problem and its offset. */
+
+typedef struct jscan {
+    const char *p, *end, *start;
+    int depth;
+    char msg[160];
+} jscan;
+
+static bool js_fail(jscan *j, const char *context)
+{
+    if (j->p >= j->end) {
+        snprintf(j->msg, sizeof j->msg, "unexpected end of JSON input");
+        return false;
+    }
+    unsigned char c = (unsigned char)*j->p;
+    char shown[8];
+    if (c == '\'')
+        snprintf(shown, sizeof shown, "'\\''");
+    else if (c >= 0x20 && c < 0x7f)
+        snprintf(shown, sizeof shown, "'%c'", c);
+    else
+        snprintf(shown, sizeof shown, "'\\x%02x'", c);
+    snprintf(j->msg, sizeof j->msg, "invalid character %s %s (offset %zu)", shown, context,
+             (size_t)(j->p - j->start));
+    return false;
+}
+
+static void js_space(jscan *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+}
+
+static bool js_value(jscan *j);
+
+static bool js_string(jscan *j)
+{
+    j->p++; /* the opening quote */
+    while (j->p < j->end) {
+        unsigned char c = (unsigned char)*j->p;
+        if (c == '"') {
+            j->p++;
+            return true;
+        }
+        if (c < 0x20)
+            return js_fail(j, "in string literal");
+        if (c == '\\') {
+            j->p++;
+            if (j->p >= j->end)
+                break;
+            if (*j->p == 'u') {
+                for (int i = 1; i <= 4; i++) {
+                    if (j->p + i >= j->end) {
+                        j->p = j->end;
+                        return js_fail(j, "");
+                    }
+                    if (!isxdigit((unsigned char)j->p[i])) {
+                        j->p += i;
+                        return js_fail(j, "in \\u hexadecimal character escape");
+                    }
+                }
+                j->p += 4;
+            } else if (!strchr("\"\\/bfnrt", *j->p) || !*j->p) {
+                return js_fail(j, "in string escape code");
+            }
+        }
+        j->p++;
+    }
+    return js_fail(j, "");
+}
+
+static bool js_number(jscan *j)
+{
+    if (*j->p == '-')
+        j->p++;
+    if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+        return js_fail(j, "in numeric literal");
+    if (*j->p == '0')
+        j->p++;
+    else
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+            return js_fail(j, "after decimal point in numeric literal");
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (j->p >= j->end || !isdigit((unsigned char)*j->p))
+            return js_fail(j, "in exponent of numeric literal");
+        while (j->p < j->end && isdigit((unsigned char)*j->p))
+            j->p++;
+    }
+    return true;
+}
+
+static bool js_literal(jscan *j, const char *word)
+{
+    for (size_t i = 0; word[i]; i++, j->p++) {
+        if (j->p >= j->end || *j->p != word[i]) {
+            char ctx[64];
+            snprintf(ctx, sizeof ctx, "in literal %s (expecting '%c')", word, word[i]);
+            return js_fail(j, ctx);
+        }
+    }
+    return true;
+}
+
+static bool js_container(jscan *j, bool object)
+{
+    if (++j->depth > 1000) {
+        snprintf(j->msg, sizeof j->msg, "exceeded max depth (offset %zu)",
+                 (size_t)(j->p - j->start));
+        return false;
+    }
+    char close = object ? '}' : ']';
+    j->p++;
+    js_space(j);
+    if (j->p < j->end && *j->p == close) {
+        j->p++;
+        j->depth--;
+        return true;
+    }
+    for (;;) {
+        js_space(j);
+        if (object) {
+            if (j->p >= j->end || *j->p != '"')
+                return js_fail(j, "looking for beginning of object key string");
+            if (!js_string(j))
+                return false;
+            js_space(j);
+            if (j->p >= j->end || *j->p != ':')
+                return js_fail(j, "after object key");
+            j->p++;
+        }
+        if (!js_value(j))
+            return false;
+        js_space(j);
+        if (j->p < j->end && *j->p == ',') {
+            j->p++;
+            continue;
+        }
+        if (j->p < j->end && *j->p == close) {
+            j->p++;
+            j->depth--;
+            return true;
+        }
+        return js_fail(j, object ? "after object key:value pair" : "after array element");
+    }
+}
+
+static bool js_value(jscan *j)
+{
+    js_space(j);
+    if (j->p >= j->end)
+        return js_fail(j, "");
+    switch (*j->p) {
+    case '{': return js_container(j, true);
+    case '[': return js_container(j, false);
+    case '"': return js_string(j);
+    case 't': return js_literal(j, "true");
+    case 'f': return js_literal(j, "false");
+    case 'n': return js_literal(j, "null");
+    default:
+        if (*j->p == '-' || isdigit((unsigned char)*j->p))
+            return js_number(j);
+        return js_fail(j, "looking for beginning of value");
+    }
+}
+
+/* Go's message for a body cJSON refused. */
+static void json_error_message(const char *b, size_t n, char *out, size_t cap)
+{
+    jscan j = {.p = b, .end = b + n, .start = b};
+    if (js_value(&j)) {
+        js_space(&j);
+        if (j.p < j.end)
+            js_fail(&j, "after top-level value");
+        else
+            snprintf(j.msg, sizeof j.msg, "invalid JSON (nested too deeply or too large)");
+    }
+    snprintf(out, cap, "%s", j.msg);
+}
+
 /* Parses the body as a JSON object into cs->req.json; answers 400 and returns false if not. */
 static bool parse_json_body(conn_state *cs)
 {
@@ -1000,33 +1216,23 @@ static bool parse_json_body(conn_state *cs)
         reply_bad_request(cs, 400, "missing request body");
         return false;
     }
-    const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(b, n, &end, false);
     char msg[256];
+    cJSON *j = cJSON_ParseWithLength(b, n);
     if (!j) {
-        size_t off = end && end >= b && end <= b + n ? (size_t)(end - b) : 0;
-        if (off >= n)
-            snprintf(msg, sizeof msg, "unexpected end of JSON input");
-        else if (isprint((unsigned char)b[off]))
-            snprintf(msg, sizeof msg, "invalid character '%c' at offset %zu", b[off], off);
-        else
-            snprintf(msg, sizeof msg, "invalid character '\\x%02x' at offset %zu",
-                     (unsigned char)b[off], off);
+        json_error_message(b, n, msg, sizeof msg);
         reply_bad_request(cs, 400, msg);
         return false;
     }
-    size_t off = (size_t)(end - b);
-    while (off < n && isspace((unsigned char)b[off]))
-        off++;
-    if (off < n) {
-        snprintf(msg, sizeof msg, "invalid character '%c' after top-level value at offset %zu",
-                 isprint((unsigned char)b[off]) ? b[off] : '?', off);
+    jscan trailing = {.p = b, .end = b + n, .start = b};
+    if (!js_value(&trailing) || (js_space(&trailing), trailing.p < trailing.end)) {
+        /* cJSON accepts a value followed by more text; Go does not */
+        json_error_message(b, n, msg, sizeof msg);
         cJSON_Delete(j);
         reply_bad_request(cs, 400, msg);
         return false;
     }
     if (!cJSON_IsObject(j)) {
-        snprintf(msg, sizeof msg, "json: cannot unmarshal %s into the request object",
+        snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go value of type object",
                  json_type_name(j));
         cJSON_Delete(j);
         reply_bad_request(cs, 400, msg);
@@ -1253,7 +1459,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
             ps_reply_error(&cs->req, 503, "server is shutting down");
             return MHD_YES;
         }
-        first_call_checks(cs);
+        if (first_call_checks(cs) && cs->rt->body == BODY_JSON)
+            conn_set_phase(h, connection, PHASE_BODY);
         return MHD_YES;
     }
     if (cs->answered) { /* answered early: ignore the rest */
@@ -1265,6 +1472,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         *upload_data_size = 0;
         return keep ? MHD_YES : MHD_NO;
     }
+    conn_set_phase(h, connection, PHASE_REQUEST);
     run_handler(cs);
     return MHD_YES;
 }
@@ -1325,6 +1533,15 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     *con_cls = NULL;
     if (cs->status == 0)
         cs->status = 499; /* the client went away before an answer */
+    if (cs->stream) {
+        pthread_mutex_lock(&cs->stream->lock);
+        if (cs->stream->tokens_in)
+            cs->req.tokens_in = cs->stream->tokens_in;
+        if (cs->stream->tokens_out)
+            cs->req.tokens_out = cs->stream->tokens_out;
+        pthread_mutex_unlock(&cs->stream->lock);
+        stream_unref(cs->stream);
+    }
     ps_metrics_request(h->srv, cs->route_label, cs->status, ps_now_ns() - cs->start_ns);
     log_request(cs);
     if (cs->counted_active) {
@@ -1343,6 +1560,19 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
 }
 
 /* ---- start and stop --------------------------------------------------------------------------- */
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    ps_http *h = cls;
+    if (h->srv->cfg.quiet)
+        return;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = 0;
+    fprintf(stderr, "promeserve: libmicrohttpd: %s\n", msg);
+}
 
 static bool resolve_bind(const ps_config *cfg, struct sockaddr_storage *ss, socklen_t *len,
                          char *err, size_t cap)
@@ -1416,6 +1646,7 @@ bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
         MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
         MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
         MHD_OPTION_END);
     if (!h->mhd) {
         snprintf(err, err_cap, "listen tcp %s:%d: cannot bind (%s)", srv->cfg.host,

@@ -11,8 +11,7 @@
 
 #include "promeserve.h"
 
-static const char *const LATER[] = {"list", "ls", "show", "pull", "push", "create",
-                                    "cp",   "rm", "ps",   "stop", NULL};
+static const char *const LATER[] = {"pull", "push", "create", "ps", "stop", NULL};
 
 static void usage(FILE *f)
 {
@@ -21,12 +20,16 @@ static void usage(FILE *f)
           "\n"
           "Available Commands:\n"
           "  serve       Start the server\n"
+          "  list        List models\n"
+          "  show        Show information for a model\n"
+          "  cp          Copy a model\n"
+          "  rm          Remove a model\n"
           "  run         Run a model (a .gguf file or an Ollama model name): one answer to a\n"
           "              prompt, or a chat\n"
           "  help        Help about any command\n"
           "\n"
           "Not available yet:\n"
-          "  list, show, pull, push, create, cp, rm, ps, stop\n"
+          "  pull, push, create, ps, stop (use the HTTP API)\n"
           "\n"
           "Flags:\n"
           "  -h, --help   help for promeserve\n"
@@ -46,6 +49,14 @@ int main(int argc, char **argv)
         return ps_cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve") || !strcmp(cmd, "start"))
         return ps_cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "list") || !strcmp(cmd, "ls"))
+        return ps_cmd_list(argc - 1, argv + 1);
+    if (!strcmp(cmd, "show"))
+        return ps_cmd_show(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cp"))
+        return ps_cmd_cp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "rm"))
+        return ps_cmd_rm(argc - 1, argv + 1);
     if (!strcmp(cmd, "help")) {
         if (argc > 2 && !strcmp(argv[2], "run")) {
             char *args[] = {"run", "--help", NULL};
@@ -61,8 +72,8 @@ int main(int argc, char **argv)
     for (int i = 0; LATER[i]; i++) {
         if (!strcmp(cmd, LATER[i])) {
             fprintf(stderr,
-                    "Error: \"%s\" is not available yet: only \"serve\" and \"run\" "
-                    "are\n",
+                    "Error: \"%s\" is not available yet from the command line: use "
+                    "the server's HTTP API\n",
                     cmd);
             return 1;
         }

@@ -1,8 +1,7 @@
 /* `promeserve serve`: the server's options and OLLAMA_* variables (flags win), the start of
  * its parts, and signals.
  *
- * Shutdown: SIGINT and SIGTERM are blocked in every thread and taken by sigwait in the main
- * thread. The first one stops accepting connections, makes open streams refuse writes (their
+ * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one stops accepting connections, makes open streams refuse writes (their
  * generations cancel at the next token and the streams end), waits up to SHUTDOWN_GRACE_S for
  * requests in flight, closes the connections, unloads the models and exits 0. A second signal
  * exits at once (status 130 / 143). */
@@ -352,25 +351,54 @@ static int config_from_args(int argc, char **argv, ps_config *cfg, const char **
 
 /* ---- signals and the life of the server --------------------------------------------------------- */
 
-static void *second_signal_main(void *arg)
+/* Signals go through a pipe: the handler only writes to it (or exits at the second one), so
+ * it works whichever thread the kernel picks; worker threads of libraries may have signals
+ * unblocked. */
+static int signal_pipe[2] = {-1, -1};
+static volatile sig_atomic_t signals_seen;
+
+static void on_signal(int sig)
 {
-    sigset_t *set = arg;
-    int sig = 0;
-    if (sigwait(set, &sig) == 0) {
+    if (signals_seen++) {
         static const char msg[] = "promeserve: second signal, exiting now\n";
         ssize_t w = write(2, msg, sizeof msg - 1);
         (void)w;
         _exit(128 + sig);
     }
-    return NULL;
+    unsigned char b = (unsigned char)sig;
+    ssize_t w = write(signal_pipe[1], &b, 1);
+    (void)w;
 }
 
-static void graceful_shutdown(ps_server *srv, sigset_t *set)
+static bool install_signals(void)
 {
-    pthread_t t;
-    bool watcher = pthread_create(&t, NULL, second_signal_main, set) == 0;
-    if (watcher)
-        pthread_detach(t);
+    if (pipe(signal_pipe))
+        return false;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    return true;
+}
+
+static int wait_for_signal(void)
+{
+    unsigned char b = 0;
+    for (;;) {
+        ssize_t n = read(signal_pipe[0], &b, 1);
+        if (n == 1)
+            return b;
+        if (n < 0 && errno != EINTR)
+            return SIGTERM;
+    }
+}
+
+static void graceful_shutdown(ps_server *srv)
+{
     atomic_store(&srv->stopping, true);
     ps_http_quiesce(srv);
     ps_http_close_streams(srv);
@@ -390,13 +418,11 @@ static void graceful_shutdown(ps_server *srv, sigset_t *set)
 
 static int serve_run(ps_server *srv)
 {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts: all inherit it */
-    signal(SIGPIPE, SIG_IGN);
     char err[512] = "";
+    if (!install_signals()) {
+        fprintf(stderr, "Error: cannot create the signal pipe: %s\n", strerror(errno));
+        return 1;
+    }
     if (!ps_metrics_init(srv) || !ps_registry_init(srv, err, sizeof err) ||
         !ps_http_start(srv, err, sizeof err)) {
         fprintf(stderr, "Error: %s\n", err[0] ? err : "out of memory");
@@ -407,12 +433,10 @@ static int serve_run(ps_server *srv)
     }
     fprintf(stderr, "Listening on %s%s%s:%d (version %s)\n", strchr(srv->cfg.host, ':') ? "[" : "",
             srv->cfg.host, strchr(srv->cfg.host, ':') ? "]" : "", srv->cfg.port, PS_VERSION);
-    int sig = 0;
-    while (sigwait(&set, &sig) != 0)
-        ;
+    int sig = wait_for_signal();
     fprintf(stderr, "promeserve: %s received, shutting down\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
-    graceful_shutdown(srv, &set);
+    graceful_shutdown(srv);
     return 0;
 }
 

@@ -45,7 +45,8 @@ typedef struct ps_config {
     int n_threads;           /* --threads; 0: all cores */
     size_t max_body;         /* --max-body, bytes of a JSON request body; default 16 MiB */
     size_t max_blob;         /* bytes of an uploaded blob; default 64 GiB */
-    int64_t request_timeout_ns; /* --timeout; default 10 min; 0 none */
+    int64_t request_timeout_ns; /* --timeout; default 10 min; 0 none. Handlers enforce it;
+                                 * stream writes fail 5 s past it as a backstop */
     char api_key[256];       /* --api-key / PROMESERVE_API_KEY; "" none */
     char origins[4096];      /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
     bool quiet;              /* no access log */
@@ -102,13 +103,18 @@ void ps_reply_status(ps_request *r, int status);
  * ps_stream_write returns false (client gone, server stopping). */
 ps_stream *ps_reply_stream(ps_request *r, const char *content_type);
 /* Queues bytes for the client (copied; never blocks on the network). False once the client
- * has gone away or the server is shutting down: stop generating then. Thread-safe. */
+ * has gone away, the server is shutting down or the request ran 5 s past --timeout (a
+ * backstop; the stream then ends after what was queued): stop generating then. Thread-safe. */
 bool ps_stream_write(ps_stream *s, const char *data, size_t len);
 /* Writes cJSON_PrintUnformatted(obj) + "\n" (NDJSON) and deletes obj. */
 bool ps_stream_write_ndjson(ps_stream *s, cJSON *obj);
 /* Writes "data: " + JSON + "\n\n" (SSE) and deletes obj (NULL: "data: [DONE]\n\n"). */
 bool ps_stream_write_sse(ps_stream *s, cJSON *obj);
 bool ps_stream_alive(const ps_stream *s);
+/* Token counts for the access log line of a streamed request (call before ps_stream_close).
+ * Once the handler has returned, the writer must not touch the ps_request any more: it is
+ * freed when the client hangs up, so r->tokens_* are for replies made before returning. */
+void ps_stream_set_tokens(ps_stream *s, int64_t tokens_in, int64_t tokens_out);
 void ps_stream_close(ps_stream *s);
 
 /* ---- the server ------------------------------------------------------------------------------ */
