@@ -52,7 +52,11 @@ static bool write_file_atomic(const char *path, const void *data, size_t len)
     char tmp[4200];
     if (!make_parent_dirs(path))
         return false;
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d-%u", path, (int)getpid(), atomic_fetch_add(&counter, 1));
+    /* a dot name: the manifest walk and listings skip it while it is being written */
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 0;
+    snprintf(tmp, sizeof tmp, "%.*s/.%s.tmp-%d-%u", dir_len, path, slash ? slash + 1 : path,
+             (int)getpid(), atomic_fetch_add(&counter, 1));
     FILE *f = fopen(tmp, "wb");
     bool ok = f && fwrite(data, 1, len, f) == len;
     ok = f && fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
@@ -75,18 +79,28 @@ static bool file_exists(const char *path)
 
 /* ---- names ----------------------------------------------------------------------------------- */
 
+/* A store root must be given: "" would put the store at /manifests and /blobs. */
+static bool have_root(const char *root)
+{
+    if (root && *root)
+        return true;
+    pti_error(PT_ERR_INVALID_ARG, "no model store: set OLLAMA_MODELS or HOME");
+    return false;
+}
+
 /* Parses name and finds its manifest. Returns OK, BAD_REQUEST or NOT_FOUND (error set). */
 static int find_manifest(const char *root, const char *name, char *path, size_t cap)
 {
     pti_model_name n;
+    if (!have_root(root))
+        return PTI_STORE_FAILED;
     if (!name || !*name) {
         pti_error(PT_ERR_INVALID_ARG, "model is required");
         return PTI_STORE_BAD_REQUEST;
     }
     if (!pti_model_name_parse(name, &n))
         return PTI_STORE_BAD_REQUEST;
-    return pti_model_store_manifest_path(root, &n, path, cap) ? PTI_STORE_OK
-                                                               : PTI_STORE_NOT_FOUND;
+    return pti_model_store_manifest_path(root, &n, path, cap) ? PTI_STORE_OK : PTI_STORE_NOT_FOUND;
 }
 
 /* The path a new manifest for name gets: an existing one (any case) or the exact-case path. */
@@ -243,7 +257,7 @@ static int check_digest(const char *digest)
 
 int pti_store_blob_check(const char *root, const char *digest)
 {
-    int st = check_digest(digest);
+    int st = have_root(root) ? check_digest(digest) : PTI_STORE_FAILED;
     if (st != PTI_STORE_OK)
         return st;
     char path[4096];
@@ -255,7 +269,7 @@ int pti_store_blob_check(const char *root, const char *digest)
 
 int pti_store_blob_commit(const char *root, const char *tmp_path, const char *digest)
 {
-    int st = check_digest(digest);
+    int st = have_root(root) ? check_digest(digest) : PTI_STORE_FAILED;
     char path[4096], hex[65];
     if (st == PTI_STORE_OK && !pti_store_blob_path(root, digest, path, sizeof path)) {
         pti_error(PT_ERR_INVALID_ARG, "model store: path too long");
@@ -269,6 +283,8 @@ int pti_store_blob_commit(const char *root, const char *tmp_path, const char *di
     }
     if (st == PTI_STORE_OK) {
         pthread_mutex_lock(&store_lock);
+        /* uploads arrive as private temporary files; blobs are world-readable like Ollama's */
+        chmod(tmp_path, 0644);
         if (!make_parent_dirs(path) || rename(tmp_path, path) != 0) {
             pti_error(PT_ERR_IO, "model store: cannot move the upload to %s", path);
             st = PTI_STORE_FAILED;
@@ -439,15 +455,17 @@ static int take_files(creation *c, const cJSON *files)
         const char *digest = cJSON_GetStringValue(f);
         size_t n = strlen(f->string);
         if (!pti_store_digest_valid(digest)) {
-            pti_error(PT_ERR_INVALID_ARG, "files: invalid digest for '%.200s': expected "
-                                          "\"sha256:\" and 64 lowercase hex digits",
+            pti_error(PT_ERR_INVALID_ARG,
+                      "files: invalid digest for '%.200s': expected "
+                      "\"sha256:\" and 64 lowercase hex digits",
                       f->string);
             return PTI_STORE_BAD_REQUEST;
         }
         if (n < 5 || strcasecmp(f->string + n - 5, ".gguf") != 0) {
             pti_error(PT_ERR_INVALID_ARG,
                       "files: '%.200s' is not a .gguf file: only GGUF models are supported "
-                      "(safetensors, adapters and projectors are not)", f->string);
+                      "(safetensors, adapters and projectors are not)",
+                      f->string);
             return PTI_STORE_BAD_REQUEST;
         }
         if (gguf) {
@@ -464,8 +482,10 @@ static int take_files(creation *c, const cJSON *files)
     struct stat st;
     if (!pti_store_blob_path(c->root, gguf->valuestring, path, sizeof path) ||
         stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        pti_error(PT_ERR_IO, "blob %s for '%.200s' not found: upload it first with POST "
-                             "/api/blobs/%s", gguf->valuestring, gguf->string, gguf->valuestring);
+        pti_error(PT_ERR_IO,
+                  "blob %s for '%.200s' not found: upload it first with POST "
+                  "/api/blobs/%s",
+                  gguf->valuestring, gguf->string, gguf->valuestring);
         return PTI_STORE_BAD_REQUEST;
     }
     report(c, "%s", "parsing GGUF");
@@ -497,8 +517,10 @@ static cJSON *checked_params(const cJSON *params)
         const cJSON *e;
         cJSON_ArrayForEach(e, (list ? p : NULL)) list = list && cJSON_IsString(e);
         if (!scalar && !list) {
-            pti_error(PT_ERR_INVALID_ARG, "parameters: '%.100s' must be a number, boolean, "
-                                          "string or list of strings", p->string);
+            pti_error(PT_ERR_INVALID_ARG,
+                      "parameters: '%.100s' must be a number, boolean, "
+                      "string or list of strings",
+                      p->string);
             cJSON_Delete(out);
             return NULL;
         }
@@ -665,8 +687,8 @@ static int add_request_layers(creation *c, const create_req *r)
     if (r->license && !cJSON_IsNull(r->license)) {
         drop_layers(c, "license");
         const cJSON *e;
-        if (cJSON_IsString(r->license) && !add_text_layer(c, "license", r->license->valuestring,
-                                                          true))
+        if (cJSON_IsString(r->license) &&
+            !add_text_layer(c, "license", r->license->valuestring, true))
             return PTI_STORE_FAILED;
         cJSON_ArrayForEach(e, (cJSON_IsArray(r->license) ? r->license : NULL))
         {
@@ -681,8 +703,7 @@ static int add_request_layers(creation *c, const create_req *r)
         if (!ok)
             return params ? PTI_STORE_FAILED : PTI_STORE_BAD_REQUEST;
     }
-    if (r->messages && !cJSON_IsNull(r->messages) &&
-        !add_json_layer(c, "messages", r->messages))
+    if (r->messages && !cJSON_IsNull(r->messages) && !add_json_layer(c, "messages", r->messages))
         return PTI_STORE_FAILED;
     return PTI_STORE_OK;
 }
@@ -700,8 +721,8 @@ static int write_config_and_manifest(creation *c, const char *manifest_path)
     cJSON_AddStringToObject(rootfs, "type", "layers");
     cJSON *ids = cJSON_AddArrayToObject(rootfs, "diff_ids");
     for (cJSON *l = c->layers->child; l; l = l->next)
-        cJSON_AddItemToArray(ids, cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(l, "digest"),
-                                                  true));
+        cJSON_AddItemToArray(ids,
+                             cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(l, "digest"), true));
     char *cfg_text = cJSON_PrintUnformatted(cfg);
     char cfg_digest[72];
     bool ok = cfg_text && write_blob(c, cfg_text, strlen(cfg_text), cfg_digest, true);
@@ -728,7 +749,7 @@ static int write_config_and_manifest(creation *c, const char *manifest_path)
 int pti_store_create(const char *root, const cJSON *req, pti_store_progress progress, void *user)
 {
     create_req r;
-    int st = parse_create(req, &r);
+    int st = have_root(root) ? parse_create(req, &r) : PTI_STORE_FAILED;
     char manifest[4096];
     if (st == PTI_STORE_OK)
         st = new_manifest_path(root, r.name, manifest, sizeof manifest);

@@ -30,8 +30,7 @@ typedef struct strbuf {
     size_t len, cap;
 } strbuf;
 
-static void strbuf_printf(strbuf *sb, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void strbuf_printf(strbuf *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void strbuf_printf(strbuf *sb, const char *fmt, ...)
 {
     va_list ap;
@@ -162,13 +161,13 @@ const char *pti_store_file_type_name(int64_t ft)
 {
     /* llama.cpp's llama_ftype numbering (4-6 and 33-35 are retired) */
     static const char *const names[] = {
-        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",
-        [8] = "Q5_0",     [9] = "Q5_1",    [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M",
-        [13] = "Q3_K_L",  [14] = "Q4_K_S", [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M",
+        [0] = "F32",      [1] = "F16",      [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",
+        [8] = "Q5_0",     [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M",
+        [13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M",
         [18] = "Q6_K",    [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS",
-        [23] = "IQ3_XXS", [24] = "IQ1_S",  [25] = "IQ4_NL", [26] = "IQ3_S",  [27] = "IQ3_M",
-        [28] = "IQ2_S",   [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",  [32] = "BF16",
-        [36] = "TQ1_0",   [37] = "TQ2_0",  [38] = "MXFP4",
+        [23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL", [26] = "IQ3_S",  [27] = "IQ3_M",
+        [28] = "IQ2_S",   [29] = "IQ2_M",   [30] = "IQ4_XS", [31] = "IQ1_M",  [32] = "BF16",
+        [36] = "TQ1_0",   [37] = "TQ2_0",   [38] = "MXFP4",
     };
     if (ft < 0 || ft >= (int64_t)(sizeof names / sizeof names[0]) || !names[ft])
         return "unknown";
@@ -251,8 +250,8 @@ cJSON *pti_store_read_manifest(const char *path, char hex[65])
     const cJSON *layer;
     cJSON_ArrayForEach(layer, layers) ok = ok && descriptor_valid(layer);
     if (!ok) {
-        pti_error(PT_ERR_FORMAT,
-                  "model store: %s is not a version 2 manifest with valid layers", path);
+        pti_error(PT_ERR_FORMAT, "model store: %s is not a version 2 manifest with valid layers",
+                  path);
         cJSON_Delete(man);
         return NULL;
     }
@@ -466,21 +465,17 @@ static cJSON *gguf_value_json(const pt_gguf *g, int64_t i, bool verbose)
         const char *s = pt_gguf_get_str(g, i, NULL);
         return cJSON_CreateString(s ? s : "");
     }
-    case PT_GGUF_BOOL:
-        return cJSON_CreateBool(pt_gguf_get_bool(g, i, &bv) == PT_OK && bv);
+    case PT_GGUF_BOOL: return cJSON_CreateBool(pt_gguf_get_bool(g, i, &bv) == PT_OK && bv);
     case PT_GGUF_FLOAT32:
         pt_gguf_get_float(g, i, &dv);
         return cJSON_CreateNumber(float32_as_double((float)dv));
-    case PT_GGUF_FLOAT64:
-        pt_gguf_get_float(g, i, &dv);
-        return cJSON_CreateNumber(dv);
+    case PT_GGUF_FLOAT64: pt_gguf_get_float(g, i, &dv); return cJSON_CreateNumber(dv);
     case PT_GGUF_ARRAY:
         /* Ollama reads arrays only when verbose; otherwise a non-empty one marshals as null */
         if (!verbose && pt_gguf_arr_count(g, i) > 0)
             return cJSON_CreateNull();
         return gguf_array_json(g, i);
-    default:
-        return cJSON_CreateNumber(pt_gguf_get_int(g, i, &iv) == PT_OK ? (double)iv : 0);
+    default: return cJSON_CreateNumber(pt_gguf_get_int(g, i, &iv) == PT_OK ? (double)iv : 0);
     }
 }
 
@@ -544,7 +539,7 @@ static cJSON *gguf_tensors(const pt_gguf *g)
     return arr;
 }
 
-/* ---- details ----------------------------------------------------------------------------------- */
+/* ---- details --------------------------------------------------------------------------------- */
 
 static cJSON *details_json(const char *format, const char *family, const cJSON *families,
                            const char *parameter_size, const char *quantization)
@@ -604,7 +599,7 @@ static cJSON *manifest_details(const char *root, const cJSON *man)
     return details_json("", "", NULL, "", "");
 }
 
-/* ---- listing ------------------------------------------------------------------------------------ */
+/* ---- listing --------------------------------------------------------------------------------- */
 
 static cJSON *list_entry(const char *name, const struct stat *st, int64_t size, const char *hex,
                          cJSON *details)
@@ -646,8 +641,8 @@ static bool list_manifest(const char *name, const char *path, void *user)
     }
     if (config)
         size += cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(config, "size"));
-    cJSON_AddItemToArray(ls->out, list_entry(name, &st, (int64_t)size, hex,
-                                             manifest_details(ls->root, man)));
+    cJSON_AddItemToArray(
+        ls->out, list_entry(name, &st, (int64_t)size, hex, manifest_details(ls->root, man)));
     cJSON_Delete(man);
     return true;
 }
@@ -671,8 +666,8 @@ static void list_gguf_file(cJSON *out, const char *path)
     char hex[65];
     pti_sha256(path, strlen(path), d);
     pti_sha256_hex(d, hex);
-    cJSON_AddItemToArray(out, list_entry(base_name(path), &st, (int64_t)st.st_size, hex,
-                                         details_from_facts(&f)));
+    cJSON_AddItemToArray(
+        out, list_entry(base_name(path), &st, (int64_t)st.st_size, hex, details_from_facts(&f)));
 }
 
 static bool has_gguf_suffix(const char *s)
@@ -738,7 +733,7 @@ cJSON *pti_store_list(const char *root, const char *models_dir, const char *cons
     return sorted_by_mtime(ls.out);
 }
 
-/* ---- show ----------------------------------------------------------------------------------------- */
+/* ---- show ------------------------------------------------------------------------------------ */
 
 /* Ollama's quote() for Modelfile arguments. */
 static void append_quoted(strbuf *sb, const char *s)
@@ -762,8 +757,12 @@ static void format_go_value(const cJSON *v, bool go_quoted, char *buf, size_t ca
         buf[k++] = '"';
         for (const unsigned char *p = (const unsigned char *)v->valuestring; *p && k + 6 < cap;
              p++) {
-            const char *esc = *p == '"' ? "\\\"" : *p == '\\' ? "\\\\" : *p == '\n' ? "\\n"
-                              : *p == '\t' ? "\\t" : *p == '\r' ? "\\r" : NULL;
+            const char *esc = *p == '"'    ? "\\\""
+                              : *p == '\\' ? "\\\\"
+                              : *p == '\n' ? "\\n"
+                              : *p == '\t' ? "\\t"
+                              : *p == '\r' ? "\\r"
+                                           : NULL;
             if (esc)
                 k += (size_t)snprintf(buf + k, cap - k, "%s", esc);
             else if (*p < 0x20 || *p == 0x7f)
@@ -880,10 +879,19 @@ static cJSON *show_json(const show_parts *p, const pt_gguf *g, const pti_gguf_fa
 static void modelfile_header(strbuf *mf, const char *shown, const char *gguf_path)
 {
     strbuf_printf(mf,
-                      "# Modelfile generated by \"ollama show\"\n"
-                      "# To build a new Modelfile based on this, replace FROM with:\n"
-                      "# FROM %s\n\nFROM %s\n",
-                      shown, gguf_path);
+                  "# Modelfile generated by \"ollama show\"\n"
+                  "# To build a new Modelfile based on this, replace FROM with:\n"
+                  "# FROM %s\n\nFROM %s\n",
+                  shown, gguf_path);
+}
+
+/* A messages layer: an array of objects. */
+static bool messages_array(const cJSON *j)
+{
+    const cJSON *m;
+    bool ok = cJSON_IsArray(j);
+    cJSON_ArrayForEach(m, j) ok = ok && cJSON_IsObject(m);
+    return ok;
 }
 
 /* Reads the text layers of a manifest into p and writes the Modelfile after FROM. */
@@ -917,7 +925,12 @@ static bool read_show_layers(const char *root, const cJSON *man, show_parts *p)
         } else {
             cJSON *j = cJSON_Parse(text);
             free(text);
-            cJSON **dst = !strcmp(kind, "params") ? &p->params : &p->messages;
+            bool params = !strcmp(kind, "params");
+            if (params ? !cJSON_IsObject(j) : !messages_array(j)) { /* ignored, as if absent */
+                cJSON_Delete(j);
+                continue;
+            }
+            cJSON **dst = params ? &p->params : &p->messages;
             cJSON_Delete(*dst);
             *dst = j;
         }
@@ -953,8 +966,7 @@ static void modelfile_body(strbuf *mf, const show_parts *p)
     cJSON_ArrayForEach(m, p->messages)
     {
         const char *role = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "role"));
-        const char *content =
-            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "content"));
+        const char *content = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(m, "content"));
         if (role && content) {
             strbuf_printf(mf, "MESSAGE %s ", role);
             append_quoted(mf, content);
@@ -966,6 +978,11 @@ static void modelfile_body(strbuf *mf, const show_parts *p)
 cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *status)
 {
     pti_model_name n;
+    if (!root || !*root) {
+        pti_error(PT_ERR_INVALID_ARG, "no model store: set OLLAMA_MODELS or HOME");
+        *status = PTI_STORE_FAILED;
+        return NULL;
+    }
     if (!pti_model_name_parse(name, &n)) {
         *status = PTI_STORE_BAD_REQUEST;
         return NULL;
@@ -992,6 +1009,8 @@ cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *sta
     pt_gguf *g = NULL;
     cJSON *r = NULL;
     if (read_show_layers(root, man, &p) && (g = pt_gguf_open(gguf_path))) {
+        if (!p.template_) /* Ollama's default template when a model has none */
+            p.template_ = strdup("{{ .Prompt }}");
         pti_gguf_facts facts;
         facts_from_gguf(g, &facts);
         modelfile_header(&p.modelfile, shown, gguf_path);

@@ -108,8 +108,7 @@ typedef void (*pti_store_progress)(const char *status, void *user);
  * supported"). Writes the new layers, the config blob and the manifest. progress (may be
  * NULL) is called before each step; an error before the first call is a request error, one
  * after it happened while writing. */
-int pti_store_create(const char *root, const cJSON *req, pti_store_progress progress,
-                     void *user);
+int pti_store_create(const char *root, const cJSON *req, pti_store_progress progress, void *user);
 
 /* ---- shared between store_ops.c and store_edit.c ---------------------------------------- */
 

@@ -37,7 +37,10 @@ static void make_root(void)
     assert_non_null(mkdtemp(root));
 }
 
-static void remove_root(void) { run("rm -rf '%s'", root); }
+static void remove_root(void)
+{
+    run("rm -rf '%s'", root);
+}
 
 static bool exists(const char *path)
 {
@@ -242,8 +245,7 @@ static void test_create_list_show(void **state)
     assert_string_equal(
         cJSON_GetStringValue(cJSON_GetArrayItem(cJSON_GetObjectItem(d, "families"), 0)), "qwen3");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(d, "parameter_size")), "895K");
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(d, "quantization_level")),
-                        "Q8_0");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(d, "quantization_level")), "Q8_0");
     const char *when = cJSON_GetStringValue(cJSON_GetObjectItem(e, "modified_at"));
     assert_true(strlen(when) >= 20 && when[10] == 'T');
     const cJSON *plain = find_entry(list, "llama-q4_k_m.gguf");
@@ -269,8 +271,8 @@ static void test_create_list_show(void **state)
                         "qwen3");
     assert_int_equal((int)cJSON_GetNumberValue(cJSON_GetObjectItem(info, "qwen3.context_length")),
                      256);
-    assert_true(cJSON_GetNumberValue(cJSON_GetObjectItem(
-                    info, "qwen3.attention.layer_norm_rms_epsilon")) == 1e-06);
+    assert_true(cJSON_GetNumberValue(
+                    cJSON_GetObjectItem(info, "qwen3.attention.layer_norm_rms_epsilon")) == 1e-06);
     assert_int_equal(
         (int)cJSON_GetNumberValue(cJSON_GetObjectItem(info, "general.parameter_count")), 895232);
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(info, "tokenizer.ggml.tokens")));
@@ -286,8 +288,7 @@ static void test_create_list_show(void **state)
     assert_string_equal(cJSON_GetArrayItem(caps, 1)->valuestring, "tools");
     assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "system")),
                         "You are terse.");
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "license")),
-                        "MIT\nApache");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "license")), "MIT\nApache");
     const char *params = cJSON_GetStringValue(cJSON_GetObjectItem(show, "parameters"));
     assert_string_equal(params, "stop                           \"<|im_end|>\"\n"
                                 "temperature                    0.6\n"
@@ -322,8 +323,8 @@ static void test_create_list_show(void **state)
     assert_int_equal(cJSON_GetArraySize(caps), 3);
     assert_string_equal(cJSON_GetArrayItem(caps, 1)->valuestring, "tools");
     assert_string_equal(cJSON_GetArrayItem(caps, 2)->valuestring, "thinking");
-    assert_non_null(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")),
-                           "<|im_start|>"));
+    assert_non_null(
+        strstr(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")), "<|im_start|>"));
     cJSON_Delete(show);
     show = pti_store_show_file(TINY_DIR "/gemma3-q8_0.gguf", "g", false, &status);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
@@ -332,8 +333,7 @@ static void test_create_list_show(void **state)
     /* a broken manifest is skipped, the rest still listed */
     run("mkdir -p '%s/manifests/registry.ollama.ai/library/broken'", root);
     char broken[512];
-    snprintf(broken, sizeof broken, "%s/manifests/registry.ollama.ai/library/broken/latest",
-             root);
+    snprintf(broken, sizeof broken, "%s/manifests/registry.ollama.ai/library/broken/latest", root);
     run("echo nonsense > '%s'", broken);
     list = pti_store_list(root, NULL, NULL, 0);
     assert_int_equal(cJSON_GetArraySize(list), 1);
@@ -356,10 +356,9 @@ static void test_copy_delete(void **state)
     assert_int_equal(cJSON_GetArraySize(list), 2);
     assert_non_null(find_entry(list, "me/other:v1"));
     /* same manifest bytes, same digest */
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0),
-                                                                 "digest")),
-                        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 1),
-                                                                 "digest")));
+    assert_string_equal(
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "digest")),
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 1), "digest")));
     cJSON_Delete(list);
 
     /* a third model shares only the GGUF blob */
@@ -430,6 +429,15 @@ static void test_refusals(void **state)
     char text_digest[72];
     upload("/dev/null", text_digest); /* an empty blob: not a GGUF */
 
+    /* no store root: refused, never /manifests or /blobs */
+    int status;
+    assert_int_equal(pti_store_copy("", "a", "b"), PTI_STORE_FAILED);
+    assert_non_null(strstr(pt_last_error(), "no model store"));
+    assert_int_equal(pti_store_delete(NULL, "a"), PTI_STORE_FAILED);
+    assert_int_equal(pti_store_blob_check("", "sha256:" HEX64), PTI_STORE_FAILED);
+    assert_null(pti_store_show("", "a", false, &status));
+    assert_int_equal(status, PTI_STORE_FAILED);
+
     /* create */
     assert_int_equal(create_json("{\"from\":\"x\"}"), PTI_STORE_BAD_REQUEST);
     assert_non_null(strstr(pt_last_error(), "model is required"));
@@ -446,9 +454,9 @@ static void test_refusals(void **state)
     assert_non_null(strstr(pt_last_error(), "blob sha256:" HEX64 " for 'a.gguf' not found"));
     assert_int_equal(create_json("{\"model\":\"m\",\"files\":{\"a.gguf\":\"sha256:xyz\"}}"),
                      PTI_STORE_BAD_REQUEST);
-    assert_int_equal(create_json("{\"model\":\"m\",\"files\":{\"a.safetensors\":\"sha256:" HEX64
-                                 "\"}}"),
-                     PTI_STORE_BAD_REQUEST);
+    assert_int_equal(
+        create_json("{\"model\":\"m\",\"files\":{\"a.safetensors\":\"sha256:" HEX64 "\"}}"),
+        PTI_STORE_BAD_REQUEST);
     assert_non_null(strstr(pt_last_error(), "only GGUF"));
     assert_int_equal(create_json("{\"model\":\"m\",\"files\":[1]}"), PTI_STORE_BAD_REQUEST);
     assert_int_equal(create_json("{\"model\":7,\"from\":\"x\"}"), PTI_STORE_BAD_REQUEST);
@@ -472,13 +480,43 @@ static void test_refusals(void **state)
     cJSON_Delete(list);
     snprintf(req, sizeof req, "{\"model\":\"m\",\"files\":{\"a.gguf\":\"%s\"}}", gguf);
     assert_int_equal(create_json(req), PTI_STORE_OK);
-    int status;
     cJSON *show = pti_store_show(root, "m", false, &status);
     assert_non_null(show);
     assert_null(cJSON_GetObjectItem(show, "parameters"));
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")), "");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")),
+                        "{{ .Prompt }}"); /* Ollama's default */
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
     cJSON_Delete(show);
+
+    /* a hand-written manifest whose params and messages layers are not what they should be */
+    char bad_params[72], manifest[512], text[1024];
+    snprintf(tmp, sizeof tmp, "%s/params.json", root);
+    run("printf '[1,2]' > '%s'", tmp);
+    upload(tmp, bad_params);
+    snprintf(manifest, sizeof manifest, "%s/manifests/registry.ollama.ai/library/odd/latest", root);
+    run("mkdir -p \"$(dirname '%s')\"", manifest);
+    snprintf(text, sizeof text,
+             "{\"schemaVersion\":2,\"layers\":[{\"mediaType\":\"application/vnd.ollama.image."
+             "model\",\"digest\":\"%s\",\"size\":1},{\"mediaType\":\"application/vnd.ollama."
+             "image.params\",\"digest\":\"%s\",\"size\":5},{\"mediaType\":\"application/"
+             "vnd.ollama.image.messages\",\"digest\":\"%s\",\"size\":5}]}",
+             gguf, bad_params, bad_params);
+    FILE *f = fopen(manifest, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    show = pti_store_show(root, "odd", false, &status);
+    assert_non_null(show);
+    assert_null(cJSON_GetObjectItem(show, "parameters"));
+    assert_null(cJSON_GetObjectItem(show, "messages"));
+    cJSON_Delete(show);
+    list = pti_store_list(root, NULL, NULL, 0); /* no config blob: details from the GGUF */
+    const cJSON *odd = find_entry(list, "odd:latest");
+    assert_non_null(odd);
+    assert_string_equal(
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(odd, "details"), "family")),
+        "qwen3");
+    cJSON_Delete(list);
     remove_root();
 }
 

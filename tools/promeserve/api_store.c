@@ -59,8 +59,8 @@ void ps_api_version(ps_request *r)
 void ps_api_tags(ps_request *r)
 {
     const ps_config *cfg = ps_server_config(r->srv);
-    cJSON *list = pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths,
-                                 cfg->n_model_paths);
+    cJSON *list =
+        pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths, cfg->n_model_paths);
     if (!list) {
         ps_reply_error(r, 500, "out of memory listing models");
         return;
@@ -78,7 +78,7 @@ void ps_api_ps(ps_request *r)
     ps_reply_json(r, 200, o);
 }
 
-/* Whether name is a model of the store (then show reads the store, else a plain file). */
+/* Whether name has a manifest in the store. */
 static bool in_store(const char *root, const char *name)
 {
     pti_model_name n;
@@ -97,11 +97,13 @@ void ps_api_show(ps_request *r)
     bool verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->json, "verbose"));
     int status = PTI_STORE_NOT_FOUND;
     cJSON *show = NULL;
-    ps_model_ref ref;
-    if (in_store(store_root(r), name))
-        show = pti_store_show(store_root(r), name, verbose, &status);
-    else if (ps_model_resolve(r->srv, name, &ref) && !ref.manifest[0])
+    ps_model_ref ref = {0};
+    /* the same resolution as generate (plain files first), then a store model that does not
+     * resolve (a missing blob) for its real error */
+    if (ps_model_resolve(r->srv, name, &ref) && !ref.manifest[0])
         show = pti_store_show_file(ref.gguf, ref.name, verbose, &status);
+    else if (ref.manifest[0] || in_store(store_root(r), name))
+        show = pti_store_show(store_root(r), name, verbose, &status);
     if (!show) {
         reply_store_error(r, status, name);
         return;
@@ -272,7 +274,7 @@ void ps_api_blob_post(ps_request *r)
     ps_reply_status(r, 201);
 }
 
-/* ---- pull and push ----------------------------------------------------------------------------- */
+/* ---- pull and push --------------------------------------------------------------------------- */
 
 void ps_api_pull(ps_request *r)
 {

@@ -14,7 +14,7 @@
 #include "serve/model_store.h"
 #include "serve/store_ops.h"
 
-/* ---- a borderless table, as Ollama's tablewriter setup prints it ------------------------------ */
+/* ---- a borderless table, as Ollama's tablewriter setup prints it ----------------------------- */
 
 #define TABLE_COLS 4
 
@@ -63,7 +63,7 @@ static void table_print(table *t, FILE *f)
     *t = (table){0};
 }
 
-/* ---- helpers ----------------------------------------------------------------------------------- */
+/* ---- helpers --------------------------------------------------------------------------------- */
 
 static int fail(const char *what)
 {
@@ -106,7 +106,7 @@ static const char *json_str(const cJSON *o, const char *key)
     return s ? s : "";
 }
 
-/* ---- list -------------------------------------------------------------------------------------- */
+/* ---- list ------------------------------------------------------------------------------------ */
 
 static bool name_matches(const char *name, int n_filters, char **filters)
 {
@@ -154,8 +154,8 @@ int ps_cmd_list(int argc, char **argv)
             continue;
         char id[13], size[32], when[64];
         snprintf(id, sizeof id, "%.12s", json_str(e, "digest"));
-        pti_store_human_bytes((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "size")),
-                              size, sizeof size);
+        pti_store_human_bytes((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "size")), size,
+                              sizeof size);
         pti_store_human_time(parse_rfc3339(json_str(e, "modified_at")), now, when, sizeof when);
         table_add(&t, (const char *[]){name, id, size, when});
     }
@@ -164,14 +164,13 @@ int ps_cmd_list(int argc, char **argv)
     return 0;
 }
 
-/* ---- show -------------------------------------------------------------------------------------- */
+/* ---- show ------------------------------------------------------------------------------------ */
 
 static bool is_gguf_file(const char *arg)
 {
     struct stat st;
     size_t n = strlen(arg);
-    return n > 5 && !strcasecmp(arg + n - 5, ".gguf") && stat(arg, &st) == 0 &&
-           S_ISREG(st.st_mode);
+    return n > 5 && !strcasecmp(arg + n - 5, ".gguf") && stat(arg, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* One section: "  Header", its rows indented by an empty first column, a blank line. */
@@ -329,7 +328,7 @@ int ps_cmd_show(int argc, char **argv)
     return 0;
 }
 
-/* ---- cp and rm ----------------------------------------------------------------------------------- */
+/* ---- cp and rm ------------------------------------------------------------------------------- */
 
 int ps_cmd_cp(int argc, char **argv)
 {
