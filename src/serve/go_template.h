@@ -68,6 +68,12 @@ char *pti_gotmpl_execute(const pti_gotmpl *t, const cJSON *data, size_t *out_len
  * render a chat turn by turn. False for NULL arguments. */
 bool pti_gotmpl_references(const pti_gotmpl *t, const char *field);
 
+/* Go's json.Marshal of a cJSON value, as the template func json prints it: compact, object
+ * keys sorted (Go maps), <, >, & escaped as \u003c \u003e \u0026, integral numbers without
+ * a fraction, an object or array with a valuestring printed as that text. Returns a new string
+ * (free()), *out_len its length when not NULL; NULL with PT_ERR_OOM. NULL v gives "null". */
+char *pti_gotmpl_json(const cJSON *v, size_t *out_len);
+
 /* The text of the first text node inside the first {{ if }} whose condition references field
  * (searching the whole template in order, into nested blocks), as Ollama's tools parser finds
  * the tool-call tag (tools.parseTag: the if over .ToolCalls). Copies at most cap-1 bytes and a

@@ -58,9 +58,10 @@ typedef struct frame {
 
 typedef struct thread {
     uint8_t mode, depth, ws, flags;
-    uint8_t sub, need, lo, hi; /* string: sub-state, UTF-8 bytes still needed and the next's range */
+    /* string: sub-state, UTF-8 bytes still needed and the range of the next one */
+    uint8_t sub, need, lo, hi;
     uint16_t node;
-    uint16_t pos; /* literal/key: bytes matched; \u escape: hex digits read */
+    uint16_t pos;  /* literal/key: bytes matched; \u escape: hex digits read */
     uint32_t code; /* \u escape: value so far */
     uint32_t pad;
     uint64_t mask; /* literal/key candidates */
@@ -77,13 +78,17 @@ typedef struct state {
 struct pti_json_matcher {
     jc_schema *schema;
     state st;
-    uint8_t first[32];  /* bytes that may come next */
-    bool plain_string;  /* every thread is in the plain middle of a string */
+    uint8_t first[32];       /* bytes that may come next */
+    uint8_t after_space[32]; /* bytes that may follow a blank coming next */
+    bool plain_string;       /* every thread is in the plain middle of a string */
 };
 
 static const jc_lit builtin_lits[3] = {{"true", 4}, {"false", 5}, {"null", 4}};
 
-static bool is_ws(uint8_t b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+static bool is_ws(uint8_t b)
+{
+    return b == ' ' || b == '\t' || b == '\n' || b == '\r';
+}
 
 static void copy_thread(thread *dst, const thread *src)
 {
@@ -116,7 +121,10 @@ static void set_mode(thread *t, uint8_t mode, uint16_t node)
     t->mask = 0;
 }
 
-static frame *top(thread *t) { return &t->stack[t->depth - 1]; }
+static frame *top(thread *t)
+{
+    return &t->stack[t->depth - 1];
+}
 
 /* A value of `node` comes next; a union forks one thread per alternative (the later ones
  * dropped when no room is left). */
@@ -194,7 +202,7 @@ static void pop_container(thread *t)
 
 static bool step_thread(const jc_schema *s, state *st, thread *t, uint8_t b);
 
-/* ---- values ----------------------------------------------------------------------------------- */
+/* ---- values --------------------------------------------------------------------------------- */
 
 static bool start_literal(thread *t, const jc_lit *lits, uint64_t mask, uint8_t b)
 {
@@ -249,15 +257,12 @@ static bool step_value(const jc_schema *s, state *st, thread *t, uint8_t b)
     }
     const jc_node *nd = &s->nodes[t->node];
     if (nd->n_lits > 0) {
-        return start_literal(t, nd->lits, nd->n_lits == 64 ? ~0ull : (1ull << nd->n_lits) - 1,
-                             b);
+        return start_literal(t, nd->lits, nd->n_lits == 64 ? ~0ull : (1ull << nd->n_lits) - 1, b);
     }
     uint8_t ty = nd->types;
     switch (b) {
-    case '{':
-        return (ty & JT_OBJECT) && open_container(s, st, t, false);
-    case '[':
-        return (ty & JT_ARRAY) && open_container(s, st, t, true);
+    case '{': return (ty & JT_OBJECT) && open_container(s, st, t, false);
+    case '[': return (ty & JT_ARRAY) && open_container(s, st, t, true);
     case '"':
         if (!(ty & JT_STRING)) {
             return false;
@@ -302,7 +307,10 @@ static bool step_literal(const jc_schema *s, state *st, thread *t, uint8_t b)
     return step_thread(s, st, t, b);
 }
 
-static bool is_digit(uint8_t b) { return b >= '0' && b <= '9'; }
+static bool is_digit(uint8_t b)
+{
+    return b >= '0' && b <= '9';
+}
 
 static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
@@ -366,11 +374,11 @@ static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
     return step_thread(s, st, t, b);
 }
 
-/* ---- strings ---------------------------------------------------------------------------------- */
+/* ---- strings -------------------------------------------------------------------------------- */
 
 static int hex_value(uint8_t b)
 {
-    return b >= '0' && b <= '9' ? b - '0'
+    return b >= '0' && b <= '9'   ? b - '0'
            : b >= 'a' && b <= 'f' ? b - 'a' + 10
            : b >= 'A' && b <= 'F' ? b - 'A' + 10
                                   : -1;
@@ -468,8 +476,7 @@ static bool step_string(thread *t, uint8_t b)
         }
         t->sub = S_PLAIN;
         return true;
-    case S_HEX:
-        return string_hex(t, b);
+    case S_HEX: return string_hex(t, b);
     case S_LOW_BACKSLASH:
         if (b != '\\') {
             return false;
@@ -487,7 +494,7 @@ static bool step_string(thread *t, uint8_t b)
     return false;
 }
 
-/* ---- containers ------------------------------------------------------------------------------- */
+/* ---- containers ----------------------------------------------------------------------------- */
 
 static bool step_after(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
@@ -594,28 +601,20 @@ static bool step_key(const jc_schema *s, thread *t, uint8_t b)
 
 static bool step_thread(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
-    bool ws_run = is_ws(b) && (t->mode == M_VALUE || t->mode == M_AFTER ||
-                               t->mode == M_OBJ_OPEN || t->mode == M_OBJ_KEY ||
-                               t->mode == M_COLON);
+    bool ws_run = is_ws(b) && (t->mode == M_VALUE || t->mode == M_AFTER || t->mode == M_OBJ_OPEN ||
+                               t->mode == M_OBJ_KEY || t->mode == M_COLON);
     if (!ws_run) {
         t->ws = 0;
     }
     switch (t->mode) {
-    case M_VALUE:
-        return step_value(s, st, t, b);
-    case M_STRING:
-        return step_string(t, b);
-    case M_LITERAL:
-        return step_literal(s, st, t, b);
-    case M_NUMBER:
-        return step_number(s, st, t, b);
-    case M_AFTER:
-        return step_after(s, st, t, b);
+    case M_VALUE: return step_value(s, st, t, b);
+    case M_STRING: return step_string(t, b);
+    case M_LITERAL: return step_literal(s, st, t, b);
+    case M_NUMBER: return step_number(s, st, t, b);
+    case M_AFTER: return step_after(s, st, t, b);
     case M_OBJ_OPEN:
-    case M_OBJ_KEY:
-        return step_object(s, t, b);
-    case M_KEY:
-        return step_key(s, t, b);
+    case M_OBJ_KEY: return step_object(s, t, b);
+    case M_KEY: return step_key(s, t, b);
     case M_COLON:
         if (is_ws(b)) {
             return take_ws(t);
@@ -660,23 +659,42 @@ static bool step(const jc_schema *s, state *st, uint8_t b)
     return w > 0;
 }
 
-/* ---- the matcher ------------------------------------------------------------------------------ */
+/* ---- the matcher ---------------------------------------------------------------------------- */
 
-/* Records which bytes may come next and whether the plain-string shortcut applies. */
+static bool has_bit(const uint8_t *set, uint8_t b)
+{
+    return set[b >> 3] & (1u << (b & 7));
+}
+
+/* The bytes that may follow st, as a 256-bit set. */
+static void next_bytes(const jc_schema *s, const state *st, uint8_t *set)
+{
+    memset(set, 0, 32);
+    state scratch;
+    for (int b = 0; b < 256; b++) {
+        copy_state(&scratch, st);
+        if (step(s, &scratch, (uint8_t)b)) {
+            set[b >> 3] |= (uint8_t)(1u << (b & 7));
+        }
+    }
+}
+
+/* Records which bytes may come next (and after a blank: most tokens of byte-level BPE
+ * vocabularies start with one) and whether the plain-string shortcut applies. */
 static void summarise(pti_json_matcher *m)
 {
-    memset(m->first, 0, sizeof m->first);
     m->plain_string = m->st.n > 0;
     for (int32_t i = 0; i < m->st.n; i++) {
         const thread *t = &m->st.th[i];
         m->plain_string &= t->mode == M_STRING && t->sub == S_PLAIN;
     }
-    state scratch;
-    for (int b = 0; b < 256; b++) {
-        copy_state(&scratch, &m->st);
-        if (step(m->schema, &scratch, (uint8_t)b)) {
-            m->first[b >> 3] |= (uint8_t)(1u << (b & 7));
-        }
+    next_bytes(m->schema, &m->st, m->first);
+    memset(m->after_space, 0, sizeof m->after_space);
+    if (has_bit(m->first, ' ')) {
+        state after;
+        copy_state(&after, &m->st);
+        step(m->schema, &after, ' ');
+        next_bytes(m->schema, &after, m->after_space);
     }
 }
 
@@ -708,13 +726,45 @@ void pti_json_matcher_free(pti_json_matcher *m)
     free(m);
 }
 
+/* Whole valid UTF-8 characters with no quote, backslash or control character: what the plain
+ * middle of a string takes without changing state. */
 static bool plain_string_bytes(const char *bytes, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        uint8_t b = (uint8_t)bytes[i];
-        if (b < 0x20 || b >= 0x7f || b == '"' || b == '\\') {
+    const uint8_t *p = (const uint8_t *)bytes;
+    size_t i = 0;
+    while (i < n) {
+        uint8_t b = p[i];
+        if (b < 0x80) {
+            if (b < 0x20 || b == '"' || b == '\\') {
+                return false;
+            }
+            i++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) {
+            need = 1;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            need = 2;
+            lo = b == 0xE0 ? 0xA0 : 0x80;
+            hi = b == 0xED ? 0x9F : 0xBF;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            need = 3;
+            lo = b == 0xF0 ? 0x90 : 0x80;
+            hi = b == 0xF4 ? 0x8F : 0xBF;
+        } else {
             return false;
         }
+        if (n - i - 1 < need || p[i + 1] < lo || p[i + 1] > hi) {
+            return false; /* a character split across tokens takes the slow path */
+        }
+        for (size_t k = 2; k <= need; k++) {
+            if (p[i + k] < 0x80 || p[i + k] > 0xBF) {
+                return false;
+            }
+        }
+        i += need + 1;
     }
     return true;
 }
@@ -727,12 +777,14 @@ bool pti_json_matcher_allows(const pti_json_matcher *m, const char *bytes, size_
     if (n == 0) {
         return m->st.n > 0;
     }
-    uint8_t b0 = (uint8_t)bytes[0];
-    if (!(m->first[b0 >> 3] & (1u << (b0 & 7)))) {
+    if (!has_bit(m->first, (uint8_t)bytes[0])) {
         return false;
     }
     if (n == 1 || (m->plain_string && plain_string_bytes(bytes, n))) {
         return true;
+    }
+    if (bytes[0] == ' ' && !has_bit(m->after_space, (uint8_t)bytes[1])) {
+        return false;
     }
     state scratch;
     copy_state(&scratch, &m->st);
@@ -761,14 +813,11 @@ static bool thread_complete(const jc_schema *s, const thread *t)
         return false;
     }
     switch (t->mode) {
-    case M_AFTER:
-        return true;
+    case M_AFTER: return true;
     case M_NUMBER:
         return t->sub == N_ZERO || t->sub == N_INT || t->sub == N_FRAC || t->sub == N_EXP;
-    case M_LITERAL:
-        return any_len(lits_of(s, t), t->mask, t->pos, false);
-    default:
-        return false;
+    case M_LITERAL: return any_len(lits_of(s, t), t->mask, t->pos, false);
+    default: return false;
     }
 }
 
@@ -799,7 +848,7 @@ bool pti_json_matcher_done(const pti_json_matcher *m)
     return true;
 }
 
-/* ---- the engine's interface ------------------------------------------------------------------- */
+/* ---- the engine's interface ----------------------------------------------------------------- */
 
 static bool constraint_allows(const void *state, const char *bytes, size_t n)
 {
@@ -811,14 +860,26 @@ static void constraint_advance(void *state, const char *bytes, size_t n)
     pti_json_matcher_advance(state, bytes, n);
 }
 
-static bool constraint_complete(const void *state) { return pti_json_matcher_complete(state); }
+static bool constraint_complete(const void *state)
+{
+    return pti_json_matcher_complete(state);
+}
 
-static bool constraint_done(const void *state) { return pti_json_matcher_done(state); }
+static bool constraint_done(const void *state)
+{
+    return pti_json_matcher_done(state);
+}
 
-static void constraint_free(void *state) { pti_json_matcher_free(state); }
+static void constraint_free(void *state)
+{
+    pti_json_matcher_free(state);
+}
 
 pti_constraint pti_json_constraint(pti_json_matcher *m)
 {
+    if (!m) {
+        return (pti_constraint){0};
+    }
     return (pti_constraint){.allows = constraint_allows,
                             .advance = constraint_advance,
                             .complete = constraint_complete,

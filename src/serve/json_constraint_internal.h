@@ -14,9 +14,9 @@
 #include <cjson/cJSON.h>
 
 /* Bounds that keep the matcher's state fixed-size (bit masks of 64 candidates). */
-#define JC_MAX_PROPS 64    /* properties of one object */
-#define JC_MAX_LITS 64     /* enum values of one node */
-#define JC_MAX_NODES 8192  /* nodes of one schema */
+#define JC_MAX_PROPS 64     /* properties of one object */
+#define JC_MAX_LITS 64      /* enum values of one node */
+#define JC_MAX_NODES 8192   /* nodes of one schema */
 #define JC_MAX_LIT_LEN 4096 /* bytes of one key or enum value as JSON text */
 
 enum {
@@ -44,18 +44,18 @@ typedef struct jc_prop {
 } jc_prop;
 
 typedef struct jc_node {
-    uint8_t kind;       /* JN_* */
-    uint8_t types;      /* JT_* mask (JN_TYPED) */
-    bool any_object;    /* objects take any keys with any values */
-    int32_t items;      /* node of array items */
+    uint8_t kind;    /* JN_* */
+    uint8_t types;   /* JT_* mask (JN_TYPED) */
+    bool any_object; /* objects take any keys with any values */
+    int32_t items;   /* node of array items */
     uint32_t min_items, max_items;
-    jc_prop *props;     /* n_props, in generation order: required first, then optional */
+    jc_prop *props; /* n_props, in generation order: required first, then optional */
     int32_t n_props;
-    jc_lit *lits;       /* enum/const values; n_lits == 0: no enum */
+    jc_lit *lits; /* enum/const values; n_lits == 0: no enum */
     int32_t n_lits;
-    int32_t *alts;      /* JN_UNION: alternatives */
+    int32_t *alts; /* JN_UNION: alternatives */
     int32_t n_alts;
-    int32_t target;     /* JN_ALIAS: the node this one stands for (removed after compiling) */
+    int32_t target; /* JN_ALIAS: the node this one stands for (removed after compiling) */
 } jc_node;
 
 typedef struct jc_schema {

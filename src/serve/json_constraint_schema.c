@@ -50,9 +50,9 @@ static bool is_annotation(const char *k)
 
 static bool is_supported_keyword(const char *k)
 {
-    static const char *const kw[] = {"type",     "properties", "required", "additionalProperties",
-                                     "items",    "minItems",   "maxItems", "enum",
-                                     "const",    "anyOf",      "oneOf",    "$ref"};
+    static const char *const kw[] = {"type",  "properties", "required", "additionalProperties",
+                                     "items", "minItems",   "maxItems", "enum",
+                                     "const", "anyOf",      "oneOf",    "$ref"};
     for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++) {
         if (strcmp(k, kw[i]) == 0) {
             return true;
@@ -74,7 +74,10 @@ static bool fail(pt_status st, const char *fmt, ...)
     return false;
 }
 
-static const char *where(const ctx *c) { return c->path[0] ? c->path : "the schema root"; }
+static const char *where(const ctx *c)
+{
+    return c->path[0] ? c->path : "the schema root";
+}
 
 /* Appends "/seg" to the path; returns the old length to restore. */
 static size_t path_push(ctx *c, const char *seg)
@@ -84,7 +87,10 @@ static size_t path_push(ctx *c, const char *seg)
     return old;
 }
 
-static void path_pop(ctx *c, size_t old) { c->path[old] = '\0'; }
+static void path_pop(ctx *c, size_t old)
+{
+    c->path[old] = '\0';
+}
 
 static int32_t new_node(ctx *c)
 {
@@ -196,7 +202,7 @@ static bool lit_from_key(ctx *c, const char *key, jc_lit *out)
 
 static int32_t compile(ctx *c, const cJSON *j);
 
-/* ---- keywords --------------------------------------------------------------------------------- */
+/* ---- keywords ------------------------------------------------------------------------------- */
 
 static uint8_t type_bit(const char *name)
 {
@@ -246,8 +252,8 @@ static bool parse_count(ctx *c, const cJSON *v, const char *kw, uint32_t *out)
 {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != floor(v->valuedouble) ||
         !isfinite(v->valuedouble)) {
-        pti_error(PT_ERR_INVALID_ARG, "json schema: '%s' at %s must be a non-negative integer",
-                  kw, where(c));
+        pti_error(PT_ERR_INVALID_ARG, "json schema: '%s' at %s must be a non-negative integer", kw,
+                  where(c));
         return false;
     }
     *out = v->valuedouble >= (double)UINT32_MAX ? UINT32_MAX : (uint32_t)v->valuedouble;
@@ -292,19 +298,18 @@ static bool compile_enum(ctx *c, int32_t idx, const cJSON *en, const cJSON *cn, 
 {
     if (en && cn) {
         return fail(PT_ERR_UNSUPPORTED,
-                         "json schema: 'enum' together with 'const' at %s is not supported",
-                         where(c));
+                    "json schema: 'enum' together with 'const' at %s is not supported", where(c));
     }
     const char *kw = en ? "enum" : "const";
     if (en && (!cJSON_IsArray(en) || cJSON_GetArraySize(en) == 0)) {
         return fail(PT_ERR_INVALID_ARG, "json schema: 'enum' at %s must be a non-empty array",
-                         where(c));
+                    where(c));
     }
     int n = en ? cJSON_GetArraySize(en) : 1;
     if (n > JC_MAX_LITS) {
         return fail(PT_ERR_UNSUPPORTED,
-                         "json schema: 'enum' at %s has more than %d values (not supported)",
-                         where(c), JC_MAX_LITS);
+                    "json schema: 'enum' at %s has more than %d values (not supported)", where(c),
+                    JC_MAX_LITS);
     }
     jc_lit *lits = calloc((size_t)n, sizeof *lits);
     if (!lits) {
@@ -316,8 +321,8 @@ static bool compile_enum(ctx *c, int32_t idx, const cJSON *en, const cJSON *cn, 
     for (int i = 0; i < n; i++, v = v->next) {
         if (cJSON_IsObject(v) || cJSON_IsArray(v)) {
             return fail(PT_ERR_UNSUPPORTED,
-                             "json schema: '%s' of objects or arrays at %s is not supported", kw,
-                             where(c));
+                        "json schema: '%s' of objects or arrays at %s is not supported", kw,
+                        where(c));
         }
         jc_lit lit;
         if (!lit_from_value(c, v, &lit)) {
@@ -336,7 +341,7 @@ static bool compile_enum(ctx *c, int32_t idx, const cJSON *en, const cJSON *cn, 
     }
     if (c->s->nodes[idx].n_lits == 0) {
         return fail(PT_ERR_INVALID_ARG, "json schema: no '%s' value at %s has the schema's 'type'",
-                         kw, where(c));
+                    kw, where(c));
     }
     if (!typed) {
         c->s->nodes[idx].types = seen;
@@ -348,29 +353,28 @@ static bool compile_properties(ctx *c, int32_t idx, const cJSON *props, const cJ
 {
     if (!cJSON_IsObject(props)) {
         return fail(PT_ERR_INVALID_ARG, "json schema: 'properties' at %s must be an object",
-                         where(c));
+                    where(c));
     }
     if (req && !cJSON_IsArray(req)) {
-        return fail(PT_ERR_INVALID_ARG, "json schema: 'required' at %s must be an array",
-                         where(c));
+        return fail(PT_ERR_INVALID_ARG, "json schema: 'required' at %s must be an array", where(c));
     }
     int n = cJSON_GetArraySize(props);
     if (n > JC_MAX_PROPS) {
         return fail(PT_ERR_UNSUPPORTED,
-                         "json schema: more than %d 'properties' at %s (not supported)",
-                         JC_MAX_PROPS, where(c));
+                    "json schema: more than %d 'properties' at %s (not supported)", JC_MAX_PROPS,
+                    where(c));
     }
     const cJSON *r;
     cJSON_ArrayForEach(r, req)
     {
         if (!cJSON_IsString(r)) {
             return fail(PT_ERR_INVALID_ARG,
-                             "json schema: 'required' at %s must hold property names", where(c));
+                        "json schema: 'required' at %s must hold property names", where(c));
         }
         if (!cJSON_GetObjectItemCaseSensitive(props, r->valuestring)) {
             return fail(PT_ERR_INVALID_ARG,
-                             "json schema: required property '%s' at %s is not in 'properties'",
-                             r->valuestring, where(c));
+                        "json schema: required property '%s' at %s is not in 'properties'",
+                        r->valuestring, where(c));
         }
     }
     jc_prop *p = calloc(n ? (size_t)n : 1, sizeof *p);
@@ -384,7 +388,10 @@ static bool compile_properties(ctx *c, int32_t idx, const cJSON *props, const cJ
         cJSON_ArrayForEach(e, props)
         {
             bool required = false;
-            cJSON_ArrayForEach(r, req) { required |= strcmp(r->valuestring, e->string) == 0; }
+            cJSON_ArrayForEach(r, req)
+            {
+                required |= strcmp(r->valuestring, e->string) == 0;
+            }
             if (required != (pass == 0)) {
                 continue;
             }
@@ -420,29 +427,29 @@ static bool compile_object(ctx *c, int32_t idx, const cJSON *j)
     const cJSON *addl = cJSON_GetObjectItemCaseSensitive(j, "additionalProperties");
     if (addl && !cJSON_IsBool(addl) && !cJSON_IsObject(addl)) {
         return fail(PT_ERR_INVALID_ARG,
-                         "json schema: 'additionalProperties' at %s must be a boolean or a schema",
-                         where(c));
+                    "json schema: 'additionalProperties' at %s must be a boolean or a schema",
+                    where(c));
     }
     bool addl_false = cJSON_IsFalse(addl);
     if (props) {
         if (addl && !addl_false) {
             return fail(PT_ERR_UNSUPPORTED,
-                             "json schema: 'additionalProperties' other than false with "
-                             "'properties' at %s is not supported",
-                             where(c));
+                        "json schema: 'additionalProperties' other than false with "
+                        "'properties' at %s is not supported",
+                        where(c));
         }
         c->s->nodes[idx].any_object = false;
         return compile_properties(c, idx, props, req);
     }
     if (req && cJSON_GetArraySize(req) > 0) {
         return fail(PT_ERR_UNSUPPORTED,
-                         "json schema: 'required' without 'properties' at %s is not supported",
-                         where(c));
+                    "json schema: 'required' without 'properties' at %s is not supported",
+                    where(c));
     }
     if (cJSON_IsObject(addl)) {
         return fail(PT_ERR_UNSUPPORTED,
-                         "json schema: 'additionalProperties' as a schema at %s is not supported",
-                         where(c));
+                    "json schema: 'additionalProperties' as a schema at %s is not supported",
+                    where(c));
     }
     c->s->nodes[idx].any_object = !addl_false; /* additionalProperties false: only {} */
     return true;
@@ -460,16 +467,16 @@ static bool compile_array(ctx *c, int32_t idx, const cJSON *j)
     }
     if (lo > hi) {
         return fail(PT_ERR_INVALID_ARG,
-                         "json schema: 'minItems' %u is more than 'maxItems' %u at %s", lo, hi,
-                         where(c));
+                    "json schema: 'minItems' %u is more than 'maxItems' %u at %s", lo, hi,
+                    where(c));
     }
     c->s->nodes[idx].min_items = lo;
     c->s->nodes[idx].max_items = hi;
     if (items) {
         if (cJSON_IsArray(items)) {
             return fail(PT_ERR_UNSUPPORTED,
-                             "json schema: 'items' as an array (tuples) at %s is not supported",
-                             where(c));
+                        "json schema: 'items' as an array (tuples) at %s is not supported",
+                        where(c));
         }
         size_t old = path_push(c, "items");
         int32_t child = compile(c, items);
@@ -659,8 +666,7 @@ static int32_t compile(ctx *c, const cJSON *j)
         return -1;
     }
     if (!cJSON_IsObject(j)) {
-        pti_error(PT_ERR_INVALID_ARG, "json schema: the schema at %s must be an object",
-                  where(c));
+        pti_error(PT_ERR_INVALID_ARG, "json schema: the schema at %s must be an object", where(c));
         return -1;
     }
     if (++c->nesting > MAX_SCHEMA_NESTING) {
@@ -679,7 +685,7 @@ static int32_t compile(ctx *c, const cJSON *j)
         }
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(j, "$ref");
-    const char *kw = ref                                             ? "$ref"
+    const char *kw = ref                                            ? "$ref"
                      : cJSON_GetObjectItemCaseSensitive(j, "anyOf") ? "anyOf"
                      : cJSON_GetObjectItemCaseSensitive(j, "oneOf") ? "oneOf"
                                                                     : NULL;
@@ -705,7 +711,7 @@ out:
     return r;
 }
 
-/* ---- after compiling: aliases, unions, satisfiability ----------------------------------------- */
+/* ---- after compiling: aliases, unions, satisfiability --------------------------------------- */
 
 static int32_t resolve_alias(const jc_schema *s, int32_t x)
 {
@@ -740,7 +746,8 @@ static bool resolve_all_aliases(jc_schema *s)
         }
     }
     if (bad) {
-        pti_error(PT_ERR_INVALID_ARG, "json schema: a cycle of '$ref's that never reaches a schema");
+        pti_error(PT_ERR_INVALID_ARG,
+                  "json schema: a cycle of '$ref's that never reaches a schema");
     }
     return !bad;
 }
@@ -786,12 +793,12 @@ static bool flatten_unions(jc_schema *s)
         collect_alts(s, i, seen, flat, &n, PTI_JSON_MAX_ALTS);
         if (n == 0) {
             ok = fail(PT_ERR_INVALID_ARG, "json schema: an anyOf/oneOf whose alternatives "
-                                               "only refer back to it");
+                                          "only refer back to it");
         } else if (n > PTI_JSON_MAX_ALTS) {
             ok = fail(PT_ERR_UNSUPPORTED,
-                           "json schema: an anyOf/oneOf with more than %d alternatives once "
-                           "nested ones are expanded (not supported)",
-                           PTI_JSON_MAX_ALTS);
+                      "json schema: an anyOf/oneOf with more than %d alternatives once "
+                      "nested ones are expanded (not supported)",
+                      PTI_JSON_MAX_ALTS);
         } else {
             int32_t *a = realloc(nd->alts, (size_t)n * sizeof *a);
             if (!a) {

@@ -43,7 +43,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "serve/go_template.h"
+#include "go_template.h"
 
 /* messages: Ollama message objects {role, content, thinking?, tool_calls?
  * [{function:{index?, name, arguments}}], tool_name?, tool_call_id?}; tools: Ollama/OpenAI

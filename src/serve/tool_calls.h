@@ -37,7 +37,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "serve/chat_template.h"
+#include "chat_template.h"
 
 /* ---- rendering tools for the C-coded chat families --------------------------------------- */
 
