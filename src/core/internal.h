@@ -183,6 +183,9 @@ void pti_autograd_tensor_dies(pt_tensor *t);
 void pti_scope_track(pt_tensor *t);
 /* Removes t from this thread's scope if tracked there; returns true if it was. */
 bool pti_scope_untrack(pt_tensor *t);
+/* Frees this thread's scope list (call when a thread that used scopes exits, with no scope
+ * open; the list is kept between scopes so that steady loops do not allocate). */
+void pti_scope_thread_exit(void);
 
 /* ---- CPU memory -------------------------------------------------------------------------------- */
 

@@ -39,6 +39,15 @@ static bool append(pt_tensor *t)
     return true;
 }
 
+void pti_scope_thread_exit(void)
+{
+    if (depth > 0 || overflow_depth > 0)
+        return; /* tensors are still listed: keep the list */
+    free(entries);
+    entries = NULL;
+    count = capacity = 0;
+}
+
 void pti_scope_track(pt_tensor *t)
 {
     if (depth == 0 || count >= INT32_MAX)

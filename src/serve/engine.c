@@ -329,6 +329,7 @@ static void *worker_main(void *arg)
     while (worker_round(e)) {
     }
     pthread_mutex_unlock(&e->mu);
+    pti_scope_thread_exit();
     return NULL;
 }
 

@@ -665,9 +665,56 @@ static void check_digits(const char *path, int32_t num_ctx, float temperature)
     coll_destroy(&b);
 }
 
+static bool refuse_all(const void *st, const char *b, size_t n)
+{
+    (void)st;
+    (void)b;
+    (void)n;
+    return false;
+}
+
+static bool never(const void *st)
+{
+    (void)st;
+    return false;
+}
+
+/* A constraint that allows nothing ends its own request with an error, not its neighbour. */
+static void check_constraint_error(void)
+{
+    pti_engine *e = pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.n_parallel = 2,
+                                                                   .num_ctx = 256});
+    assert_non_null(e);
+    int32_t ids[256], n = make_prompt(pti_engine_llm(e), 2, ids, 256);
+    coll a, b;
+    coll_init(&a);
+    coll_init(&b);
+    digit_frees = 0;
+    pti_engine_request q = gen_request(ids, n, 10, &b);
+    assert_true(pti_engine_submit(e, &q) > 0);
+    q = gen_request(ids, n, 10, &a);
+    q.constraint = digits_constraint();
+    q.constraint.allows = refuse_all;
+    q.constraint.complete = never;
+    assert_true(pti_engine_submit(e, &q) > 0);
+    wait_done(&a);
+    wait_done(&b);
+    assert_int_equal(a.st, PT_ERR_RUNTIME);
+    assert_non_null(strstr(a.msg, "allows no token"));
+    assert_null(a.stats.done_reason);
+    assert_int_equal(a.n_text, 0);
+    assert_int_equal(b.st, PT_OK);
+    assert_int_equal(b.stats.gen_tokens, 10);
+    pti_engine_free(e);
+    assert_int_equal(digit_frees, 1);
+    coll_destroy(&a);
+    coll_destroy(&b);
+}
+
 static void test_constraint_digits(void **state)
 {
     (void)state;
+    check_constraint_error();
     check_digits(TINY_LLAMA, 256, 0.0f);
     check_digits(TINY_LLAMA, 256, 0.9f);
     const char *path = smol_path();
