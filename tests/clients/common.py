@@ -23,6 +23,9 @@ BLOCK_COUNT = 30
 # A ChatML template with tool support in the Hermes / Qwen2.5 style (<tools> in the system
 # turn, calls inside <tool_call></tool_call>), which is the format SmolLM2-Instruct was trained
 # on for function calling. Written for this test (Go text/template, as Ollama model layers).
+# Each tool is listed as its function object ({"name", "description", "parameters"}, as in
+# SmolLM2's own tool prompts): with Qwen's {"type": "function", ...} wrapper the 135M model
+# starts its calls with "type" instead of "name" under our engine's greedy decoding.
 TOOLS_TEMPLATE = """{{- if .Messages }}
 {{- if or .System .Tools }}<|im_start|>system
 {{- if .System }}
@@ -37,7 +40,7 @@ You may call one or more functions to assist with the user query.
 You are provided with function signatures within <tools></tools> XML tags:
 <tools>
 {{- range .Tools }}
-{{ json . }}
+{{ json .Function }}
 {{- end }}
 </tools>
 
@@ -91,12 +94,14 @@ WEATHER_TOOL = {
 
 
 def weather_history(style):
-    """Two earlier turns in which the assistant answered a weather question with a tool call,
+    """Three earlier turns in which the assistant answered a weather question with a tool call,
     then the question under test. Without them SmolLM2-135M answers from its own "knowledge";
-    with them it calls get_weather under greedy decoding (checked with llama.cpp). style is
-    "ollama" (arguments an object) or "openai" (arguments a JSON string, with ids)."""
+    with them it calls get_weather(city="Paris") under greedy decoding, both in promeserve and
+    in llama.cpp (llama-cpp-python 0.3.36 on the same rendered prompt; with two turns only
+    llama.cpp does). style is "ollama" (arguments an object) or "openai" (arguments a JSON
+    string, with ids)."""
     msgs = []
-    for n, city in enumerate(("Berlin", "Madrid")):
+    for n, city in enumerate(("Berlin", "Madrid", "Rome")):
         msgs.append({"role": "user", "content": f"What is the weather in {city}?"})
         args = {"city": city}
         if style == "openai":

@@ -349,6 +349,32 @@ def test_embed():
     assert cosine(legacy, r.embeddings[0]) > 0.999, "/api/embeddings and /api/embed disagree"
 
 
+def test_recreate_loaded_model():
+    """/api/create over a model that is loaded: the next request uses the new template (Ollama
+    reads the model's layers for every request)."""
+    name = "smollm2-recreate:1"
+    weights = client.show(MODEL).modelfile
+    blob = re.search(r"sha256[-:]([0-9a-f]{64})", weights)
+    assert blob, f"no blob digest in the Modelfile: {weights[:200]!r}"
+    files = {"model.gguf": "sha256:" + blob.group(1)}
+    opts = {**GREEDY, "num_predict": 8}
+    prompt = "The capital of France is"
+    try:
+        client.create(model=name, files=files, template="{{ .Prompt }}")
+        first = client.generate(model=name, prompt=prompt, options=opts).response
+        assert first == client.generate(model=name, prompt=prompt, raw=True,
+                                        options=opts).response
+        client.create(model=name, files=files, template="Question: {{ .Prompt }}\nAnswer:")
+        second = client.generate(model=name, prompt=prompt, options=opts).response
+        by_hand = client.generate(model=name, raw=True, options=opts,
+                                  prompt=f"Question: {prompt}\nAnswer:").response
+        assert second == by_hand, (f"after re-creating a loaded model the old template is still "
+                                   f"used: {second!r}, with the new one by hand {by_hand!r}")
+    finally:
+        client.generate(model=name, prompt="", keep_alive=0)
+        client.delete(name)
+
+
 # ---- copy / delete / errors ---------------------------------------------------------------------
 
 def test_copy_delete():
@@ -380,14 +406,15 @@ def test_errors():
     assert r.status_code == 400 and "error" in r.json()
     r = raw.post("/api/generate", content=b"")
     assert r.status_code == 400 and "error" in r.json()
-    # no registry here: pull and push answer an error, not a fake success
-    for fn in (client.pull, client.push):
+    # no registry here: pulling a model that is not in the store and pushing answer an error,
+    # not a fake success (pulling one that is already there may answer success)
+    for fn, name in ((client.pull, "no-such-model:1"), (client.push, MODEL)):
         try:
-            fn(MODEL)
+            fn(name)
         except ollama.ResponseError as e:
             assert e.status_code >= 400 and e.error
         else:
-            raise AssertionError(f"{fn.__name__} succeeded")
+            raise AssertionError(f"{fn.__name__} {name} succeeded")
 
 
 def test_keep_alive_and_load():
@@ -426,6 +453,7 @@ TESTS = [
     ("tools", test_tools),
     ("tools on a template without tools", test_tools_without_template_support),
     ("embed / embeddings", test_embed),
+    ("create over a loaded model", test_recreate_loaded_model),
     ("copy / delete", test_copy_delete),
     ("errors", test_errors),
     ("keep_alive 0, load, unload", test_keep_alive_and_load),
