@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -236,6 +237,8 @@ def main():
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait()
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
     print(f"## promeserve load: {args.concurrency} concurrent streaming chats, "
           f"{args.seconds:.0f} s, num_predict {args.num_predict}, model {args.model}\n")

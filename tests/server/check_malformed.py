@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -645,6 +646,7 @@ def main():
             failures.append("promeserve did not stop within 30 s of SIGTERM")
         if failures:
             print("--- server log (last lines):\n" + server_log(srv))
+    shutil.rmtree(tmpdir, ignore_errors=True)
     for f in failures:
         print("FAIL:", f)
     print(f"{n_run + (1 if loris_thread else 0) - len(failures)} passed, {len(failures)} failed")
