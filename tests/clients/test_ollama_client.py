@@ -417,6 +417,32 @@ def test_errors():
             raise AssertionError(f"{fn.__name__} {name} succeeded")
 
 
+def busy_slots():
+    """promeserve_busy_slots from /metrics (the sum when it is labelled per model)."""
+    total = 0.0
+    for line in raw.get("/metrics").text.splitlines():
+        if not line.startswith("#") and re.match(r"[a-z_:]*busy_slots[ {]", line):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_disconnect_frees_slot():
+    """A client that goes away mid-stream frees its slot at once (issue 7, item 5)."""
+    body = {"model": MODEL, "prompt": "Write a very long story about the sea.",
+            "options": {"num_predict": 2000, "temperature": 0.8, "seed": 7}}
+    with raw.stream("POST", "/api/generate", json=body) as r:
+        assert r.status_code == 200
+        lines = r.iter_lines()
+        for _ in range(3):
+            assert not json.loads(next(lines))["done"]
+        assert busy_slots() >= 1, "no busy slot while a stream is generating"
+    t0 = time.time()
+    wait_until(lambda: busy_slots() == 0, "the slot is still busy 3 s after the client left",
+               seconds=3)
+    print(f"  (slot free {time.time() - t0:.2f} s after the disconnect)")
+    assert client.generate(model=MODEL, prompt="Hi", options={"num_predict": 1}).done
+
+
 def test_keep_alive_and_load():
     r = client.generate(model=MODEL, prompt="", keep_alive=0)
     assert r.done and r.done_reason == "unload", r.done_reason
@@ -456,6 +482,7 @@ TESTS = [
     ("create over a loaded model", test_recreate_loaded_model),
     ("copy / delete", test_copy_delete),
     ("errors", test_errors),
+    ("client disconnect frees the slot", test_disconnect_frees_slot),
     ("keep_alive 0, load, unload", test_keep_alive_and_load),
 ]
 
