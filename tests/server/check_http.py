@@ -3,16 +3,24 @@
 
     check_http.py PROMESERVE [FIXTURES_DIR]
 
-Starts `promeserve serve` on free loopback ports with the tiny fixture model given on the
-command line and checks, with nothing but the standard library: GET/HEAD /, 404 and 405 texts,
-missing/invalid/non-object JSON bodies (400), oversize bodies (413, declared and chunked, the
-server still serving), CORS (allowed and refused origins, preflight, OLLAMA_ORIGINS
-wildcards), the Host check (403), --api-key (401/200), /health, /metrics (every line parses as
-Prometheus text), the access log, a streamed /api/generate, /api/ps, a client that hangs up
-mid-stream freeing its slot, a slow client cut after --header-timeout while others are served,
-and SIGTERM ending the server with status 0 within a few seconds while a stream is open
-(that one needs a model fast enough to stream for seconds: SmolLM2-135M-Instruct.Q4_1.gguf
-from $PT_MODELS_DIR, data/models or /work/models; skipped without it).
+Starts `promeserve serve` on free loopback ports with the tiny fixture models (on the command
+line, through --models DIR and through a fake Ollama store) and checks, with nothing but the
+standard library:
+  GET/HEAD /, gin's 404 and 405 texts, missing/invalid/non-object JSON bodies (400 with Go's
+  wording), oversize bodies (413, declared and chunked, the server still serving), OpenAI's
+  error shape on /v1, unknown models (404);
+  CORS (allowed and refused origins, preflight, OLLAMA_ORIGINS wildcards), the Host check
+  (403), --api-key (401/200, / and /health open), /health (503 while loading, then 200),
+  /metrics (every line parses as Prometheus text, the required series), the access log;
+  a streamed and a non-streamed /api/generate, /api/ps; the registry (names with and without
+  .gguf or :latest, no paths from requests, keep_alive 0 and -1, LRU unloading past
+  --max-loaded-models, a num_ctx reload, concurrent loads, store names and manifest digests);
+  blob uploads through a temporary file (none left behind, 413 past --max-blob);
+  OLLAMA_HOST forms, flags over variables, bad flags and variables, a port in use;
+  a slow client cut after --header-timeout (and a dripped body after 6 of them) while others
+  are served; with SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR, data/models or
+  /work/models; skipped without it): a client hanging up mid-stream frees its slot, and
+  SIGTERM with a stream open ends the server with status 0 within seconds.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
 Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
 sanitizer report in the server's stderr fails the test.
@@ -244,6 +252,9 @@ def check_generate(s, model):
           lines[-1].get("done") is True and all(x.get("done") is False for x in lines[:-1]),
           "streamed generate %d %s %r" % (st, h.get("content-type"), d[:300]))
     check(h.get("transfer-encoding") == "chunked", "stream is chunked: %s" % h)
+    st, h, d = s.request("POST", "/api/generate", body={
+        "model": model, "prompt": "hello", "stream": False, "options": {"num_predict": 4}})
+    check(st == 200, "non-streamed generate %d %r" % (st, d[:200]))
     st, h, d = s.request("GET", "/api/ps")
     ms = json.loads(d).get("models", []) if st == 200 else []
     ok = len(ms) == 1 and ms[0]["name"] == model + ".gguf" and len(ms[0]["digest"]) == 64
@@ -295,6 +306,19 @@ def check_slowloris(s, header_timeout):
     check(cut is not None and cut < header_timeout + 4, "slow client cut after %r s" % cut)
     st, _, _ = s.request("GET", "/", timeout=5)
     check(st == 200, "serving after the slow client: %d" % st)
+    # a JSON body dripped byte by byte is cut after 6 header timeouts
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /api/chat HTTP/1.1\r\nHost: localhost\r\nContent-Length: 500\r\n\r\n")
+    t0 = time.time()
+    cut = None
+    try:
+        while time.time() - t0 < 6 * header_timeout + 10:
+            sock.send(b" ")
+            time.sleep(0.5)
+    except OSError:
+        cut = time.time() - t0
+    sock.close()
+    check(cut is not None and cut < 6 * header_timeout + 4, "slow body cut after %r s" % cut)
 
 
 def check_api_key(binary, model_path):
@@ -440,9 +464,91 @@ def check_blobs_and_env(binary, model_path):
         rc = p.wait(10)
         check(ok and line.startswith("Listening on " + want % port) and rc == 0,
               "OLLAMA_HOST=%s: %r rc %r" % (form % port, line, rc))
+    s = Server(binary, ["--quiet"])
+    try:
+        p = subprocess.Popen([binary, "serve", "--port", str(s.port)], stderr=subprocess.PIPE)
+        try:
+            err = p.communicate(timeout=5)[1].decode()
+        except subprocess.TimeoutExpired:
+            p.kill()
+            err = p.communicate()[1].decode()
+        check(p.returncode == 1 and "in use" in err, "a second server on the port: %r" % err)
+    finally:
+        s.stop()
+    r = subprocess.run([binary, "serve", "--help"], capture_output=True, timeout=10)
+    check(r.returncode == 0 and b"--max-body" in r.stdout, "serve --help")
+    r = subprocess.run([binary, "serve", "--bogus"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"unknown flag: --bogus" in r.stderr, "unknown flag %r" % r.stderr)
+    r = subprocess.run([binary, "serve", "--max-body"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"needs an argument" in r.stderr, "flag without value")
+    r = subprocess.run([binary, "serve", "/no/such/model.gguf"], capture_output=True, timeout=10)
+    check(r.returncode == 1 and b"/no/such/model.gguf" in r.stderr, "missing model file")
+    s = Server(binary, [], {"OLLAMA_NUM_PARALLEL": "lots", "OLLAMA_KEEP_ALIVE": "soon"})
+    try:
+        log = s.log()
+        check("OLLAMA_NUM_PARALLEL" in log and "OLLAMA_KEEP_ALIVE" in log,
+              "bad variables are warned about, the defaults kept: %r" % log)
+    finally:
+        s.stop()
     p = subprocess.Popen([binary, "serve", "--port", "99999"], stderr=subprocess.PIPE)
     err = p.communicate(timeout=10)[1].decode()
     check(p.returncode == 1 and "Error:" in err, "bad --port: %r" % err)
+
+
+def make_store(root, gguf, name="tiny", params=None):
+    """An Ollama store holding one model: the weights and a params layer as blobs, a manifest."""
+    import hashlib
+    blobs = os.path.join(root, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+
+    def blob(data):
+        hexd = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(blobs, "sha256-" + hexd), "wb") as f:
+            f.write(data)
+        return {"digest": "sha256:" + hexd, "size": len(data)}
+
+    with open(gguf, "rb") as f:
+        weights = f.read()
+    layers = [dict(blob(weights), mediaType="application/vnd.ollama.image.model")]
+    if params is not None:
+        layers.append(dict(blob(json.dumps(params).encode()),
+                           mediaType="application/vnd.ollama.image.params"))
+    layers.append(dict(blob(b"You are terse."), mediaType="application/vnd.ollama.image.system"))
+    config = dict(blob(b'{"model_format":"gguf"}'),
+                  mediaType="application/vnd.docker.container.image.v1+json")
+    manifest = json.dumps({"schemaVersion": 2,
+                           "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": config, "layers": layers}).encode()
+    mdir = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
+    os.makedirs(mdir, exist_ok=True)
+    with open(os.path.join(mdir, "latest"), "wb") as f:
+        f.write(manifest)
+    return hashlib.sha256(manifest).hexdigest()
+
+
+def check_store_models(binary, model_path):
+    """A model of the Ollama store loads by its short names; /api/ps has the manifest digest."""
+    s = Server(binary, ["--quiet"])
+    try:
+        digest = make_store(s.store, model_path, params={"temperature": 0, "stop": ["x"]})
+        for name in ["tiny", "tiny:latest", "library/tiny", "registry.ollama.ai/library/tiny:latest"]:
+            st, d = generate(s, name)
+            check(st == 200, "store model %s: %d %r" % (name, st, d[:200]))
+        ps = loaded(s)
+        check(list(ps) == ["tiny:latest"] and ps["tiny:latest"]["digest"] == digest,
+              "store model in /api/ps: %r (manifest digest %s)" % (ps, digest))
+        st, d = generate(s, "tiny:other")
+        check(st == 404, "unknown tag %d" % st)
+        st, d = generate(s, "Bad Name!")
+        check(st == 404, "invalid name %d %r" % (st, d))
+        make_store(s.store, model_path, name="broken", params=None)
+        with open(os.path.join(s.store, "manifests", "registry.ollama.ai", "library", "broken",
+                               "latest"), "w") as f:
+            f.write("{not json")
+        st, d = generate(s, "broken")
+        check(st == 404, "a broken manifest is not a model: %d %r" % (st, d))
+    finally:
+        check(s.stop() == 0, "store server exit status")
 
 
 def find_smollm():
@@ -543,6 +649,7 @@ def main():
     check_api_key(binary, model_path)
     check_registry(binary, fixtures)
     check_blobs_and_env(binary, model_path)
+    check_store_models(binary, model_path)
     check_disconnect_and_sigterm(binary)
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0

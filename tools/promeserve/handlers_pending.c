@@ -202,8 +202,8 @@ PENDING uint64_t pti_engine_submit(pti_engine *e, const pti_engine_request *req)
     j->constraint = req->constraint;
     if (req->n_ids < 1 || req->n_ids > e->opts.num_ctx) {
         tmp_job_free(j);
-        pti_error(PT_ERR_INVALID_ARG, "the prompt has %d tokens; it must have 1 to %d",
-                  req->n_ids, e->opts.num_ctx);
+        pti_error(PT_ERR_INVALID_ARG, "the prompt has %d tokens; it must have 1 to %d", req->n_ids,
+                  e->opts.num_ctx);
         return 0;
     }
     j->ids = malloc((size_t)req->n_ids * sizeof *j->ids);
@@ -304,8 +304,7 @@ static void tmp_gen_done(void *user, pt_status st, const char *msg, const pt_gen
         cJSON_AddStringToObject(o, "model", g->model);
         cJSON_AddStringToObject(o, "response", "");
         cJSON_AddBoolToObject(o, "done", true);
-        cJSON_AddStringToObject(o, "done_reason",
-                                stats->done_reason ? stats->done_reason : "stop");
+        cJSON_AddStringToObject(o, "done_reason", stats->done_reason ? stats->done_reason : "stop");
         cJSON_AddNumberToObject(o, "prompt_eval_count", stats->prompt_tokens);
         cJSON_AddNumberToObject(o, "eval_count", stats->gen_tokens);
         ps_metrics_tokens(g->srv, stats->prompt_tokens, stats->gen_tokens, stats->gen_ns);
@@ -337,9 +336,9 @@ PENDING void ps_api_generate(ps_request *r)
     }
     int status = 500;
     char err[512];
-    ps_model *m = ps_model_acquire(r->srv, model->valuestring,
-                                   cJSON_IsNumber(nc) ? (int)nc->valuedouble : 0, keep, &status,
-                                   err, sizeof err);
+    ps_model *m =
+        ps_model_acquire(r->srv, model->valuestring, cJSON_IsNumber(nc) ? (int)nc->valuedouble : 0,
+                         keep, &status, err, sizeof err);
     if (!m) {
         ps_reply_error(r, status, "%s", err);
         return;
@@ -378,31 +377,85 @@ PENDING void ps_api_generate(ps_request *r)
     }
 }
 
-/* ---- the other handlers: not implemented in this branch --------------------------------------- */
+/* ---- the other handlers: not implemented in this branch -------------------------------------- */
 
 static void pending(ps_request *r)
 {
     ps_reply_error(r, 501, "not implemented yet");
 }
 
-PENDING void ps_api_chat(ps_request *r) { pending(r); }
-PENDING void ps_api_embed(ps_request *r) { pending(r); }
-PENDING void ps_api_embeddings(ps_request *r) { pending(r); }
-PENDING void ps_api_v1_chat(ps_request *r) { pending(r); }
-PENDING void ps_api_v1_completions(ps_request *r) { pending(r); }
-PENDING void ps_api_v1_embeddings(ps_request *r) { pending(r); }
-PENDING void ps_api_v1_models(ps_request *r) { pending(r); }
-PENDING void ps_api_v1_model(ps_request *r) { pending(r); }
-PENDING void ps_api_tags(ps_request *r) { pending(r); }
-PENDING void ps_api_show(ps_request *r) { pending(r); }
-PENDING void ps_api_version(ps_request *r) { pending(r); }
-PENDING void ps_api_copy(ps_request *r) { pending(r); }
-PENDING void ps_api_delete(ps_request *r) { pending(r); }
-PENDING void ps_api_create(ps_request *r) { pending(r); }
-PENDING void ps_api_blob_head(ps_request *r) { pending(r); }
-PENDING void ps_api_blob_post(ps_request *r) { pending(r); }
-PENDING void ps_api_pull(ps_request *r) { pending(r); }
-PENDING void ps_api_push(ps_request *r) { pending(r); }
+PENDING void ps_api_chat(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_embed(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_embeddings(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_v1_chat(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_v1_completions(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_v1_embeddings(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_v1_models(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_v1_model(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_tags(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_show(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_version(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_copy(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_delete(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_create(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_blob_head(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_blob_post(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_pull(ps_request *r)
+{
+    pending(r);
+}
+PENDING void ps_api_push(ps_request *r)
+{
+    pending(r);
+}
 
 /* /api/ps is simple enough to answer for real from the registry. */
 PENDING void ps_api_ps(ps_request *r)

@@ -101,8 +101,8 @@ static bool parse_duration_unit(const char **p, double *ns)
     static const struct {
         const char *unit;
         double ns;
-    } units[] = {{"ns", 1},         {"us", 1e3},  {"\xc2\xb5s", 1e3}, {"ms", 1e6},
-                 {"s", 1e9},        {"m", 60e9},  {"h", 3600e9}};
+    } units[] = {{"ns", 1},  {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"ms", 1e6},
+                 {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
     /* longest unit first where one is a prefix of another ("ms" before "m") */
     static const int order[] = {0, 1, 2, 3, 4, 6, 5};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
@@ -283,12 +283,12 @@ enum body_kind { BODY_NONE, BODY_JSON, BODY_FILE };
 typedef void (*route_fn)(ps_request *r);
 
 typedef struct route {
-    const char *path;   /* exact path, or a prefix when it ends with '/' and prefix is set */
+    const char *path; /* exact path, or a prefix when it ends with '/' and prefix is set */
     bool prefix;
     int methods;
     enum body_kind body;
-    bool openai;        /* errors in OpenAI's shape */
-    const char *label;  /* the route in metrics */
+    bool openai;       /* errors in OpenAI's shape */
+    const char *label; /* the route in metrics */
     route_fn fn;
 } route;
 
@@ -317,8 +317,7 @@ static const route ROUTES[] = {
     {"/api/blobs/", true, M_POST, BODY_FILE, false, "/api/blobs/:digest", ps_api_blob_post},
     {"/v1/chat/completions", false, M_POST, BODY_JSON, true, "/v1/chat/completions",
      ps_api_v1_chat},
-    {"/v1/completions", false, M_POST, BODY_JSON, true, "/v1/completions",
-     ps_api_v1_completions},
+    {"/v1/completions", false, M_POST, BODY_JSON, true, "/v1/completions", ps_api_v1_completions},
     {"/v1/embeddings", false, M_POST, BODY_JSON, true, "/v1/embeddings", ps_api_v1_embeddings},
     {"/v1/models", false, M_GET, BODY_NONE, true, "/v1/models", ps_api_v1_models},
     {"/v1/models/", true, M_GET, BODY_NONE, true, "/v1/models/:id", ps_api_v1_model},
@@ -357,8 +356,8 @@ static int method_bit(const char *m)
     static const struct {
         const char *name;
         int bit;
-    } ms[] = {{"GET", M_GET},     {"HEAD", M_HEAD},   {"POST", M_POST},      {"DELETE", M_DELETE},
-              {"PUT", M_PUT},     {"PATCH", M_PATCH}, {"OPTIONS", M_OPTIONS}};
+    } ms[] = {{"GET", M_GET}, {"HEAD", M_HEAD},   {"POST", M_POST},      {"DELETE", M_DELETE},
+              {"PUT", M_PUT}, {"PATCH", M_PATCH}, {"OPTIONS", M_OPTIONS}};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         if (!strcmp(m, ms[i].name))
             return ms[i].bit;
@@ -373,8 +372,8 @@ static const route *find_route(const char *path, int mbit, bool *path_known, con
     for (size_t i = 0; i < N_ROUTES; i++) {
         const route *rt = &ROUTES[i];
         size_t n = strlen(rt->path);
-        bool match = rt->prefix ? !strncmp(path, rt->path, n) && path[n] != 0
-                                : !strcmp(path, rt->path);
+        bool match =
+            rt->prefix ? !strncmp(path, rt->path, n) && path[n] != 0 : !strcmp(path, rt->path);
         if (!match)
             continue;
         *path_known = true;
@@ -386,7 +385,7 @@ static const route *find_route(const char *path, int mbit, bool *path_known, con
     return NULL;
 }
 
-/* ---- replies ---------------------------------------------------------------------------------- */
+/* ---- replies --------------------------------------------------------------------------------- */
 
 static void add_common_headers(conn_state *cs, struct MHD_Response *resp)
 {
@@ -405,8 +404,8 @@ static void queue_reply(ps_request *r, int status, struct MHD_Response *resp, si
         return;
     }
     if (cs->answered) {
-        fprintf(stderr, "promeserve: %s %s answered twice (second answer %d dropped)\n",
-                cs->method, cs->path, status);
+        fprintf(stderr, "promeserve: %s %s answered twice (second answer %d dropped)\n", cs->method,
+                cs->path, status);
         MHD_destroy_response(resp);
         return;
     }
@@ -416,8 +415,7 @@ static void queue_reply(ps_request *r, int status, struct MHD_Response *resp, si
     if (strcmp(cs->method, "HEAD") && len != (size_t)-1)
         atomic_fetch_add(&cs->bytes, (long long)len);
     if (MHD_queue_response(cs->connection, (unsigned)status, resp) != MHD_YES)
-        fprintf(stderr, "promeserve: could not queue the reply to %s %s\n", cs->method,
-                cs->path);
+        fprintf(stderr, "promeserve: could not queue the reply to %s %s\n", cs->method, cs->path);
     MHD_destroy_response(resp);
 }
 
@@ -445,13 +443,12 @@ void ps_reply_json(ps_request *r, int status, cJSON *body)
     char *text = cJSON_PrintUnformatted(body);
     cJSON_Delete(body);
     if (!text) {
-        ps_reply_text(r, 500, "application/json; charset=utf-8",
-                      "{\"error\":\"out of memory\"}", 25);
+        ps_reply_text(r, 500, "application/json; charset=utf-8", "{\"error\":\"out of memory\"}",
+                      25);
         return;
     }
     size_t len = strlen(text);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(text);
     } else {
@@ -497,20 +494,20 @@ void ps_reply_openai_error(ps_request *r, int status, const char *type, const ch
     ps_reply_json(r, status, o);
 }
 
-/* ---- streams ---------------------------------------------------------------------------------- */
+/* ---- streams --------------------------------------------------------------------------------- */
 
 struct ps_stream {
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    int refs;          /* the response and the writer */
-    bool closed;       /* the writer is done */
-    bool dead;         /* the client is gone or the server stops: writes are refused */
-    bool shutdown;     /* the server stops: end once the buffer is sent */
+    int refs;      /* the response and the writer */
+    bool closed;   /* the writer is done */
+    bool dead;     /* the client is gone or the server stops: writes are refused */
+    bool shutdown; /* the server stops: end once the buffer is sent */
     char *buf;
     size_t len, cap, off;
-    int fd;            /* the connection's socket, to notice a client that hung up */
-    atomic_llong *bytes; /* the request's byte counter (valid while the response lives) */
-    int64_t deadline_ns; /* --timeout: writes are refused after it (0 none) */
+    int fd;                        /* the connection's socket, to notice a client that hung up */
+    atomic_llong *bytes;           /* the request's byte counter (valid while the response lives) */
+    int64_t deadline_ns;           /* --timeout: writes are refused after it (0 none) */
     int64_t tokens_in, tokens_out; /* ps_stream_set_tokens, for the access log */
     ps_http *h;
     ps_stream *prev, *next; /* h->streams, under h->lock */
@@ -570,9 +567,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
         if (client_hung_up(s->fd)) {
-            s->dead = true;
+            s->dead = true; /* writes fail from now on; the (failing) end closes the socket */
             pthread_mutex_unlock(&s->lock);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
+            return MHD_CONTENT_READER_END_OF_STREAM;
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -760,7 +757,7 @@ void ps_http_close_streams(ps_server *srv)
     pthread_mutex_unlock(&h->lock);
 }
 
-/* ---- the built-in routes ---------------------------------------------------------------------- */
+/* ---- the built-in routes --------------------------------------------------------------------- */
 
 static bool accepts_html(ps_request *r)
 {
@@ -809,7 +806,7 @@ static void handle_metrics(ps_request *r)
     queue_reply(r, 200, resp, len);
 }
 
-/* ---- CORS, Host check, API key ---------------------------------------------------------------- */
+/* ---- CORS, Host check, API key --------------------------------------------------------------- */
 
 /* Glob match where '*' matches any run of characters (OLLAMA_ORIGINS wildcards). */
 static bool glob_match(const char *pat, size_t pn, const char *s)
@@ -828,13 +825,24 @@ static bool glob_match(const char *pat, size_t pn, const char *s)
            glob_match(pat + 1, pn - 1, s + 1);
 }
 
-static const char *const DEFAULT_ORIGINS[] = {
-    "http://localhost",     "https://localhost",     "http://localhost:*",
-    "https://localhost:*",  "http://127.0.0.1",      "https://127.0.0.1",
-    "http://127.0.0.1:*",   "https://127.0.0.1:*",   "http://0.0.0.0",
-    "https://0.0.0.0",      "http://0.0.0.0:*",      "https://0.0.0.0:*",
-    "app://*",              "file://*",              "tauri://*",
-    "vscode-webview://*",   "vscode-file://*",       NULL};
+static const char *const DEFAULT_ORIGINS[] = {"http://localhost",
+                                              "https://localhost",
+                                              "http://localhost:*",
+                                              "https://localhost:*",
+                                              "http://127.0.0.1",
+                                              "https://127.0.0.1",
+                                              "http://127.0.0.1:*",
+                                              "https://127.0.0.1:*",
+                                              "http://0.0.0.0",
+                                              "https://0.0.0.0",
+                                              "http://0.0.0.0:*",
+                                              "https://0.0.0.0:*",
+                                              "app://*",
+                                              "file://*",
+                                              "tauri://*",
+                                              "vscode-webview://*",
+                                              "vscode-file://*",
+                                              NULL};
 
 static bool origin_allowed(const ps_config *cfg, const char *origin)
 {
@@ -953,18 +961,17 @@ static bool key_ok(conn_state *cs)
     return const_time_equal(auth, strlen(auth), key, strlen(key));
 }
 
-#define CORS_ALLOW_HEADERS                                                                       \
-    "Authorization,Content-Type,User-Agent,Accept,X-Requested-With,OpenAI-Beta,"                 \
-    "x-stainless-arch,x-stainless-async,x-stainless-custom-poll-interval,"                       \
-    "x-stainless-helper-method,x-stainless-lang,x-stainless-os,x-stainless-package-version,"     \
-    "x-stainless-poll-helper,x-stainless-retry-count,x-stainless-runtime,"                       \
+#define CORS_ALLOW_HEADERS                                                                         \
+    "Authorization,Content-Type,User-Agent,Accept,X-Requested-With,OpenAI-Beta,"                   \
+    "x-stainless-arch,x-stainless-async,x-stainless-custom-poll-interval,"                         \
+    "x-stainless-helper-method,x-stainless-lang,x-stainless-os,x-stainless-package-version,"       \
+    "x-stainless-poll-helper,x-stainless-retry-count,x-stainless-runtime,"                         \
     "x-stainless-runtime-version,x-stainless-timeout"
 
 /* Applies CORS. Returns false when it answered the request (a preflight or a refusal). */
 static bool apply_cors(conn_state *cs)
 {
-    const char *origin =
-        MHD_lookup_connection_value(cs->connection, MHD_HEADER_KIND, "Origin");
+    const char *origin = MHD_lookup_connection_value(cs->connection, MHD_HEADER_KIND, "Origin");
     if (!origin || !*origin)
         return true;
     const char *host = MHD_lookup_connection_value(cs->connection, MHD_HEADER_KIND, "Host");
@@ -989,13 +996,13 @@ static bool apply_cors(conn_state *cs)
     return false;
 }
 
-/* ---- the access handler ----------------------------------------------------------------------- */
+/* ---- the access handler ---------------------------------------------------------------------- */
 
 static void reply_bad_request(conn_state *cs, int status, const char *msg)
 {
     if (cs->rt && cs->rt->openai)
-        ps_reply_openai_error(&cs->req, status, status == 400 ? "invalid_request_error"
-                                                              : "api_error", "%s", msg);
+        ps_reply_openai_error(&cs->req, status,
+                              status == 400 ? "invalid_request_error" : "api_error", "%s", msg);
     else
         ps_reply_error(&cs->req, status, "%s", msg);
 }
@@ -1326,8 +1333,8 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
     return true;
 }
 
-static conn_state *new_conn_state(ps_http *h, struct MHD_Connection *connection,
-                                  const char *url, const char *method)
+static conn_state *new_conn_state(ps_http *h, struct MHD_Connection *connection, const char *url,
+                                  const char *method)
 {
     conn_state *cs = calloc(1, sizeof *cs);
     if (!cs)
@@ -1435,14 +1442,13 @@ static void run_handler(conn_state *cs)
     cs->handler_ran = true;
     cs->rt->fn(r);
     if (!cs->answered) {
-        fprintf(stderr, "promeserve: the handler of %s %s did not answer\n", cs->method,
-                cs->path);
+        fprintf(stderr, "promeserve: the handler of %s %s did not answer\n", cs->method, cs->path);
         ps_reply_error(r, 500, "internal error: no reply");
     }
 }
 
-static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connection,
-                                      const char *url, const char *method, const char *version,
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connection, const char *url,
+                                      const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls)
 {
@@ -1489,8 +1495,7 @@ static void log_request(conn_state *cs)
     if (ci && ci->client_addr) {
         const struct sockaddr *sa = ci->client_addr;
         if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, remote,
-                      sizeof remote);
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, remote, sizeof remote);
         else if (sa->sa_family == AF_INET6)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, remote,
                       sizeof remote);
@@ -1517,8 +1522,8 @@ static void log_request(conn_state *cs)
             "tokens_in=%lld tokens_out=%lld remote=%s\n",
             when, cs->method, quote ? "\"" : "", path, quote ? "\"" : "", cs->status,
             (double)(ps_now_ns() - cs->start_ns) / 1e6, (long long)atomic_load(&cs->bytes),
-            model[0] ? model : "-", (long long)cs->req.tokens_in,
-            (long long)cs->req.tokens_out, remote);
+            model[0] ? model : "-", (long long)cs->req.tokens_in, (long long)cs->req.tokens_out,
+            remote);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -1559,7 +1564,7 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
     free(cs);
 }
 
-/* ---- start and stop --------------------------------------------------------------------------- */
+/* ---- start and stop -------------------------------------------------------------------------- */
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
@@ -1589,8 +1594,15 @@ static bool resolve_bind(const ps_config *cfg, struct sockaddr_storage *ss, sock
         snprintf(err, cap, "cannot resolve the address %s: %s", cfg->host, gai_strerror(rc));
         return false;
     }
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
+    const struct addrinfo *pick = res; /* IPv4 first, as Go listens on "localhost" */
+    for (const struct addrinfo *a = res; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *len = pick->ai_addrlen;
     freeaddrinfo(res);
     return true;
 }
@@ -1633,24 +1645,24 @@ bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
         return false;
     (void)sl;
     h->loopback = addr_is_loopback(&ss);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_DUAL_STACK;
     unsigned timeout_s = 30;
-    h->mhd = MHD_start_daemon(
-        flags, (uint16_t)srv->cfg.port, NULL, NULL, access_handler, h,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)connection_limit(&srv->cfg),
-        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
-        MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-        MHD_OPTION_END);
+    /* clang-format off */
+    h->mhd = MHD_start_daemon(flags, (uint16_t)srv->cfg.port, NULL, NULL, access_handler, h,
+                              MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, /* first, as MHD asks */
+                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)connection_limit(&srv->cfg),
+                              MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+                              MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
+                              MHD_OPTION_NOTIFY_CONNECTION, notify_connection, h,
+                              MHD_OPTION_END);
+    /* clang-format on */
     if (!h->mhd) {
-        snprintf(err, err_cap, "listen tcp %s:%d: cannot bind (%s)", srv->cfg.host,
-                 srv->cfg.port, errno ? strerror(errno) : "address in use?");
+        snprintf(err, err_cap, "listen tcp %s:%d: bind: %s", srv->cfg.host, srv->cfg.port,
+                 errno ? strerror(errno) : "cannot bind");
         return false;
     }
     h->watchdog_run = pthread_create(&h->watchdog, NULL, watchdog_main, h) == 0;

@@ -59,7 +59,7 @@ struct ps_registry {
     bool reaper_run, reaper_stop;
 };
 
-/* ---- name resolution ---------------------------------------------------------------------------- */
+/* ---- name resolution ------------------------------------------------------------------------- */
 
 static bool is_regular_file(const char *path)
 {
@@ -159,7 +159,7 @@ bool ps_model_resolve(ps_server *s, const char *name, ps_model_ref *out)
     return resolve_store(cfg, name, out);
 }
 
-/* ---- layers ------------------------------------------------------------------------------------- */
+/* ---- layers ---------------------------------------------------------------------------------- */
 
 static char *read_text(const char *path, char *err, size_t cap)
 {
@@ -211,7 +211,7 @@ static void entry_free(entry *e)
     free(e);
 }
 
-/* ---- the registry ------------------------------------------------------------------------------- */
+/* ---- the registry ---------------------------------------------------------------------------- */
 
 static int64_t effective_keep_alive(const ps_server *s, int64_t ka)
 {
@@ -382,7 +382,8 @@ static bool make_room(ps_server *s, char *err, size_t err_cap)
             pthread_cond_timedwait(&reg->changed, &reg->lock, &deadline) == ETIMEDOUT) {
             snprintf(err, err_cap,
                      "server busy, please try again.  all %d loaded models are in use "
-                     "(--max-loaded-models)", max);
+                     "(--max-loaded-models)",
+                     max);
             return false;
         }
     }
@@ -425,7 +426,9 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
         if (e && (e->loading || (e->num_ctx != want_ctx && e->in_use > 0))) {
             if (!e->loading)
                 e->remove_when_idle = true; /* reload with the new num_ctx once idle */
-            pthread_cond_wait(&reg->changed, &reg->lock);
+            struct timespec ts;
+            deadline_in(&ts, 1); /* wake now and then to notice a shutdown */
+            pthread_cond_timedwait(&reg->changed, &reg->lock, &ts);
             continue;
         }
         if (e && e->num_ctx != want_ctx) { /* idle, other context: unload and reload */
@@ -439,8 +442,7 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
             e->in_use++;
             e->keep_alive_ns = ka;
             e->last_used_ns = ps_now_ns();
-            if (ka == 0)
-                e->remove_when_idle = true;
+            e->remove_when_idle = ka == 0; /* the latest request's keep_alive wins */
             pthread_mutex_unlock(&reg->lock);
             ps_model *m = new_handle(e, 0);
             if (!m) {
@@ -570,7 +572,7 @@ int64_t ps_model_load_ns(const ps_model *m)
     return m->load_ns;
 }
 
-/* ---- /api/ps, /health, /metrics --------------------------------------------------------------- */
+/* ---- /api/ps, /health, /metrics -------------------------------------------------------------- */
 
 /* "135.0M" / "4.0B" as Ollama prints parameter sizes. */
 static void format_param_size(int64_t n, char *out, size_t cap)

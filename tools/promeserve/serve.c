@@ -1,10 +1,10 @@
 /* `promeserve serve`: the server's options and OLLAMA_* variables (flags win), the start of
  * its parts, and signals.
  *
- * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one stops accepting connections, makes open streams refuse writes (their
- * generations cancel at the next token and the streams end), waits up to SHUTDOWN_GRACE_S for
- * requests in flight, closes the connections, unloads the models and exits 0. A second signal
- * exits at once (status 130 / 143). */
+ * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one
+ * stops accepting connections, makes open streams refuse writes (their generations cancel at the
+ * next token and the streams end), waits up to SHUTDOWN_GRACE_S for requests in flight, closes the
+ * connections, unloads the models and exits 0. A second signal exits at once (status 130 / 143). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -61,7 +61,7 @@ static void serve_usage(FILE *f)
           f);
 }
 
-/* ---- value parsers ------------------------------------------------------------------------------ */
+/* ---- value parsers --------------------------------------------------------------------------- */
 
 static bool parse_int(const char *s, long lo, long hi, int *out)
 {
@@ -91,10 +91,22 @@ static bool parse_bytes(const char *s, size_t *out)
     double mult = 1;
     switch (toupper((unsigned char)*end)) {
     case 0: break;
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+        mult = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mult = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        mult = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     default: return false;
     }
     if (*end == 'i' || *end == 'I')
@@ -169,7 +181,7 @@ static bool parse_host(const char *in, ps_config *cfg, char *err, size_t err_cap
     return true;
 }
 
-/* ---- configuration ------------------------------------------------------------------------------ */
+/* ---- configuration --------------------------------------------------------------------------- */
 
 static void config_defaults(ps_config *cfg)
 {
@@ -194,10 +206,13 @@ static bool env_int(const char *name, long lo, long hi, int *out, char *err, siz
     const char *v = getenv(name);
     if (!v || !*v)
         return true;
-    if (!parse_int(v, lo, hi, out)) {
-        snprintf(err, cap, "%s=\"%s\" is not a number in [%ld, %ld]", name, v, lo, hi);
-        return false;
-    }
+    (void)err;
+    (void)cap;
+    if (!parse_int(v, lo, hi, out)) /* Ollama warns and keeps the default */
+        fprintf(stderr,
+                "promeserve: invalid environment variable %s=\"%s\" (a number in [%ld, %ld]), "
+                "using the default\n",
+                name, v, lo, hi);
     return true;
 }
 
@@ -214,15 +229,28 @@ static bool config_from_env(ps_config *cfg, char *err, size_t cap)
         !env_int("OLLAMA_CONTEXT_LENGTH", 0, 1 << 24, &cfg->num_ctx, err, cap))
         return false;
     if ((v = getenv("OLLAMA_KEEP_ALIVE")) && *v) {
-        if (!ps_parse_duration(v, &cfg->keep_alive_ns)) {
-            snprintf(err, cap, "OLLAMA_KEEP_ALIVE=\"%s\" is not a duration", v);
+        if (!ps_parse_duration(v, &cfg->keep_alive_ns))
+            fprintf(stderr,
+                    "promeserve: invalid environment variable OLLAMA_KEEP_ALIVE=\"%s\" (a "
+                    "duration such as 5m or -1), using the default\n",
+                    v);
+    }
+    if ((v = getenv("OLLAMA_ORIGINS"))) {
+        if (strlen(v) >= sizeof cfg->origins) {
+            snprintf(err, cap, "OLLAMA_ORIGINS is too long (%zu bytes at most)",
+                     sizeof cfg->origins - 1);
             return false;
         }
-    }
-    if ((v = getenv("OLLAMA_ORIGINS")))
         snprintf(cfg->origins, sizeof cfg->origins, "%s", v);
-    if ((v = getenv("PROMESERVE_API_KEY")))
+    }
+    if ((v = getenv("PROMESERVE_API_KEY"))) {
+        if (strlen(v) >= sizeof cfg->api_key) {
+            snprintf(err, cap, "PROMESERVE_API_KEY is too long (%zu bytes at most)",
+                     sizeof cfg->api_key - 1);
+            return false;
+        }
         snprintf(cfg->api_key, sizeof cfg->api_key, "%s", v);
+    }
     /* 0 means "the default" in Ollama's variables */
     if (cfg->n_parallel == 0)
         cfg->n_parallel = 4;
@@ -285,7 +313,8 @@ static bool apply_opt(ps_config *cfg, const opt_def *o, const char *v, char *err
     bool ok = true;
     switch (o->kind) {
     case OPT_INT: ok = parse_int(v, o->lo, o->hi, (int *)(void *)field); break;
-    case OPT_BYTES: ok = parse_bytes(v, (size_t *)(void *)field) && *(size_t *)(void *)field > 0;
+    case OPT_BYTES:
+        ok = parse_bytes(v, (size_t *)(void *)field) && *(size_t *)(void *)field > 0;
         break;
     case OPT_DUR: ok = ps_parse_duration(v, (int64_t *)(void *)field); break;
     case OPT_STR: {
@@ -302,8 +331,8 @@ static bool apply_opt(ps_config *cfg, const opt_def *o, const char *v, char *err
 }
 
 /* Parses the command line over cfg. Returns 0 to run, 1 on an error, 2 after --help. */
-static int config_from_args(int argc, char **argv, ps_config *cfg, const char **paths,
-                            int *n_paths, char *err, size_t cap)
+static int config_from_args(int argc, char **argv, ps_config *cfg, const char **paths, int *n_paths,
+                            char *err, size_t cap)
 {
     *n_paths = 0;
     for (int i = 1; i < argc; i++) {
@@ -349,7 +378,7 @@ static int config_from_args(int argc, char **argv, ps_config *cfg, const char **
     return 0;
 }
 
-/* ---- signals and the life of the server --------------------------------------------------------- */
+/* ---- signals and the life of the server ------------------------------------------------------ */
 
 /* Signals go through a pipe: the handler only writes to it (or exits at the second one), so
  * it works whichever thread the kernel picks; worker threads of libraries may have signals

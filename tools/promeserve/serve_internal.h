@@ -58,8 +58,8 @@ void ps_metrics_free(ps_server *s);
 char *ps_metrics_render(ps_server *s, size_t *len);
 
 /* ---- shared helpers (http.c) ---- */
-int64_t ps_now_ns(void);      /* CLOCK_MONOTONIC */
-int64_t ps_wall_ns(void);     /* CLOCK_REALTIME */
+int64_t ps_now_ns(void);  /* CLOCK_MONOTONIC */
+int64_t ps_wall_ns(void); /* CLOCK_REALTIME */
 /* RFC 3339 local time with nanoseconds (trailing zeros trimmed, as Go prints) and the UTC
  * offset ("Z" when it is zero); cap >= 40. */
 void ps_format_time(int64_t wall_ns, char *buf, size_t cap);
