@@ -349,7 +349,7 @@ pt_status pti_api_keep_alive(const cJSON *v, int64_t *ns)
     return PT_OK;
 }
 
-/* ---- format ----------------------------------------------------------------------------------- */
+/* ---- format---------------------------------------------------------------------------------- */
 
 pt_status pti_api_format(const cJSON *format, pti_api_format_kind *kind, const cJSON **schema)
 {
@@ -406,7 +406,7 @@ pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
                      "\"text\", \"json_object\" or \"json_schema\"", type->valuestring);
 }
 
-/* ---- small field readers ---------------------------------------------------------------------- */
+/* ---- small field readers--------------------------------------------------------------------- */
 
 pt_status pti_api_bool(const cJSON *obj, const char *key, bool def, bool *out)
 {
@@ -432,7 +432,7 @@ pt_status pti_api_string(const cJSON *obj, const char *key, const char **out)
     return PT_OK;
 }
 
-/* ---- messages and tools ----------------------------------------------------------------------- */
+/* ---- messages and tools---------------------------------------------------------------------- */
 
 static bool add_string(cJSON *obj, const char *key, const char *s)
 {
@@ -741,7 +741,7 @@ pt_status pti_api_tools(const cJSON *tools, int *n)
     return PT_OK;
 }
 
-/* ---- OpenAI fields -> Ollama options ---------------------------------------------------------- */
+/* ---- OpenAI fields -> Ollama options--------------------------------------------------------- */
 
 static bool copy_openai_number(cJSON *opts, const cJSON *req, const char *field, const char *key,
                                double def, bool has_def)
@@ -792,7 +792,7 @@ cJSON *pti_api_openai_options(const cJSON *req)
     return o;
 }
 
-/* ---- context ---------------------------------------------------------------------------------- */
+/* ---- context--------------------------------------------------------------------------------- */
 
 int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n)
 {
@@ -826,4 +826,96 @@ int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n)
     }
     *n = count;
     return ids;
+}
+
+/* ---- thinking--------------------------------------------------------------------------------- */
+
+enum { THINK_OFF = 0, THINK_AWAIT = 1, THINK_CONTENT = 2, THINK_IN = 3, THINK_AFTER = 4 };
+
+void pti_think_split_init(pti_think_split *t, bool enabled)
+{
+    memset(t, 0, sizeof *t);
+    t->state = enabled ? THINK_AWAIT : THINK_OFF;
+}
+
+static bool think_out(pti_think_out out, void *user, bool thinking, const char *s, size_t n)
+{
+    return n == 0 || out(user, thinking, s, n);
+}
+
+/* The longest tail of s[0..n) that is a proper prefix of tag. */
+static size_t partial_tag(const char *s, size_t n, const char *tag)
+{
+    size_t tl = strlen(tag);
+    for (size_t k = tl - 1; k > 0; k--)
+        if (k <= n && memcmp(s + n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
+bool pti_think_split_push(pti_think_split *t, const char *text, size_t len, bool finish,
+                          pti_think_out out, void *user)
+{
+    if (t->state == THINK_AFTER) { /* the newlines after </think> are dropped */
+        while (len > 0 && *text == '\n') {
+            text++;
+            len--;
+        }
+        if (len > 0)
+            t->state = THINK_CONTENT;
+    }
+    if (t->state == THINK_OFF || t->state == THINK_CONTENT || t->state == THINK_AFTER)
+        return think_out(out, user, false, text, len);
+    size_t n = t->n_hold + len;
+    char *buf = pti_malloc(n + 1);
+    if (!buf)
+        return false;
+    memcpy(buf, t->hold, t->n_hold);
+    memcpy(buf + t->n_hold, text, len);
+    buf[n] = '\0';
+    t->n_hold = 0;
+    const char *p = buf;
+    size_t rest = n;
+    bool ok = true;
+    if (t->state == THINK_AWAIT) {
+        size_t ws = 0;
+        while (ws < rest && strchr(" \t\r\n", p[ws]))
+            ws++;
+        size_t m = rest - ws < 7 ? rest - ws : 7;
+        if (m < 7 && memcmp(p + ws, "<think>", m) == 0 && !finish && n < sizeof t->hold) {
+            memcpy(t->hold, buf, n); /* maybe the open tag, still coming */
+            t->n_hold = n;
+            free(buf);
+            return true;
+        }
+        if (m == 7 && memcmp(p + ws, "<think>", 7) == 0) {
+            t->state = THINK_IN;
+            p += ws + 7;
+            rest -= ws + 7;
+        } else {
+            t->state = THINK_CONTENT;
+            ok = think_out(out, user, false, p, rest);
+            free(buf);
+            return ok;
+        }
+    }
+    const char *end = NULL;
+    for (size_t i = 0; i + 8 <= rest && !end; i++)
+        if (memcmp(p + i, "</think>", 8) == 0)
+            end = p + i;
+    if (end) {
+        const char *after = end + 8, *stop = p + rest;
+        while (after < stop && *after == '\n')
+            after++;
+        t->state = after < stop ? THINK_CONTENT : THINK_AFTER;
+        ok = think_out(out, user, true, p, (size_t)(end - p)) &&
+             think_out(out, user, false, after, (size_t)(stop - after));
+    } else {
+        size_t hold = finish ? 0 : partial_tag(p, rest, "</think>");
+        memcpy(t->hold, p + rest - hold, hold);
+        t->n_hold = hold;
+        ok = think_out(out, user, true, p, rest - hold);
+    }
+    free(buf);
+    return ok;
 }

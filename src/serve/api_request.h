@@ -91,6 +91,26 @@ cJSON *pti_api_openai_options(const cJSON *req);
  * the error set (check pt_last_status() when *n < 0). */
 int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n);
 
+/* Splits a streamed answer into thinking and content, as Ollama's thinking parser does for
+ * `think: true`: when the answer opens with <think> (after white space), the text up to
+ * </think> is thinking and what follows (leading newlines dropped) is content; an answer that
+ * does not open with the tag is all content. Possible partial tags are held back (at most
+ * 15 bytes) until the next piece or the end. */
+typedef struct pti_think_split {
+    int state; /* 0 off (all content), 1 awaiting the open tag, 2 content, 3 thinking,
+                * 4 content after </think> (leading newlines dropped) */
+    char hold[16];
+    size_t n_hold;
+} pti_think_split;
+
+typedef bool (*pti_think_out)(void *user, bool thinking, const char *text, size_t len);
+
+void pti_think_split_init(pti_think_split *t, bool enabled);
+/* Feeds len bytes (finish: the end of the answer, everything held is released). out is
+ * called with each non-empty part; its false return is passed back. False on OOM too. */
+bool pti_think_split_push(pti_think_split *t, const char *text, size_t len, bool finish,
+                          pti_think_out out, void *user);
+
 /* Reads an optional boolean field: absent/null -> def; not a bool -> error naming it. */
 pt_status pti_api_bool(const cJSON *obj, const char *key, bool def, bool *out);
 /* Reads an optional string field: absent/null -> NULL; not a string -> error naming it. */

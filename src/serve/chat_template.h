@@ -11,7 +11,8 @@
  * that matches none falls back to a plain "role: content" format with a warning; a file
  * without a template is matched by general.architecture.
  *
- * Differences from running the Jinja template: tool definitions (`tools`) are not rendered;
+ * Differences from running the Jinja template: tool definitions (`tools`) are not rendered
+ * here (pti_chat_render_tools in tool_calls.h renders them for Qwen2.5/Qwen3/Llama 3.1+/Mistral);
  * tool-call arguments are inserted as given JSON text (the templates json.dumps a dict);
  * Gemma 2's template rejects a system message, we fold it into the first turn as Gemma 3
  * does; conversations the official templates reject (Mistral and Gemma need alternating

@@ -94,8 +94,8 @@ typedef struct tok {
 typedef struct parser {
     const char *src;
     size_t len, pos;
-    int line;         /* line at pos */
-    bool trim_next;   /* the last action ended with " -}}" */
+    int line;       /* line at pos */
+    bool trim_next; /* the last action ended with " -}}" */
     bool have_peek;
     tok peek;
     pti_gotmpl *t;
@@ -165,8 +165,8 @@ static bool lex_quoted(parser *p, tok *t, char q)
         advance(p, 1);
     }
     if (p->pos >= p->len)
-        return fail(p, PT_ERR_FORMAT, q == '`' ? "unterminated raw quoted string"
-                                               : "unterminated quoted string");
+        return fail(p, PT_ERR_FORMAT,
+                    q == '`' ? "unterminated raw quoted string" : "unterminated quoted string");
     advance(p, 1);
     t->kind = q == '\'' ? T_CHAR : T_STRING;
     t->p = p->src + start;
@@ -181,11 +181,10 @@ static bool lex_number(parser *p, tok *t)
         advance(p, 1);
     while (p->pos < p->len) {
         char c = p->src[p->pos];
-        bool exp_sign = (c == '+' || c == '-') && p->pos > start &&
-                        strchr("eEpP", p->src[p->pos - 1]) &&
-                        !(p->pos - start >= 2 && (p->src[start + 1] == 'x' ||
-                                                   p->src[start + 1] == 'X') &&
-                          strchr("eE", p->src[p->pos - 1]));
+        bool exp_sign =
+            (c == '+' || c == '-') && p->pos > start && strchr("eEpP", p->src[p->pos - 1]) &&
+            !(p->pos - start >= 2 && (p->src[start + 1] == 'x' || p->src[start + 1] == 'X') &&
+              strchr("eE", p->src[p->pos - 1]));
         if (!(isalnum((unsigned char)c) || c == '.' || c == '_' || exp_sign))
             break;
         advance(p, 1);
@@ -578,12 +577,9 @@ static gt_arg *parse_operand(parser *p, const tok *t)
         a->kind = GA_DOT;
         return p->failed ? NULL : a;
     }
-    case T_STRING:
-        return parse_string(p, t, a) ? a : NULL;
-    case T_CHAR:
-        return parse_char(p, t, a) ? a : NULL;
-    case T_NUMBER:
-        return parse_number(p, t, a) ? a : NULL;
+    case T_STRING: return parse_string(p, t, a) ? a : NULL;
+    case T_CHAR: return parse_char(p, t, a) ? a : NULL;
+    case T_NUMBER: return parse_number(p, t, a) ? a : NULL;
     case T_LPAREN:
         a->kind = GA_PIPE;
         if (++p->depth > GT_MAX_DEPTH)
@@ -609,13 +605,11 @@ static gt_arg *parse_operand(parser *p, const tok *t)
             return fail(p, PT_ERR_OOM, "out of memory"), NULL;
         if (strcmp(a->name, "call") == 0 || strcmp(a->name, "html") == 0 ||
             strcmp(a->name, "js") == 0 || strcmp(a->name, "urlquery") == 0)
-            return fail(p, PT_ERR_UNSUPPORTED, "function \"%s\" is not supported", a->name),
-                   NULL;
+            return fail(p, PT_ERR_UNSUPPORTED, "function \"%s\" is not supported", a->name), NULL;
         if (!gt_is_builtin(a->name))
             return fail(p, PT_ERR_FORMAT, "function \"%s\" not defined", a->name), NULL;
         return a;
-    default:
-        return fail(p, PT_ERR_FORMAT, "unexpected \"%.*s\" in operand", (int)t->n, t->p), NULL;
+    default: return fail(p, PT_ERR_FORMAT, "unexpected \"%.*s\" in operand", (int)t->n, t->p), NULL;
     }
 }
 
@@ -631,8 +625,8 @@ static bool parse_decl(parser *p, gt_pipe *pp, bool in_range)
     bool save_trim = p->trim_next;
     p->have_peek = false;
     bool ok = lex(p, &t2);
-    bool is_decl = ok && (t2.kind == T_DECLARE || t2.kind == T_ASSIGN ||
-                          (t2.kind == T_COMMA && in_range));
+    bool is_decl =
+        ok && (t2.kind == T_DECLARE || t2.kind == T_ASSIGN || (t2.kind == T_COMMA && in_range));
     if (!is_decl) {
         p->failed = false; /* a lexing error here recurs when the tokens are read for real */
         p->pos = save_pos, p->line = save_line, p->trim_next = save_trim;
@@ -683,8 +677,9 @@ static gt_pipe *parse_pipeline(parser *p, bool in_range, bool in_parens)
         bool end = in_parens ? t.kind == T_RPAREN : t.kind == T_CLOSE;
         if (end || t.kind == T_PIPE) {
             if (!cmd)
-                return fail(p, PT_ERR_FORMAT, end && pp->ncmds == 0 ? "missing value for command"
-                                                                     : "missing command"),
+                return fail(p, PT_ERR_FORMAT,
+                            end && pp->ncmds == 0 ? "missing value for command"
+                                                  : "missing command"),
                        NULL;
             if (!push_ptr(p, (void ***)&pp->cmds, &pp->ncmds, cmd))
                 return NULL;
@@ -694,12 +689,11 @@ static gt_pipe *parse_pipeline(parser *p, bool in_range, bool in_parens)
             continue;
         }
         if (t.kind == T_CLOSE || t.kind == T_RPAREN)
-            return fail(p, PT_ERR_FORMAT, t.kind == T_CLOSE ? "unclosed left paren"
-                                                            : "unexpected right paren"),
+            return fail(p, PT_ERR_FORMAT,
+                        t.kind == T_CLOSE ? "unclosed left paren" : "unexpected right paren"),
                    NULL;
         if (cmd && !t.space_before && t.kind != T_LPAREN)
-            return fail(p, PT_ERR_FORMAT, "missing space before \"%.*s\"", (int)t.n, t.p),
-                   NULL;
+            return fail(p, PT_ERR_FORMAT, "missing space before \"%.*s\"", (int)t.n, t.p), NULL;
         gt_arg *a = parse_operand(p, &t);
         if (!a)
             return NULL;
@@ -750,21 +744,20 @@ static gt_node *parse_control(parser *p, gt_node_kind kind)
             if (!inner)
                 return NULL;
             n->else_list = new_node(p, GN_LIST);
-            if (!n->else_list || !push_ptr(p, (void ***)&n->else_list->kids,
-                                           &n->else_list->nkids, inner))
+            if (!n->else_list ||
+                !push_ptr(p, (void ***)&n->else_list->kids, &n->else_list->nkids, inner))
                 return NULL;
         } else {
             if (!lex(p, &t))
                 return NULL;
             if (t.kind != T_CLOSE)
-                return fail(p, PT_ERR_FORMAT, "unexpected \"%.*s\" in else", (int)t.n, t.p),
-                       NULL;
+                return fail(p, PT_ERR_FORMAT, "unexpected \"%.*s\" in else", (int)t.n, t.p), NULL;
             n->else_list = parse_list(p, &how);
             if (!n->else_list)
                 return NULL;
             if (how != END_END)
-                return fail(p, PT_ERR_FORMAT, how == END_EOF ? "unexpected EOF"
-                                                             : "expected end; found {{else}}"),
+                return fail(p, PT_ERR_FORMAT,
+                            how == END_EOF ? "unexpected EOF" : "expected end; found {{else}}"),
                        NULL;
         }
     }
@@ -800,9 +793,12 @@ static bool parse_action(parser *p, gt_node *list, list_end *how, bool *ended)
             *ended = true;
             return *how == END_END ? expect_close(p, "end") : true;
         }
-        gt_node_kind kind = tok_is(&t, "if") ? GN_IF : tok_is(&t, "range") ? GN_RANGE
-                          : tok_is(&t, "with") ? GN_WITH : tok_is(&t, "break") ? GN_BREAK
-                          : tok_is(&t, "continue") ? GN_CONTINUE : GN_ACTION;
+        gt_node_kind kind = tok_is(&t, "if")         ? GN_IF
+                            : tok_is(&t, "range")    ? GN_RANGE
+                            : tok_is(&t, "with")     ? GN_WITH
+                            : tok_is(&t, "break")    ? GN_BREAK
+                            : tok_is(&t, "continue") ? GN_CONTINUE
+                                                     : GN_ACTION;
         if (kind == GN_BREAK || kind == GN_CONTINUE) {
             lex(p, &t);
             if (p->range_depth == 0)
@@ -876,8 +872,8 @@ static gt_node *parse_list(parser *p, list_end *how)
         bool trim_left = p->trim_next;
         p->trim_next = false;
         /* "{{- " trims the text before it: a '-' followed by a white space character */
-        bool trim_right = open && (size_t)(open - p->src) + 3 < p->len && open[2] == '-' &&
-                          is_space(open[3]);
+        bool trim_right =
+            open && (size_t)(open - p->src) + 3 < p->len && open[2] == '-' && is_space(open[3]);
         const char *ts = s;
         size_t tn = n;
         if (trim_left)
@@ -962,11 +958,8 @@ static void number_node(walk *w, gt_node *n)
         if (n->else_list)
             number_node(w, n->else_list);
         break;
-    case GN_ACTION:
-        number_pipe(w, n->pipe);
-        break;
-    default:
-        break;
+    case GN_ACTION: number_pipe(w, n->pipe); break;
+    default: break;
     }
 }
 
@@ -979,7 +972,13 @@ pti_gotmpl *pti_gotmpl_parse(const char *text, size_t len)
     pti_gotmpl *t = calloc(1, sizeof *t);
     if (!t)
         return pti_error_null(PT_ERR_OOM, "template: out of memory");
-    parser p = {.src = text ? text : "", .len = len, .line = 1, .t = t};
+    /* text nodes point into the source: keep a copy with the tree */
+    char *src = gt_arena_strndup(&t->arena, text ? text : "", len);
+    if (!src) {
+        pti_gotmpl_free(t);
+        return pti_error_null(PT_ERR_OOM, "template: out of memory");
+    }
+    parser p = {.src = src, .len = len, .line = 1, .t = t};
     if (!declare_var(&p, "$")) {
         pti_gotmpl_free(t);
         return NULL;
@@ -1042,8 +1041,7 @@ static bool node_refs(const gt_node *n, const char *field)
                 return true;
         return false;
     }
-    return pipe_refs(n->pipe, field) || node_refs(n->list, field) ||
-           node_refs(n->else_list, field);
+    return pipe_refs(n->pipe, field) || node_refs(n->list, field) || node_refs(n->else_list, field);
 }
 
 bool pti_gotmpl_references(const pti_gotmpl *t, const char *field)

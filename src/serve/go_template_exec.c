@@ -17,6 +17,10 @@
 #include "../core/internal.h"
 
 #define GT_MAX_OUTPUT ((size_t)64 << 20)
+/* Bounds on one execution, so that a template from a request cannot exhaust memory or spin:
+ * bytes of strings made during execution, and nodes walked plus range iterations. */
+#define GT_MAX_SCRATCH ((size_t)64 << 20)
+#define GT_MAX_STEPS 20000000L
 
 typedef enum vkind { V_MISSING, V_NIL, V_BOOL, V_INT, V_FLOAT, V_STR, V_ARR, V_OBJ } vkind;
 
@@ -49,6 +53,8 @@ typedef enum walk_st { W_OK, W_BREAK, W_CONTINUE, W_ERR } walk_st;
 typedef struct ex {
     int cut;
     gt_arena tmp;
+    size_t scratch; /* bytes taken from tmp */
+    long steps;
     buf out;
     var *vars;
     int nvars, capvars;
@@ -81,6 +87,36 @@ static bool oom(ex *e)
         pti_error(PT_ERR_OOM, "template: out of memory");
     }
     return false;
+}
+
+/* Scratch memory for this execution, within GT_MAX_SCRATCH. */
+static void *ex_alloc(ex *e, size_t n)
+{
+    if (n > GT_MAX_SCRATCH - e->scratch) {
+        exfail(e, "template execution needs more than %zu MiB", GT_MAX_SCRATCH >> 20);
+        return NULL;
+    }
+    e->scratch += n;
+    void *p = gt_arena_alloc(&e->tmp, n);
+    if (!p)
+        oom(e);
+    return p;
+}
+
+static char *ex_strndup(ex *e, const char *s, size_t n)
+{
+    char *d = ex_alloc(e, n + 1);
+    if (d && n)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Counts one step; false (with an error) past GT_MAX_STEPS. */
+static bool ex_step(ex *e)
+{
+    if (++e->steps > GT_MAX_STEPS)
+        return exfail(e, "template execution exceeds %ld steps", GT_MAX_STEPS);
+    return true;
 }
 
 static void buf_put(buf *b, const char *s, size_t n)
@@ -142,11 +178,11 @@ static bool buf_to_val(ex *e, buf *b, val *out)
         free(b->p);
         return false;
     }
-    char *s = gt_arena_strndup(&e->tmp, b->p ? b->p : "", b->n);
+    char *s = ex_strndup(e, b->p ? b->p : "", b->n);
     size_t n = b->n;
     free(b->p);
     if (!s)
-        return oom(e);
+        return false;
     *out = (val){.k = V_STR, .s = s, .n = n};
     return true;
 }
@@ -166,7 +202,8 @@ static val from_json(const cJSON *j)
         return (val){.k = V_FLOAT, .f = d};
     }
     if (cJSON_IsString(j))
-        return (val){.k = V_STR, .s = j->valuestring ? j->valuestring : "",
+        return (val){.k = V_STR,
+                     .s = j->valuestring ? j->valuestring : "",
                      .n = j->valuestring ? strlen(j->valuestring) : 0};
     if (cJSON_IsArray(j))
         return (val){.k = V_ARR, .j = j, .n = (size_t)cJSON_GetArraySize(j)};
@@ -197,8 +234,9 @@ static bool truth(val v)
 
 static const char *type_name(val v)
 {
-    static const char *const names[] = {"<nil>", "<nil>", "bool", "int", "float64", "string",
-                                        "[]interface {}", "map[string]interface {}"};
+    static const char *const names[] = {
+        "<nil>",   "<nil>",  "bool",           "int",
+        "float64", "string", "[]interface {}", "map[string]interface {}"};
     return names[v.k];
 }
 
@@ -214,9 +252,9 @@ static const cJSON **sorted_members(ex *e, const cJSON *obj, size_t *n)
     size_t k = 0;
     for (const cJSON *c = obj->child; c; c = c->next)
         k++;
-    const cJSON **m = gt_arena_alloc(&e->tmp, sizeof *m * (k ? k : 1));
+    const cJSON **m = ex_alloc(e, sizeof *m * (k ? k : 1));
     if (!m)
-        return oom(e), NULL;
+        return NULL;
     k = 0;
     for (const cJSON *c = obj->child; c; c = c->next)
         m[k++] = c;
@@ -370,7 +408,10 @@ static void put_json_string(buf *b, const char *s, size_t n)
             esc = u;
         } else if (c >= 0x80) {
             /* validate one UTF-8 sequence; invalid bytes become U+FFFD, U+2028/9 escaped */
-            size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            size_t need = c >= 0xF0 && c <= 0xF4  ? 4
+                          : c >= 0xE0             ? 3
+                          : c >= 0xC2 && c < 0xE0 ? 2
+                                                  : 0;
             if (c >= 0xF5)
                 need = 0;
             bool valid = need && i + need <= n;
@@ -559,8 +600,10 @@ static void put_go_quoted(buf *b, const char *s, size_t n)
         else if (c < 0x80)
             buf_put(b, s + i, 1);
         else {
-            size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c < 0xF0 ? 3
-                        : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+            size_t need = c >= 0xF0 && c <= 0xF4  ? 4
+                          : c >= 0xE0 && c < 0xF0 ? 3
+                          : c >= 0xC2 && c < 0xE0 ? 2
+                                                  : 0;
             bool valid = need && i + need <= n;
             for (size_t k = 1; valid && k < need; k++)
                 valid = ((unsigned char)s[i + k] & 0xC0) == 0x80;
@@ -773,7 +816,8 @@ static bool fn_index(ex *e, fargs a, val *out)
             if (i < 0 || (size_t)i >= item.n)
                 return exfail(e, "error calling index: index out of range: %lld", i);
             if (item.k == V_STR)
-                item = (val){.k = V_INT, .i = (unsigned char)item.s[i], .f = (unsigned char)item.s[i]};
+                item =
+                    (val){.k = V_INT, .i = (unsigned char)item.s[i], .f = (unsigned char)item.s[i]};
             else
                 item = from_json(arr_item(item, (size_t)i));
             break;
@@ -781,9 +825,9 @@ static bool fn_index(ex *e, fargs a, val *out)
             if (a.v[k].k != V_STR)
                 return exfail(e, "error calling index: value has type %s; should be string",
                               type_name(a.v[k]));
-            char *key = gt_arena_strndup(&e->tmp, a.v[k].s, a.v[k].n);
+            char *key = ex_strndup(e, a.v[k].s, a.v[k].n);
             if (!key)
-                return oom(e);
+                return false;
             const cJSON *c = cJSON_GetObjectItemCaseSensitive(item.j, key);
             item = c ? from_json(c) : (val){.k = V_MISSING};
             break;
@@ -887,9 +931,7 @@ static void format_verb(buf *b, char verb, const spec *sp, val v)
 {
     char cfmt[32];
     switch (verb) {
-    case 'v':
-        put_value(b, v, false);
-        return;
+    case 'v': put_value(b, v, false); return;
     case 's':
         if (v.k == V_STR)
             buf_put(b, v.s, sp->prec >= 0 && (size_t)sp->prec < v.n ? (size_t)sp->prec : v.n);
@@ -1041,9 +1083,9 @@ static bool fn_date(ex *e, int days_back, val *out)
     localtime_r(&now, &tm);
     char d[32];
     strftime(d, sizeof d, "%Y-%m-%d", &tm);
-    char *s = gt_arena_strndup(&e->tmp, d, strlen(d));
+    char *s = ex_strndup(e, d, strlen(d));
     if (!s)
-        return oom(e);
+        return false;
     *out = (val){.k = V_STR, .s = s, .n = strlen(s)};
     return true;
 }
@@ -1094,9 +1136,25 @@ static bool fn_ts_type(ex *e, fargs a, val *out)
     return buf_to_val(e, &b, out);
 }
 
-static const char *const builtins[] = {
-    "and", "or", "not", "len", "index", "slice", "eq", "ne", "lt", "le", "gt", "ge", "print",
-    "printf", "println", "json", "currentDate", "yesterdayDate", "toTypeScriptType"};
+static const char *const builtins[] = {"and",
+                                       "or",
+                                       "not",
+                                       "len",
+                                       "index",
+                                       "slice",
+                                       "eq",
+                                       "ne",
+                                       "lt",
+                                       "le",
+                                       "gt",
+                                       "ge",
+                                       "print",
+                                       "printf",
+                                       "println",
+                                       "json",
+                                       "currentDate",
+                                       "yesterdayDate",
+                                       "toTypeScriptType"};
 
 bool gt_is_builtin(const char *name)
 {
@@ -1135,9 +1193,10 @@ static bool call_func(ex *e, val dot, const char *name, gt_arg *const *args, int
     if (strcmp(name, "and") == 0 || strcmp(name, "or") == 0)
         return call_andor(e, dot, name[0] == 'a', args, nargs, final, out);
     int n = nargs + (final != NULL);
-    val *v = gt_arena_alloc(&e->tmp, sizeof *v * (size_t)(n ? n : 1));
+    val stack_v[16];
+    val *v = n <= 16 ? stack_v : ex_alloc(e, sizeof *v * (size_t)n);
     if (!v)
-        return oom(e);
+        return false;
     for (int i = 0; i < nargs; i++)
         if (!eval_arg(e, dot, args[i], &v[i]))
             return false;
@@ -1257,10 +1316,15 @@ static bool eval_pipe(ex *e, val dot, const gt_pipe *pp, val *out)
     bool have = false;
     for (int c = 0; c < pp->ncmds; c++) {
         const gt_cmd *cmd = pp->cmds[c];
-        gt_arg **live = gt_arena_alloc(&e->tmp, sizeof *live * (size_t)cmd->nargs);
-        if (!live)
-            return oom(e);
-        int n = live_args(e, cmd, live);
+        gt_arg *const *live = cmd->args;
+        int n = cmd->nargs;
+        if (e->cut > 0) {
+            gt_arg **kept = ex_alloc(e, sizeof *kept * (size_t)cmd->nargs);
+            if (!kept)
+                return false;
+            n = live_args(e, cmd, kept);
+            live = kept;
+        }
         if (n == 0)
             continue;
         val r;
@@ -1318,6 +1382,8 @@ static walk_st walk_list(ex *e, val dot, const gt_node *list)
 static walk_st range_one(ex *e, const gt_node *n, int mark, val key, val elem)
 {
     const gt_pipe *pp = n->pipe;
+    if (!ex_step(e))
+        return W_ERR;
     if (pp->ndecl > 0) {
         if (pp->is_assign) {
             var *x0 = find_var(e, pp->decl[0]);
@@ -1394,6 +1460,8 @@ static walk_st walk_range(ex *e, val dot, const gt_node *n)
 static walk_st walk(ex *e, val dot, const gt_node *n)
 {
     e->line = n->line;
+    if (!ex_step(e))
+        return W_ERR;
     switch (n->kind) {
     case GN_LIST: return walk_list(e, dot, n);
     case GN_TEXT: buf_put(&e->out, n->text, n->tlen); return W_OK;

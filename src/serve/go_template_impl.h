@@ -27,8 +27,8 @@ typedef enum gt_arg_kind {
     GA_BOOL,
     GA_NUM,
     GA_STR,
-    GA_FUNC,  /* an identifier naming a function */
-    GA_PIPE,  /* ( pipeline ), then idents when followed by .A.B (a chain) */
+    GA_FUNC, /* an identifier naming a function */
+    GA_PIPE, /* ( pipeline ), then idents when followed by .A.B (a chain) */
 } gt_arg_kind;
 
 typedef struct gt_pipe gt_pipe;
@@ -36,7 +36,7 @@ typedef struct gt_pipe gt_pipe;
 typedef struct gt_arg {
     gt_arg_kind kind;
     int line;
-    int seq; /* pre-order position in Ollama's deleteNode walk (0 = not walked) */
+    int seq;          /* pre-order position in Ollama's deleteNode walk (0 = not walked) */
     const char *name; /* variable ("$x", "$") or function name */
     const char **idents;
     int nidents;

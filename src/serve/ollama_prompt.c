@@ -354,8 +354,9 @@ static cJSON *tool_value(const cJSON *tool)
     if (!cJSON_IsObject(fn))
         fn = tool;
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(tool, "items");
-    const char *type = cJSON_GetObjectItemCaseSensitive(tool, "function") ? str_or_empty(tool, "type")
-                                                                          : "function";
+    const char *type = cJSON_GetObjectItemCaseSensitive(tool, "function")
+                           ? str_or_empty(tool, "type")
+                           : "function";
     cJSON *v = cJSON_CreateObject(), *f = cJSON_CreateObject();
     cJSON *params = parameters_value(cJSON_GetObjectItemCaseSensitive(fn, "parameters"));
     if (!v || !f || !params) {
@@ -453,10 +454,10 @@ static bool check_messages(const cJSON *messages, const cJSON *tools)
     if (tools && !cJSON_IsNull(tools)) {
         if (!cJSON_IsArray(tools))
             return pti_error(PT_ERR_INVALID_ARG, "invalid tools: not an array"), false;
-        const cJSON *t;
-        cJSON_ArrayForEach(t, tools) if (!cJSON_IsObject(t)) return pti_error(
-            PT_ERR_INVALID_ARG, "invalid tools: a tool is not an object"),
-            false;
+        for (const cJSON *t = tools->child; t; t = t->next)
+            if (!cJSON_IsObject(t))
+                return pti_error(PT_ERR_INVALID_ARG, "invalid tools: a tool is not an object"),
+                       false;
     }
     return true;
 }
@@ -512,8 +513,7 @@ static bool collate(const cJSON *messages, const char *default_system, collated 
         if (ok && lr && strcmp(lr->valuestring, role) == 0 && strcmp(role, "tool") != 0) {
             cJSON *lc = cJSON_GetObjectItemCaseSensitive(last, "Content");
             char *merged = NULL;
-            ok = append_text(&merged, "", lc->valuestring) &&
-                 append_text(&merged, "\n\n", content);
+            ok = append_text(&merged, "", lc->valuestring) && append_text(&merged, "\n\n", content);
             if (ok) {
                 cJSON *nc = cJSON_CreateString(merged);
                 ok = nc && cJSON_ReplaceItemInObjectCaseSensitive(last, "Content", nc);
@@ -646,6 +646,15 @@ char *pti_ollama_generate_prompt(const pti_gotmpl *t, const char *system, const 
 {
     if (!t)
         return pti_error_null(PT_ERR_NULL, "pti_ollama_generate_prompt: template is NULL");
+    if (suffix && suffix[0] && !(prompt && prompt[0])) {
+        /* Ollama: a suffix request passes no messages; with an empty prompt Execute falls
+         * through to rendering no messages at all */
+        cJSON *none = cJSON_CreateArray();
+        char *s = none ? pti_ollama_chat_prompt(t, none, NULL, NULL, false, false, out_len)
+                       : pti_error_null(PT_ERR_OOM, "template: out of memory");
+        cJSON_Delete(none);
+        return s;
+    }
     if (suffix && suffix[0]) {
         /* Ollama executes {Prompt, Suffix, Response} alone for fill-in-the-middle */
         cJSON *v = cJSON_CreateObject();

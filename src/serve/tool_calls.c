@@ -237,8 +237,8 @@ static bool render_qwen_tools(const pti_chat_template *t, const pti_chat_message
     ok = ok && text_puts(out, "# Tools\n\nYou may call one or more functions to assist with the "
                               "user query.\n\nYou are provided with function signatures within "
                               "<tools></tools> XML tags:\n<tools>");
-    const cJSON *tool;
-    cJSON_ArrayForEach(tool, tools) ok = ok && text_puts(out, "\n") && py_json(out, tool, 0, 0);
+    for (const cJSON *tool = tools->child; tool && ok; tool = tool->next)
+        ok = text_puts(out, "\n") && py_json(out, tool, 0, 0);
     ok = ok && text_puts(out, "\n</tools>\n\nFor each function call, return a json object with "
                               "function name and arguments within <tool_call></tool_call> XML "
                               "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -248,10 +248,9 @@ static bool render_qwen_tools(const pti_chat_template *t, const pti_chat_message
 
 /* Llama 3.1+: "Environment: ipython" in the system header, the first message after the system
  * message replaced by a user turn listing the tools (tools_in_user_message, the default). */
-static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_message *msgs,
-                                size_t n, const cJSON *tools, bool gen,
-                                const pti_chat_opts *opts, const char *base, size_t base_len,
-                                pti_tool_text *out)
+static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_message *msgs, size_t n,
+                                const cJSON *tools, bool gen, const pti_chat_opts *opts,
+                                const char *base, size_t base_len, pti_tool_text *out)
 {
     size_t first = n > 0 && role_is(&msgs[0], "system") ? 1 : 0;
     if (first >= n)
@@ -283,11 +282,9 @@ static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_messa
     size_t turn_len = base_len - rest_len;
     size_t sys_end = eot ? (size_t)(eot - base) + 10 : 0;
     char role_hdr[256];
-    snprintf(role_hdr, sizeof role_hdr, "<|start_header_id|>%s<|end_header_id|>\n\n",
-             fm->role);
+    snprintf(role_hdr, sizeof role_hdr, "<|start_header_id|>%s<|end_header_id|>\n\n", fm->role);
     bool shape_ok = eot && rest_len < base_len && sys_end + turn_len <= base_len &&
-                    memcmp(base + sys_end + turn_len, without + sys_end,
-                           rest_len - sys_end) == 0 &&
+                    memcmp(base + sys_end + turn_len, without + sys_end, rest_len - sys_end) == 0 &&
                     starts_with(base + sys_end, turn_len, role_hdr);
     if (!shape_ok) {
         free(without);
@@ -306,8 +303,8 @@ static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_messa
                              "Respond in the format {\"name\": function name, \"parameters\": "
                              "dictionary of argument name and its value}.Do not use "
                              "variables.\n\n");
-    const cJSON *tool;
-    cJSON_ArrayForEach(tool, tools) ok = ok && py_json(out, tool, 4, 0) && text_puts(out, "\n\n");
+    for (const cJSON *tool = tools->child; tool && ok; tool = tool->next)
+        ok = py_json(out, tool, 4, 0) && text_puts(out, "\n\n");
     ok = ok && text_put(out, content, content_len) && text_puts(out, "<|eot_id|>") &&
          text_put(out, base + sys_end + turn_len, base_len - sys_end - turn_len);
     free(without);
@@ -363,11 +360,11 @@ static bool render_mistral_tools(const pti_chat_message *msgs, size_t n, const c
     for (size_t i = first; i < n; i++)
         if (role_is(&msgs[i], "user"))
             last = &msgs[i];
-    const cJSON *tool;
-    cJSON_ArrayForEach(tool, tools) if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(
-                                         tool, "function"))) return pti_error(
-        PT_ERR_INVALID_ARG, "tools: mistral template needs {\"function\": {...}} tools"),
-        false;
+    for (const cJSON *tool = tools->child; tool; tool = tool->next)
+        if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(tool, "function")))
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "tools: mistral template needs {\"function\": {...}} tools"),
+                   false;
     size_t pos = 0;
     bool ok = true;
     for (size_t i = first; i < n && ok; i++) {
@@ -397,11 +394,11 @@ char *pti_chat_render_tools(const pti_chat_template *t, const pti_chat_message *
             cJSON_Delete(tools);
             return pti_error_null(PT_ERR_INVALID_ARG, "tools: not a JSON array");
         }
-        const cJSON *tool;
-        cJSON_ArrayForEach(tool, tools) if (!cJSON_IsObject(tool))
-        {
-            cJSON_Delete(tools);
-            return pti_error_null(PT_ERR_INVALID_ARG, "tools: a tool is not a JSON object");
+        for (const cJSON *tool = tools->child; tool; tool = tool->next) {
+            if (!cJSON_IsObject(tool)) {
+                cJSON_Delete(tools);
+                return pti_error_null(PT_ERR_INVALID_ARG, "tools: a tool is not a JSON object");
+            }
         }
     }
     if (!tools || !tools->child) {
@@ -427,8 +424,8 @@ char *pti_chat_render_tools(const pti_chat_template *t, const pti_chat_message *
     if (f == PTI_CHAT_QWEN25 || f == PTI_CHAT_QWEN3)
         ok = render_qwen_tools(t, msgs, n, tools, base, base_len, &out);
     else if (f == PTI_CHAT_LLAMA3)
-        ok = render_llama3_tools(t, msgs, n, tools, add_generation_prompt, &o, base, base_len,
-                                 &out);
+        ok =
+            render_llama3_tools(t, msgs, n, tools, add_generation_prompt, &o, base, base_len, &out);
     else
         ok = render_mistral_tools(msgs, n, tools, base, base_len, &out);
     free(base);
@@ -516,14 +513,22 @@ bool pti_tool_tags_from_template(const char *go_template, size_t len, char *open
 
 #define MAX_CALL_TEXT ((size_t)16 << 20)
 
+/* Progress of the bracket scan over a JSON value being received. */
+typedef struct json_scan {
+    bool active, in_str, esc;
+    size_t start, pos;
+    long depth;
+} json_scan;
+
 struct pti_tool_parser {
     char *open, *close;
     size_t open_n, close_n;
-    bool json_tag;     /* the open tag is "{": the JSON itself marks a call */
+    bool json_tag;      /* the open tag is "{": the JSON itself marks a call */
     pti_tool_text held; /* text not yet released */
-    bool in_calls;     /* after an open tag */
+    bool in_calls;      /* after an open tag */
     size_t block_calls; /* calls parsed since the open tag */
     size_t ncalls;
+    json_scan scan;
 };
 
 pti_tool_parser *pti_tool_parser_new(const char *open_tag, const char *close_tag)
@@ -568,6 +573,7 @@ size_t pti_tool_parser_ncalls(const pti_tool_parser *p)
 /* Drops the first n held bytes. */
 static void held_consume(pti_tool_parser *p, size_t n)
 {
+    p->scan.active = false; /* offsets into held change */
     memmove(p->held.data, p->held.data + n, p->held.len - n);
     p->held.len -= n;
     if (p->held.data)
@@ -584,30 +590,33 @@ static size_t partial_tag_suffix(const char *s, size_t n, const char *tag, size_
     return 0;
 }
 
-/* End (exclusive) of the JSON object or array starting at s[0], string- and escape-aware;
- * 0 while it is incomplete. */
-static size_t json_value_end(const char *s, size_t n)
+/* End (exclusive, an offset in held) of the JSON object or array starting at held[at],
+ * string- and escape-aware; 0 while it is incomplete. The scan resumes where the previous
+ * push left it, so a long call streamed in small pieces is scanned once. */
+static size_t json_value_end(pti_tool_parser *p, size_t at)
 {
-    int depth = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (in_str) {
-            if (c == '\\')
-                i++;
+    json_scan *sc = &p->scan;
+    if (!sc->active || sc->start != at)
+        *sc = (json_scan){.active = true, .start = at, .pos = at};
+    const char *s = p->held.data;
+    for (; sc->pos < p->held.len; sc->pos++) {
+        char c = s[sc->pos];
+        if (sc->in_str) {
+            if (sc->esc)
+                sc->esc = false;
+            else if (c == '\\')
+                sc->esc = true;
             else if (c == '"')
-                in_str = false;
+                sc->in_str = false;
             continue;
         }
         if (c == '"')
-            in_str = true;
+            sc->in_str = true;
         else if (c == '{' || c == '[')
-            depth++;
-        else if (c == '}' || c == ']') {
-            if (--depth == 0)
-                return i + 1;
-            if (depth < 0)
-                return i + 1; /* unbalanced: let the JSON parser reject it */
+            sc->depth++;
+        else if ((c == '}' || c == ']') && --sc->depth <= 0) {
+            sc->active = false;
+            return sc->pos + 1;
         }
     }
     return 0;
@@ -685,8 +694,8 @@ static int take_calls(pti_tool_parser *p, const char *text, size_t n, cJSON *cal
     bool ok = false;
     if (cJSON_IsArray(v) && v->child) {
         ok = true;
-        const cJSON *c;
-        cJSON_ArrayForEach(c, v) ok = ok && is_call(c, args_required);
+        for (const cJSON *c = v->child; c && ok; c = c->next)
+            ok = is_call(c, args_required);
     } else {
         ok = is_call(v, args_required);
     }
@@ -696,8 +705,9 @@ static int take_calls(pti_tool_parser *p, const char *text, size_t n, cJSON *cal
     }
     int rc = 1;
     if (cJSON_IsArray(v)) {
-        const cJSON *c;
-        cJSON_ArrayForEach(c, v) if (!add_call(p, c, calls)) rc = -1;
+        for (const cJSON *c = v->child; c && rc > 0; c = c->next)
+            if (!add_call(p, c, calls))
+                rc = -1;
     } else if (!add_call(p, v, calls)) {
         rc = -1;
     }
@@ -757,7 +767,8 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
         if (p->close_n && !final && n - i < p->close_n && memcmp(h + i, p->close, n - i) == 0)
             return true;
         if (h[i] == '{' || h[i] == '[') {
-            size_t end = json_value_end(h + i, n - i);
+            size_t end = json_value_end(p, i);
+            end = end ? end - i : 0;
             if (end == 0 && !final && n < MAX_CALL_TEXT)
                 return true;
             int rc = end ? take_calls(p, h + i, end, calls) : 0;
@@ -789,8 +800,8 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
     }
 }
 
-bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len,
-                          pti_tool_text *content, cJSON *calls)
+bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len, pti_tool_text *content,
+                          cJSON *calls)
 {
     if (!p || !content || !calls || (!text && len))
         return pti_error(PT_ERR_NULL, "pti_tool_parser_push: NULL argument"), false;

@@ -4,28 +4,39 @@
  *
  * Rendering (pti_chat_render_tools) reproduces the Hugging Face Jinja templates' `tools`
  * branch byte for byte (checked against jinja2 with the real template texts,
- * tests/fixtures/gen_tool_templates.py): Qwen2.5 and Qwen3 (a "# Tools" system block with
- * <tools></tools> holding one JSON definition per line, calls as <tool_call>{"name": ...,
- * "arguments": ...}</tool_call>, results in <tool_response>), Llama 3.1/3.2/3.3 (the tools
- * listed in the first user message, "Environment: ipython" in the system header, calls as
- * {"name": ..., "parameters": ...}, results under the ipython role), Mistral v0.3
- * ([AVAILABLE_TOOLS] before the last user message, [TOOL_CALLS], [TOOL_RESULTS]). Tool
- * definitions are inserted as the templates' tojson prints them (Python json.dumps: ", " and
- * ": " separators, keys in the given order, non-ASCII kept as UTF-8).
+ * tests/fixtures/gen_tool_templates.py): Qwen2.5 and Qwen3 (the system turn becomes a
+ * "# Tools" block with <tools></tools> holding one JSON definition per line; calls as
+ * <tool_call>{"name": ..., "arguments": ...}</tool_call>, results in <tool_response>),
+ * Llama 3.1/3.2/3.3 ("Environment: ipython" in the system header; the first message after the
+ * system message becomes a user turn listing the tools as indented JSON, tools_in_user_message
+ * being the template's default; calls as {"name": ..., "parameters": ...}), Mistral v0.3
+ * ([AVAILABLE_TOOLS] [...] before the [INST] of the last user message, and of any earlier user
+ * message equal to it, as the template compares dicts; string values of a function inserted
+ * unescaped, its "return" key skipped). Tool definitions are written as the templates' tojson
+ * writes them (Python json.dumps: ", " and ": " separators, keys in the given order, UTF-8
+ * kept; a number without a fraction is written as an integer). Deviations: Llama 3 needs the
+ * first message after the system message to be a plain message (the template would take the
+ * content of whatever comes first); Mistral needs tools of the form {"function": {...}} (the
+ * template reads tool.function).
  *
  * Parsing (pti_tool_parser): a streaming state machine over generated text. Content that can
  * no longer be part of a tool call is released at once; text that may be the start of the open
  * tag is held back; after the open tag, JSON values are collected (string- and escape-aware
- * brace matching) until they parse as complete calls: an object {"name": s, "arguments": {..}}
- * or {"name": s, "parameters": {..}}, or an array of such objects; several values may follow
- * one tag, separated by white space or commas (Mistral's "[TOOL_CALLS] [{..}, {..}]"). The
- * close tag (when there is one) ends the call block. Arguments always come out as a JSON
- * object: a string holding JSON text is parsed (a string that is not an object's JSON makes
- * the call malformed). Malformed text after an open tag (JSON that does not parse, or parses
- * to something that is not a call) is released as content, tag included. Function names are
- * not checked against the request's tools: like Ollama, a call to an unknown name is returned.
+ * bracket matching, resumed across pushes) until they parse as complete calls: an object
+ * {"name": s, "arguments": {..}} or {"name": s, "parameters": {..}} (or such an object under
+ * "function"), or an array of those; several values may follow one tag, separated by white
+ * space or commas, and a ']' after calls is skipped (Mistral's "[TOOL_CALLS] [{..}, {..}]").
+ * The close tag (when there is one) ends the call block; text that is neither ends it too.
+ * White space and separators after calls are dropped; text after a close tag is content again
+ * (so "\n" between two <tool_call> blocks is content). Arguments always come out as a JSON
+ * object: a string holding an object's JSON is parsed; a missing arguments member gives {}
+ * after a real tag. Malformed text after an open tag (JSON that does not parse, or that is not
+ * a call, or a string argument that is not an object's JSON, or a call left unfinished at
+ * pti_tool_parser_finish) is released as content, tag included. Function names are not
+ * checked against the request's tools: like Ollama, a call to an unknown name is returned.
  * With the open tag "{" (Ollama's choice when the template shows no tag: llama3.x), any JSON
- * object in the output is tried as a call, and released as content when it is not one.
+ * object in the output is tried as a call (arguments/parameters required then), and released
+ * as content when it is not one; text after an unclosed '{' is held until the end.
  *
  * Ownership: a parser is owned by the caller (pti_tool_parser_free; NULL is a no-op); it is
  * not thread-safe, one per generation. Strings returned by rendering are malloc'd (free()). */
@@ -47,9 +58,9 @@ bool pti_chat_family_supports_tools(pti_chat_family f);
 
 /* Like pti_chat_render (same messages, options and errors), with tools_json: a JSON array of
  * tool definitions ({"type": "function", "function": {"name", "description", "parameters"}},
- * as OpenAI and Ollama requests carry them; a bare function object is accepted too, as the
- * templates do). tools_json NULL or "[]" renders exactly as pti_chat_render. Errors (NULL):
- * PT_ERR_INVALID_ARG "tools: ..." for tools_json that is not a JSON array of objects;
+ * as OpenAI and Ollama requests carry them; written as given). tools_json NULL or "[]"
+ * renders exactly as pti_chat_render. Errors (NULL): PT_ERR_INVALID_ARG "tools: ..." for
+ * tools_json that is not a JSON array of objects and for the deviations above;
  * PT_ERR_UNSUPPORTED "<family> chat template does not support tools" for other families;
  * the family's template exceptions (Llama 3: "This model only supports single tool-calls at
  * once!", ...); PT_ERR_OOM. */
@@ -95,8 +106,8 @@ void pti_tool_parser_free(pti_tool_parser *p);
  * and each completed call to calls (a cJSON array owned by the caller) as Ollama's tool-call
  * object {"function": {"index": k, "name": "...", "arguments": {...}}}, k counting the calls
  * of this parser from 0. False only on PT_ERR_OOM (or PT_ERR_NULL for NULL p/content/calls). */
-bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len,
-                          pti_tool_text *content, cJSON *calls);
+bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len, pti_tool_text *content,
+                          cJSON *calls);
 
 /* End of generation: releases everything held back (a partial tag, an unfinished call) as
  * content, after completing any calls that are whole. The parser may then be reused. */

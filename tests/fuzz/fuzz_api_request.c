@@ -1,9 +1,10 @@
 /* Fuzz target for promeserve's request JSON -> generation options path (src/serve/api_request.h):
  * the bytes are parsed as a request body and every field the generation endpoints read goes
  * through the same functions the handlers call -- Ollama options over a params layer,
- * keep_alive, format, messages, tools, context, and the OpenAI mapping (options, response_format,
- * messages). Any input must give either parameters that respect the documented ranges or an
- * error with a message; never a crash, a leak or a hang. A request is "accepted" when the
+ * keep_alive, format, messages, tools, context, and the OpenAI mapping (options,
+ * response_format, messages) -- and the raw bytes go through the thinking splitter. Any input
+ * must give either parameters that respect the documented ranges or an error with a message;
+ * never a crash, a leak or a hang. A request is "accepted" when the
  * Ollama reading or the OpenAI reading of it succeeds completely (the seed corpus,
  * tests/fuzz/corpus/api_request, holds real requests of each endpoint). Built as a libFuzzer
  * target with -DPT_FUZZ=ON (clang) and as a corpus replay/mutation smoke test in every build. */
@@ -132,8 +133,33 @@ static bool read_openai(const cJSON *req)
     return ok;
 }
 
+static bool count_part(void *user, bool thinking, const char *text, size_t len)
+{
+    (void)thinking;
+    if (!text || len == 0)
+        abort();
+    *(size_t *)user += len;
+    return true;
+}
+
+/* The thinking splitter over the raw bytes in pieces: it never yields more than it is fed. */
+static void split_thinking(const uint8_t *data, size_t size)
+{
+    pti_think_split t;
+    pti_think_split_init(&t, true);
+    size_t out = 0, step = size ? data[0] % 7 + 1 : 1;
+    for (size_t i = 0; i < size; i += step)
+        if (!pti_think_split_push(&t, (const char *)data + i, i + step < size ? step : size - i,
+                                  false, count_part, &out))
+            abort();
+    if (!pti_think_split_push(&t, "", 0, true, count_part, &out) || out > size ||
+        t.n_hold != 0)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    split_thinking(data, size);
     cJSON *req = cJSON_ParseWithLength((const char *)data, size);
     if (cJSON_IsObject(req)) {
         bool a = read_ollama(req);

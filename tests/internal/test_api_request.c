@@ -463,6 +463,55 @@ static void test_fields(void **state)
     cJSON_Delete(j);
 }
 
+typedef struct split_out {
+    char thinking[256], content[256];
+} split_out;
+
+static bool collect(void *user, bool thinking, const char *text, size_t len)
+{
+    split_out *o = user;
+    char *dst = thinking ? o->thinking : o->content;
+    assert_true(len > 0);
+    assert_true(strlen(dst) + len < sizeof o->thinking);
+    strncat(dst, text, len);
+    return true;
+}
+
+/* Feeds text in pieces of `step` bytes (0: all at once), then finishes. */
+static void split(bool enabled, const char *text, size_t step, const char *thinking,
+                  const char *content)
+{
+    pti_think_split t;
+    pti_think_split_init(&t, enabled);
+    split_out o = {{0}, {0}};
+    size_t n = strlen(text);
+    if (step == 0)
+        step = n ? n : 1;
+    for (size_t i = 0; i < n; i += step)
+        assert_true(pti_think_split_push(&t, text + i, i + step < n ? step : n - i, false,
+                                         collect, &o));
+    assert_true(pti_think_split_push(&t, "", 0, true, collect, &o));
+    assert_string_equal(o.thinking, thinking);
+    assert_string_equal(o.content, content);
+}
+
+static void test_think_split(void **state)
+{
+    (void)state;
+    for (size_t step = 0; step <= 3; step++) {
+        split(true, "<think>\nhmm, 2+2</think>\n\nIt is 4.", step, "\nhmm, 2+2", "It is 4.");
+        split(true, "  \n<think>a</think>b", step, "a", "b");
+        split(true, "The answer is 4.", step, "", "The answer is 4.");
+        split(true, "<thin", step, "", "<thin"); /* an unfinished tag at the end is content */
+        split(true, "<think>still thinking</thi", step, "still thinking</thi", "");
+        split(true, "<think></think>", step, "", "");
+        split(true, "x</think>y", step, "", "x</think>y"); /* no open tag: all content */
+        split(false, "<think>a</think>b", step, "", "<think>a</think>b");
+    }
+    split(true, "               <think>late", 0, "late", ""); /* white space is skipped */
+    split(true, "", 0, "", "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -480,6 +529,7 @@ int main(void)
         cmocka_unit_test(test_openai_options),
         cmocka_unit_test(test_context_ids),
         cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_think_split),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

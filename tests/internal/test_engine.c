@@ -381,6 +381,55 @@ static void test_prefix_reuse(void **state)
     coll_destroy(&c);
 }
 
+/* ---- stop strings ------------------------------------------------------------------------------ */
+
+/* A stop string taken from the middle of the unstopped output, and the chat family's extra
+ * stop strings, end generation as pti_llm_generate_ids ends it (the text before it). */
+static void test_stop_strings(void **state)
+{
+    (void)state;
+    const char *path = smol_path() ? smol_path() : TINY_LLAMA;
+    pti_engine *e = pti_engine_load(path, &(pti_engine_opts){.n_parallel = 2, .num_ctx = 256});
+    assert_non_null(e);
+    pt_llm *ref = pt_llm_load(path, &(pt_llm_opts){.num_ctx = 256});
+    assert_non_null(ref);
+    int checked = 0;
+    for (int k = 0; k < 3; k++) {
+        int32_t ids[256], n = make_prompt(pti_engine_llm(e), k, ids, 256);
+        coll c;
+        coll_init(&c);
+        pti_engine_request q = gen_request(ids, n, 30, &c);
+        ref_out r;
+        pt_gen_stats rs;
+        reference(ref, ids, n, &q.gen, &r, &rs);
+        if (r.len < 12) {
+            coll_destroy(&c);
+            continue;
+        }
+        char stop[4] = {r.text[8], r.text[9], r.text[10], '\0'};
+        const char *stops[] = {stop}, *extra[] = {"never-in-the-output-7q"};
+        q.gen.stop = stops;
+        q.gen.n_stop = 1;
+        q.extra_stop = extra;
+        q.n_extra_stop = 1;
+        assert_true(pti_engine_submit(e, &q) > 0);
+        wait_done(&c);
+        memset(&r, 0, sizeof r);
+        pt_gen_opts go = q.gen;
+        go.stats = &rs;
+        assert_int_equal(pti_llm_generate_ids(ref, ids, n, &go, extra, 1, ref_cb, &r), PT_OK);
+        assert_string_equal(c.text, r.text);
+        assert_string_equal(c.stats.done_reason, "stop");
+        assert_string_equal(rs.done_reason, "stop");
+        assert_true(c.len <= 8);
+        checked++;
+        coll_destroy(&c);
+    }
+    assert_true(checked > 0);
+    pti_engine_free(e);
+    pt_llm_free(ref);
+}
+
 /* ---- the queue, cancelling --------------------------------------------------------------------- */
 
 static void test_queue_full_and_cancel(void **state)
@@ -823,8 +872,9 @@ static double run_concurrent(pti_engine *e, int n_req, int32_t num_predict)
 {
     coll c[8];
     int32_t ids[8][256];
-    struct timespec t0, t1;
+    struct timespec t0, t1, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (int k = 0; k < n_req; k++) {
         coll_init(&c[k]);
         int32_t n = make_prompt(pti_engine_llm(e), k, ids[k], 256);
@@ -841,11 +891,13 @@ static double run_concurrent(pti_engine *e, int n_req, int32_t num_predict)
         coll_destroy(&c[k]);
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double wall = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     printf("engine bench: %d concurrent x %d tokens: %lld generated in %.2f s wall = %.1f "
-           "tokens/s aggregate (%.1f tokens/s over the longest gen_ns)\n", n_req,
-           (int)num_predict, (long long)gen, wall, (double)gen / wall,
-           (double)gen / (1e-9 * (double)gen_ns));
+           "tokens/s aggregate (%.1f tokens/s over the longest gen_ns; %.1f tokens per CPU "
+           "second)\n", n_req, (int)num_predict, (long long)gen, wall, (double)gen / wall,
+           (double)gen / (1e-9 * (double)gen_ns), (double)gen / cpu);
     return (double)gen / wall;
 }
 
@@ -874,6 +926,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prompt_chunks_interleave, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_prefix_reuse, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_stop_strings, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_queue_full_and_cancel, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_on_text_false_cancels, pt_test_setup,

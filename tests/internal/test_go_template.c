@@ -115,16 +115,16 @@ static void test_ollama_prompts_against_go(void **state)
         char *out;
         if (cJSON_IsTrue(cJSON_GetObjectItem(c, "generate"))) {
             const cJSON *sys = cJSON_GetObjectItem(c, "system");
+            const cJSON *prompt = cJSON_GetObjectItem(c, "prompt");
             const cJSON *suffix = cJSON_GetObjectItem(c, "suffix");
             out = pti_ollama_generate_prompt(t, sys ? sys->valuestring : NULL,
-                                             cJSON_GetObjectItem(c, "prompt")->valuestring,
+                                             prompt ? prompt->valuestring : NULL,
                                              suffix ? suffix->valuestring : NULL, &len);
         } else {
-            out = pti_ollama_chat_prompt(t, cJSON_GetObjectItem(c, "messages"),
-                                         cJSON_GetObjectItem(c, "tools"),
-                                         def ? def->valuestring : NULL,
-                                         cJSON_IsTrue(cJSON_GetObjectItem(c, "think_set")),
-                                         cJSON_IsTrue(cJSON_GetObjectItem(c, "think")), &len);
+            out = pti_ollama_chat_prompt(
+                t, cJSON_GetObjectItem(c, "messages"), cJSON_GetObjectItem(c, "tools"),
+                def ? def->valuestring : NULL, cJSON_IsTrue(cJSON_GetObjectItem(c, "think_set")),
+                cJSON_IsTrue(cJSON_GetObjectItem(c, "think")), &len);
         }
         if (!out)
             fail_msg("%s: %s", name, pt_last_error());
@@ -151,8 +151,7 @@ static void test_newer_go(void **state)
                   "{}", "012|[0][1]none");
     expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}",
                   "{\"B\": \"bee\"}", "bee");
-    expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}", "{}",
-                  "none");
+    expect_output("{{ with .A }}a{{ else with .B }}{{ . }}{{ else }}none{{ end }}", "{}", "none");
 }
 
 static void expect_parse_error(const char *tmpl, pt_status st, const char *msg)
@@ -202,8 +201,12 @@ static void test_limits_and_garbage(void **state)
         strcat(ifs, "{{if 1}}");
     expect_parse_error(ifs, PT_ERR_FORMAT, "nesting deeper than");
     /* output over 64 MiB: nested ranges multiply */
-    expect_exec_error("{{ range 4096 }}{{ range 4096 }}01234567{{ end }}{{ end }}", "{}",
-                      "output exceeds 64 MiB");
+    expect_exec_error("{{ range 2000 }}{{ range 2000 }}0123456789abcdefghij{{ end }}{{ end }}",
+                      "{}", "output exceeds 64 MiB");
+    /* a loop that prints nothing still ends, and so does one that makes strings */
+    expect_exec_error("{{ range 100000000 }}{{ end }}", "{}", "exceeds 20000000 steps");
+    expect_exec_error("{{ range 10000 }}{{ $x := printf \"%09999d\" 1 }}{{ end }}", "{}",
+                      "needs more than 64 MiB");
     /* prefixes of real templates never crash: each is either a parse error or runs */
     cJSON *templates = load_json(TEMPLATES);
     const cJSON *tj;
@@ -222,6 +225,30 @@ static void test_limits_and_garbage(void **state)
         }
     }
     cJSON_Delete(templates);
+    /* random token soup parses or fails cleanly, and runs or fails cleanly */
+    static const char *const toks[] = {
+        "{{",    "}}", "{{- ", " -}}",   " ",    "if",    "else", "end",   "range", "with", "$x",
+        ":=",    "=",  ".A",   ".",      "(",    ")",     "|",    "\"s\"", "1",     "len",  "index",
+        "slice", "eq", "and",  "printf", "json", "break", "$",    ",",     "/*",    "*/"};
+    unsigned seed = 99;
+    char soup[512];
+    cJSON *d = cJSON_Parse("{\"A\": [1, {\"A\": \"x\"}], \"B\": null}");
+    for (int iter = 0; iter < 5000; iter++) {
+        size_t len = 0;
+        for (int k = 0; k < 30; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *tk = toks[(seed >> 16) % (sizeof toks / sizeof *toks)];
+            if (len + strlen(tk) + 1 > sizeof soup)
+                break;
+            memcpy(soup + len, tk, strlen(tk));
+            len += strlen(tk);
+        }
+        pti_gotmpl *ts = pti_gotmpl_parse(soup, len);
+        if (ts)
+            free(pti_gotmpl_execute(ts, d, NULL));
+        pti_gotmpl_free(ts);
+    }
+    cJSON_Delete(d);
     /* a NUL inside the text is text; a length without NUL termination is honoured */
     pti_gotmpl *t = pti_gotmpl_parse("a\0b{{ 1 }}xyz", 11);
     assert_non_null(t);
@@ -232,6 +259,17 @@ static void test_limits_and_garbage(void **state)
     free(out);
     pti_gotmpl_free(t);
     pti_gotmpl_free(NULL);
+    /* the template keeps its own copy of the source */
+    char *src = strdup("text {{ .A }} more");
+    t = pti_gotmpl_parse(src, strlen(src));
+    memset(src, '#', strlen(src));
+    free(src);
+    cJSON *d2 = cJSON_Parse("{\"A\": 1}");
+    out = pti_gotmpl_execute(t, d2, NULL);
+    assert_string_equal(out, "text 1 more");
+    free(out);
+    cJSON_Delete(d2);
+    pti_gotmpl_free(t);
 }
 
 static void test_references_and_tags(void **state)

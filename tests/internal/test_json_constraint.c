@@ -638,16 +638,20 @@ static uint64_t rng_next(uint64_t *s)
 typedef struct vocab {
     char **piece;
     size_t *len;
-    int n;
+    int n, cap;
 } vocab;
 
 static void vocab_add(vocab *v, const char *p, size_t n)
 {
-    v->piece = realloc(v->piece, (size_t)(v->n + 1) * sizeof *v->piece);
-    v->len = realloc(v->len, (size_t)(v->n + 1) * sizeof *v->len);
-    assert_non_null(v->piece);
-    assert_non_null(v->len);
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 256;
+        v->piece = realloc(v->piece, (size_t)v->cap * sizeof *v->piece);
+        v->len = realloc(v->len, (size_t)v->cap * sizeof *v->len);
+        assert_non_null(v->piece);
+        assert_non_null(v->len);
+    }
     v->piece[v->n] = malloc(n + 1);
+    assert_non_null(v->piece[v->n]);
     memcpy(v->piece[v->n], p, n);
     v->piece[v->n][n] = '\0';
     v->len[v->n++] = n;

@@ -53,7 +53,8 @@ static void test_render_against_jinja(void **state)
         assert_true(n <= 16);
         for (size_t i = 0; i < n; i++) {
             const cJSON *mj = cJSON_GetArrayItem(msgs, (int)i);
-            m[i] = (pti_chat_message){.role = str(mj, "role"), .content = str(mj, "content"),
+            m[i] = (pti_chat_message){.role = str(mj, "role"),
+                                      .content = str(mj, "content"),
                                       .tool_call_id = str(mj, "tool_call_id")};
             const cJSON *tcs = cJSON_GetObjectItem(mj, "tool_calls");
             size_t k = 0;
@@ -61,13 +62,15 @@ static void test_render_against_jinja(void **state)
             cJSON_ArrayForEach(tc, tcs)
             {
                 const cJSON *fn = cJSON_GetObjectItem(tc, "function");
-                calls[i][k++] = (pti_chat_tool_call){.id = str(tc, "id"), .name = str(fn, "name"),
+                calls[i][k++] = (pti_chat_tool_call){.id = str(tc, "id"),
+                                                     .name = str(fn, "name"),
                                                      .arguments = str(tc, "arguments_text")};
             }
             m[i].tool_calls = k ? calls[i] : NULL;
             m[i].n_tool_calls = k;
         }
-        pti_chat_opts o = {.bos_token = str(c, "bos_token"), .eos_token = str(c, "eos_token"),
+        pti_chat_opts o = {.bos_token = str(c, "bos_token"),
+                           .eos_token = str(c, "eos_token"),
                            .date_string = "26 Jul 2024"};
         char *tools = cJSON_PrintUnformatted(cJSON_GetObjectItem(c, "tools"));
         bool gen = cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt"));
@@ -78,8 +81,8 @@ static void test_render_against_jinja(void **state)
             if (!out)
                 fail_msg("%s/%s/%d: %s", fam, str(c, "conversation"), gen, pt_last_error());
             if (strcmp(out, want) != 0)
-                fail_msg("%s/%s/%d:\n got  [%s]\n want [%s]", fam, str(c, "conversation"), gen,
-                         out, want);
+                fail_msg("%s/%s/%d:\n got  [%s]\n want [%s]", fam, str(c, "conversation"), gen, out,
+                         want);
             assert_int_equal(len, strlen(want));
             n_ok++;
         } else {
@@ -122,8 +125,7 @@ static void test_render_edges(void **state)
     pti_chat_template_free(t);
     t = pti_chat_template_new(PTI_CHAT_GEMMA);
     assert_false(pti_chat_family_supports_tools(PTI_CHAT_GEMMA));
-    assert_pt_error(pti_chat_render_tools(t, &m, 1, "[{\"type\": \"function\"}]", true, NULL,
-                                          NULL),
+    assert_pt_error(pti_chat_render_tools(t, &m, 1, "[{\"type\": \"function\"}]", true, NULL, NULL),
                     PT_ERR_UNSUPPORTED, "gemma chat template does not support tools");
     pti_chat_template_free(t);
 }
@@ -212,15 +214,16 @@ static void expect_parse(const char *open, const char *close, const char *text,
     for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++) {
         result r = parse(open, close, text, chunks[k]);
         if (strcmp(r.content, want_content) != 0 || strcmp(r.calls, want_calls) != 0)
-            fail_msg("%s (chunk %d):\n content [%s]\n want    [%s]\n calls   %s\n want    %s",
-                     text, chunks[k], r.content, want_content, r.calls, want_calls);
+            fail_msg("%s (chunk %d):\n content [%s]\n want    [%s]\n calls   %s\n want    %s", text,
+                     chunks[k], r.content, want_content, r.calls, want_calls);
         free(r.content);
         free(r.calls);
     }
 }
 
-#define WEATHER(city, i) \
-    "{\"function\":{\"index\":" #i ",\"name\":\"get_weather\",\"arguments\":{\"city\":\"" city "\"}}}"
+#define WEATHER(city, i)                                                                           \
+    "{\"function\":{\"index\":" #i ",\"name\":\"get_weather\",\"arguments\":{\"city\":\"" city     \
+    "\"}}}"
 
 static void test_qwen_calls(void **state)
 {
@@ -237,7 +240,7 @@ static void test_qwen_calls(void **state)
                  "{\"city\": \"R}o{m\\\"e\"}}\n</tool_call> done",
                  "\n done",
                  "[" WEATHER("Paris", 0) ",{\"function\":{\"index\":1,\"name\":\"get_weather\","
-                 "\"arguments\":{\"city\":\"R}o{m\\\"e\"}}}]");
+                                         "\"arguments\":{\"city\":\"R}o{m\\\"e\"}}}]");
     /* arguments given as a string holding JSON; "parameters"; an array of calls */
     expect_parse(o, c,
                  "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\": [1, 2]}\"}"
@@ -248,8 +251,8 @@ static void test_qwen_calls(void **state)
                  "{\"function\":{\"index\":1,\"name\":\"g\",\"arguments\":{}}},"
                  "{\"function\":{\"index\":2,\"name\":\"unknown_fn\",\"arguments\":{}}}]");
     /* malformed JSON and non-calls are content, tag included */
-    expect_parse(o, c, "a<tool_call>{not json}</tool_call> b", "a<tool_call>{not json}</tool_call> b",
-                 "[]");
+    expect_parse(o, c, "a<tool_call>{not json}</tool_call> b",
+                 "a<tool_call>{not json}</tool_call> b", "[]");
     expect_parse(o, c, "<tool_call>{\"foo\": 1}</tool_call>", "<tool_call>{\"foo\": 1}</tool_call>",
                  "[]");
     expect_parse(o, c, "<tool_call>{\"name\": \"f\", \"arguments\": \"not json\"}",
@@ -261,8 +264,9 @@ static void test_qwen_calls(void **state)
     expect_parse(o, c, "<<tool_call>>", "<<tool_call>>", "[]");
     expect_parse(o, c, "<tool_call>   ", "<tool_call>   ", "[]");
     /* a call without the close tag still counts (generation stopped at it) */
-    expect_parse(o, c, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                       "\"Paris\"}}",
+    expect_parse(o, c,
+                 "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                 "\"Paris\"}}",
                  "", "[" WEATHER("Paris", 0) "]");
 }
 
@@ -276,12 +280,11 @@ static void test_mistral_and_json_calls(void **state)
     expect_parse("[TOOL_CALLS]", "", two, "", want);
     expect_parse("[TOOL_CALLS] [", "", two, "", want);
     /* Llama 3: JSON objects are calls when they look like one */
-    expect_parse("{", "", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
-                 "", "[" WEATHER("Paris", 0) "]");
+    expect_parse("{", "", "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", "",
+                 "[" WEATHER("Paris", 0) "]");
     expect_parse("{", "", "Use {braces} and {\"name\": \"Bob\", \"age\": 3} freely.",
                  "Use {braces} and {\"name\": \"Bob\", \"age\": 3} freely.", "[]");
-    expect_parse("{", "", "x {\"name\": \"f\", \"parameters\": {}} y {unclosed",
-                 "x y {unclosed",
+    expect_parse("{", "", "x {\"name\": \"f\", \"parameters\": {}} y {unclosed", "x y {unclosed",
                  "[{\"function\":{\"index\":0,\"name\":\"f\",\"arguments\":{}}}]");
 }
 
@@ -296,17 +299,85 @@ static void test_parser_errors(void **state)
     assert_false(pti_tool_parser_push(p, "x", 1, NULL, NULL));
     /* reuse after finish */
     cJSON *calls = cJSON_CreateArray();
-    assert_true(pti_tool_parser_push(p, "<tool_call>{\"name\":\"a\",\"arguments\":{}}", 38, &t,
-                                     calls));
+    assert_true(
+        pti_tool_parser_push(p, "<tool_call>{\"name\":\"a\",\"arguments\":{}}", 38, &t, calls));
     assert_true(pti_tool_parser_finish(p, &t, calls));
-    assert_true(pti_tool_parser_push(p, "<tool_call>{\"name\":\"b\",\"arguments\":{}}", 38, &t,
-                                     calls));
+    assert_true(
+        pti_tool_parser_push(p, "<tool_call>{\"name\":\"b\",\"arguments\":{}}", 38, &t, calls));
     assert_true(pti_tool_parser_finish(p, &t, calls));
     assert_int_equal(cJSON_GetArraySize(calls), 2);
     assert_int_equal(pti_tool_parser_ncalls(p), 2);
     cJSON_Delete(calls);
     free(t.data);
     pti_tool_parser_free(p);
+}
+
+/* A long call streamed byte by byte is scanned once (a quadratic rescan would take minutes),
+ * and random text made of the syntax's pieces gives the same result in any chunking. */
+static void test_long_and_random(void **state)
+{
+    (void)state;
+    size_t big = 300000;
+    char *text = malloc(big + 100);
+    strcpy(text, "<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"");
+    size_t n = strlen(text);
+    memset(text + n, 'x', big);
+    strcpy(text + n + big, "\"}}</tool_call>");
+    result r = parse("<tool_call>", "</tool_call>", text, 1);
+    assert_string_equal(r.content, "");
+    assert_int_equal(strlen(r.calls), big + 58);
+    free(r.content);
+    free(r.calls);
+    free(text);
+
+    static const char *const pieces[] = {"<tool_call>",
+                                         "</tool_call>",
+                                         "{",
+                                         "}",
+                                         "[",
+                                         "]",
+                                         "\"",
+                                         "\\",
+                                         ",",
+                                         " ",
+                                         "\n",
+                                         "a",
+                                         "\"name\": \"f\"",
+                                         "\"arguments\": {}",
+                                         "<tool",
+                                         "_call>",
+                                         ":"};
+    unsigned seed = 7;
+    char buf[512];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (int k = 0; k < 24; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *pc = pieces[(seed >> 16) % (sizeof pieces / sizeof *pieces)];
+            if (len + strlen(pc) + 1 > sizeof buf)
+                break;
+            strcpy(buf + len, pc);
+            len += strlen(pc);
+        }
+        const char *open = iter % 3 == 0 ? "{" : "<tool_call>";
+        const char *close = iter % 3 == 0 ? "" : "</tool_call>";
+        result whole = parse(open, close, buf, 0);
+        result bytes = parse(open, close, buf, 1);
+        result rnd = parse(open, close, buf, -1);
+        if (strcmp(whole.content, bytes.content) || strcmp(whole.calls, bytes.calls) ||
+            strcmp(whole.content, rnd.content) || strcmp(whole.calls, rnd.calls))
+            fail_msg("chunking changes the result for [%s]:\n whole [%s] %s\n bytes [%s] %s\n "
+                     "random [%s] %s",
+                     buf, whole.content, whole.calls, bytes.content, bytes.calls, rnd.content,
+                     rnd.calls);
+        free(whole.content);
+        free(whole.calls);
+        free(bytes.content);
+        free(bytes.calls);
+        free(rnd.content);
+        free(rnd.calls);
+    }
 }
 
 int main(void)
@@ -318,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_qwen_calls),
         cmocka_unit_test(test_mistral_and_json_calls),
         cmocka_unit_test(test_parser_errors),
+        cmocka_unit_test(test_long_and_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,13 @@ checks with the standard library only, against Ollama's documented behaviour
   /api/embed and /api/embeddings: shapes, L2 norm 1, truncate false on an over-long input;
   /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models(/id): objects, SSE
   framing (role in the first delta, one id and created, finish chunk, usage chunk, [DONE]),
-  stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape.
+  stream vs whole equality, response_format, finish_reason "length", OpenAI's error shape;
+  a store model's Go template, system and params layers (against raw renderings), tool calls
+  through a template that renders .Tools, --timeout (done_reason "length") and a full queue
+  (503 with the engine's message) on a second server; clients hanging up mid-stream free
+  their slots; mutated request bodies get 200 or a 4xx.
+Under a sanitizer build run it with LSAN_OPTIONS=suppressions=tests/server/lsan.supp (the
+library's per-thread scope list); any sanitizer report in the server log is a failure.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
 import base64
@@ -25,6 +31,7 @@ import http.client
 import json
 import math
 import os
+import shutil
 import socket
 import struct
 import subprocess
@@ -67,25 +74,39 @@ GO_TEMPLATE = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ 
 SYSTEM_LAYER = "You are a test."
 
 
-def make_store(root, gguf):
-    """An Ollama store holding `tmpltest:latest`: the GGUF plus template, system and params
-    layers (ollama-api.md section 3)."""
+# A ChatML-like template with tools: the calls it shows start with '{', so Ollama's tag is "{"
+TOOLS_TEMPLATE = ("{{- range .Messages }}<|im_start|>{{ .Role }}\n"
+                  "{{- if and (eq .Role \"user\") $.Tools }}Tools: {{ json $.Tools }}\n{{ end }}"
+                  "{{- if .ToolCalls }}{{ range .ToolCalls }}{\"name\": \"{{ .Function.Name }}\", "
+                  "\"arguments\": {{ json .Function.Arguments }}}{{ end }}"
+                  "{{- else }}{{ .Content }}{{ end }}<|im_end|>\n{{ end }}<|im_start|>assistant\n")
+
+
+def make_store(root, name, gguf, template, system=None, params=None):
+    """An Ollama store model `name:latest`: the GGUF (linked, with its real digest) plus
+    template, system and params layers (ollama-api.md section 3)."""
     blobs = os.path.join(root, "blobs")
     os.makedirs(blobs, exist_ok=True)
 
-    def blob(data, media):
+    def blob(data, media, link=None):
         digest = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(blobs, "sha256-" + digest), "wb") as f:
-            f.write(data)
+        path = os.path.join(blobs, "sha256-" + digest)
+        if not os.path.exists(path):
+            if link:
+                os.symlink(os.path.abspath(link), path)
+            else:
+                with open(path, "wb") as f:
+                    f.write(data)
         return {"mediaType": media, "digest": "sha256:" + digest, "size": len(data)}
 
     with open(gguf, "rb") as f:
         weights = f.read()
     p = "application/vnd.ollama.image."
-    layers = [blob(weights, p + "model"), blob(GO_TEMPLATE.encode(), p + "template"),
-              blob(SYSTEM_LAYER.encode(), p + "system"),
-              blob(json.dumps({"temperature": 0, "num_predict": 8, "seed": 9}).encode(),
-                   p + "params")]
+    layers = [blob(weights, p + "model", link=gguf), blob(template.encode(), p + "template")]
+    if system:
+        layers.append(blob(system.encode(), p + "system"))
+    if params:
+        layers.append(blob(json.dumps(params).encode(), p + "params"))
     config = blob(json.dumps({"model_format": "gguf", "model_family": "llama",
                               "model_families": ["llama"], "model_type": "1M",
                               "file_type": "Q8_0"}).encode(),
@@ -93,21 +114,25 @@ def make_store(root, gguf):
     manifest = {"schemaVersion": 2,
                 "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
                 "config": config, "layers": layers}
-    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", "tmpltest")
+    d = os.path.join(root, "manifests", "registry.ollama.ai", "library", name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "latest"), "w") as f:
         json.dump(manifest, f)
 
 
 class Server:
-    def __init__(self, binary, args, store_gguf=None):
+    def __init__(self, binary, args, tiny_gguf=None, tools_gguf=None):
         self.port = free_port()
         self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-api-", suffix=".log",
                                                 delete=False)
         env = dict(os.environ)
         env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
-        if store_gguf:
-            make_store(env["OLLAMA_MODELS"], store_gguf)
+        self.store = env["OLLAMA_MODELS"]
+        if tiny_gguf:
+            make_store(self.store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
+                       {"temperature": 0, "num_predict": 8, "seed": 9, "num_ctx": 128})
+        if tools_gguf:
+            make_store(self.store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
         for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
             env.pop(k, None)
         self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
@@ -415,22 +440,84 @@ def test_capabilities(srv, smol, tiny_qwen3):
                     '"%s" does not support thinking' % smol, "think on a ChatML model")
         check_error(srv, "/api/chat", {"model": smol, "messages": msgs, "tools": tools}, 400,
                     '"%s" does not support tools' % smol, "tools on a ChatML model")
-    # Qwen3 (family renderer) takes tools and think
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "tools": tools,
-                                   "stream": False, "options": {"num_predict": 8}})
-    check(st == 200 and r.get("done") is True, "tools on qwen3: %d %r" % (st, r))
+    # Qwen3 (family renderer) takes think (its tool prompt does not fit the tiny 256 context)
     st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": True,
                                    "stream": False, "options": {"num_predict": 8}})
     check(st == 200, "think on qwen3: %d %r" % (st, r))
-    # assistant tool calls and tool results render
-    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "tools": tools, "stream": False,
+    st, r = srv.post("/api/chat", {"model": tiny_qwen3, "messages": msgs, "think": False,
+                                   "stream": False, "options": {"num_predict": 8}})
+    check(st == 200, "think false on qwen3: %d %r" % (st, r))
+
+
+CALL_SCHEMA = {"type": "object", "properties": {
+    "name": {"type": "string", "enum": ["get_weather"]},
+    "arguments": {"type": "object", "properties": {"city": {"type": "string", "enum":
+                                                            ["Paris", "Rome"]}},
+                  "required": ["city"]}}, "required": ["name", "arguments"]}
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+
+def test_tool_calls(srv):
+    """Tool calls through a store model whose Go template renders .Tools (SmolLM2 weights);
+    the JSON schema format makes the model write a call, which must come back parsed."""
+    msgs = [{"role": "user", "content": "What is the weather in Paris?"}]
+    body = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "format": CALL_SCHEMA,
+            "options": {"temperature": 0, "num_predict": 40}}
+    st, r = srv.post("/api/chat", dict(body, stream=False))
+    m = r.get("message", {})
+    calls = m.get("tool_calls") or []
+    check(st == 200 and len(calls) == 1 and m.get("content") == "" and
+          calls[0]["function"]["name"] == "get_weather" and
+          calls[0]["function"].get("index") == 0 and
+          isinstance(calls[0]["function"]["arguments"], dict) and
+          calls[0]["function"]["arguments"].get("city") in ("Paris", "Rome"),
+          "chat tool call (arguments an object): %d %r" % (st, r))
+    st, ct, lines = srv.ndjson("/api/chat", body)
+    streamed = [c for l in lines for c in (l.get("message", {}).get("tool_calls") or [])]
+    check(streamed == calls and lines[-1].get("done") is True,
+          "streamed tool call == whole: %r" % lines)
+    # the call and its result in the history render through the template
+    st, r = srv.post("/api/chat", {"model": "toolstest", "tools": TOOLS, "stream": False,
                                    "options": {"num_predict": 4}, "messages": msgs + [
-                                       {"role": "assistant", "content": "", "tool_calls": [
-                                           {"function": {"name": "get_weather",
-                                                         "arguments": {"city": "Paris"}}}]},
-                                       {"role": "tool", "content": "sunny",
+                                       {"role": "assistant", "content": "",
+                                        "tool_calls": calls or [{"function": {
+                                            "name": "get_weather",
+                                            "arguments": {"city": "Paris"}}}]},
+                                       {"role": "tool", "content": "22 C",
                                         "tool_name": "get_weather"}]})
     check(st == 200, "tool call history renders: %d %r" % (st, r))
+
+    # OpenAI: arguments as a JSON string, type function, call_ ids, finish_reason tool_calls
+    ob = {"model": "toolstest", "messages": msgs, "tools": TOOLS, "temperature": 0,
+          "max_tokens": 40, "response_format": {"type": "json_schema", "json_schema": {
+              "name": "call", "schema": CALL_SCHEMA}}}
+    st, r = srv.post("/v1/chat/completions", ob)
+    c = (r.get("choices") or [{}])[0]
+    tc = c.get("message", {}).get("tool_calls") or []
+    ok = (st == 200 and c.get("finish_reason") == "tool_calls" and len(tc) == 1 and
+          tc[0].get("type") == "function" and tc[0].get("id", "").startswith("call_") and
+          tc[0]["function"]["name"] == "get_weather" and
+          isinstance(tc[0]["function"]["arguments"], str))
+    if check(ok, "v1 tool call: %d %r" % (st, r)):
+        check(json.loads(tc[0]["function"]["arguments"]) == calls[0]["function"]["arguments"]
+              if calls else True, "v1 arguments string parses to the native call's object")
+    st, ct, events, text = srv.sse("/v1/chat/completions", dict(ob, stream=True))
+    deltas = [d["choices"][0] for k, d in events if k == "data" and d.get("choices")]
+    stc = [t for d in deltas for t in (d["delta"].get("tool_calls") or [])]
+    check(len(stc) == 1 and stc[0].get("index") == 0 and
+          deltas[-1].get("finish_reason") == "tool_calls" and events[-1][0] == "done",
+          "v1 streamed tool call: %r" % deltas)
+    # a follow-up turn with an OpenAI tool message (tool_call_id -> the call's name)
+    if tc:
+        st, r = srv.post("/v1/chat/completions", {
+            "model": "toolstest", "tools": TOOLS, "max_tokens": 4,
+            "messages": msgs + [{"role": "assistant", "content": None, "tool_calls": tc},
+                                {"role": "tool", "tool_call_id": tc[0]["id"],
+                                 "content": "22 C"}]})
+        check(st == 200, "v1 tool result turn: %d %r" % (st, r))
 
 
 def test_embed(srv, model, tiny):
@@ -588,6 +675,17 @@ def test_openai(srv, model, real):
     check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
                                                      "temperature": "x"},
                        400, "invalid_request_error", "temperature", "v1 temperature type")
+    check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
+                                                     "reasoning_effort": "extreme"},
+                       400, "invalid_request_error", "reasoning", "v1 reasoning_effort value")
+    if real:
+        check_openai_error(srv, "/v1/chat/completions", {"model": model, "messages": msgs,
+                                                         "reasoning_effort": "high"},
+                           400, "invalid_request_error", "does not support thinking",
+                           "v1 reasoning on a model without thinking")
+    st, r = srv.post("/v1/chat/completions", {"model": model, "messages": msgs, "max_tokens": 2,
+                                              "reasoning_effort": "none"})
+    check(st == 200, "reasoning_effort none is think off: %d %r" % (st, r))
     check_openai_error(srv, "/v1/completions", {"model": model, "prompt": ["a", "b"]}, 400,
                        "invalid_request_error", "prompt", "v1 completions prompt list")
 
@@ -601,6 +699,10 @@ def test_template_layer(srv):
     st, t = srv.post("/api/generate", {"model": "tmpltest", "prompt": "Hello", "stream": False})
     check(st == 200 and t.get("eval_count") == 8 and t.get("done_reason") == "length",
           "template layer generate with the params layer: %d %r" % (st, t))
+    st, ps = srv.get("/api/ps")
+    ctx = [m.get("context_length") for m in ps.get("models", [])
+           if m.get("name", "").startswith("tmpltest")]
+    check(ctx == [128], "the params layer's num_ctx applies at load: %r" % ps)
     st, raw = srv.post("/api/generate", {"model": "tmpltest", "prompt": want_prompt, "raw": True,
                                          "stream": False})
     check(st == 200 and raw.get("prompt_eval_count") == t.get("prompt_eval_count") and
@@ -653,6 +755,141 @@ def test_parallel(srv, model):
     check(len(results) == 6 and all(results), "6 concurrent streams all finish: %r" % results)
 
 
+def test_malformed(srv, model, corpus_dir):
+    """Mutated request bodies (the fuzz corpus, bytes flipped, cut, duplicated) to every
+    generation endpoint: each answer is 200 or a 4xx with an error, never a crash or a hang.
+    Bodies that still parse get a tiny num_predict so none runs long."""
+    import random
+    rnd = random.Random(7)
+    seeds = []
+    for f in sorted(os.listdir(corpus_dir)):
+        with open(os.path.join(corpus_dir, f), "rb") as fh:
+            seeds.append(fh.read())
+    paths = ["/api/generate", "/api/chat", "/api/embed", "/api/embeddings",
+             "/v1/chat/completions", "/v1/completions", "/v1/embeddings"]
+    bad = []
+    for i in range(140):
+        b = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(1, 4)):
+            op = rnd.randint(0, 3)
+            k = rnd.randrange(len(b))
+            if op == 0:
+                b[k] = rnd.randrange(256)
+            elif op == 1:
+                b = b[:k]
+            elif op == 2:
+                b[k:k] = b[k:k + rnd.randint(1, 40)]
+            elif len(b) > 2:
+                del b[k:k + rnd.randint(1, 20)]
+            if not b:
+                b = bytearray(b"{")
+        body = bytes(b)
+        try:
+            j = json.loads(body)
+            if isinstance(j, dict):
+                j["model"] = model if rnd.random() < 0.8 else j.get("model")
+                opts = j.get("options") if isinstance(j.get("options"), dict) else {}
+                opts["num_predict"] = 2
+                j["options"] = opts
+                j["max_tokens"] = 2
+                j.pop("max_completion_tokens", None)
+                body = json.dumps(j)
+        except (ValueError, RecursionError):
+            pass
+        path = paths[i % len(paths)]
+        try:
+            st, ct, payload = srv.raw("POST", path, body, timeout=60)
+        except Exception as e:
+            bad.append((path, body[:200], repr(e)))
+            continue
+        if not (st == 200 or 400 <= st < 500):
+            bad.append((path, body[:200], st, payload[:200]))
+    check(not bad, "malformed bodies get 200 or 4xx: %r" % bad[:3])
+    st, r = srv.get("/health")
+    check(st == 200 and srv.proc.poll() is None, "server alive after malformed bodies")
+
+
+def busy_slots(srv):
+    st, ct, d = srv.raw("GET", "/metrics")
+    for line in d.decode().splitlines():
+        if line.startswith("promeserve_busy_slots "):
+            return float(line.split()[1])
+    return None
+
+
+def test_hangup(srv, model):
+    """A client that hangs up mid-stream (/api/chat NDJSON, /v1 SSE) frees its slot at once."""
+    for path, body in [("/api/chat", {"model": model, "messages": [
+                            {"role": "user", "content": "Write a very long story."}],
+                            "options": {"num_predict": 3000}}),
+                       ("/v1/chat/completions", {"model": model, "stream": True,
+                                                 "max_tokens": 3000, "messages": [
+                            {"role": "user", "content": "Write a very long story."}]})]:
+        c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+        c.request("POST", path, body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        first = r.fp.readline()
+        check(r.status == 200 and first.strip(), "%s stream started: %r" % (path, first))
+        check((busy_slots(srv) or 0) >= 1, "%s: a slot is busy while streaming" % path)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        t0 = time.time()
+        while time.time() - t0 < 5 and busy_slots(srv) != 0:
+            time.sleep(0.05)
+        check(busy_slots(srv) == 0, "%s: the slot is freed after the client hung up" % path)
+
+
+def test_limits(binary, gguf, name):
+    """--timeout ends a long generation normally with done_reason "length" (streamed and not);
+    past --parallel 1 + --max-queue 1, requests get 503 with the engine's message."""
+    srv = Server(binary, ["--threads", "2", "--parallel", "1", "--max-queue", "1",
+                          "--timeout", "2s", gguf])
+    try:
+        body = {"model": name, "prompt": "Count from one to ten thousand in words.",
+                "options": {"num_predict": 100000, "temperature": 0}}
+        t0 = time.time()
+        st, r = srv.post("/api/generate", dict(body, stream=False))
+        dt = time.time() - t0
+        check(st == 200 and r.get("done_reason") == "length" and dt < 8,
+              "--timeout: whole reply cut with done_reason length after %.1f s: %r" % (
+                  dt, {k: v for k, v in r.items() if k != "context"}))
+        t0 = time.time()
+        st, ct, lines = srv.ndjson("/api/generate", body)
+        dt = time.time() - t0
+        check(st == 200 and lines and lines[-1].get("done_reason") == "length" and dt < 8,
+              "--timeout: stream ends with done_reason length after %.1f s" % dt)
+        results = []
+
+        def one():
+            results.append(srv.post("/api/generate", {"model": name, "prompt": "Tell a story.",
+                                                      "stream": False,
+                                                      "options": {"num_predict": 30}}))
+
+        threads = [threading.Thread(target=one) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        codes = sorted(st for st, _ in results)
+        busy = [r for st, r in results if st == 503]
+        check(set(codes) <= {200, 503} and 200 in codes and busy and
+              all("server busy, please try again.  maximum pending requests exceeded" in
+                  r.get("error", "") for r in busy), "queue full -> 503: %r" % codes)
+        # a batch of inputs larger than the queue is embedded in waves, not refused
+        st, r = srv.post("/api/embed", {"model": name, "input": ["text %d" % i for i in range(6)]})
+        check(st == 200 and len(r.get("embeddings", [])) == 6,
+              "6 inputs through a queue of 1: %d %s" % (st, r.get("error")))
+        st, r = srv.get("/health")
+        check(st == 200, "healthy after the limits")
+    finally:
+        srv.stop()
+        shutil.rmtree(srv.store, ignore_errors=True)
+    check(not any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                           "runtime error:")),
+          "no sanitizer report from the limits server:\n" + srv.log()[-3000:])
+
+
 def main():
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
         print("promeserve binary missing; skipped")
@@ -672,7 +909,7 @@ def main():
         args.append(smol_path)
     else:
         print("SmolLM2-135M-Instruct.Q4_1.gguf not found: checking with the tiny models only")
-    srv = Server(binary, args, store_gguf=tiny_llama)
+    srv = Server(binary, args, tiny_gguf=tiny_llama, tools_gguf=smol_path)
     smol = "SmolLM2-135M-Instruct.Q4_1" if smol_path else None
     model = smol or "llama-q8_0"
     try:
@@ -683,7 +920,12 @@ def main():
         test_embed(srv, model, "qwen3-q8_0")
         test_openai(srv, model, smol is not None)
         test_template_layer(srv)
+        if smol:
+            test_tool_calls(srv)
+            test_hangup(srv, smol)
         test_parallel(srv, model)
+        test_malformed(srv, "llama-q8_0", os.path.join(os.path.dirname(os.path.abspath(
+            __file__)), "..", "fuzz", "corpus", "api_request"))
         test_load_unload(srv, "llama-q8_0")
         st, r = srv.get("/health")
         check(st == 200, "server still healthy after everything")
@@ -691,8 +933,15 @@ def main():
         check(False, "exception: %r\n--- server log ---\n%s" % (e, srv.log()[-3000:]))
     finally:
         srv.stop()
+        shutil.rmtree(srv.store, ignore_errors=True)
     check(srv.proc.returncode == 0, "server exits 0 on SIGTERM (got %s)" % srv.proc.returncode)
-    if "ERROR: AddressSanitizer" in srv.log() or "runtime error:" in srv.log():
+    if smol:
+        try:
+            test_limits(binary, smol_path, smol)
+        except Exception as e:
+            check(False, "exception in the limits checks: %r" % e)
+    if any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                                    "runtime error:")):
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])
     print("%d passed, %d failed" % (PASS, FAIL))
     return 1 if FAIL else 0

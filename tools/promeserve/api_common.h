@@ -5,7 +5,8 @@
  * condition variable in its handler; a streamed one returns from its handler at once and the
  * engine's callbacks (worker thread) write the chunks, the last one, close the stream and
  * release the model. The endpoints differ only in how chunks and final objects look: a
- * ps_gen_style of callbacks formats them. */
+ * ps_gen_style of callbacks formats them. api_common.c runs generations and embeddings;
+ * api_prompt.c builds and tokenizes prompts. */
 #ifndef PROMESERVE_API_COMMON_H
 #define PROMESERVE_API_COMMON_H
 
@@ -55,9 +56,7 @@ struct ps_gen {
     size_t n_text, cap_text;
     char *thinking;
     size_t n_thinking, cap_thinking;
-    int think_state;       /* 0 no splitting, 1 before/in <think>, 2 after </think> */
-    char think_hold[16];   /* a possible partial tag held back */
-    size_t n_think_hold;
+    pti_think_split think; /* think: true splits thinking from content */
     pti_tool_parser *tools;
     cJSON *calls;          /* every tool call so far (Ollama form) */
     bool client_gone;
@@ -107,6 +106,12 @@ char *ps_api_chat_prompt(ps_model *m, const char *model_name, const cJSON *messa
 /* Tool-call tags for the parser of this model (template layer or family). */
 void ps_api_tool_tags(ps_model *m, char *open_tag, char *close_tag, size_t cap);
 
+/* The context length of a loaded model's slots (the engine's num_ctx, capped at the
+ * model's trained length). */
+int32_t ps_api_context_limit(pti_engine *e);
+/* All token ids of text (BOS per the vocabulary, control tokens parsed), any length; NULL
+ * with the error set. */
+int32_t *ps_api_tokenize_all(pti_engine *e, const char *text, int64_t *n);
 /* Tokenizes text (BOS per the vocabulary, control tokens parsed). NULL with err on failure
  * or when it is empty or longer than the context. */
 int32_t *ps_api_tokenize(ps_model *m, const char *text, int32_t *n, char *err, size_t err_cap);

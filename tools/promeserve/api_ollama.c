@@ -355,8 +355,7 @@ void ps_api_generate(ps_request *r)
     }
     g->prompt_text = full;
     g->want_context = !raw;
-    if (c.think_set && c.think)
-        g->think_state = 1;
+    pti_think_split_init(&g->think, c.think_set && c.think);
     submit(r, g, m, &opts, full, &c, !raw);
     pti_api_opts_free(&opts);
 }
@@ -415,8 +414,7 @@ void ps_api_chat(ps_request *r)
         ps_api_tool_tags(m, open_tag, close_tag, sizeof open_tag);
         g->tools = pti_tool_parser_new(open_tag, close_tag);
     }
-    if (c.think_set && c.think)
-        g->think_state = 1;
+    pti_think_split_init(&g->think, c.think_set && c.think);
     submit(r, g, m, &opts, prompt, &c, true);
     free(prompt);
     pti_api_opts_free(&opts);
@@ -484,7 +482,6 @@ void ps_api_embed(ps_request *r)
         cJSON_AddNumberToObject(o, "load_duration", (double)ps_model_load_ns(m));
         cJSON_AddNumberToObject(o, "prompt_eval_count", (double)tokens);
         r->tokens_in = tokens;
-        ps_metrics_tokens(r->srv, tokens, 0, 0);
         ps_reply_json(r, 200, o);
     }
     ps_model_release(r->srv, m);
@@ -522,7 +519,6 @@ void ps_api_embeddings(ps_request *r)
             vec = cJSON_DetachItemFromArray(list, 0);
             cJSON_Delete(list);
             r->tokens_in = tokens;
-            ps_metrics_tokens(r->srv, tokens, 0, 0);
         }
     }
     if (vec) {

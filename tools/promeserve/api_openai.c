@@ -187,7 +187,30 @@ typedef struct v1_fields {
     pti_api_format_kind format;
     const cJSON *schema;
     cJSON *options; /* Ollama form */
+    bool think_set, think; /* reasoning_effort / reasoning.effort, as Ollama maps them */
 } v1_fields;
+
+/* reasoning_effort ("low" | "medium" | "high" | "max" | "none") or reasoning.effort: think
+ * on, or off for "none". */
+static bool read_reasoning(ps_request *r, v1_fields *f)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "reasoning_effort");
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->json, "reasoning");
+    if ((!v || cJSON_IsNull(v)) && cJSON_IsObject(rs))
+        v = cJSON_GetObjectItemCaseSensitive(rs, "effort");
+    if (!v || cJSON_IsNull(v))
+        return true;
+    static const char *const levels[] = {"low", "medium", "high", "max", "none"};
+    for (size_t i = 0; cJSON_IsString(v) && i < sizeof levels / sizeof levels[0]; i++)
+        if (!strcmp(v->valuestring, levels[i])) {
+            f->think_set = true;
+            f->think = strcmp(v->valuestring, "none") != 0;
+            return true;
+        }
+    ps_reply_openai_error(r, 400, "invalid_request_error", "invalid reasoning value: must be "
+                          "\"low\", \"medium\", \"high\", \"max\" or \"none\"");
+    return false;
+}
 
 static bool read_v1(ps_request *r, v1_fields *f)
 {
@@ -203,6 +226,10 @@ static bool read_v1(ps_request *r, v1_fields *f)
                               &f->format, &f->schema) != PT_OK ||
         !(f->options = pti_api_openai_options(r->json))) {
         ps_reply_openai_error(r, 400, "invalid_request_error", "%s", pt_last_error());
+        return false;
+    }
+    if (!read_reasoning(r, f)) {
+        cJSON_Delete(f->options);
         return false;
     }
     ps_model_ref ref;
@@ -281,9 +308,11 @@ void ps_api_v1_chat(ps_request *r)
         goto out;
     int status = 400;
     char err[512] = "";
-    char *prompt = ps_api_chat_prompt(m, f.model, messages, n_tools ? tools : NULL, false, false,
-                                      &status, err, sizeof err);
+    char *prompt = ps_api_chat_prompt(m, f.model, messages, n_tools ? tools : NULL,
+                                      f.think_set, f.think, &status, err, sizeof err);
     ps_gen *g = prompt ? ps_gen_new(r, &chat_style, f.model, m) : NULL;
+    if (g)
+        pti_think_split_init(&g->think, f.think_set && f.think);
     if (!g) {
         ps_api_fail(r, true, prompt ? 500 : status, "%s", prompt ? "out of memory" : err);
         ps_model_release(r->srv, m);
@@ -441,7 +470,6 @@ void ps_api_v1_embeddings(ps_request *r)
         cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
         cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
         r->tokens_in = tokens;
-        ps_metrics_tokens(r->srv, tokens, 0, 0);
         ps_reply_json(r, 200, o);
     }
     ps_model_release(r->srv, m);
