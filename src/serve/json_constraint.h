@@ -46,7 +46,8 @@
  * it). It holds about 9 KB plus the compiled schema; allows() does not allocate (it works on
  * a copy of the live part of the state on the stack, about 9 KB at most) and answers most
  * tokens from the set of possible next bytes recorded by advance(): a scan of SmolLM2's 49k
- * tokens takes about 0.3-1 ms here, Gemma 3's 262k about 2-6 ms. */
+ * tokens takes about 0.3-1 ms here, Gemma 3's 262k about 2-6 ms (measured by
+ * tests/internal/test_json_constraint.c, which prints the figures). */
 #ifndef PT_SERVE_JSON_CONSTRAINT_H
 #define PT_SERVE_JSON_CONSTRAINT_H
 
