@@ -3,12 +3,15 @@
 
 Starts `promeserve serve` on a free loopback port with a model given on the command line,
 starts `chromium --headless=new` and drives it over the Chrome DevTools Protocol with the small
-WebSocket client below (standard library only). Checks: the page is the embedded
-chat_page.html, the model picker lists /api/tags, settings (temperature, seed) typed into the
-page are used, Enter sends and Shift+Enter does not, the streamed answer in the page equals a
-direct /api/chat answer with the same messages and options, the whole conversation goes with
-each turn, tokens/s is shown, Stop aborts a long answer, the conversation survives a reload,
-New chat clears it, and the page logs no console errors or exceptions.
+WebSocket client below (standard library only). Checks: GET / gives the embedded
+chat_page.html to browsers and "Ollama is running" to others; the model picker lists
+/api/tags; settings typed into the page (temperature, seed, max tokens, system prompt) are
+kept and sent; Enter sends and Shift+Enter does not; the streamed answer equals a direct
+/api/chat answer with the same messages and options; the whole conversation goes with each
+turn; tokens/s and token counts come from the final chunk; Stop aborts a streaming answer;
+the conversation survives a reload and New chat clears it; errors (an unknown model's 404, an
+error line mid-stream) are shown; model and user text never becomes HTML; with --api-key the
+page asks for the key and sends it as a Bearer token; no console errors or exceptions.
 
     check_chat_page.py [--server build/bin/promeserve] [--model M.gguf] [--screenshot PNG]
                        [--url http://127.0.0.1:PORT [--key KEY]]  (a server that already runs)
@@ -245,7 +248,14 @@ def direct_chat(base, model, messages, options):
     _, _, raw = http(base, "/api/chat", {"model": model, "messages": messages,
                                          "options": options, "stream": True})
     text, final = "", None
-    for line in raw.decode().splitlines():
+    try:
+        text_all = raw.decode()
+    except UnicodeDecodeError as e:
+        # not the page's business (its TextDecoder replaces such bytes the same way), but a
+        # JSON stream should be UTF-8: say so
+        print(f"warning: /api/chat streamed invalid UTF-8 ({e}); compared with U+FFFD")
+        text_all = raw.decode(errors="replace")
+    for line in text_all.splitlines():
         if not line.strip():
             continue
         obj = json.loads(line)
@@ -379,12 +389,12 @@ def send_and_wait(cdp, how, text, timeout=180):
     return cdp.evaluate(MESSAGES_JS)[-1]
 
 
-def set_settings(cdp, temperature, seed, num_predict):
-    """Types the settings into the page's Settings panel ("" clears a field)."""
+def set_settings(cdp, temperature, seed, num_predict, system=None):
+    """Types the settings into the page's Settings panel (None: left as is, "": cleared)."""
     if not cdp.evaluate("document.getElementById('settings').open"):
         cdp.click("#settings summary")
     for sel, value in (("#temperature", temperature), ("#seed", seed),
-                       ("#num-predict", num_predict)):
+                       ("#num-predict", num_predict), ("#system", system)):
         if value is None:
             continue
         cdp.evaluate(f"document.querySelector({json.dumps(sel)}).select()")
@@ -451,9 +461,18 @@ def run_checks(cdp, base):
                          f"page:   {raw1!r}\ndirect: {want1!r}")
     m = re.search(r"([\d.]+) tokens/s · (\d+) tokens · (\d+) prompt tokens", a1["stats"])
     check(m is not None, "turn 1: tokens/s and prompt tokens are shown: " + a1["stats"])
-    check(int(m.group(3)) == final1["prompt_eval_count"] and float(m.group(1)) > 0,
-          "turn 1: the prompt token count shown is the server's")
+    check(int(m.group(3)) == final1["prompt_eval_count"] and
+          int(m.group(2)) == final1["eval_count"],
+          "turn 1: the token counts shown are the server's")
     reqs = chat_requests(cdp)
+    rb = cdp.call("Network.getResponseBody", {"requestId": reqs[0][0]})
+    body = base64.b64decode(rb["body"]).decode("utf-8", "replace") if rb["base64Encoded"] \
+        else rb["body"]
+    last = json.loads(body.strip().splitlines()[-1])
+    rate = last["eval_count"] / last["eval_duration"] * 1e9
+    check(last["done"] and abs(float(m.group(1)) - rate) < 0.051,
+          f"turn 1: tokens/s shown ({m.group(1)}) is eval_count / eval_duration * 1e9 of the "
+          f"final chunk ({rate:.3f})")
     check(len(reqs) == 1 and reqs[0][1]["messages"] == [{"role": "user", "content": q1}] and
           reqs[0][1].get("options") == options and reqs[0][1]["model"] == model,
           f"turn 1: the page sent the model, the question and the options: {reqs[-1][1]}")
@@ -473,8 +492,13 @@ def run_checks(cdp, base):
           f"page:   {raw2!r}\ndirect: {want2!r}")
 
     # turn 3: Stop while streaming, clicked as soon as the first text shows (from inside the
-    # page: a round trip over DevTools could come after a fast model has finished)
+    # page: a round trip over DevTools could come after a fast model has finished). The
+    # browser's download rate is throttled meanwhile, so that even the tiny model, which
+    # writes its whole answer in milliseconds, is still arriving when Stop is clicked.
     set_settings(cdp, None, None, "")
+    cdp.call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                  "downloadThroughput": 3000,
+                                                  "uploadThroughput": -1})
     cdp.evaluate("""window.__stopper = new MutationObserver(() => {
         const all = document.querySelectorAll('#log .msg.assistant');
         const last = all[all.length - 1];
@@ -488,8 +512,14 @@ def run_checks(cdp, base):
     cdp.type_into("#prompt", "Write a very long story about a dragon who learns to paint. "
                              "Use at least ten paragraphs.")
     cdp.click("#send")
-    cdp.wait_for("window.__stopClicked === true", 60, "the long answer to start streaming")
+    try:
+        cdp.wait_for("window.__stopClicked === true", 60, "the long answer to start streaming")
+    except Failure as e:
+        raise Failure(f"{e}; the page shows: {cdp.evaluate(MESSAGES_JS)[-1]}")
     cdp.wait_for(IDLE_JS, 30, "the page to go idle after Stop")
+    cdp.call("Network.emulateNetworkConditions", {"offline": False, "latency": 0,
+                                                  "downloadThroughput": -1,
+                                                  "uploadThroughput": -1})
     a3 = cdp.evaluate(MESSAGES_JS)[-1]
     check(a3["stopped"] and not a3["stats"] and not a3["error"] and a3["text"].strip(),
           f"Stop ended the answer early (marked stopped, no final stats): {a3}")
@@ -524,17 +554,34 @@ def run_checks(cdp, base):
     check("not found" in bad["error"] and not bad["text"],
           f"an unknown model's 404 is shown as an error: {bad['error']!r}")
     cdp.evaluate(f"document.getElementById('model').value = {json.dumps(model)}; true")
-    send_and_wait(cdp, "click", q1)
+    system = "You are a geography teacher. Answer in one sentence."
+    set_settings(cdp, None, None, None, system)
+    check(cdp.evaluate("localStorage.getItem('promeserve.system')") == system,
+          "the system prompt typed into Settings is kept")
+    a = send_and_wait(cdp, "click", q1)
     reqs = chat_requests(cdp)
-    check(reqs[-1][1]["messages"] == [{"role": "user", "content": q1}],
-          "the failed turn is not sent with the next one")
+    check(reqs[-1][1]["messages"] == [{"role": "system", "content": system},
+                                      {"role": "user", "content": q1}],
+          "the failed turn is not sent with the next one; the system prompt goes first")
+    check(reqs[-1][1].get("options") == {"temperature": 0, "seed": 42},
+          "with max tokens cleared the page sends no num_predict")
+    want, _ = direct_chat(base, model, reqs[-1][1]["messages"], reqs[-1][1]["options"])
+    got = cdp.evaluate(STORED_JS)[-1]["content"]
+    check(got == want and a["stats"] and not a["error"],
+          "with a system prompt the page's answer equals a direct /api/chat answer\n"
+          f"page:   {got!r} {a}\ndirect: {want!r}")
+    set_settings(cdp, None, None, None, "")
+    check(cdp.evaluate("localStorage.getItem('promeserve.system')") is None,
+          "the system prompt can be cleared")
     cdp.click("#new-chat")
 
     # markdown from model text is escaped: a fake answer with HTML renders as text
     cdp.evaluate("""localStorage.setItem('promeserve.chat', JSON.stringify([
         {role: 'user', content: '<b>hi</b>'},
         {role: 'assistant', content: '<img src=x onerror=alert(1)> **bold** `a<b`\\n\\n' +
-         '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))'}])); true""")
+         '```c\\nint x = 1 < 2;\\n```\\n- [l](javascript:alert(1))\\n\\n' +
+         '2. two\\n   - nested\\n3. three\\n\\n[ok](https://example.org/)\\n\\n' +
+         '| k | v |\\n|---|:-:|\\n| <s>a</s> | 1 |'}])); true""")
     reload_page(cdp)
     safe = cdp.evaluate("""(() => { const b = document.querySelectorAll('#log .body');
         return { img: document.querySelectorAll('#log img').length,
@@ -543,11 +590,41 @@ def run_checks(cdp, base):
                  code: b[1].querySelector('pre code') && b[1].querySelector('pre code').textContent,
                  lang: b[1].querySelector('.code-head span').textContent,
                  copy: !!b[1].querySelector('.codeblock button.copy'),
-                 links: document.querySelectorAll('#log a').length,
+                 links: [...document.querySelectorAll('#log a')].map(a =>
+                     [a.getAttribute('href'), a.rel, a.textContent].join(' ')),
+                 nested: document.querySelectorAll('#log ol[start="2"] > li > ul > li').length,
+                 cells: [...document.querySelectorAll('#log table th, #log table td')].map(
+                     c => c.textContent),
                  text0: b[0].textContent }; })()""")
     check(safe == {"img": 0, "bTags": 0, "strong": "bold", "code": "int x = 1 < 2;",
-                   "lang": "c", "copy": True, "links": 0, "text0": "<b>hi</b>"},
+                   "lang": "c", "copy": True, "text0": "<b>hi</b>", "nested": 1,
+                   "cells": ["k", "v", "<s>a</s>", "1"],
+                   "links": ["https://example.org/ noopener noreferrer ok"]},
           f"markdown is rendered and model/user HTML stays text: {safe}")
+    cdp.click("#new-chat")
+
+    # the NDJSON reader: one canned /api/chat reply cut into 5-byte pieces (lines and UTF-8
+    # sequences split across reads), with an error line in the middle of the stream
+    cdp.evaluate("""(() => {
+        const real = window.fetch;
+        window.fetch = (url, init) => {
+            if (url !== '/api/chat') return real(url, init);
+            window.fetch = real;
+            const bytes = new TextEncoder().encode(
+                '{"message":{"role":"assistant","content":"Grüße "},"done":false}\\n' +
+                '{"message":{"role":"assistant","content":"🌍 **x**"},"done":false}\\n' +
+                '{"error":"an error in the middle of the stream"}\\n');
+            const body = new ReadableStream({ start(c) {
+                for (let i = 0; i < bytes.length; i += 5) c.enqueue(bytes.slice(i, i + 5));
+                c.close(); } });
+            return Promise.resolve(new Response(body, {status: 200,
+                headers: {'Content-Type': 'application/x-ndjson'}}));
+        };
+        return true; })()""")
+    canned = send_and_wait(cdp, "click", "canned")
+    check(canned["text"] == "Grüße 🌍 x" and
+          canned["error"] == "an error in the middle of the stream" and not canned["stats"],
+          f"NDJSON split anywhere is reassembled; an error line is shown as an error: {canned}")
     cdp.click("#new-chat")
 
 
