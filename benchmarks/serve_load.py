@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,7 +174,7 @@ def start_server(binary, gguf, name, parallel, tmpdir):
     return proc, url
 
 
-# ---- report ----------------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------------
 
 def row(*cells):
     return "| " + " | ".join(str(c) for c in cells) + " |"

@@ -36,7 +36,7 @@ pyjson() {
         "$tmp/b" 2>/dev/null
 }
 
-# ---- plain endpoints -------------------------------------------------------------------------------
+# ---- plain endpoints -----------------------------------------------------------------------------
 s=$(curl -s -m 30 -I -o /dev/null -w '%{http_code}' "$url/")
 [ "$s" = 200 ] && ok || bad "HEAD / -> $s"
 s=$(req GET /)
@@ -52,8 +52,9 @@ s=$(req GET /api/tags)
 [ "$s" = 200 ] && pyjson "any(m['name'] == '$model' for m in d['models'])" && ok ||
     bad "/api/tags -> $s"
 
-# ---- NDJSON streaming ------------------------------------------------------------------------------
-body='{"model":"'$model'","prompt":"Why is the sky blue?","options":{"temperature":0,"num_predict":12}}'
+# ---- NDJSON streaming ----------------------------------------------------------------------------
+body='{"model":"'$model'","prompt":"Why is the sky blue?",'
+body=$body'"options":{"temperature":0,"num_predict":12}}'
 s=$(req POST /api/generate "$body")
 ctype=$(header Content-Type)
 [ "$s" = 200 ] && [ "${ctype%%;*}" = application/x-ndjson ] && ok ||
@@ -75,7 +76,8 @@ assert isinstance(last["context"], list) and last["context"]
 EOF
 then ok; else bad "NDJSON generate stream"; fi
 
-body='{"model":"'$model'","messages":[{"role":"user","content":"Hi"}],"options":{"temperature":0,"num_predict":8}}'
+body='{"model":"'$model'","messages":[{"role":"user","content":"Hi"}],'
+body=$body'"options":{"temperature":0,"num_predict":8}}'
 s=$(req POST /api/chat "$body")
 [ "$s" = 200 ] && "$py" - "$tmp/b" <<'EOF' && ok || bad "NDJSON chat stream -> $s"
 import json, sys
@@ -89,8 +91,9 @@ ctype=$(header Content-Type)
 [ "$s" = 200 ] && [ "${ctype%%;*}" = application/json ] && pyjson 'd["done"] is True' && ok ||
     bad "stream:false -> $s, Content-Type $ctype"
 
-# ---- SSE streaming ---------------------------------------------------------------------------------
-body='{"model":"'$model'","messages":[{"role":"user","content":"Hi"}],"max_tokens":8,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
+# ---- SSE streaming -------------------------------------------------------------------------------
+body='{"model":"'$model'","messages":[{"role":"user","content":"Hi"}],"max_tokens":8,'
+body=$body'"temperature":0,"stream":true,"stream_options":{"include_usage":true}}'
 s=$(req POST /v1/chat/completions "$body")
 ctype=$(header Content-Type)
 [ "$s" = 200 ] && [ "${ctype%%;*}" = text/event-stream ] && ok ||
@@ -117,7 +120,7 @@ s=$(req POST /v1/completions "$body")
 [ "$s" = 200 ] && tail -c 14 "$tmp/b" | grep -q '^data: \[DONE\]$' && ok ||
     bad "SSE completions -> $s"
 
-# ---- /metrics after those requests ------------------------------------------------------------------
+# ---- /metrics after those requests ---------------------------------------------------------------
 s=$(req GET /metrics)
 ctype=$(header Content-Type)
 [ "$s" = 200 ] && [ "${ctype%%;*}" = text/plain ] && ok || bad "/metrics -> $s, $ctype"
@@ -127,7 +130,7 @@ for name in requests tokens queue slots loaded; do
 done
 grep -q '^# TYPE ' "$tmp/b" && ok || bad "/metrics has no # TYPE lines"
 
-# ---- errors ------------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 s=$(req POST /api/generate '{"model":"no-such-model:1","prompt":"hi"}')
 [ "$s" = 404 ] && pyjson "'not found' in d['error']" && ok || bad "unknown model -> $s"
 s=$(req POST /api/show '{"model":"no-such-model:1"}')
@@ -142,7 +145,7 @@ s=$(req GET /api/generate)
 s=$(req POST /api/generate '{"model":"'$model'","prompt":"hi"')
 [ "$s" = 400 ] && pyjson "isinstance(d['error'], str)" && ok || bad "truncated JSON -> $s"
 
-# ---- CORS (Ollama's default origins) -----------------------------------------------------------------
+# ---- CORS (Ollama's default origins) -------------------------------------------------------------
 s=$(curl -s -m 30 -o /dev/null -D "$tmp/h" -w '%{http_code}' -X OPTIONS \
          -H 'Origin: http://localhost:3000' -H 'Access-Control-Request-Method: POST' \
          "$url/api/generate")

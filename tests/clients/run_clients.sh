@@ -69,7 +69,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 url="http://127.0.0.1:$port"
 mkdir -p "$tmp/store"
 OLLAMA_HOST=127.0.0.1:$port OLLAMA_MODELS=$tmp/store OLLAMA_NUM_PARALLEL=2 \

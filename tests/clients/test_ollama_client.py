@@ -240,7 +240,8 @@ def test_generate_context():
 
 def test_images_rejected():
     png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-                        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+                        "1f15c4890000000d49444154789c6360000002000154a24f5d00000000"
+                        "49454e44ae426082")
     expect_error(400, client.generate, model=MODEL, prompt="What is this?", images=[png])
     expect_error(400, client.chat, model=MODEL, messages=[
         {"role": "user", "content": "What is this?", "images": [png]}])

@@ -474,7 +474,7 @@ def slowloris(srv, limit, results):
         s.close()
 
 
-# ---- server start / model ---------------------------------------------------------------------------
+# ---- server start / model ------------------------------------------------------------------------
 
 def find_gguf(arg):
     if arg:
@@ -546,7 +546,7 @@ def create_model(srv, gguf, name):
     return None
 
 
-# ---- main ------------------------------------------------------------------------------------------
+# ---- main ----------------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -622,7 +622,8 @@ def main():
         if "traversal in a blob upload" in name and os.path.exists("/tmp/promeserve-x"):
             failures.append(f"{name}: the upload was written to /tmp/promeserve-x")
         note = f"; {body[:60]}" if isinstance(body, str) and "MiB" in body else ""
-        print(f"{'ok  ' if len(failures) == before else 'FAIL'} {name}: {status} ({took:.1f} s{note})")
+        verdict = "ok  " if len(failures) == before else "FAIL"
+        print(f"{verdict} {name}: {status} ({took:.1f} s{note})")
         sys.stdout.flush()
 
     if loris_thread is not None and srv.alive():
