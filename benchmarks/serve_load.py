@@ -265,10 +265,16 @@ def main():
                   f"{pct(s.ttft, 50) * 1000:.0f} ms", describe_errors(s)))
     bad = [k for st in [stats] + [s for _, s, _ in scaling] for k in st.errors if k != 503]
     lost = stats.lost + sum(s.lost for _, s, _ in scaling)
+    failed = False
     if bad or lost:
         print(f"\nFAIL: {lost} requests lost; errors other than 503: {sorted(set(map(str, bad)))}")
-        return 1
-    return 0
+        failed = True
+    # the slots' KV caches are allocated by the warm-up, so the load itself should not grow
+    # the server by more than allocator noise
+    if rss0 and rss2 and rss2 > rss0 * 1.10:
+        print(f"\nFAIL: server RSS grew from {rss0 / 1024:.1f} to {rss2 / 1024:.1f} MiB under load")
+        failed = True
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
