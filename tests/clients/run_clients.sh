@@ -73,6 +73,7 @@ port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])')
 url="http://127.0.0.1:$port"
 mkdir -p "$tmp/store"
+export OLLAMA_MAX_QUEUE=4   # test_ollama_client.py's 503 test relies on it
 OLLAMA_HOST=127.0.0.1:$port OLLAMA_MODELS=$tmp/store OLLAMA_NUM_PARALLEL=2 \
 OLLAMA_CONTEXT_LENGTH=2048 OLLAMA_KEEP_ALIVE=5m \
     "$bin" serve > "$tmp/server.log" 2>&1 &
