@@ -285,23 +285,60 @@ static char *context_text(ps_request *r, ps_model *m)
     return text;
 }
 
+/* The request's string fields of /api/generate. */
+typedef struct generate_fields {
+    const char *prompt, *suffix, *system, *tmpl;
+    bool raw;
+} generate_fields;
+
+/* The whole prompt text: the previous context's text, then the rendered prompt. NULL with
+ * *status / err on failure. */
+static char *generate_prompt_text(ps_request *r, ps_model *m, const common_fields *c,
+                                  const generate_fields *f, int *status, char *err,
+                                  size_t err_cap)
+{
+    char *before = context_text(r, m);
+    if (!before) {
+        *status = 400;
+        snprintf(err, err_cap, "%s", pt_last_error());
+        return NULL;
+    }
+    char *text = ps_api_generate_prompt(m, c->model, f->prompt, f->suffix, f->system, f->tmpl,
+                                        f->raw, c->think_set, c->think, status, err, err_cap);
+    char *full = NULL;
+    if (text) {
+        size_t nb = strlen(before), nt = strlen(text);
+        full = malloc(nb + nt + 1);
+        if (full) {
+            memcpy(full, before, nb);
+            memcpy(full + nb, text, nt + 1);
+        } else {
+            *status = 500;
+            snprintf(err, err_cap, "out of memory");
+        }
+    }
+    free(before);
+    free(text);
+    return full;
+}
+
 void ps_api_generate(ps_request *r)
 {
     common_fields c;
     if (!read_common(r, &c))
         return;
-    const char *prompt, *suffix, *system, *tmpl;
-    bool raw;
-    if (pti_api_string(r->json, "prompt", &prompt) != PT_OK ||
-        pti_api_string(r->json, "suffix", &suffix) != PT_OK ||
-        pti_api_string(r->json, "system", &system) != PT_OK ||
-        pti_api_string(r->json, "template", &tmpl) != PT_OK ||
-        pti_api_bool(r->json, "raw", false, &raw) != PT_OK) {
+    generate_fields f;
+    if (pti_api_string(r->json, "prompt", &f.prompt) != PT_OK ||
+        pti_api_string(r->json, "suffix", &f.suffix) != PT_OK ||
+        pti_api_string(r->json, "system", &f.system) != PT_OK ||
+        pti_api_string(r->json, "template", &f.tmpl) != PT_OK ||
+        pti_api_bool(r->json, "raw", false, &f.raw) != PT_OK) {
         ps_reply_error(r, 400, "%s", pt_last_error());
         return;
     }
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(r->json, "context");
-    if (raw && ((tmpl && tmpl[0]) || (system && system[0]) || cJSON_GetArraySize(ctx) > 0)) {
+    if (f.raw && ((f.tmpl && f.tmpl[0]) || (f.system && f.system[0]) ||
+                  cJSON_GetArraySize(ctx) > 0)) {
         ps_reply_error(r, 400, "raw mode does not support template, system, or context");
         return;
     }
@@ -309,7 +346,7 @@ void ps_api_generate(ps_request *r)
         ps_reply_error(r, 400, "this model is missing data required for image input");
         return;
     }
-    if (!prompt || !prompt[0]) {
+    if (!f.prompt || !f.prompt[0]) {
         load_only(r, &c, false);
         return;
     }
@@ -319,44 +356,21 @@ void ps_api_generate(ps_request *r)
                               &opts);
     if (!m)
         return;
-    ps_gen *g = ps_gen_new(r, &generate_style, c.model, m);
-    int status = 400;
-    char err[512] = "";
-    char *before = g ? context_text(r, m) : NULL;
-    char *text = before ? ps_api_generate_prompt(m, c.model, prompt, suffix, system, tmpl, raw,
-                                                 c.think_set, c.think, &status, err, sizeof err)
-                        : NULL;
-    if (!text) {
-        if (!g)
-            ps_reply_error(r, 500, "out of memory");
-        else
-            ps_reply_error(r, before ? status : 400, "%s", before ? err : pt_last_error());
-        free(before);
+    int status = 500;
+    char err[512] = "out of memory";
+    char *full = generate_prompt_text(r, m, &c, &f, &status, err, sizeof err);
+    ps_gen *g = full ? ps_gen_new(r, &generate_style, c.model, m) : NULL;
+    if (!g) {
+        ps_reply_error(r, full ? 500 : status, "%s", full ? "out of memory" : err);
+        free(full);
         pti_api_opts_free(&opts);
-        if (g)
-            ps_gen_free(g);
-        else
-            ps_model_release(r->srv, m);
-        return;
-    }
-    size_t nb = strlen(before), nt = strlen(text);
-    char *full = malloc(nb + nt + 1);
-    if (full) {
-        memcpy(full, before, nb);
-        memcpy(full + nb, text, nt + 1);
-    }
-    free(before);
-    free(text);
-    if (!full) {
-        ps_reply_error(r, 500, "out of memory");
-        pti_api_opts_free(&opts);
-        ps_gen_free(g);
+        ps_model_release(r->srv, m);
         return;
     }
     g->prompt_text = full;
-    g->want_context = !raw;
+    g->want_context = !f.raw;
     pti_think_split_init(&g->think, c.think_set && c.think);
-    submit(r, g, m, &opts, full, &c, !raw);
+    submit(r, g, m, &opts, full, &c, !f.raw);
     pti_api_opts_free(&opts);
 }
 

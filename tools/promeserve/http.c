@@ -1576,6 +1576,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = 0;
+    /* a client that hung up mid-stream is normal (the access log has the request) */
+    if (strstr(msg, "no longer available for sending") ||
+        strstr(msg, "application error generating response"))
+        return;
     fprintf(stderr, "promeserve: libmicrohttpd: %s\n", msg);
 }
 
