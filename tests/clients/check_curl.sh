@@ -124,11 +124,27 @@ s=$(req POST /v1/completions "$body")
 s=$(req GET /metrics)
 ctype=$(header Content-Type)
 [ "$s" = 200 ] && [ "${ctype%%;*}" = text/plain ] && ok || bad "/metrics -> $s, $ctype"
-for name in requests tokens queue slots loaded; do
-    grep -v '^#' "$tmp/b" | grep -q "^[a-z_:]*$name[a-z_]*[ {]" && ok ||
-        bad "/metrics has no metric named like *$name*"
+for name in promeserve_requests_total promeserve_request_duration_seconds_sum \
+            promeserve_prompt_tokens_total promeserve_generated_tokens_total \
+            promeserve_generated_tokens_per_second promeserve_queue_depth \
+            promeserve_busy_slots promeserve_loaded_models; do
+    grep -q "^$name[ {]" "$tmp/b" &&
+        grep -q -e "^# TYPE $name " -e "^# TYPE ${name%_sum} " "$tmp/b" &&
+        ok || bad "/metrics lacks $name (with its # TYPE line)"
 done
-grep -q '^# TYPE ' "$tmp/b" && ok || bad "/metrics has no # TYPE lines"
+# the generations above were counted
+"$py" - "$tmp/b" <<'EOF' && ok || bad "/metrics counters do not reflect the requests made"
+import re, sys
+text = open(sys.argv[1]).read()
+def value(name):
+    pattern = r"^%s(?:\{[^}]*\})? (\S+)$" % name
+    return sum(float(m.group(1)) for m in re.finditer(pattern, text, re.M))
+assert value("promeserve_generated_tokens_total") >= 12, "generated tokens"
+assert value("promeserve_prompt_tokens_total") > 0, "prompt tokens"
+assert re.search(r'^promeserve_requests_total\{route="/api/generate",status="200"\} [1-9]', text,
+                 re.M), "requests_total for /api/generate"
+assert value("promeserve_loaded_models") >= 1, "loaded models"
+EOF
 
 # ---- errors --------------------------------------------------------------------------------------
 s=$(req POST /api/generate '{"model":"no-such-model:1","prompt":"hi"}')
