@@ -55,10 +55,10 @@ class Stats:
         self.errors[key] = self.errors.get(key, 0) + 1
 
 
-async def one_chat(client, model, prompt, num_predict, seed, stats):
+async def one_chat(client, model, prompt, num_predict, seed, temperature, stats):
     body = {"model": model, "stream": True,
             "messages": [{"role": "user", "content": prompt}],
-            "options": {"num_predict": num_predict, "seed": seed, "temperature": 0.7}}
+            "options": {"num_predict": num_predict, "seed": seed, "temperature": temperature}}
     t0 = time.perf_counter()
     first = None
     done = None
@@ -93,7 +93,7 @@ async def one_chat(client, model, prompt, num_predict, seed, stats):
         stats.ttft.append(first)
 
 
-async def run_load(url, model, concurrency, seconds, num_predict):
+async def run_load(url, model, concurrency, seconds, num_predict, temperature=0.7):
     stats = Stats()
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600.0),
@@ -105,7 +105,8 @@ async def run_load(url, model, concurrency, seconds, num_predict):
             n = 0
             while time.perf_counter() < deadline:
                 prompt = PROMPTS[(w + n) % len(PROMPTS)]
-                await one_chat(client, model, prompt, num_predict, w * 100003 + n, stats)
+                await one_chat(client, model, prompt, num_predict, w * 100003 + n, temperature,
+                               stats)
                 n += 1
 
         await asyncio.gather(*(worker(w) for w in range(concurrency)))
@@ -200,6 +201,7 @@ def main():
     ap.add_argument("--scaling", default="1,4,16", help="concurrency levels of the table")
     ap.add_argument("--scale-seconds", type=float, default=20)
     ap.add_argument("--num-predict", type=int, default=64, help="tokens per answer at most")
+    ap.add_argument("--temperature", type=float, default=0.7, help="0: greedy")
     ap.add_argument("--quick", action="store_true", help="10 s run, 5 s scaling steps")
     args = ap.parse_args()
     if args.quick:
@@ -222,11 +224,12 @@ def main():
             return 1
         rss0 = rss_kib(pid) if pid else None
         stats, elapsed = asyncio.run(run_load(url, args.model, args.concurrency, args.seconds,
-                                              args.num_predict))
+                                              args.num_predict, args.temperature))
         rss1 = rss_kib(pid) if pid else None
         scaling = []
         for c in [int(x) for x in args.scaling.split(",") if x]:
-            s, e = asyncio.run(run_load(url, args.model, c, args.scale_seconds, args.num_predict))
+            s, e = asyncio.run(run_load(url, args.model, c, args.scale_seconds, args.num_predict,
+                                        args.temperature))
             scaling.append((c, s, e))
         rss2 = rss_kib(pid) if pid else None
     finally:
@@ -240,7 +243,8 @@ def main():
         shutil.rmtree(tmpdir, ignore_errors=True)
 
     print(f"## promeserve load: {args.concurrency} concurrent streaming chats, "
-          f"{args.seconds:.0f} s, num_predict {args.num_predict}, model {args.model}\n")
+          f"{args.seconds:.0f} s, num_predict {args.num_predict}, temperature {args.temperature}, "
+          f"model {args.model}\n")
     print(row("metric", "value"))
     print(row("---", "---"))
     print(row("requests finished", stats.ok))
