@@ -168,17 +168,26 @@ static void escape_label(const char *in, char *out, size_t cap)
     out[j] = 0;
 }
 
-static double recent_tokens_per_second(ps_metrics *m)
+/* Over the generations that finished in the last RECENT_WINDOW_S: the aggregate rate (tokens
+ * over the wall time from the earliest one's first token to now; batched sequences overlap)
+ * and the mean speed of one sequence (tokens over the summed generation times). */
+static void recent_rates(ps_metrics *m, double *aggregate, double *per_sequence)
 {
-    int64_t now = ps_now_ns(), tokens = 0, ns = 0;
+    int64_t now = ps_now_ns(), window = (int64_t)RECENT_WINDOW_S * 1000000000;
+    int64_t tokens = 0, ns = 0, earliest = now;
     for (int i = 0; i < RECENT_SLOTS; i++) {
         const recent_gen *g = &m->recent[i];
-        if (g->at_ns && now - g->at_ns <= (int64_t)RECENT_WINDOW_S * 1000000000) {
+        if (g->at_ns && now - g->at_ns <= window) {
             tokens += g->tokens;
             ns += g->ns;
+            if (g->at_ns - g->ns < earliest)
+                earliest = g->at_ns - g->ns;
         }
     }
-    return ns > 0 ? (double)tokens * 1e9 / (double)ns : 0.0;
+    if (now - earliest > window)
+        earliest = now - window;
+    *aggregate = now > earliest ? (double)tokens * 1e9 / (double)(now - earliest) : 0.0;
+    *per_sequence = ns > 0 ? (double)tokens * 1e9 / (double)ns : 0.0;
 }
 
 static void render_requests(sbuf *b, ps_metrics *m)
@@ -199,9 +208,14 @@ static void render_requests(sbuf *b, ps_metrics *m)
     sb_printf(b, "promeserve_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
     sb_header(b, "promeserve_generated_tokens_total", "counter", "Tokens generated.");
     sb_printf(b, "promeserve_generated_tokens_total %llu\n", (unsigned long long)m->gen_tokens);
+    double aggregate, per_sequence;
+    recent_rates(m, &aggregate, &per_sequence);
     sb_header(b, "promeserve_generated_tokens_per_second", "gauge",
-              "Generation speed over the generations of the last minute.");
-    sb_printf(b, "promeserve_generated_tokens_per_second %.3f\n", recent_tokens_per_second(m));
+              "Tokens generated per second, all sequences together, over the last minute.");
+    sb_printf(b, "promeserve_generated_tokens_per_second %.3f\n", aggregate);
+    sb_header(b, "promeserve_sequence_tokens_per_second", "gauge",
+              "Mean generation speed of one sequence over the last minute.");
+    sb_printf(b, "promeserve_sequence_tokens_per_second %.3f\n", per_sequence);
 }
 
 static void render_models(sbuf *b, const ps_model_stat *st, int n)
