@@ -8,11 +8,11 @@
  * Rows wrap at 80 columns; tensors of more than 1000 elements show the first and last 3 items
  * of each dimension around "...". */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+#include "strbuf.h"
 
 #define PRINT_PRECISION 4
 #define PRINT_THRESHOLD 1000
@@ -22,54 +22,10 @@
 /* ---- a growing string
  * ---------------------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *s, const char *str, size_t n)
-{
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 256;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *p = realloc(s->p, cap);
-        if (!p) {
-            s->oom = true;
-            return;
-        }
-        s->p = p;
-        s->cap = cap;
-    }
-    memcpy(s->p + s->len, str, n);
-    s->len += n;
-    s->p[s->len] = '\0';
-}
-
-static void sb_puts(sbuf *s, const char *str)
-{
-    sb_putn(s, str, strlen(str));
-}
-
-static void sb_repeat(sbuf *s, char c, int n)
+static void sb_repeat(pti_strbuf *s, char c, int n)
 {
     for (int i = 0; i < n; i++)
-        sb_putn(s, &c, 1);
-}
-
-static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *s, const char *fmt, ...)
-{
-    char buf[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sb_putn(s, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+        pti_strbuf_putc(s, c);
 }
 
 /* ---- the formatter
@@ -217,16 +173,16 @@ static void choose_format(printer *pr)
 /* ---- layout
  * ---------------------------------------------------------------------------------------- */
 
-static void put_element(sbuf *s, const printer *pr, int64_t off)
+static void put_element(pti_strbuf *s, const printer *pr, int64_t off)
 {
     char buf[VALUE_BUF];
     int n = format_value(pr, off, buf);
     sb_repeat(s, ' ', pr->max_width - n);
-    sb_putn(s, buf, (size_t)n);
+    pti_strbuf_put(s, buf, (size_t)n);
 }
 
 /* _vector_str: the last dim, wrapped at the line width. */
-static void put_vector(sbuf *s, const printer *pr, int64_t off, int indent)
+static void put_vector(pti_strbuf *s, const printer *pr, int64_t off, int indent)
 {
     int d = pr->t->ndim - 1;
     int64_t size = pr->t->shape[d], n = shown_count(pr, size);
@@ -235,28 +191,28 @@ static void put_vector(sbuf *s, const printer *pr, int64_t off, int indent)
         per_line = 1;
     bool ellipsis = dim_summarized(pr, size);
     int64_t items = n + (ellipsis ? 1 : 0);
-    sb_puts(s, "[");
+    pti_strbuf_puts(s, "[");
     for (int64_t item = 0, i = 0; item < items; item++) {
         if (item > 0) {
             if (item % per_line == 0) {
-                sb_puts(s, ",\n");
+                pti_strbuf_puts(s, ",\n");
                 sb_repeat(s, ' ', indent + 1);
             } else {
-                sb_puts(s, ", ");
+                pti_strbuf_puts(s, ", ");
             }
         }
         if (ellipsis && item == PRINT_EDGEITEMS) {
-            sb_puts(s, " ...");
+            pti_strbuf_puts(s, " ...");
             continue;
         }
         put_element(s, pr, off + shown_index(pr, size, i) * pr->t->stride[d]);
         i++;
     }
-    sb_puts(s, "]");
+    pti_strbuf_puts(s, "]");
 }
 
 /* _tensor_str_with_formatter for dims d.. */
-static void put_tensor(sbuf *s, const printer *pr, int d, int64_t off, int indent)
+static void put_tensor(pti_strbuf *s, const printer *pr, int d, int64_t off, int indent)
 {
     int dim = pr->t->ndim - d;
     if (dim == 0) {
@@ -270,57 +226,57 @@ static void put_tensor(sbuf *s, const printer *pr, int d, int64_t off, int inden
     int64_t size = pr->t->shape[d], n = shown_count(pr, size);
     bool ellipsis = dim_summarized(pr, size);
     int64_t items = n + (ellipsis ? 1 : 0);
-    sb_puts(s, "[");
+    pti_strbuf_puts(s, "[");
     for (int64_t item = 0, i = 0; item < items; item++) {
         if (item > 0) { /* "," then dim-1 newlines and the indentation */
-            sb_puts(s, ",");
+            pti_strbuf_puts(s, ",");
             sb_repeat(s, '\n', dim - 1);
             sb_repeat(s, ' ', indent + 1);
         }
         if (ellipsis && item == PRINT_EDGEITEMS) {
-            sb_puts(s, "...");
+            pti_strbuf_puts(s, "...");
             continue;
         }
         put_tensor(s, pr, d + 1, off + shown_index(pr, size, i) * pr->t->stride[d], indent + 1);
         i++;
     }
-    sb_puts(s, "]");
+    pti_strbuf_puts(s, "]");
 }
 
 /* _add_suffixes: ", suffix" on the same line while it fits, else on a new indented line. */
-static void put_suffixes(sbuf *s, int n, char suffixes[][64], int indent)
+static void put_suffixes(pti_strbuf *s, int n, char suffixes[][64], int indent)
 {
     size_t last_nl = 0;
     bool has_nl = false;
     for (size_t i = 0; i < s->len; i++)
-        if (s->p[i] == '\n')
+        if (s->data[i] == '\n')
             last_nl = i, has_nl = true;
     /* PyTorch computes len - rfind("\n") + 1 (rfind gives -1 without a newline) */
     int64_t last_line_len = (int64_t)s->len - (has_nl ? (int64_t)last_nl : -1) + 1;
     for (int i = 0; i < n; i++) {
         int64_t len = (int64_t)strlen(suffixes[i]);
         if (last_line_len + len + 2 > PRINT_LINEWIDTH) {
-            sb_puts(s, ",\n");
+            pti_strbuf_puts(s, ",\n");
             sb_repeat(s, ' ', indent);
             last_line_len = indent + len;
         } else {
-            sb_puts(s, ", ");
+            pti_strbuf_puts(s, ", ");
             last_line_len += len + 2;
         }
-        sb_puts(s, suffixes[i]);
+        pti_strbuf_puts(s, suffixes[i]);
     }
-    sb_puts(s, ")");
+    pti_strbuf_puts(s, ")");
 }
 
 static void size_suffix(char *out, size_t cap, const pt_tensor *t)
 {
-    sbuf s = {0};
-    sb_puts(&s, "size=(");
+    pti_strbuf s = {0};
+    pti_strbuf_puts(&s, "size=(");
     for (int i = 0; i < t->ndim; i++)
-        sb_printf(&s, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    sb_puts(&s, t->ndim == 1 ? ",)" : ")");
-    snprintf(out, cap, "%s", s.oom ? "size=(?)" : s.p);
-    free(s.p);
+        pti_strbuf_printf(&s, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    pti_strbuf_puts(&s, t->ndim == 1 ? ",)" : ")");
+    snprintf(out, cap, "%s", pti_strbuf_ok(&s) ? s.data : "size=(?)");
+    pti_strbuf_free(&s);
 }
 
 char *pt_to_string(const pt_tensor *t)
@@ -342,10 +298,10 @@ char *pt_to_string(const pt_tensor *t)
         char name[32];
         snprintf(suffixes[n_suffixes++], 64, "device='%s'", pt_device_str(dev, name, sizeof name));
     }
-    sbuf s = {0};
-    sb_puts(&s, "tensor(");
+    pti_strbuf s = {0};
+    pti_strbuf_puts(&s, "tensor(");
     if (t->numel == 0) {
-        sb_puts(&s, "[]");
+        pti_strbuf_puts(&s, "[]");
         if (t->ndim != 1)
             size_suffix(suffixes[n_suffixes++], 64, t);
         if (t->dtype != PT_FLOAT32)
@@ -365,11 +321,10 @@ char *pt_to_string(const pt_tensor *t)
         snprintf(suffixes[n_suffixes++], 64, "requires_grad=True");
     put_suffixes(&s, n_suffixes, suffixes, indent);
     pt_release(host);
-    if (s.oom) {
-        free(s.p);
+    char *str = pti_strbuf_take(&s);
+    if (!str)
         return pti_error_null(PT_ERR_OOM, "pt_to_string: out of memory");
-    }
-    return s.p;
+    return str;
 }
 
 void pt_fprint(FILE *f, const pt_tensor *t)

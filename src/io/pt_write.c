@@ -15,50 +15,25 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "prometorch/io.h"
 #include "pt_zip_write.h"
 
 #define OP "pt_save"
 #define MAX_DEPTH 1000
 
-/* ---- growable byte buffer ----------------------------------------------------------------- */
+/* ---- the output buffer ----------------------------------------------------------------------- */
 
-typedef struct bytebuf {
-    unsigned char *data;
-    size_t len, cap;
-    bool oom;
-} bytebuf;
-
-static void bb_add(bytebuf *b, const void *p, size_t n)
+static void bb_byte(pti_strbuf *b, unsigned char c)
 {
-    if (b->oom || n == 0)
-        return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n)
-            cap *= 2;
-        unsigned char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
+    pti_strbuf_putc(b, (char)c);
 }
 
-static void bb_byte(bytebuf *b, unsigned char c)
-{
-    bb_add(b, &c, 1);
-}
-
-static void bb_u32(bytebuf *b, uint32_t v)
+static void bb_u32(pti_strbuf *b, uint32_t v)
 {
     unsigned char p[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 24)};
-    bb_add(b, p, 4);
+    pti_strbuf_put(b, p, 4);
 }
 
 /* ---- pickle opcodes (protocol 2) ------------------------------------------------------------ */
@@ -116,7 +91,7 @@ typedef struct storage_rec {
 } storage_rec;
 
 typedef struct pickler {
-    bytebuf out;
+    pti_strbuf out;
     memo_slot *slots;
     size_t nslots, used;
     uint32_t next_idx;
@@ -237,13 +212,13 @@ static void memo_anon(pickler *pk)
 
 static void write_int(pickler *pk, int64_t v)
 {
-    bytebuf *b = &pk->out;
+    pti_strbuf *b = &pk->out;
     if (v >= 0 && v <= 0xFF) {
         bb_byte(b, OP_BININT1);
         bb_byte(b, (unsigned char)v);
     } else if (v >= 0 && v <= 0xFFFF) {
         unsigned char p[3] = {OP_BININT2, (unsigned char)v, (unsigned char)(v >> 8)};
-        bb_add(b, p, 3);
+        pti_strbuf_put(b, p, 3);
     } else if (v >= INT32_MIN && v <= INT32_MAX) {
         bb_byte(b, OP_BININT);
         bb_u32(b, (uint32_t)v);
@@ -258,7 +233,7 @@ static void write_int(pickler *pk, int64_t v)
             n--;
         bb_byte(b, OP_LONG1);
         bb_byte(b, (unsigned char)n);
-        bb_add(b, p, (size_t)n);
+        pti_strbuf_put(b, p, (size_t)n);
     }
 }
 
@@ -269,7 +244,7 @@ static void write_float(pickler *pk, double d)
     unsigned char p[9] = {OP_BINFLOAT};
     for (int i = 0; i < 8; i++)
         p[1 + i] = (unsigned char)(u >> (56 - 8 * i)); /* big-endian */
-    bb_add(&pk->out, p, 9);
+    pti_strbuf_put(&pk->out, p, 9);
 }
 
 /* Strict UTF-8 as Python's decoder wants it: no overlong forms, nothing past U+10FFFF (lone
@@ -317,7 +292,7 @@ static pt_status write_str(pickler *pk, const char *s, size_t n)
                                                 "load it)");
     bb_byte(&pk->out, OP_BINUNICODE);
     bb_u32(&pk->out, (uint32_t)n);
-    bb_add(&pk->out, s, n);
+    pti_strbuf_put(&pk->out, s, n);
     return memo_put(pk, MEMO_STR, s, n);
 }
 
@@ -333,7 +308,7 @@ static pt_status write_global(pickler *pk, const char *module_nl_name_nl)
     if (memo_get(pk, MEMO_GLOBAL, module_nl_name_nl, n))
         return PT_OK;
     bb_byte(&pk->out, OP_GLOBAL);
-    bb_add(&pk->out, module_nl_name_nl, n);
+    pti_strbuf_put(&pk->out, module_nl_name_nl, n);
     return memo_put(pk, MEMO_GLOBAL, module_nl_name_nl, n);
 }
 
@@ -548,20 +523,20 @@ static pt_status write_bytes(pickle_ctx *c, const pt_value *v)
     if (n > UINT32_MAX / 2)
         return pti_error(PT_ERR_UNSUPPORTED, OP ": bytes of %zu bytes are too long to pickle", n);
     pt_status st = write_global(pk, "_codecs\nencode\n");
-    bytebuf latin = {0};
+    pti_strbuf latin = {0};
     for (size_t i = 0; i < n; i++) {
         unsigned char u[2] = {(unsigned char)(0xC0 | (p[i] >> 6)),
                               (unsigned char)(0x80 | (p[i] & 0x3F))};
-        bb_add(&latin, p[i] < 0x80 ? &p[i] : u, p[i] < 0x80 ? 1 : 2);
+        pti_strbuf_put(&latin, p[i] < 0x80 ? &p[i] : u, p[i] < 0x80 ? 1 : 2);
     }
     if (latin.oom) {
-        free(latin.data);
+        pti_strbuf_free(&latin);
         return pti_error(PT_ERR_OOM, OP ": out of memory");
     }
     bb_byte(&pk->out, OP_BINUNICODE); /* the buffer is temporary: not looked up again */
     bb_u32(&pk->out, (uint32_t)latin.len);
-    bb_add(&pk->out, latin.data, latin.len);
-    free(latin.data);
+    pti_strbuf_put(&pk->out, latin.data, latin.len);
+    pti_strbuf_free(&latin);
     memo_anon(pk);
     if (st == PT_OK)
         st = write_cstr(pk, "latin1");
@@ -642,7 +617,7 @@ static size_t count_tensors(const pt_value *v, int depth)
 
 static void pickler_free(pickler *pk)
 {
-    free(pk->out.data);
+    pti_strbuf_free(&pk->out);
     free(pk->slots);
     free(pk->storages);
 }

@@ -9,60 +9,28 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "prometorch/io.h"
 
-/* A growable text buffer for the JSON header. */
-typedef struct strbuf {
-    char *data;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
 /* A JSON string literal: quotes, backslashes and control characters escaped. */
-static void sb_json_string(strbuf *b, const char *s, size_t n)
+static void sb_json_string(pti_strbuf *b, const char *s, size_t n)
 {
-    sb_add(b, "\"", 1);
+    pti_strbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         char esc[8];
         if (c == '"' || c == '\\') {
             esc[0] = '\\';
             esc[1] = (char)c;
-            sb_add(b, esc, 2);
+            pti_strbuf_put(b, esc, 2);
         } else if (c < 0x20) {
             snprintf(esc, sizeof(esc), "\\u%04x", c);
-            sb_add(b, esc, 6);
+            pti_strbuf_put(b, esc, 6);
         } else {
-            sb_add(b, (const char *)&c, 1);
+            pti_strbuf_put(b, (const char *)&c, 1);
         }
     }
-    sb_add(b, "\"", 1);
+    pti_strbuf_put(b, "\"", 1);
 }
 
 static const char *safetensors_dtype(pt_dtype dt)
@@ -83,7 +51,7 @@ static const char *safetensors_dtype(pt_dtype dt)
 }
 
 /* Checks the dict and builds the JSON header; *data_bytes receives the total data size. */
-static pt_status build_header(const pt_value *sd, const pt_value *metadata, strbuf *b,
+static pt_status build_header(const pt_value *sd, const pt_value *metadata, pti_strbuf *b,
                               uint64_t *data_bytes)
 {
     if (!sd || pt_value_kind_of(sd) != PT_VALUE_DICT)
@@ -91,7 +59,7 @@ static pt_status build_header(const pt_value *sd, const pt_value *metadata, strb
     if (metadata && pt_value_kind_of(metadata) != PT_VALUE_DICT)
         return pti_error(PT_ERR_INVALID_ARG, "pt_save_safetensors: metadata is not a dict");
     uint64_t offset = 0;
-    sb_str(b, "{");
+    pti_strbuf_puts(b, "{");
     int64_t n = pt_value_len(sd);
     for (int64_t i = 0; i < n; i++) {
         const pt_value *k = pt_value_key_ref(sd, i);
@@ -115,22 +83,22 @@ static pt_status build_header(const pt_value *sd, const pt_value *metadata, strb
                              key, pt_dtype_name(t->dtype));
         uint64_t nbytes = pti_dtype_nbytes(t->dtype, t->numel);
         char num[64];
-        sb_str(b, i ? "," : "");
+        pti_strbuf_puts(b, i ? "," : "");
         sb_json_string(b, key, klen);
-        sb_str(b, ":{\"dtype\":\"");
-        sb_str(b, dt);
-        sb_str(b, "\",\"shape\":[");
+        pti_strbuf_puts(b, ":{\"dtype\":\"");
+        pti_strbuf_puts(b, dt);
+        pti_strbuf_puts(b, "\",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) {
             snprintf(num, sizeof(num), "%s%lld", d ? "," : "", (long long)t->shape[d]);
-            sb_str(b, num);
+            pti_strbuf_puts(b, num);
         }
         snprintf(num, sizeof(num), "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
                  (unsigned long long)(offset + nbytes));
-        sb_str(b, num);
+        pti_strbuf_puts(b, num);
         offset += nbytes;
     }
     if (metadata && pt_value_len(metadata) > 0) {
-        sb_str(b, n ? ",\"__metadata__\":{" : "\"__metadata__\":{");
+        pti_strbuf_puts(b, n ? ",\"__metadata__\":{" : "\"__metadata__\":{");
         for (int64_t i = 0; i < pt_value_len(metadata); i++) {
             size_t kl = 0, vl = 0;
             const pt_value *k = pt_value_key_ref(metadata, i), *v = pt_value_item_ref(metadata, i);
@@ -140,17 +108,17 @@ static pt_status build_header(const pt_value *sd, const pt_value *metadata, strb
                 return pti_error(PT_ERR_INVALID_ARG,
                                  "pt_save_safetensors: metadata entry %lld is not str -> str",
                                  (long long)i);
-            sb_str(b, i ? "," : "");
+            pti_strbuf_puts(b, i ? "," : "");
             sb_json_string(b, ks, kl);
-            sb_str(b, ":");
+            pti_strbuf_puts(b, ":");
             sb_json_string(b, vs, vl);
         }
-        sb_str(b, "}");
+        pti_strbuf_puts(b, "}");
     }
-    sb_str(b, "}");
-    while (!b->oom && b->len % 8 != 0)
-        sb_str(b, " ");
-    if (b->oom)
+    pti_strbuf_puts(b, "}");
+    while (pti_strbuf_ok(b) && b->len % 8 != 0)
+        pti_strbuf_puts(b, " ");
+    if (!pti_strbuf_ok(b))
         return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory for the header");
     *data_bytes = offset;
     return PT_OK;
@@ -182,17 +150,17 @@ pt_status pt_save_safetensors(const char *path, const pt_value *state_dict,
 {
     if (!path)
         return pti_error(PT_ERR_INVALID_ARG, "pt_save_safetensors: path is NULL");
-    strbuf header = {0};
+    pti_strbuf header = {0};
     uint64_t data_bytes = 0;
     pt_status st = build_header(state_dict, metadata, &header, &data_bytes);
     if (st != PT_OK) {
-        free(header.data);
+        pti_strbuf_free(&header);
         return st;
     }
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) {
-        free(header.data);
+        pti_strbuf_free(&header);
         return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory");
     }
     memcpy(tmp, path, plen);
@@ -216,6 +184,6 @@ pt_status pt_save_safetensors(const char *path, const pt_value *state_dict,
             remove(tmp);
     }
     free(tmp);
-    free(header.data);
+    pti_strbuf_free(&header);
     return st;
 }

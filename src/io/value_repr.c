@@ -6,51 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/strbuf.h"
 #include "value_internal.h"
-
-typedef struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed; /* an error is set; later appends are ignored */
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 64;
-        while (ncap < b->len + n + 1)
-            ncap *= 2;
-        char *np = realloc(b->p, ncap);
-        if (!np) {
-            pti_error(PT_ERR_OOM, "pt_value_to_string: out of memory (%zu bytes)", ncap);
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
 
 /* Python's float repr: the shortest digits that round-trip, fixed notation for decimal
  * exponents in [-4, 16), else d.ddde+XX. */
-static void put_float(sbuf *b, double f)
+static void put_float(pti_strbuf *b, double f)
 {
     if (isnan(f)) {
-        sb_str(b, "nan");
+        pti_strbuf_puts(b, "nan");
         return;
     }
     if (isinf(f)) {
-        sb_str(b, f > 0 ? "inf" : "-inf");
+        pti_strbuf_puts(b, f > 0 ? "inf" : "-inf");
         return;
     }
     char e_form[40];
@@ -93,7 +61,7 @@ static void put_float(sbuf *b, double f)
                 out[n++] = '0';
             }
         }
-        sb_put(b, out, n);
+        pti_strbuf_put(b, out, n);
     } else {
         out[n++] = digits[0];
         if (nd > 1) {
@@ -103,7 +71,7 @@ static void put_float(sbuf *b, double f)
         }
         n += (size_t)snprintf(out + n, sizeof out - n, "e%c%02d", exp < 0 ? '-' : '+',
                               exp < 0 ? -exp : exp);
-        sb_put(b, out, n);
+        pti_strbuf_put(b, out, n);
     }
 }
 
@@ -116,113 +84,114 @@ static char pick_quote(const char *s, size_t len)
 
 /* Escapes one byte; str passes bytes >= 0x80 through (UTF-8) except the C1 controls,
  * bytes escape every non-ASCII byte. Returns how many input bytes were consumed. */
-static size_t put_escaped(sbuf *b, const unsigned char *s, size_t left, char quote, bool is_str)
+static size_t put_escaped(pti_strbuf *b, const unsigned char *s, size_t left, char quote,
+                          bool is_str)
 {
     char tmp[8];
     unsigned char c = s[0];
     if (c == '\\' || c == (unsigned char)quote) {
         tmp[0] = '\\';
         tmp[1] = (char)c;
-        sb_put(b, tmp, 2);
+        pti_strbuf_put(b, tmp, 2);
     } else if (c == '\n' || c == '\r' || c == '\t') {
-        sb_str(b, c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t");
+        pti_strbuf_puts(b, c == '\n' ? "\\n" : c == '\r' ? "\\r" : "\\t");
     } else if (c >= 0x20 && c < 0x7f) {
-        sb_put(b, (const char *)s, 1);
+        pti_strbuf_put(b, (const char *)s, 1);
     } else if (is_str && c == 0xc2 && left > 1 && s[1] >= 0x80 && s[1] < 0xa0) {
         snprintf(tmp, sizeof tmp, "\\x%02x", s[1]); /* U+0080..U+009F */
-        sb_str(b, tmp);
+        pti_strbuf_puts(b, tmp);
         return 2;
     } else if (is_str && c >= 0x80) {
-        sb_put(b, (const char *)s, 1);
+        pti_strbuf_put(b, (const char *)s, 1);
     } else {
         snprintf(tmp, sizeof tmp, "\\x%02x", c);
-        sb_str(b, tmp);
+        pti_strbuf_puts(b, tmp);
     }
     return 1;
 }
 
-static void put_quoted(sbuf *b, const pt_value *v)
+static void put_quoted(pti_strbuf *b, const pt_value *v)
 {
     bool is_str = v->kind == PT_VALUE_STR;
     char quote = pick_quote(v->u.s.data, v->u.s.len);
     if (!is_str)
-        sb_str(b, "b");
-    sb_put(b, &quote, 1);
+        pti_strbuf_puts(b, "b");
+    pti_strbuf_put(b, &quote, 1);
     const unsigned char *s = (const unsigned char *)v->u.s.data;
     for (size_t k = 0; k < v->u.s.len;)
         k += put_escaped(b, s + k, v->u.s.len - k, quote, is_str);
-    sb_put(b, &quote, 1);
+    pti_strbuf_put(b, &quote, 1);
 }
 
-static void put_tensor(sbuf *b, const pt_tensor *t)
+static void put_tensor(pti_strbuf *b, const pt_tensor *t)
 {
-    sb_str(b, "tensor(");
-    sb_str(b, pt_dtype_name(t->dtype));
-    sb_str(b, ", ");
-    sb_str(b, pti_shape_str(t->ndim, t->shape));
-    sb_str(b, ")");
+    pti_strbuf_puts(b, "tensor(");
+    pti_strbuf_puts(b, pt_dtype_name(t->dtype));
+    pti_strbuf_puts(b, ", ");
+    pti_strbuf_puts(b, pti_shape_str(t->ndim, t->shape));
+    pti_strbuf_puts(b, ")");
 }
 
-static void put_value(sbuf *b, const pt_value *v, int max_items, int depth);
+static void put_value(pti_strbuf *b, const pt_value *v, int max_items, int depth);
 
-static void put_seq(sbuf *b, const pt_value *v, int max_items, int depth)
+static void put_seq(pti_strbuf *b, const pt_value *v, int max_items, int depth)
 {
     bool tuple = v->kind == PT_VALUE_TUPLE;
     int64_t n = v->u.seq.len;
     int64_t shown = max_items > 0 && n > max_items ? max_items : n;
-    sb_str(b, tuple ? "(" : "[");
-    for (int64_t k = 0; k < shown && !b->failed; k++) {
+    pti_strbuf_puts(b, tuple ? "(" : "[");
+    for (int64_t k = 0; k < shown && pti_strbuf_ok(b); k++) {
         if (k)
-            sb_str(b, ", ");
+            pti_strbuf_puts(b, ", ");
         put_value(b, v->u.seq.items[k], max_items, depth + 1);
     }
     if (shown < n)
-        sb_str(b, ", ...");
+        pti_strbuf_puts(b, ", ...");
     if (tuple && n == 1)
-        sb_str(b, ",");
-    sb_str(b, tuple ? ")" : "]");
+        pti_strbuf_puts(b, ",");
+    pti_strbuf_puts(b, tuple ? ")" : "]");
 }
 
-static void put_dict(sbuf *b, const pt_value *v, int max_items, int depth)
+static void put_dict(pti_strbuf *b, const pt_value *v, int max_items, int depth)
 {
     int64_t n = v->u.dict.len;
     int64_t shown = max_items > 0 && n > max_items ? max_items : n;
-    sb_str(b, "{");
-    for (int64_t k = 0; k < shown && !b->failed; k++) {
+    pti_strbuf_puts(b, "{");
+    for (int64_t k = 0; k < shown && pti_strbuf_ok(b); k++) {
         if (k)
-            sb_str(b, ", ");
+            pti_strbuf_puts(b, ", ");
         put_value(b, v->u.dict.entries[k].key, max_items, depth + 1);
-        sb_str(b, ": ");
+        pti_strbuf_puts(b, ": ");
         put_value(b, v->u.dict.entries[k].val, max_items, depth + 1);
     }
     if (shown < n)
-        sb_str(b, ", ...");
-    sb_str(b, "}");
+        pti_strbuf_puts(b, ", ...");
+    pti_strbuf_puts(b, "}");
 }
 
-static void put_value(sbuf *b, const pt_value *v, int max_items, int depth)
+static void put_value(pti_strbuf *b, const pt_value *v, int max_items, int depth)
 {
     char num[32];
-    if (b->failed)
+    if (!pti_strbuf_ok(b))
         return;
     if (depth > PTI_VALUE_MAX_DEPTH) {
         pti_error(PT_ERR_INVALID_ARG, "pt_value_to_string: value nested deeper than %d levels",
                   PTI_VALUE_MAX_DEPTH);
-        b->failed = true;
+        b->too_big = true; /* stops the output; the error is set */
         return;
     }
     if (v->kind == PTI_VALUE_GLOBAL) { /* only inside the pickle reader (value_internal.h) */
-        sb_str(b, "<global ");
-        sb_put(b, v->u.s.data, v->u.s.len);
-        sb_str(b, ">");
+        pti_strbuf_puts(b, "<global ");
+        pti_strbuf_put(b, v->u.s.data, v->u.s.len);
+        pti_strbuf_puts(b, ">");
         return;
     }
     switch (v->kind) {
-    case PT_VALUE_NONE: sb_str(b, "None"); break;
-    case PT_VALUE_BOOL: sb_str(b, v->u.b ? "True" : "False"); break;
+    case PT_VALUE_NONE: pti_strbuf_puts(b, "None"); break;
+    case PT_VALUE_BOOL: pti_strbuf_puts(b, v->u.b ? "True" : "False"); break;
     case PT_VALUE_INT:
         snprintf(num, sizeof num, "%lld", (long long)v->u.i);
-        sb_str(b, num);
+        pti_strbuf_puts(b, num);
         break;
     case PT_VALUE_FLOAT: put_float(b, v->u.f); break;
     case PT_VALUE_STR:
@@ -238,14 +207,12 @@ char *pt_value_to_string(const pt_value *v, int max_items)
 {
     if (!v)
         return (pti_null_arg("pt_value_to_string", "v"), NULL);
-    sbuf b = {0};
+    pti_strbuf b = {0};
     put_value(&b, v, max_items, 0);
-    sb_put(&b, "", 0); /* "" for nothing written */
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    char *s = pti_strbuf_take(&b); /* "" for nothing written */
+    if (!s && b.oom)
+        pti_error(PT_ERR_OOM, "pt_value_to_string: out of memory");
+    return s;
 }
 
 const char *pti_value_key_desc(const pt_value *key)

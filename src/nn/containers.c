@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "module_internal.h"
 
 /* ---- Sequential, ModuleList, ModuleDict -------------------------------------------------------- */
@@ -105,83 +106,53 @@ pt_module *pt_nn_module_dict(int n, const char *const *names, pt_module **childr
 
 /* ---- repr -------------------------------------------------------------------------------------- */
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void sb_append(strbuf *sb, const char *s, size_t n)
-{
-    if (sb->oom)
-        return;
-    if (sb->len + n + 1 > sb->cap) {
-        size_t cap = sb->cap ? sb->cap : 256;
-        while (cap < sb->len + n + 1)
-            cap *= 2;
-        char *b = realloc(sb->buf, cap);
-        if (!b) {
-            sb->oom = true;
-            return;
-        }
-        sb->buf = b;
-        sb->cap = cap;
-    }
-    memcpy(sb->buf + sb->len, s, n);
-    sb->len += n;
-    sb->buf[sb->len] = '\0';
-}
-
-static void sb_puts(strbuf *sb, const char *s) { sb_append(sb, s, strlen(s)); }
-
-static void sb_indent(strbuf *sb, int depth)
+static void sb_indent(pti_strbuf *sb, int depth)
 {
     for (int i = 0; i < depth; i++)
-        sb_puts(sb, "  ");
+        pti_strbuf_puts(sb, "  ");
 }
 
 /* Children print as "(name): Repr" indented one level deeper, as PyTorch's _addindent does. */
-static void module_repr(strbuf *sb, const pt_module *m, int depth)
+static void module_repr(pti_strbuf *sb, const pt_module *m, int depth)
 {
     char extra[512] = "";
     if (m->def.extra_repr)
         m->def.extra_repr(m, extra, sizeof(extra));
-    sb_puts(sb, m->def.type_name);
-    sb_puts(sb, "(");
+    pti_strbuf_puts(sb, m->def.type_name);
+    pti_strbuf_puts(sb, "(");
     if (m->n_children == 0 || depth >= PTI_NN_MAX_DEPTH) {
-        sb_puts(sb, extra);
-        sb_puts(sb, ")");
+        pti_strbuf_puts(sb, extra);
+        pti_strbuf_puts(sb, ")");
         return;
     }
-    sb_puts(sb, "\n");
+    pti_strbuf_puts(sb, "\n");
     if (extra[0]) {
         sb_indent(sb, depth + 1);
-        sb_puts(sb, extra);
-        sb_puts(sb, "\n");
+        pti_strbuf_puts(sb, extra);
+        pti_strbuf_puts(sb, "\n");
     }
     for (int i = 0; i < m->n_children; i++) {
         sb_indent(sb, depth + 1);
-        sb_puts(sb, "(");
-        sb_puts(sb, m->children[i].name);
-        sb_puts(sb, "): ");
+        pti_strbuf_puts(sb, "(");
+        pti_strbuf_puts(sb, m->children[i].name);
+        pti_strbuf_puts(sb, "): ");
         module_repr(sb, m->children[i].m, depth + 1);
-        sb_puts(sb, "\n");
+        pti_strbuf_puts(sb, "\n");
     }
     sb_indent(sb, depth);
-    sb_puts(sb, ")");
+    pti_strbuf_puts(sb, ")");
 }
 
 char *pt_nn_to_string(const pt_module *m)
 {
     if (!m)
         return pti_error_null(PT_ERR_NULL, "pt_nn_to_string: module is NULL");
-    strbuf sb = {0};
+    pti_strbuf sb = {0};
     module_repr(&sb, m, 0);
-    if (sb.oom) {
-        free(sb.buf);
+    char *s = pti_strbuf_take(&sb);
+    if (!s)
         return pti_error_null(PT_ERR_OOM, "pt_nn_to_string: out of memory");
-    }
-    return sb.buf;
+    return s;
 }
 
 void pt_nn_print(const pt_module *m)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "module_internal.h"
 
 typedef struct {
@@ -104,37 +105,6 @@ pt_value *pt_nn_state_dict(pt_module *m)
 
 /* ---- loading ----------------------------------------------------------------------------------- */
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} msgbuf;
-
-static void msg_printf(msgbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void msg_printf(msgbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[1024];
-    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    size_t k = (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1;
-    if (b->len + k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + k + 1)
-            cap *= 2;
-        char *nb = realloc(b->buf, cap);
-        if (!nb)
-            return;
-        b->buf = nb;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, tmp, k);
-    b->len += k;
-    b->buf[b->len] = '\0';
-}
-
 /* "torch.Size([3, 4])" as PyTorch prints shapes in these messages. */
 static const char *torch_size(const pt_tensor *t)
 {
@@ -164,29 +134,29 @@ static bool is_expected_key(const state_list *l, const char *key)
 }
 
 /* Appends one "\n\t<title>: "k1", "k2". " section (PyTorch's wording). */
-static void list_section(msgbuf *b, const char *title, int n, const char **keys)
+static void list_section(pti_strbuf *b, const char *title, int n, const char **keys)
 {
     if (n == 0)
         return;
-    msg_printf(b, "\n\t%s: ", title);
+    pti_strbuf_printf(b, "\n\t%s: ", title);
     for (int i = 0; i < n; i++)
-        msg_printf(b, "\"%s\"%s", keys[i], i + 1 < n ? ", " : ". ");
+        pti_strbuf_printf(b, "\"%s\"%s", keys[i], i + 1 < n ? ", " : ". ");
 }
 
 /* Looks up every expected key; records problems in b. sources[i] receives the tensor to copy
  * (or NULL). Returns the number of problems. */
 static int match_keys(const pt_module *m, const state_list *l, const pt_value *state, bool strict,
-                      pt_tensor **sources, msgbuf *b)
+                      pt_tensor **sources, pti_strbuf *b)
 {
     int problems = 0;
     const char **missing = calloc((size_t)l->n + 1, sizeof(char *));
     int64_t n_state = pt_value_len(state);
     const char **unexpected = calloc((size_t)n_state + 1, sizeof(char *));
-    msgbuf mismatch = {0};
+    pti_strbuf mismatch = {0};
     if (!missing || !unexpected) {
         free(missing);
         free(unexpected);
-        msg_printf(b, "out of memory");
+        pti_strbuf_printf(b, "out of memory");
         return 1;
     }
     int n_missing = 0, n_unexpected = 0;
@@ -197,11 +167,11 @@ static int match_keys(const pt_module *m, const state_list *l, const pt_value *s
         if (!v) {
             missing[n_missing++] = l->items[i].key;
         } else if (!src) {
-            msg_printf(&mismatch, "\n\tWhile copying the parameter named \"%s\", expected a tensor but the state_dict holds a %s.",
+            pti_strbuf_printf(&mismatch, "\n\tWhile copying the parameter named \"%s\", expected a tensor but the state_dict holds a %s.",
                        l->items[i].key, pt_value_kind_name(pt_value_kind_of(v)));
             problems++;
         } else if (!same_shape(src, l->items[i].t)) {
-            msg_printf(&mismatch, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s.",
+            pti_strbuf_printf(&mismatch, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s.",
                        l->items[i].key, torch_size(src), torch_size(l->items[i].t));
             problems++;
         } else {
@@ -218,9 +188,8 @@ static int match_keys(const pt_module *m, const state_list *l, const pt_value *s
         list_section(b, "Unexpected key(s) in state_dict", n_unexpected, unexpected);
         problems += n_missing + n_unexpected;
     }
-    if (mismatch.buf)
-        msg_printf(b, "%s", mismatch.buf);
-    free(mismatch.buf);
+    pti_strbuf_put(b, mismatch.data, mismatch.len);
+    pti_strbuf_free(&mismatch);
     free(missing);
     free(unexpected);
     (void)m;
@@ -242,12 +211,12 @@ pt_status pt_nn_load_state_dict(pt_module *m, const pt_value *state, bool strict
         free_state_list(&l);
         return pti_error(PT_ERR_OOM, "pt_nn_load_state_dict: out of memory");
     }
-    msgbuf b = {0};
+    pti_strbuf b = {0};
     int problems = match_keys(m, &l, state, strict, sources, &b);
     pt_status st = PT_OK;
     if (problems > 0) {
         st = pti_error(PT_ERR_INVALID_ARG, "Error(s) in loading state_dict for %s:%s",
-                       m->def.type_name, b.buf ? b.buf : "");
+                       m->def.type_name, b.data ? b.data : "");
     } else {
         pt_no_grad_begin();
         for (int i = 0; i < l.n && st == PT_OK; i++)
@@ -257,7 +226,7 @@ pt_status pt_nn_load_state_dict(pt_module *m, const pt_value *state, bool strict
         if (st == PT_OK)
             pt_clear_error();
     }
-    free(b.buf);
+    pti_strbuf_free(&b);
     free(sources);
     free_state_list(&l);
     return st;

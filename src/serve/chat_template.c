@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 
 struct pti_chat_template {
     pti_chat_family family;
@@ -140,36 +141,13 @@ static sv rstrip_nl(sv s)
 /* ---- output buffer --------------------------------------------------------------------------- */
 
 typedef struct sbuf {
-    char *d;
-    size_t n, cap;
-    bool oom;
+    pti_strbuf s;
     const char *error; /* the template's raise_exception message, when it raised */
 } sbuf;
 
 static void put_n(sbuf *b, const char *s, size_t n)
 {
-    if (b->oom || n == 0)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *d = realloc(b->d, cap);
-        if (!d) {
-            b->oom = true;
-            return;
-        }
-        b->d = d;
-        b->cap = cap;
-    }
-    memcpy(b->d + b->n, s, n);
-    b->n += n;
-    b->d[b->n] = '\0';
+    pti_strbuf_put(&b->s, s, n);
 }
 
 static void put(sbuf *b, const char *s)
@@ -722,7 +700,6 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
         o.eos_token = "";
     bool gen = add_generation_prompt;
     sbuf b = {0};
-    put_n(&b, "", 0);
     switch (t->family) {
     case PTI_CHAT_CHATML: render_chatml(&b, t, msgs, n, gen); break;
     case PTI_CHAT_QWEN25: render_qwen25(&b, t, msgs, n, gen); break;
@@ -737,24 +714,17 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
     default: render_plain(&b, msgs, n, gen); break;
     }
     if (b.error) {
-        free(b.d);
+        pti_strbuf_free(&b.s);
         return pti_error_null(PT_ERR_INVALID_ARG, "pti_chat_render: %s template: %s",
                               pti_chat_family_name(t->family), b.error);
     }
-    if (!b.d && !b.oom) {
-        b.d = malloc(1);
-        if (b.d)
-            b.d[0] = '\0';
-        else
-            b.oom = true;
-    }
-    if (b.oom) {
-        free(b.d);
+    size_t len = b.s.len;
+    char *text = pti_strbuf_take(&b.s);
+    if (!text)
         return pti_error_null(PT_ERR_OOM, "pti_chat_render: out of memory");
-    }
     if (out_len)
-        *out_len = b.n;
-    return b.d;
+        *out_len = len;
+    return text;
 }
 
 /* ---- detection ------------------------------------------------------------------------------- */

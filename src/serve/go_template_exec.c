@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 
 #define GT_MAX_OUTPUT ((size_t)64 << 20)
 /* Bounds on one execution, so that a template from a request cannot exhaust memory or spin:
@@ -37,12 +38,6 @@ typedef struct val {
     const cJSON *j;
 } val;
 
-typedef struct buf {
-    char *p;
-    size_t n, cap;
-    bool oom, too_big;
-} buf;
-
 typedef struct var {
     const char *name;
     val v;
@@ -55,7 +50,7 @@ typedef struct ex {
     gt_arena tmp;
     size_t scratch; /* bytes taken from tmp */
     long steps;
-    buf out;
+    pti_strbuf out; /* bounded by GT_MAX_OUTPUT like every buffer here */
     var *vars;
     int nvars, capvars;
     int line;
@@ -119,50 +114,7 @@ static bool ex_step(ex *e)
     return true;
 }
 
-static void buf_put(buf *b, const char *s, size_t n)
-{
-    if (b->oom || b->too_big || n == 0)
-        return;
-    if (n > GT_MAX_OUTPUT - b->n) {
-        b->too_big = true;
-        return;
-    }
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void buf_puts(buf *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-static void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void buf_printf(buf *b, const char *fmt, ...)
-{
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k > 0)
-        buf_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
-
-static bool buf_ok(ex *e, buf *b)
+static bool buf_ok(ex *e, pti_strbuf *b)
 {
     if (b->oom)
         return oom(e);
@@ -172,15 +124,15 @@ static bool buf_ok(ex *e, buf *b)
 }
 
 /* Moves a scratch buffer into the arena as a string value. */
-static bool buf_to_val(ex *e, buf *b, val *out)
+static bool buf_to_val(ex *e, pti_strbuf *b, val *out)
 {
     if (!buf_ok(e, b)) {
-        free(b->p);
+        pti_strbuf_free(b);
         return false;
     }
-    char *s = ex_strndup(e, b->p ? b->p : "", b->n);
-    size_t n = b->n;
-    free(b->p);
+    char *s = ex_strndup(e, b->data ? b->data : "", b->len);
+    size_t n = b->len;
+    pti_strbuf_free(b);
     if (!s)
         return false;
     *out = (val){.k = V_STR, .s = s, .n = n};
@@ -293,50 +245,50 @@ static void shortest_digits(double d, char *digits, int *nd, int *dp)
     *dp = atoi(c + 1) + 1;
 }
 
-static void put_e(buf *b, const char *dg, int nd, int dp)
+static void put_e(pti_strbuf *b, const char *dg, int nd, int dp)
 {
-    buf_put(b, dg, 1);
+    pti_strbuf_put(b, dg, 1);
     if (nd > 1) {
-        buf_put(b, ".", 1);
-        buf_put(b, dg + 1, (size_t)nd - 1);
+        pti_strbuf_put(b, ".", 1);
+        pti_strbuf_put(b, dg + 1, (size_t)nd - 1);
     }
     int exp = dp - 1;
-    buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    pti_strbuf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
 }
 
-static void put_f(buf *b, const char *dg, int nd, int dp)
+static void put_f(pti_strbuf *b, const char *dg, int nd, int dp)
 {
     if (dp <= 0) {
-        buf_puts(b, "0.");
+        pti_strbuf_puts(b, "0.");
         for (int i = 0; i < -dp; i++)
-            buf_put(b, "0", 1);
-        buf_put(b, dg, (size_t)nd);
+            pti_strbuf_put(b, "0", 1);
+        pti_strbuf_put(b, dg, (size_t)nd);
         return;
     }
     for (int i = 0; i < dp; i++)
-        buf_put(b, i < nd ? dg + i : "0", 1);
+        pti_strbuf_put(b, i < nd ? dg + i : "0", 1);
     if (nd > dp) {
-        buf_put(b, ".", 1);
-        buf_put(b, dg + dp, (size_t)(nd - dp));
+        pti_strbuf_put(b, ".", 1);
+        pti_strbuf_put(b, dg + dp, (size_t)(nd - dp));
     }
 }
 
 /* fmt's %v of a float64: strconv 'g' with the shortest precision. */
-static void put_go_float(buf *b, double d)
+static void put_go_float(pti_strbuf *b, double d)
 {
     if (isnan(d)) {
-        buf_puts(b, "NaN");
+        pti_strbuf_puts(b, "NaN");
         return;
     }
     if (isinf(d)) {
-        buf_puts(b, d > 0 ? "+Inf" : "-Inf");
+        pti_strbuf_puts(b, d > 0 ? "+Inf" : "-Inf");
         return;
     }
     char dg[40];
     int nd, dp;
     shortest_digits(d, dg, &nd, &dp);
     if (signbit(d))
-        buf_put(b, "-", 1);
+        pti_strbuf_put(b, "-", 1);
     int exp = dp - 1;
     if (exp < -4 || exp >= 6)
         put_e(b, dg, nd, dp);
@@ -345,31 +297,31 @@ static void put_go_float(buf *b, double d)
 }
 
 /* encoding/json's float64: 'f' shortest unless |d| < 1e-6 or >= 1e21, "e-07" as "e-7". */
-static void put_json_float(buf *b, double d)
+static void put_json_float(pti_strbuf *b, double d)
 {
     if (!isfinite(d)) {
-        buf_puts(b, "null");
+        pti_strbuf_puts(b, "null");
         return;
     }
     char dg[40];
     int nd, dp;
     shortest_digits(d, dg, &nd, &dp);
     if (signbit(d) && d != 0)
-        buf_put(b, "-", 1);
+        pti_strbuf_put(b, "-", 1);
     double a = fabs(d);
     if (a != 0 && (a < 1e-6 || a >= 1e21)) {
-        buf b2 = {0};
+        pti_strbuf b2 = {.limit = GT_MAX_OUTPUT};
         put_e(&b2, dg, nd, dp);
-        if (b2.p) {
-            size_t n = b2.n;
-            if (n >= 4 && b2.p[n - 4] == 'e' && b2.p[n - 3] == '-' && b2.p[n - 2] == '0') {
-                b2.p[n - 2] = b2.p[n - 1];
+        if (b2.data) {
+            size_t n = b2.len;
+            if (n >= 4 && b2.data[n - 4] == 'e' && b2.data[n - 3] == '-' && b2.data[n - 2] == '0') {
+                b2.data[n - 2] = b2.data[n - 1];
                 n--;
             }
-            buf_put(b, b2.p, n);
+            pti_strbuf_put(b, b2.data, n);
         }
         b->oom |= b2.oom;
-        free(b2.p);
+        pti_strbuf_free(&b2);
         return;
     }
     put_f(b, dg, nd, dp);
@@ -377,12 +329,12 @@ static void put_json_float(buf *b, double d)
 
 /* ---- printing ------------------------------------------------------------------------------- */
 
-static void put_json(buf *b, val v);
+static void put_json(pti_strbuf *b, val v);
 
-static void put_json_string(buf *b, const char *s, size_t n)
+static void put_json_string(pti_strbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    buf_put(b, "\"", 1);
+    pti_strbuf_put(b, "\"", 1);
     size_t start = 0;
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
@@ -438,28 +390,28 @@ static void put_json_string(buf *b, const char *s, size_t n)
             }
         }
         if (esc) {
-            buf_put(b, s + start, i - start);
-            buf_puts(b, esc);
+            pti_strbuf_put(b, s + start, i - start);
+            pti_strbuf_puts(b, esc);
             i += len;
             start = i;
             continue;
         }
         i++;
     }
-    buf_put(b, s + start, n - start);
-    buf_put(b, "\"", 1);
+    pti_strbuf_put(b, s + start, n - start);
+    pti_strbuf_put(b, "\"", 1);
 }
 
-static void put_json_array(buf *b, val v)
+static void put_json_array(pti_strbuf *b, val v)
 {
-    buf_put(b, "[", 1);
+    pti_strbuf_put(b, "[", 1);
     size_t i = 0;
     for (const cJSON *c = arr_item(v, 0); c && i < v.n; c = c->next, i++) {
         if (i)
-            buf_put(b, ",", 1);
+            pti_strbuf_put(b, ",", 1);
         put_json(b, from_json(c));
     }
-    buf_put(b, "]", 1);
+    pti_strbuf_put(b, "]", 1);
 }
 
 static int cmp_member_ptr(const void *a, const void *b)
@@ -467,7 +419,7 @@ static int cmp_member_ptr(const void *a, const void *b)
     return cmp_member(a, b);
 }
 
-static void put_json_object(buf *b, const cJSON *obj)
+static void put_json_object(pti_strbuf *b, const cJSON *obj)
 {
     size_t k = 0;
     for (const cJSON *c = obj->child; c; c = c->next)
@@ -481,38 +433,38 @@ static void put_json_object(buf *b, const cJSON *obj)
     for (const cJSON *c = obj->child; c; c = c->next)
         m[k++] = c;
     qsort(m, k, sizeof *m, cmp_member_ptr);
-    buf_put(b, "{", 1);
+    pti_strbuf_put(b, "{", 1);
     for (size_t i = 0; i < k; i++) {
         if (i)
-            buf_put(b, ",", 1);
+            pti_strbuf_put(b, ",", 1);
         const char *key = m[i]->string ? m[i]->string : "";
         put_json_string(b, key, strlen(key));
-        buf_put(b, ":", 1);
+        pti_strbuf_put(b, ":", 1);
         put_json(b, from_json(m[i]));
     }
-    buf_put(b, "}", 1);
+    pti_strbuf_put(b, "}", 1);
     free(m);
 }
 
 /* Go's json.Marshal; objects and arrays carrying a valuestring print as that text. */
-static void put_json(buf *b, val v)
+static void put_json(pti_strbuf *b, val v)
 {
     switch (v.k) {
     case V_MISSING:
-    case V_NIL: buf_puts(b, "null"); break;
-    case V_BOOL: buf_puts(b, v.b ? "true" : "false"); break;
-    case V_INT: buf_printf(b, "%lld", v.i); break;
+    case V_NIL: pti_strbuf_puts(b, "null"); break;
+    case V_BOOL: pti_strbuf_puts(b, v.b ? "true" : "false"); break;
+    case V_INT: pti_strbuf_printf(b, "%lld", v.i); break;
     case V_FLOAT: put_json_float(b, v.f); break;
     case V_STR: put_json_string(b, v.s, v.n); break;
     case V_ARR:
         if (v.j->valuestring && v.off == 0 && v.n == (size_t)cJSON_GetArraySize(v.j))
-            buf_puts(b, v.j->valuestring);
+            pti_strbuf_puts(b, v.j->valuestring);
         else
             put_json_array(b, v);
         break;
     case V_OBJ:
         if (v.j->valuestring)
-            buf_puts(b, v.j->valuestring);
+            pti_strbuf_puts(b, v.j->valuestring);
         else
             put_json_object(b, v.j);
         break;
@@ -521,33 +473,33 @@ static void put_json(buf *b, val v)
 
 /* fmt's %v. top: a missing or nil value at the top of an action prints "<no value>", inside
  * print and containers "<nil>". */
-static void put_value(buf *b, val v, bool top)
+static void put_value(pti_strbuf *b, val v, bool top)
 {
     switch (v.k) {
     case V_MISSING:
-    case V_NIL: buf_puts(b, top ? "<no value>" : "<nil>"); break;
-    case V_BOOL: buf_puts(b, v.b ? "true" : "false"); break;
-    case V_INT: buf_printf(b, "%lld", v.i); break;
+    case V_NIL: pti_strbuf_puts(b, top ? "<no value>" : "<nil>"); break;
+    case V_BOOL: pti_strbuf_puts(b, v.b ? "true" : "false"); break;
+    case V_INT: pti_strbuf_printf(b, "%lld", v.i); break;
     case V_FLOAT: put_go_float(b, v.f); break;
-    case V_STR: buf_put(b, v.s, v.n); break;
+    case V_STR: pti_strbuf_put(b, v.s, v.n); break;
     case V_ARR: {
         if (v.j->valuestring) {
             put_json(b, v);
             break;
         }
-        buf_put(b, "[", 1);
+        pti_strbuf_put(b, "[", 1);
         size_t i = 0;
         for (const cJSON *c = arr_item(v, 0); c && i < v.n; c = c->next, i++) {
             if (i)
-                buf_put(b, " ", 1);
+                pti_strbuf_put(b, " ", 1);
             put_value(b, from_json(c), false);
         }
-        buf_put(b, "]", 1);
+        pti_strbuf_put(b, "]", 1);
         break;
     }
     case V_OBJ: {
         if (v.j->valuestring) {
-            buf_puts(b, v.j->valuestring);
+            pti_strbuf_puts(b, v.j->valuestring);
             break;
         }
         size_t k = 0;
@@ -562,15 +514,15 @@ static void put_value(buf *b, val v, bool top)
         for (const cJSON *c = v.j->child; c; c = c->next)
             m[k++] = c;
         qsort(m, k, sizeof *m, cmp_member_ptr);
-        buf_puts(b, "map[");
+        pti_strbuf_puts(b, "map[");
         for (size_t i = 0; i < k; i++) {
             if (i)
-                buf_put(b, " ", 1);
-            buf_puts(b, m[i]->string ? m[i]->string : "");
-            buf_put(b, ":", 1);
+                pti_strbuf_put(b, " ", 1);
+            pti_strbuf_puts(b, m[i]->string ? m[i]->string : "");
+            pti_strbuf_put(b, ":", 1);
             put_value(b, from_json(m[i]), false);
         }
-        buf_put(b, "]", 1);
+        pti_strbuf_put(b, "]", 1);
         free(m);
         break;
     }
@@ -578,27 +530,27 @@ static void put_value(buf *b, val v, bool top)
 }
 
 /* strconv.Quote of a string (printable UTF-8 kept, the rest escaped). */
-static void put_go_quoted(buf *b, const char *s, size_t n)
+static void put_go_quoted(pti_strbuf *b, const char *s, size_t n)
 {
-    buf_put(b, "\"", 1);
+    pti_strbuf_put(b, "\"", 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': buf_puts(b, "\\\""); continue;
-        case '\\': buf_puts(b, "\\\\"); continue;
-        case '\a': buf_puts(b, "\\a"); continue;
-        case '\b': buf_puts(b, "\\b"); continue;
-        case '\f': buf_puts(b, "\\f"); continue;
-        case '\n': buf_puts(b, "\\n"); continue;
-        case '\r': buf_puts(b, "\\r"); continue;
-        case '\t': buf_puts(b, "\\t"); continue;
-        case '\v': buf_puts(b, "\\v"); continue;
+        case '"': pti_strbuf_puts(b, "\\\""); continue;
+        case '\\': pti_strbuf_puts(b, "\\\\"); continue;
+        case '\a': pti_strbuf_puts(b, "\\a"); continue;
+        case '\b': pti_strbuf_puts(b, "\\b"); continue;
+        case '\f': pti_strbuf_puts(b, "\\f"); continue;
+        case '\n': pti_strbuf_puts(b, "\\n"); continue;
+        case '\r': pti_strbuf_puts(b, "\\r"); continue;
+        case '\t': pti_strbuf_puts(b, "\\t"); continue;
+        case '\v': pti_strbuf_puts(b, "\\v"); continue;
         default: break;
         }
         if (c < 0x20 || c == 0x7f)
-            buf_printf(b, "\\x%02x", c);
+            pti_strbuf_printf(b, "\\x%02x", c);
         else if (c < 0x80)
-            buf_put(b, s + i, 1);
+            pti_strbuf_put(b, s + i, 1);
         else {
             size_t need = c >= 0xF0 && c <= 0xF4  ? 4
                           : c >= 0xE0 && c < 0xF0 ? 3
@@ -608,14 +560,14 @@ static void put_go_quoted(buf *b, const char *s, size_t n)
             for (size_t k = 1; valid && k < need; k++)
                 valid = ((unsigned char)s[i + k] & 0xC0) == 0x80;
             if (valid) {
-                buf_put(b, s + i, need);
+                pti_strbuf_put(b, s + i, need);
                 i += need - 1;
             } else {
-                buf_printf(b, "\\x%02x", c);
+                pti_strbuf_printf(b, "\\x%02x", c);
             }
         }
     }
-    buf_put(b, "\"", 1);
+    pti_strbuf_put(b, "\"", 1);
 }
 
 /* ---- variables ------------------------------------------------------------------------------ */
@@ -897,28 +849,28 @@ static bool is_str(val v)
 }
 
 /* fmt.Sprint / Sprintln. */
-static void sprint(buf *b, fargs a, bool ln)
+static void sprint(pti_strbuf *b, fargs a, bool ln)
 {
     for (int i = 0; i < a.n; i++) {
         if (i > 0 && (ln || (!is_str(a.v[i - 1]) && !is_str(a.v[i]))))
-            buf_put(b, " ", 1);
+            pti_strbuf_put(b, " ", 1);
         put_value(b, a.v[i], false);
     }
     if (ln)
-        buf_put(b, "\n", 1);
+        pti_strbuf_put(b, "\n", 1);
 }
 
-static void put_bad_verb(buf *b, char verb, val v)
+static void put_bad_verb(pti_strbuf *b, char verb, val v)
 {
-    buf_printf(b, "%%!%c(", verb);
+    pti_strbuf_printf(b, "%%!%c(", verb);
     if (v.k == V_MISSING || v.k == V_NIL)
-        buf_puts(b, "<nil>");
+        pti_strbuf_puts(b, "<nil>");
     else {
-        buf_puts(b, type_name(v));
-        buf_put(b, "=", 1);
+        pti_strbuf_puts(b, type_name(v));
+        pti_strbuf_put(b, "=", 1);
         put_value(b, v, false);
     }
-    buf_put(b, ")", 1);
+    pti_strbuf_put(b, ")", 1);
 }
 
 typedef struct spec {
@@ -927,14 +879,15 @@ typedef struct spec {
 } spec;
 
 /* One verb of printf applied to v into b (unpadded). */
-static void format_verb(buf *b, char verb, const spec *sp, val v)
+static void format_verb(pti_strbuf *b, char verb, const spec *sp, val v)
 {
     char cfmt[32];
     switch (verb) {
     case 'v': put_value(b, v, false); return;
     case 's':
         if (v.k == V_STR)
-            buf_put(b, v.s, sp->prec >= 0 && (size_t)sp->prec < v.n ? (size_t)sp->prec : v.n);
+            pti_strbuf_put(b, v.s,
+                           sp->prec >= 0 && (size_t)sp->prec < v.n ? (size_t)sp->prec : v.n);
         else if (v.k == V_ARR || v.k == V_OBJ)
             put_value(b, v, false);
         else
@@ -948,7 +901,7 @@ static void format_verb(buf *b, char verb, const spec *sp, val v)
         return;
     case 'd':
         if (v.k == V_INT)
-            buf_printf(b, sp->plus ? "%+lld" : "%lld", v.i);
+            pti_strbuf_printf(b, sp->plus ? "%+lld" : "%lld", v.i);
         else
             put_bad_verb(b, verb, v);
         return;
@@ -956,16 +909,16 @@ static void format_verb(buf *b, char verb, const spec *sp, val v)
     case 'X':
         if (v.k == V_INT) {
             snprintf(cfmt, sizeof cfmt, "%%s%%ll%c", verb);
-            buf_printf(b, cfmt, v.i < 0 ? "-" : "", (unsigned long long)llabs(v.i));
+            pti_strbuf_printf(b, cfmt, v.i < 0 ? "-" : "", (unsigned long long)llabs(v.i));
         } else if (v.k == V_STR) {
             for (size_t i = 0; i < v.n; i++)
-                buf_printf(b, verb == 'x' ? "%02x" : "%02X", (unsigned char)v.s[i]);
+                pti_strbuf_printf(b, verb == 'x' ? "%02x" : "%02X", (unsigned char)v.s[i]);
         } else
             put_bad_verb(b, verb, v);
         return;
     case 't':
         if (v.k == V_BOOL)
-            buf_puts(b, v.b ? "true" : "false");
+            pti_strbuf_puts(b, v.b ? "true" : "false");
         else
             put_bad_verb(b, verb, v);
         return;
@@ -982,34 +935,34 @@ static void format_verb(buf *b, char verb, const spec *sp, val v)
         }
         snprintf(cfmt, sizeof cfmt, "%%%s.%d%c", sp->plus ? "+" : "", sp->prec < 0 ? 6 : sp->prec,
                  verb);
-        buf_printf(b, cfmt, v.f);
+        pti_strbuf_printf(b, cfmt, v.f);
         return;
     default:
-        buf_printf(b, "%%!%c(", verb);
-        buf_puts(b, type_name(v));
-        buf_put(b, "=", 1);
+        pti_strbuf_printf(b, "%%!%c(", verb);
+        pti_strbuf_puts(b, type_name(v));
+        pti_strbuf_put(b, "=", 1);
         put_value(b, v, false);
-        buf_put(b, ")", 1);
+        pti_strbuf_put(b, ")", 1);
     }
 }
 
-static void pad_into(buf *b, const spec *sp, const char *s, size_t n, bool numeric)
+static void pad_into(pti_strbuf *b, const spec *sp, const char *s, size_t n, bool numeric)
 {
     size_t w = sp->width > 0 ? (size_t)sp->width : 0;
     size_t pad = w > n ? w - n : 0;
     if (!sp->minus) {
         bool zero = sp->zero && numeric;
         if (zero && n && (s[0] == '-' || s[0] == '+')) {
-            buf_put(b, s, 1);
+            pti_strbuf_put(b, s, 1);
             s++, n--;
         }
         for (size_t i = 0; i < pad; i++)
-            buf_put(b, zero ? "0" : " ", 1);
+            pti_strbuf_put(b, zero ? "0" : " ", 1);
     }
-    buf_put(b, s, n);
+    pti_strbuf_put(b, s, n);
     if (sp->minus)
         for (size_t i = 0; i < pad; i++)
-            buf_put(b, " ", 1);
+            pti_strbuf_put(b, " ", 1);
 }
 
 /* fmt.Sprintf with the verbs templates use. */
@@ -1020,11 +973,11 @@ static bool fn_printf(ex *e, fargs a, val *out)
                       a.n < 1 ? "nothing" : type_name(a.v[0]));
     const char *f = a.v[0].s;
     size_t fn = a.v[0].n;
-    buf b = {0};
+    pti_strbuf b = {.limit = GT_MAX_OUTPUT};
     int argi = 1;
     for (size_t i = 0; i < fn; i++) {
         if (f[i] != '%') {
-            buf_put(&b, f + i, 1);
+            pti_strbuf_put(&b, f + i, 1);
             continue;
         }
         spec sp = {.prec = -1};
@@ -1043,35 +996,35 @@ static bool fn_printf(ex *e, fargs a, val *out)
                 sp.prec = sp.prec * 10 + (f[i] - '0');
         }
         if (i >= fn) {
-            buf_puts(&b, "%!(NOVERB)");
+            pti_strbuf_puts(&b, "%!(NOVERB)");
             break;
         }
         char verb = f[i];
         if (verb == '%') {
-            buf_put(&b, "%", 1);
+            pti_strbuf_put(&b, "%", 1);
             continue;
         }
         if (argi >= a.n) {
-            buf_printf(&b, "%%!%c(MISSING)", verb);
+            pti_strbuf_printf(&b, "%%!%c(MISSING)", verb);
             continue;
         }
         val v = a.v[argi++];
-        buf tmp = {0};
+        pti_strbuf tmp = {.limit = GT_MAX_OUTPUT};
         format_verb(&tmp, verb, &sp, v);
-        pad_into(&b, &sp, tmp.p ? tmp.p : "", tmp.n, v.k == V_INT || v.k == V_FLOAT);
+        pad_into(&b, &sp, tmp.data ? tmp.data : "", tmp.len, v.k == V_INT || v.k == V_FLOAT);
         b.oom |= tmp.oom;
-        free(tmp.p);
+        pti_strbuf_free(&tmp);
     }
     if (argi < a.n) {
-        buf_puts(&b, "%!(EXTRA ");
+        pti_strbuf_puts(&b, "%!(EXTRA ");
         for (int k = argi; k < a.n; k++) {
             if (k > argi)
-                buf_puts(&b, ", ");
-            buf_puts(&b, type_name(a.v[k]));
-            buf_put(&b, "=", 1);
+                pti_strbuf_puts(&b, ", ");
+            pti_strbuf_puts(&b, type_name(a.v[k]));
+            pti_strbuf_put(&b, "=", 1);
             put_value(&b, a.v[k], false);
         }
-        buf_put(&b, ")", 1);
+        pti_strbuf_put(&b, ")", 1);
     }
     return buf_to_val(e, &b, out);
 }
@@ -1113,7 +1066,7 @@ static bool fn_ts_type(ex *e, fargs a, val *out)
 {
     if (!want_args(e, "toTypeScriptType", a, 1))
         return false;
-    buf b = {0};
+    pti_strbuf b = {.limit = GT_MAX_OUTPUT};
     const cJSON *type = NULL;
     if (a.v[0].k == V_OBJ) {
         type = cJSON_GetObjectItemCaseSensitive(a.v[0].j, "Type");
@@ -1121,18 +1074,18 @@ static bool fn_ts_type(ex *e, fargs a, val *out)
             type = cJSON_GetObjectItemCaseSensitive(a.v[0].j, "type");
     }
     if (cJSON_IsString(type))
-        buf_puts(&b, ts_type(type->valuestring));
+        pti_strbuf_puts(&b, ts_type(type->valuestring));
     else if (cJSON_IsArray(type) && cJSON_GetArraySize(type) > 0) {
         const cJSON *c;
         int i = 0;
         cJSON_ArrayForEach(c, type)
         {
             if (i++)
-                buf_puts(&b, " | ");
-            buf_puts(&b, cJSON_IsString(c) ? ts_type(c->valuestring) : "any");
+                pti_strbuf_puts(&b, " | ");
+            pti_strbuf_puts(&b, cJSON_IsString(c) ? ts_type(c->valuestring) : "any");
         }
     } else
-        buf_puts(&b, "any");
+        pti_strbuf_puts(&b, "any");
     return buf_to_val(e, &b, out);
 }
 
@@ -1218,14 +1171,14 @@ static bool call_func(ex *e, val dot, const char *name, gt_arg *const *args, int
     if (strcmp(name, "printf") == 0)
         return fn_printf(e, a, out);
     if (strcmp(name, "print") == 0 || strcmp(name, "println") == 0) {
-        buf b = {0};
+        pti_strbuf b = {.limit = GT_MAX_OUTPUT};
         sprint(&b, a, name[5] == 'l');
         return buf_to_val(e, &b, out);
     }
     if (strcmp(name, "json") == 0) {
         if (!want_args(e, name, a, 1))
             return false;
-        buf b = {0};
+        pti_strbuf b = {.limit = GT_MAX_OUTPUT};
         put_json(&b, v[0]);
         return buf_to_val(e, &b, out);
     }
@@ -1464,7 +1417,7 @@ static walk_st walk(ex *e, val dot, const gt_node *n)
         return W_ERR;
     switch (n->kind) {
     case GN_LIST: return walk_list(e, dot, n);
-    case GN_TEXT: buf_put(&e->out, n->text, n->tlen); return W_OK;
+    case GN_TEXT: pti_strbuf_put(&e->out, n->text, n->tlen); return W_OK;
     case GN_BREAK: return W_BREAK;
     case GN_CONTINUE: return W_CONTINUE;
     case GN_ACTION: {
@@ -1503,21 +1456,21 @@ static walk_st walk(ex *e, val dot, const gt_node *n)
 
 char *gt_execute(const pti_gotmpl *t, const cJSON *data, int cut_seq, size_t *out_len)
 {
-    ex e = {.cut = cut_seq};
+    ex e = {.cut = cut_seq, .out = {.limit = GT_MAX_OUTPUT}};
     val dot = data ? from_json(data) : (val){.k = V_NIL};
     char *result = NULL;
     if (push_var(&e, "$", dot)) {
         walk_st st = walk(&e, dot, t->root);
         if (st != W_ERR && !e.failed && buf_ok(&e, &e.out)) {
-            result = e.out.p ? e.out.p : calloc(1, 1);
+            size_t len = e.out.len;
+            result = pti_strbuf_take(&e.out);
             if (!result)
                 oom(&e);
             else if (out_len)
-                *out_len = e.out.n;
-            e.out.p = NULL;
+                *out_len = len;
         }
     }
-    free(e.out.p);
+    pti_strbuf_free(&e.out);
     free(e.vars);
     gt_arena_free(&e.tmp);
     return result;
@@ -1525,13 +1478,17 @@ char *gt_execute(const pti_gotmpl *t, const cJSON *data, int cut_seq, size_t *ou
 
 char *pti_gotmpl_json(const cJSON *v, size_t *out_len)
 {
-    buf b = {0};
+    pti_strbuf b = {.limit = GT_MAX_OUTPUT};
     put_json(&b, v ? from_json(v) : (val){.k = V_NIL});
-    if (b.oom || !b.p) {
-        free(b.p);
-        return pti_error_null(PT_ERR_OOM, "pti_gotmpl_json: out of memory");
-    }
+    size_t len = b.len;
+    bool too_big = b.too_big;
+    char *json = pti_strbuf_take(&b);
+    if (!json)
+        return too_big
+                   ? pti_error_null(PT_ERR_INVALID_ARG, "pti_gotmpl_json: output exceeds %zu MiB",
+                                    GT_MAX_OUTPUT >> 20)
+                   : pti_error_null(PT_ERR_OOM, "pti_gotmpl_json: out of memory");
     if (out_len)
-        *out_len = b.n;
-    return b.p;
+        *out_len = len;
+    return json;
 }

@@ -14,44 +14,13 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/strbuf.h"
 #include "go_template_impl.h"
 
 /* ---- a small JSON text builder (Go struct field order) -------------------------------------- */
 
-typedef struct jb {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} jb;
-
-static void jb_put(jb *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 128;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void jb_puts(jb *b, const char *s)
-{
-    jb_put(b, s, strlen(s));
-}
-
 /* Appends Go's JSON of v (NULL = null). */
-static void jb_json(jb *b, const cJSON *v)
+static void jb_json(pti_strbuf *b, const cJSON *v)
 {
     size_t n;
     char *s = pti_gotmpl_json(v, &n);
@@ -59,35 +28,33 @@ static void jb_json(jb *b, const cJSON *v)
         b->oom = true;
         return;
     }
-    jb_put(b, s, n);
+    pti_strbuf_put(b, s, n);
     free(s);
 }
 
-static void jb_string(jb *b, const char *s)
+static void jb_string(pti_strbuf *b, const char *s)
 {
     cJSON tmp = {.type = cJSON_String, .valuestring = (char *)(s ? s : "")};
     jb_json(b, &tmp);
 }
 
 /* "," when not first, then "key": */
-static void jb_key(jb *b, const char *key, bool *first)
+static void jb_key(pti_strbuf *b, const char *key, bool *first)
 {
     if (!*first)
-        jb_put(b, ",", 1);
+        pti_strbuf_put(b, ",", 1);
     *first = false;
     jb_string(b, key);
-    jb_put(b, ":", 1);
+    pti_strbuf_put(b, ":", 1);
 }
 
 /* Sets node's valuestring to the built text (cJSON frees it with the node). */
-static bool jb_attach(jb *b, cJSON *node)
+static bool jb_attach(pti_strbuf *b, cJSON *node)
 {
-    if (b->oom || !b->p) {
-        free(b->p);
+    char *text = pti_strbuf_take(b);
+    if (!text)
         return false;
-    }
-    node->valuestring = b->p;
-    b->p = NULL;
+    node->valuestring = text;
     return true;
 }
 
@@ -162,33 +129,33 @@ static cJSON *tool_call_value(const cJSON *tc, int index_default)
     cJSON_AddStringToObject(call, "ID", id);
     /* api.ToolCallFunction: index (omitempty), name, arguments; api.ToolCall: id (omitempty),
      * function */
-    jb fj = {0};
+    pti_strbuf fj = {0};
     bool first = true;
-    jb_put(&fj, "{", 1);
+    pti_strbuf_put(&fj, "{", 1);
     if (index) {
         char num[24];
         snprintf(num, sizeof num, "%d", index);
         jb_key(&fj, "index", &first);
-        jb_puts(&fj, num);
+        pti_strbuf_puts(&fj, num);
     }
     jb_key(&fj, "name", &first);
     jb_string(&fj, name);
     jb_key(&fj, "arguments", &first);
-    jb_puts(&fj, args->valuestring);
-    jb_put(&fj, "}", 1);
-    jb cj = {0};
+    pti_strbuf_puts(&fj, args->valuestring);
+    pti_strbuf_put(&fj, "}", 1);
+    pti_strbuf cj = {0};
     first = true;
-    jb_put(&cj, "{", 1);
+    pti_strbuf_put(&cj, "{", 1);
     if (id[0]) {
         jb_key(&cj, "id", &first);
         jb_string(&cj, id);
     }
     jb_key(&cj, "function", &first);
-    jb_put(&cj, fj.p ? fj.p : "", fj.n);
-    jb_put(&cj, "}", 1);
+    pti_strbuf_put(&cj, fj.data, fj.len);
+    pti_strbuf_put(&cj, "}", 1);
     cj.oom |= fj.oom;
     if (!jb_attach(&fj, f)) {
-        free(cj.p);
+        pti_strbuf_free(&cj);
         cJSON_Delete(call);
         return NULL;
     }
@@ -269,9 +236,9 @@ static cJSON *property_value(const cJSON *p)
     cJSON_AddItemToObject(v, "Items", dup_or_null(items));
     add_str(v, "Description", desc);
     cJSON_AddItemToObject(v, "Enum", dup_or_null(cJSON_IsArray(en) ? en : NULL));
-    jb b = {0};
+    pti_strbuf b = {0};
     bool first = true;
-    jb_put(&b, "{", 1);
+    pti_strbuf_put(&b, "{", 1);
     jb_key(&b, "type", &first);
     jb_json(&b, cJSON_IsNull(t) ? NULL : t);
     if (!is_empty_json(items)) {
@@ -284,7 +251,7 @@ static cJSON *property_value(const cJSON *p)
         jb_key(&b, "enum", &first);
         jb_json(&b, en);
     }
-    jb_put(&b, "}", 1);
+    pti_strbuf_put(&b, "}", 1);
     if (!jb_attach(&b, v)) {
         cJSON_Delete(v);
         return NULL;
@@ -321,9 +288,9 @@ static cJSON *parameters_value(const cJSON *p)
         }
         cJSON_AddItemToObject(props, e->string, pv);
     }
-    jb b = {0};
+    pti_strbuf b = {0};
     bool first = true;
-    jb_put(&b, "{", 1);
+    pti_strbuf_put(&b, "{", 1);
     jb_key(&b, "type", &first);
     jb_string(&b, str_or_empty(p, "type"));
     if (!is_empty_json(defs)) {
@@ -338,7 +305,7 @@ static cJSON *parameters_value(const cJSON *p)
     jb_json(&b, cJSON_IsArray(req) ? req : NULL);
     jb_key(&b, "properties", &first);
     jb_json(&b, cJSON_IsObject(pr) ? props : NULL);
-    jb_put(&b, "}", 1);
+    pti_strbuf_put(&b, "}", 1);
     if (!jb_attach(&b, v)) {
         cJSON_Delete(v);
         return NULL;
@@ -371,19 +338,19 @@ static cJSON *tool_value(const cJSON *tool)
     add_str(f, "Name", str_or_empty(fn, "name"));
     add_str(f, "Description", str_or_empty(fn, "description"));
     cJSON_AddItemToObject(f, "Parameters", params);
-    jb fb = {0};
+    pti_strbuf fb = {0};
     bool first = true;
-    jb_put(&fb, "{", 1);
+    pti_strbuf_put(&fb, "{", 1);
     jb_key(&fb, "name", &first);
     jb_string(&fb, str_or_empty(fn, "name"));
     jb_key(&fb, "description", &first);
     jb_string(&fb, str_or_empty(fn, "description"));
     jb_key(&fb, "parameters", &first);
-    jb_puts(&fb, params->valuestring);
-    jb_put(&fb, "}", 1);
-    jb tb = {0};
+    pti_strbuf_puts(&fb, params->valuestring);
+    pti_strbuf_put(&fb, "}", 1);
+    pti_strbuf tb = {0};
     first = true;
-    jb_put(&tb, "{", 1);
+    pti_strbuf_put(&tb, "{", 1);
     jb_key(&tb, "type", &first);
     jb_string(&tb, type);
     if (!is_empty_json(items)) {
@@ -391,12 +358,12 @@ static cJSON *tool_value(const cJSON *tool)
         jb_json(&tb, items);
     }
     jb_key(&tb, "function", &first);
-    jb_put(&tb, fb.p ? fb.p : "", fb.n);
+    pti_strbuf_put(&tb, fb.data, fb.len);
     tb.oom |= fb.oom;
-    jb_put(&tb, "}", 1);
+    pti_strbuf_put(&tb, "}", 1);
     bool ok = jb_attach(&fb, f);
     if (!ok)
-        free(tb.p);
+        pti_strbuf_free(&tb);
     if (!ok || !jb_attach(&tb, v)) {
         cJSON_Delete(v);
         return NULL;
@@ -544,13 +511,13 @@ static cJSON *legacy_values(const char *system, const char *prompt, const char *
     return v;
 }
 
-static bool exec_into(const pti_gotmpl *t, const cJSON *values, int cut, jb *out)
+static bool exec_into(const pti_gotmpl *t, const cJSON *values, int cut, pti_strbuf *out)
 {
     size_t n;
     char *s = gt_execute(t, values, cut, &n);
     if (!s)
         return false;
-    jb_put(out, s, n);
+    pti_strbuf_put(out, s, n);
     free(s);
     return !out->oom || (pti_error(PT_ERR_OOM, "template: out of memory"), false);
 }
@@ -558,7 +525,7 @@ static bool exec_into(const pti_gotmpl *t, const cJSON *values, int cut, jb *out
 /* Ollama's legacy path: one execution per (System, Prompt, Response) turn, then the last one
  * cut after {{ .Response }}. */
 static bool render_legacy(const pti_gotmpl *t, const cJSON *msgs, bool think_set, bool think,
-                          jb *out)
+                          pti_strbuf *out)
 {
     const char *system = "", *prompt = "", *response = "";
     const cJSON *m;
@@ -591,19 +558,19 @@ static bool render_legacy(const pti_gotmpl *t, const cJSON *msgs, bool think_set
     return ok;
 }
 
-static char *finish(jb *out, bool ok, size_t *out_len)
+static char *finish(pti_strbuf *out, bool ok, size_t *out_len)
 {
-    if (!ok || out->oom) {
-        if (ok)
-            pti_error(PT_ERR_OOM, "template: out of memory");
-        free(out->p);
+    if (!ok) {
+        pti_strbuf_free(out);
         return NULL;
     }
-    if (!out->p && !(out->p = calloc(1, 1)))
+    size_t len = out->len;
+    char *text = pti_strbuf_take(out);
+    if (!text)
         return pti_error_null(PT_ERR_OOM, "template: out of memory");
     if (out_len)
-        *out_len = out->n;
-    return out->p;
+        *out_len = len;
+    return text;
 }
 
 char *pti_ollama_chat_prompt(const pti_gotmpl *t, const cJSON *messages, const cJSON *tools,
@@ -615,7 +582,7 @@ char *pti_ollama_chat_prompt(const pti_gotmpl *t, const cJSON *messages, const c
     if (!check_messages(messages, tools))
         return NULL;
     collated c = {0};
-    jb out = {0};
+    pti_strbuf out = {0};
     bool ok = collate(messages, default_system, &c);
     if (!ok)
         pti_error(PT_ERR_OOM, "template: out of memory");

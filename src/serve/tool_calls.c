@@ -17,58 +17,31 @@
 #include "../core/internal.h"
 #include "go_template.h"
 
-/* ---- a growable string ---------------------------------------------------------------------- */
-
-static bool text_put(pti_tool_text *t, const char *s, size_t n)
-{
-    if (n == 0)
-        return true;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 64;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *p = realloc(t->data, cap);
-        if (!p)
-            return false;
-        t->data = p;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->len, s, n);
-    t->len += n;
-    t->data[t->len] = '\0';
-    return true;
-}
-
-static bool text_puts(pti_tool_text *t, const char *s)
-{
-    return text_put(t, s, strlen(s));
-}
-
 /* ---- Python's json.dumps (ensure_ascii=False), as the templates' tojson -------------------- */
 
 static bool py_json_string(pti_tool_text *b, const char *s)
 {
-    bool ok = text_put(b, "\"", 1);
+    bool ok = pti_strbuf_put(b, "\"", 1);
     for (const unsigned char *c = (const unsigned char *)s; *c && ok; c++) {
         char esc[8];
         switch (*c) {
-        case '"': ok = text_puts(b, "\\\""); break;
-        case '\\': ok = text_puts(b, "\\\\"); break;
-        case '\n': ok = text_puts(b, "\\n"); break;
-        case '\r': ok = text_puts(b, "\\r"); break;
-        case '\t': ok = text_puts(b, "\\t"); break;
-        case '\b': ok = text_puts(b, "\\b"); break;
-        case '\f': ok = text_puts(b, "\\f"); break;
+        case '"': ok = pti_strbuf_puts(b, "\\\""); break;
+        case '\\': ok = pti_strbuf_puts(b, "\\\\"); break;
+        case '\n': ok = pti_strbuf_puts(b, "\\n"); break;
+        case '\r': ok = pti_strbuf_puts(b, "\\r"); break;
+        case '\t': ok = pti_strbuf_puts(b, "\\t"); break;
+        case '\b': ok = pti_strbuf_puts(b, "\\b"); break;
+        case '\f': ok = pti_strbuf_puts(b, "\\f"); break;
         default:
             if (*c < 0x20) {
                 snprintf(esc, sizeof esc, "\\u%04x", *c);
-                ok = text_puts(b, esc);
+                ok = pti_strbuf_puts(b, esc);
             } else {
-                ok = text_put(b, (const char *)c, 1);
+                ok = pti_strbuf_put(b, (const char *)c, 1);
             }
         }
     }
-    return ok && text_put(b, "\"", 1);
+    return ok && pti_strbuf_put(b, "\"", 1);
 }
 
 /* Python's repr of a float: shortest round-trip digits, exponent form outside 1e-4..1e16. */
@@ -76,10 +49,10 @@ static bool py_json_number(pti_tool_text *b, double d)
 {
     char out[48];
     if (!isfinite(d))
-        return text_puts(b, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
+        return pti_strbuf_puts(b, isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity");
     if (d == floor(d) && fabs(d) < 1e18) {
         snprintf(out, sizeof out, "%lld", (long long)d);
-        return text_puts(b, out);
+        return pti_strbuf_puts(b, out);
     }
     char e[40];
     for (int prec = 1; prec <= 17; prec++) {
@@ -128,16 +101,16 @@ static bool py_json_number(pti_tool_text *b, double d)
         }
         snprintf(out + o, sizeof out - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     }
-    return text_puts(b, out);
+    return pti_strbuf_puts(b, out);
 }
 
 static bool py_json(pti_tool_text *b, const cJSON *v, int indent, int level);
 
 static bool py_newline(pti_tool_text *b, int indent, int level)
 {
-    bool ok = text_put(b, "\n", 1);
+    bool ok = pti_strbuf_put(b, "\n", 1);
     for (int i = 0; i < indent * level && ok; i++)
-        ok = text_put(b, " ", 1);
+        ok = pti_strbuf_put(b, " ", 1);
     return ok;
 }
 
@@ -148,25 +121,25 @@ static bool py_json(pti_tool_text *b, const cJSON *v, int indent, int level)
     if (cJSON_IsNumber(v))
         return py_json_number(b, v->valuedouble);
     if (cJSON_IsBool(v))
-        return text_puts(b, cJSON_IsTrue(v) ? "true" : "false");
+        return pti_strbuf_puts(b, cJSON_IsTrue(v) ? "true" : "false");
     if (!cJSON_IsArray(v) && !cJSON_IsObject(v))
-        return text_puts(b, "null");
+        return pti_strbuf_puts(b, "null");
     bool obj = cJSON_IsObject(v);
     if (!v->child)
-        return text_puts(b, obj ? "{}" : "[]");
-    bool ok = text_put(b, obj ? "{" : "[", 1);
+        return pti_strbuf_puts(b, obj ? "{}" : "[]");
+    bool ok = pti_strbuf_put(b, obj ? "{" : "[", 1);
     for (const cJSON *c = v->child; c && ok; c = c->next) {
         if (indent > 0)
             ok = py_newline(b, indent, level + 1);
         if (ok && obj)
-            ok = py_json_string(b, c->string ? c->string : "") && text_puts(b, ": ");
+            ok = py_json_string(b, c->string ? c->string : "") && pti_strbuf_puts(b, ": ");
         ok = ok && py_json(b, c, indent, level + 1);
         if (ok && c->next)
-            ok = text_puts(b, indent > 0 ? "," : ", ");
+            ok = pti_strbuf_puts(b, indent > 0 ? "," : ", ");
     }
     if (ok && indent > 0)
         ok = py_newline(b, indent, level);
-    return ok && text_put(b, obj ? "}" : "]", 1);
+    return ok && pti_strbuf_put(b, obj ? "}" : "]", 1);
 }
 
 /* ---- rendering tools for the C-coded families ----------------------------------------------- */
@@ -227,23 +200,25 @@ static bool render_qwen_tools(const pti_chat_template *t, const pti_chat_message
         sys_len = (size_t)(end - sys);
         prefix_len = (size_t)(end - base) + 11;
     }
-    bool ok = text_puts(out, head);
+    bool ok = pti_strbuf_puts(out, head);
     if (qwen3) {
         if (sys_first)
-            ok = ok && text_put(out, sys, sys_len) && text_puts(out, "\n\n");
+            ok = ok && pti_strbuf_put(out, sys, sys_len) && pti_strbuf_puts(out, "\n\n");
     } else {
-        ok = ok && text_put(out, sys, sys_len) && text_puts(out, "\n\n");
+        ok = ok && pti_strbuf_put(out, sys, sys_len) && pti_strbuf_puts(out, "\n\n");
     }
-    ok = ok && text_puts(out, "# Tools\n\nYou may call one or more functions to assist with the "
+    ok = ok &&
+         pti_strbuf_puts(out, "# Tools\n\nYou may call one or more functions to assist with the "
                               "user query.\n\nYou are provided with function signatures within "
                               "<tools></tools> XML tags:\n<tools>");
     for (const cJSON *tool = tools->child; tool && ok; tool = tool->next)
-        ok = text_puts(out, "\n") && py_json(out, tool, 0, 0);
-    ok = ok && text_puts(out, "\n</tools>\n\nFor each function call, return a json object with "
+        ok = pti_strbuf_puts(out, "\n") && py_json(out, tool, 0, 0);
+    ok = ok &&
+         pti_strbuf_puts(out, "\n</tools>\n\nFor each function call, return a json object with "
                               "function name and arguments within <tool_call></tool_call> XML "
                               "tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
                               "<args-json-object>}\n</tool_call><|im_end|>\n");
-    return ok && text_put(out, base + prefix_len, base_len - prefix_len);
+    return ok && pti_strbuf_put(out, base + prefix_len, base_len - prefix_len);
 }
 
 /* Llama 3.1+: "Environment: ipython" in the system header, the first message after the system
@@ -295,18 +270,19 @@ static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_messa
     const char *content = base + sys_end + rh;
     size_t content_len = turn_len - rh - 10;
     size_t after_hdr = (size_t)(h - base) + sizeof hdr - 1;
-    bool ok = text_put(out, base, after_hdr) && text_puts(out, "Environment: ipython\n") &&
-              text_put(out, base + after_hdr, sys_end - after_hdr) &&
-              text_puts(out, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following "
+    bool ok =
+        pti_strbuf_put(out, base, after_hdr) && pti_strbuf_puts(out, "Environment: ipython\n") &&
+        pti_strbuf_put(out, base + after_hdr, sys_end - after_hdr) &&
+        pti_strbuf_puts(out, "<|start_header_id|>user<|end_header_id|>\n\nGiven the following "
                              "functions, please respond with a JSON for a function call with "
                              "its proper arguments that best answers the given prompt.\n\n"
                              "Respond in the format {\"name\": function name, \"parameters\": "
                              "dictionary of argument name and its value}.Do not use "
                              "variables.\n\n");
     for (const cJSON *tool = tools->child; tool && ok; tool = tool->next)
-        ok = py_json(out, tool, 4, 0) && text_puts(out, "\n\n");
-    ok = ok && text_put(out, content, content_len) && text_puts(out, "<|eot_id|>") &&
-         text_put(out, base + sys_end + turn_len, base_len - sys_end - turn_len);
+        ok = py_json(out, tool, 4, 0) && pti_strbuf_puts(out, "\n\n");
+    ok = ok && pti_strbuf_put(out, content, content_len) && pti_strbuf_puts(out, "<|eot_id|>") &&
+         pti_strbuf_put(out, base + sys_end + turn_len, base_len - sys_end - turn_len);
     free(without);
     return ok;
 }
@@ -323,31 +299,31 @@ static bool same_message(const pti_chat_message *a, const pti_chat_message *b)
 
 static bool mistral_tools_block(pti_tool_text *out, const cJSON *tools)
 {
-    bool ok = text_puts(out, "[AVAILABLE_TOOLS] [");
+    bool ok = pti_strbuf_puts(out, "[AVAILABLE_TOOLS] [");
     const cJSON *tool;
     cJSON_ArrayForEach(tool, tools)
     {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tool, "function");
-        ok = ok && text_puts(out, "{\"type\": \"function\", \"function\": {");
+        ok = ok && pti_strbuf_puts(out, "{\"type\": \"function\", \"function\": {");
         bool first = true;
         for (const cJSON *kv = fn ? fn->child : NULL; kv && ok; kv = kv->next) {
             if (kv->string && strcmp(kv->string, "return") == 0)
                 continue;
             if (!first)
-                ok = text_puts(out, ", ");
+                ok = pti_strbuf_puts(out, ", ");
             first = false;
             /* a string value goes in raw, unescaped, as the template concatenates it */
-            ok = ok && text_puts(out, "\"") && text_puts(out, kv->string ? kv->string : "") &&
-                 text_puts(out, "\": ");
+            ok = ok && pti_strbuf_puts(out, "\"") &&
+                 pti_strbuf_puts(out, kv->string ? kv->string : "") && pti_strbuf_puts(out, "\": ");
             if (cJSON_IsString(kv))
-                ok = ok && text_puts(out, "\"") && text_puts(out, kv->valuestring) &&
-                     text_puts(out, "\"");
+                ok = ok && pti_strbuf_puts(out, "\"") && pti_strbuf_puts(out, kv->valuestring) &&
+                     pti_strbuf_puts(out, "\"");
             else
                 ok = ok && py_json(out, kv, 0, 0);
         }
-        ok = ok && text_puts(out, "}}") && text_puts(out, tool->next ? ", " : "]");
+        ok = ok && pti_strbuf_puts(out, "}}") && pti_strbuf_puts(out, tool->next ? ", " : "]");
     }
-    return ok && text_puts(out, "[/AVAILABLE_TOOLS]");
+    return ok && pti_strbuf_puts(out, "[/AVAILABLE_TOOLS]");
 }
 
 /* Mistral v0.3: [AVAILABLE_TOOLS] before the [INST] of the last user message (and of every
@@ -374,13 +350,13 @@ static bool render_mistral_tools(const pti_chat_message *msgs, size_t n, const c
         if (!inst)
             return pti_error(PT_ERR_INVALID_ARG, "tools: unexpected Mistral rendering"), false;
         size_t at = (size_t)(inst - base);
-        ok = text_put(out, base + pos, at - pos);
+        ok = pti_strbuf_put(out, base + pos, at - pos);
         if (ok && same_message(&msgs[i], last))
             ok = mistral_tools_block(out, tools);
-        ok = ok && text_puts(out, "[INST] ");
+        ok = ok && pti_strbuf_puts(out, "[INST] ");
         pos = at + 7;
     }
-    return ok && text_put(out, base + pos, base_len - pos);
+    return ok && pti_strbuf_put(out, base + pos, base_len - pos);
 }
 
 char *pti_chat_render_tools(const pti_chat_template *t, const pti_chat_message *msgs, size_t n,
@@ -430,17 +406,17 @@ char *pti_chat_render_tools(const pti_chat_template *t, const pti_chat_message *
         ok = render_mistral_tools(msgs, n, tools, base, base_len, &out);
     free(base);
     cJSON_Delete(tools);
-    if (ok && !out.data)
-        ok = text_put(&out, "", 0) && (out.data = calloc(1, 1)) != NULL;
-    if (!ok) {
+    size_t len = out.len;
+    char *text = ok ? pti_strbuf_take(&out) : NULL;
+    if (!text) {
         if (pt_last_status() == PT_OK)
             pti_error(PT_ERR_OOM, "tools: out of memory");
-        free(out.data);
+        pti_strbuf_free(&out);
         return NULL;
     }
     if (out_len)
-        *out_len = out.len;
-    return out.data;
+        *out_len = len;
+    return text;
 }
 
 /* ---- tags ----------------------------------------------------------------------------------- */
@@ -556,7 +532,7 @@ void pti_tool_parser_free(pti_tool_parser *p)
         return;
     free(p->open);
     free(p->close);
-    free(p->held.data);
+    pti_strbuf_free(&p->held);
     free(p);
 }
 
@@ -725,7 +701,7 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
             const char *at = n ? find_n(h, n, p->open) : NULL;
             if (at) {
                 size_t i = (size_t)(at - h);
-                if (!text_put(content, h, i))
+                if (!pti_strbuf_put(content, h, i))
                     return false;
                 held_consume(p, p->json_tag ? i : i + p->open_n);
                 p->in_calls = true;
@@ -733,7 +709,7 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
                 continue;
             }
             size_t keep = final ? 0 : partial_tag_suffix(h, n, p->open, p->open_n);
-            if (!text_put(content, h, n - keep))
+            if (!pti_strbuf_put(content, h, n - keep))
                 return false;
             held_consume(p, n - keep);
             return true;
@@ -747,7 +723,7 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
                 return true;
             /* only separators left: dropped after calls; with no call, the tag was text */
             if (p->block_calls == 0 && !p->json_tag &&
-                (!text_put(content, p->open, p->open_n) || !text_put(content, h, n)))
+                (!pti_strbuf_put(content, p->open, p->open_n) || !pti_strbuf_put(content, h, n)))
                 return false;
             held_consume(p, n);
             p->in_calls = false;
@@ -755,9 +731,9 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
             return true;
         }
         if (p->close_n && n - i >= p->close_n && memcmp(h + i, p->close, p->close_n) == 0) {
-            if (p->block_calls == 0 && !text_put(content, p->open, p->open_n))
+            if (p->block_calls == 0 && !pti_strbuf_put(content, p->open, p->open_n))
                 return false;
-            if (p->block_calls == 0 && !text_put(content, h, i + p->close_n))
+            if (p->block_calls == 0 && !pti_strbuf_put(content, h, i + p->close_n))
                 return false;
             held_consume(p, i + p->close_n);
             p->in_calls = false;
@@ -780,9 +756,9 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
             }
             /* malformed: the tag (when nothing came of it) and the text are content */
             size_t upto = end ? i + end : n;
-            if (p->block_calls == 0 && !p->json_tag && !text_put(content, p->open, p->open_n))
+            if (p->block_calls == 0 && !p->json_tag && !pti_strbuf_put(content, p->open, p->open_n))
                 return false;
-            if (!text_put(content, h, upto))
+            if (!pti_strbuf_put(content, h, upto))
                 return false;
             held_consume(p, upto);
             p->in_calls = false;
@@ -790,9 +766,9 @@ static bool process(pti_tool_parser *p, pti_tool_text *content, cJSON *calls, bo
             continue;
         }
         /* other text: the block is over */
-        if (p->block_calls == 0 && !p->json_tag && !text_put(content, p->open, p->open_n))
+        if (p->block_calls == 0 && !p->json_tag && !pti_strbuf_put(content, p->open, p->open_n))
             return false;
-        if (p->block_calls == 0 && !text_put(content, h, i))
+        if (p->block_calls == 0 && !pti_strbuf_put(content, h, i))
             return false;
         held_consume(p, i);
         p->in_calls = false;
@@ -805,7 +781,7 @@ bool pti_tool_parser_push(pti_tool_parser *p, const char *text, size_t len, pti_
 {
     if (!p || !content || !calls || (!text && len))
         return pti_error(PT_ERR_NULL, "pti_tool_parser_push: NULL argument"), false;
-    if (!text_put(&p->held, text, len) || !process(p, content, calls, false))
+    if (!pti_strbuf_put(&p->held, text, len) || !process(p, content, calls, false))
         return pti_error(PT_ERR_OOM, "tool parser: out of memory"), false;
     return true;
 }

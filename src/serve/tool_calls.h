@@ -48,6 +48,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../core/strbuf.h"
 #include "chat_template.h"
 
 /* ---- rendering tools for the C-coded chat families --------------------------------------- */
@@ -89,12 +90,9 @@ bool pti_tool_tags_for_family(pti_chat_family f, char *open_tag, char *close_tag
 
 typedef struct pti_tool_parser pti_tool_parser;
 
-/* A growing text buffer the parser appends released content to; zero-initialise it, read
- * data[0..len) (NUL-terminated when len > 0), free(data) when done. */
-typedef struct pti_tool_text {
-    char *data;
-    size_t len, cap;
-} pti_tool_text;
+/* A growing text buffer the parser appends released content to (the library's pti_strbuf);
+ * zero-initialise it, read data[0..len) (NUL-terminated when len > 0), free(data) when done. */
+typedef pti_strbuf pti_tool_text;
 
 /* open_tag: non-empty (copied); close_tag: nullable or "" = none (copied). NULL with
  * PT_ERR_INVALID_ARG for an empty or NULL open tag; PT_ERR_OOM. */
