@@ -330,6 +330,8 @@ pt_status pti_api_keep_alive(const cJSON *v, int64_t *ns)
         return PT_OK;
     }
     if (cJSON_IsNumber(v)) {
+        if (!isfinite(v->valuedouble)) /* 1e999: Go's decoder rejects it (out of float64) */
+            return pti_error(PT_ERR_INVALID_ARG, "keep_alive: number out of range");
         *ns = seconds_to_ns(v->valuedouble);
         return PT_OK;
     }
@@ -429,6 +431,20 @@ pt_status pti_api_string(const cJSON *obj, const char *key, const char **out)
     if (!cJSON_IsString(v))
         return pti_error(PT_ERR_INVALID_ARG, "\"%s\" must be a string", key);
     *out = v->valuestring;
+    return PT_OK;
+}
+
+pt_status pti_api_images(const cJSON *images, const char *what, bool *has_images)
+{
+    if (!images || cJSON_IsNull(images))
+        return PT_OK;
+    bool ok = cJSON_IsArray(images);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, images) ok = ok && cJSON_IsString(e);
+    if (!ok)
+        return pti_error(PT_ERR_INVALID_ARG, "%s must be an array of base64 strings", what);
+    if (cJSON_GetArraySize(images) > 0)
+        *has_images = true;
     return PT_OK;
 }
 
@@ -532,12 +548,10 @@ static cJSON *ollama_message(const cJSON *m, int i, bool *has_images)
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content))
         return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].content must be a string", i);
     const cJSON *images = cJSON_GetObjectItemCaseSensitive(m, "images");
-    if (images && !cJSON_IsNull(images)) {
-        if (!cJSON_IsArray(images))
-            return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].images must be an array", i);
-        if (cJSON_GetArraySize(images) > 0)
-            *has_images = true;
-    }
+    char what[48];
+    snprintf(what, sizeof what, "messages[%d].images", i);
+    if (pti_api_images(images, what, has_images) != PT_OK)
+        return NULL;
     cJSON *out = cJSON_CreateObject();
     char *r = lower_dup(role->valuestring);
     bool ok = r && add_string(out, "role", r);
@@ -752,7 +766,7 @@ static bool copy_openai_number(cJSON *opts, const cJSON *req, const char *field,
             cJSON_AddNumberToObject(opts, key, def);
         return true;
     }
-    if (!cJSON_IsNumber(v)) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
         pti_error(PT_ERR_INVALID_ARG, "\"%s\" must be a number", field);
         return false;
     }
