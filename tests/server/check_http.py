@@ -184,6 +184,29 @@ def check_bodies(s):
     check(st == 404 and jerr(d) == "model 'no-such-model' not found", "unknown model %d %r" % (st, d))
 
 
+def check_missing_host(s):
+    """HTTP/1.1 without Host: Go's net/http answers 400 and this text before any handler;
+    HTTP/1.0 needs no Host."""
+    def raw(text):
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        sock.sendall(text)
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        sock.close()
+        return data
+    d = raw(b"GET /api/version HTTP/1.1\r\n\r\n")
+    check(d.startswith(b"HTTP/1.1 400") and
+          d.endswith(b"\r\n\r\n400 Bad Request: missing required Host header"),
+          "HTTP/1.1 without Host: %r" % d[:300])
+    d = raw(b"GET /api/version HTTP/1.0\r\n\r\n")
+    check(d.startswith(b"HTTP/1.") and b" 200 " in d.split(b"\r\n")[0],
+          "HTTP/1.0 without Host: %r" % d[:200])
+
+
 def check_cors_and_host(s):
     st, h, d = s.request("GET", "/", headers={"Origin": "http://localhost:3000"})
     check(st == 200 and h.get("access-control-allow-origin") == "http://localhost:3000",
@@ -694,6 +717,7 @@ def main():
         check_basics(s)
         check_bodies(s)
         check_cors_and_host(s)
+        check_missing_host(s)
         check_generate(s, "llama-q8_0")
         check_metrics(s)
         check_slowloris(s, header_timeout)
