@@ -495,16 +495,25 @@ static cJSON *normalise_tool_calls(const cJSON *calls, int msg)
             cJSON_Delete(out);
             return pti_error_null(PT_ERR_INVALID_ARG, "%s.function.name must be a string", where);
         }
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        const cJSON *index = cJSON_GetObjectItemCaseSensitive(fn, "index");
+        bool bad_id = id && !cJSON_IsNull(id) && !cJSON_IsString(id);
+        if (bad_id || (index && !cJSON_IsNull(index) &&
+                       !(cJSON_IsNumber(index) && index->valuedouble == floor(index->valuedouble) &&
+                         fabs(index->valuedouble) < 1e9))) {
+            cJSON_Delete(out);
+            return pti_error_null(PT_ERR_INVALID_ARG, bad_id ? "%s.id must be a string"
+                                                             : "%s.function.index must be an "
+                                                               "integer", where);
+        }
         cJSON *args = tool_arguments(cJSON_GetObjectItemCaseSensitive(fn, "arguments"), where);
         if (!args) {
             cJSON_Delete(out);
             return NULL;
         }
         cJSON *call = cJSON_CreateObject(), *f = cJSON_CreateObject();
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         if (cJSON_IsString(id))
             add_string(call, "id", id->valuestring);
-        const cJSON *index = cJSON_GetObjectItemCaseSensitive(fn, "index");
         cJSON_AddNumberToObject(f, "index", cJSON_IsNumber(index) ? index->valuedouble : i);
         add_string(f, "name", name->valuestring);
         cJSON_AddItemToObject(f, "arguments", args);
@@ -680,6 +689,11 @@ static cJSON *openai_message(const cJSON *m, int i, const cJSON *done, bool *has
     add_string(out, "content", content);
     free(content);
     bool ok = copy_optional_string(out, m, "tool_call_id", i);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+    if (ok && name && !cJSON_IsNull(name) && !cJSON_IsString(name)) {
+        pti_error(PT_ERR_INVALID_ARG, "messages[%d].name must be a string", i);
+        ok = false;
+    }
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     if (ok && calls && !cJSON_IsNull(calls)) {
         cJSON *tc = normalise_tool_calls(calls, i);
@@ -688,7 +702,6 @@ static cJSON *openai_message(const cJSON *m, int i, const cJSON *done, bool *has
             cJSON_AddItemToObject(out, "tool_calls", tc);
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
     if (ok && strcmp(r, "tool") == 0) {
         const char *tool = cJSON_IsString(id) ? call_name_by_id(done, id->valuestring) : NULL;
         if (!tool && cJSON_IsString(name))

@@ -386,6 +386,21 @@ def test_field_types(srv, model):
     st, d = raw_post(srv, "/v1/chat/completions", '{"model":"%s","messages":[{"role":"user",'
                      '"content":"x"}],"temperature":1e999}' % model)
     check(st == 400 and b"temperature" in d, "OpenAI temperature 1e999: %d %r" % (st, d))
+    check_openai_error(srv, "/v1/chat/completions",
+                       {"model": model, "messages": [{"role": "user", "content": "x",
+                                                      "name": 5}]}, 400,
+                       "invalid_request_error", "messages[0].name must be a string",
+                       "OpenAI message name 5")
+    check_error(srv, "/api/chat", {"model": model, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": 5, "function": {"name": "f", "arguments": {}}}]}]}, 400,
+        "messages[0].tool_calls[0].id must be a string", "tool call id 5")
+    check_error(srv, "/api/chat", {"model": model, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"index": "0", "name": "f", "arguments": {}}}]}]}, 400,
+        "function.index must be an integer", "tool call index '0'")
+    check_error(srv, "/api/pull", {"model": model, "stream": "x"}, 400,
+                '"stream" must be a boolean', "pull stream 'x'")
     # null means the default
     st, r = srv.post("/api/generate", {"model": model, "prompt": "x", "stream": False,
                                        "images": None, "keep_alive": None,

@@ -305,9 +305,14 @@ void ps_api_pull(ps_request *r)
     const char *name = required_model(r);
     if (!name)
         return;
+    bool stream = true;
+    if (pti_api_bool(r->json, "stream", true, &stream) != PT_OK) {
+        ps_reply_error(r, 400, "%s", pt_last_error());
+        return;
+    }
     ps_model_ref ref;
     if (ps_model_resolve(r->srv, name, &ref)) {
-        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r->json, "stream"))) {
+        if (!stream) {
             ps_reply_json(r, 200, status_object("success"));
             return;
         }
