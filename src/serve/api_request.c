@@ -330,6 +330,8 @@ pt_status pti_api_keep_alive(const cJSON *v, int64_t *ns)
         return PT_OK;
     }
     if (cJSON_IsNumber(v)) {
+        if (!isfinite(v->valuedouble)) /* 1e999: Go's decoder rejects it (out of float64) */
+            return pti_error(PT_ERR_INVALID_ARG, "keep_alive: number out of range");
         *ns = seconds_to_ns(v->valuedouble);
         return PT_OK;
     }
@@ -432,6 +434,20 @@ pt_status pti_api_string(const cJSON *obj, const char *key, const char **out)
     return PT_OK;
 }
 
+pt_status pti_api_images(const cJSON *images, const char *what, bool *has_images)
+{
+    if (!images || cJSON_IsNull(images))
+        return PT_OK;
+    bool ok = cJSON_IsArray(images);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, images) ok = ok && cJSON_IsString(e);
+    if (!ok)
+        return pti_error(PT_ERR_INVALID_ARG, "%s must be an array of base64 strings", what);
+    if (cJSON_GetArraySize(images) > 0)
+        *has_images = true;
+    return PT_OK;
+}
+
 /* ---- messages and tools---------------------------------------------------------------------- */
 
 static bool add_string(cJSON *obj, const char *key, const char *s)
@@ -479,16 +495,25 @@ static cJSON *normalise_tool_calls(const cJSON *calls, int msg)
             cJSON_Delete(out);
             return pti_error_null(PT_ERR_INVALID_ARG, "%s.function.name must be a string", where);
         }
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
+        const cJSON *index = cJSON_GetObjectItemCaseSensitive(fn, "index");
+        bool bad_id = id && !cJSON_IsNull(id) && !cJSON_IsString(id);
+        if (bad_id || (index && !cJSON_IsNull(index) &&
+                       !(cJSON_IsNumber(index) && index->valuedouble == floor(index->valuedouble) &&
+                         fabs(index->valuedouble) < 1e9))) {
+            cJSON_Delete(out);
+            return pti_error_null(PT_ERR_INVALID_ARG, bad_id ? "%s.id must be a string"
+                                                             : "%s.function.index must be an "
+                                                               "integer", where);
+        }
         cJSON *args = tool_arguments(cJSON_GetObjectItemCaseSensitive(fn, "arguments"), where);
         if (!args) {
             cJSON_Delete(out);
             return NULL;
         }
         cJSON *call = cJSON_CreateObject(), *f = cJSON_CreateObject();
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(c, "id");
         if (cJSON_IsString(id))
             add_string(call, "id", id->valuestring);
-        const cJSON *index = cJSON_GetObjectItemCaseSensitive(fn, "index");
         cJSON_AddNumberToObject(f, "index", cJSON_IsNumber(index) ? index->valuedouble : i);
         add_string(f, "name", name->valuestring);
         cJSON_AddItemToObject(f, "arguments", args);
@@ -532,12 +557,10 @@ static cJSON *ollama_message(const cJSON *m, int i, bool *has_images)
     if (content && !cJSON_IsNull(content) && !cJSON_IsString(content))
         return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].content must be a string", i);
     const cJSON *images = cJSON_GetObjectItemCaseSensitive(m, "images");
-    if (images && !cJSON_IsNull(images)) {
-        if (!cJSON_IsArray(images))
-            return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].images must be an array", i);
-        if (cJSON_GetArraySize(images) > 0)
-            *has_images = true;
-    }
+    char what[48];
+    snprintf(what, sizeof what, "messages[%d].images", i);
+    if (pti_api_images(images, what, has_images) != PT_OK)
+        return NULL;
     cJSON *out = cJSON_CreateObject();
     char *r = lower_dup(role->valuestring);
     bool ok = r && add_string(out, "role", r);
@@ -666,6 +689,11 @@ static cJSON *openai_message(const cJSON *m, int i, const cJSON *done, bool *has
     add_string(out, "content", content);
     free(content);
     bool ok = copy_optional_string(out, m, "tool_call_id", i);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
+    if (ok && name && !cJSON_IsNull(name) && !cJSON_IsString(name)) {
+        pti_error(PT_ERR_INVALID_ARG, "messages[%d].name must be a string", i);
+        ok = false;
+    }
     const cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
     if (ok && calls && !cJSON_IsNull(calls)) {
         cJSON *tc = normalise_tool_calls(calls, i);
@@ -674,7 +702,6 @@ static cJSON *openai_message(const cJSON *m, int i, const cJSON *done, bool *has
             cJSON_AddItemToObject(out, "tool_calls", tc);
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
-    const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "name");
     if (ok && strcmp(r, "tool") == 0) {
         const char *tool = cJSON_IsString(id) ? call_name_by_id(done, id->valuestring) : NULL;
         if (!tool && cJSON_IsString(name))
@@ -752,7 +779,7 @@ static bool copy_openai_number(cJSON *opts, const cJSON *req, const char *field,
             cJSON_AddNumberToObject(opts, key, def);
         return true;
     }
-    if (!cJSON_IsNumber(v)) {
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
         pti_error(PT_ERR_INVALID_ARG, "\"%s\" must be a number", field);
         return false;
     }

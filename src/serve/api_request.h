@@ -115,5 +115,8 @@ bool pti_think_split_push(pti_think_split *t, const char *text, size_t len, bool
 pt_status pti_api_bool(const cJSON *obj, const char *key, bool def, bool *out);
 /* Reads an optional string field: absent/null -> NULL; not a string -> error naming it. */
 pt_status pti_api_string(const cJSON *obj, const char *key, const char **out);
+/* Checks an optional images field (absent/null, or an array of base64 strings; `what` names
+ * it in the error) and sets *has_images when it holds any (left unchanged otherwise). */
+pt_status pti_api_images(const cJSON *images, const char *what, bool *has_images);
 
 #endif

@@ -1009,13 +1009,20 @@ cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *sta
     pt_gguf *g = NULL;
     cJSON *r = NULL;
     if (read_show_layers(root, man, &p) && (g = pt_gguf_open(gguf_path))) {
-        if (!p.template_) /* Ollama's default template when a model has none */
-            p.template_ = strdup("{{ .Prompt }}");
         pti_gguf_facts facts;
         facts_from_gguf(g, &facts);
         modelfile_header(&p.modelfile, shown, gguf_path);
         modelfile_body(&p.modelfile, &p);
-        r = show_json(&p, g, &facts, manifest_details(root, man), &st, false, verbose);
+        /* Without a template layer the server renders with the GGUF's own chat template (as
+         * Ollama detects one at create time): show that text, as for a plain file, and no
+         * TEMPLATE line (it is Jinja, not a Go template). Ollama's default otherwise. */
+        bool jinja = false;
+        if (!p.template_) {
+            const char *tmpl = gguf_str(g, "tokenizer.chat_template");
+            jinja = tmpl != NULL;
+            p.template_ = strdup(tmpl ? tmpl : "{{ .Prompt }}");
+        }
+        r = show_json(&p, g, &facts, manifest_details(root, man), &st, jinja, verbose);
         *status = PTI_STORE_OK;
     }
     pt_gguf_close(g);

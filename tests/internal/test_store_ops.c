@@ -483,9 +483,22 @@ static void test_refusals(void **state)
     cJSON *show = pti_store_show(root, "m", false, &status);
     assert_non_null(show);
     assert_null(cJSON_GetObjectItem(show, "parameters"));
-    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItem(show, "template")),
-                        "{{ .Prompt }}"); /* Ollama's default */
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(show, "capabilities")), 1);
+    /* no template layer: the GGUF's tokenizer.chat_template (what the server renders with, as
+     * Ollama detects a template at create time); length and sha256 read with gguf-py */
+    const char *tmpl = cJSON_GetStringValue(cJSON_GetObjectItem(show, "template"));
+    assert_non_null(tmpl);
+    assert_int_equal(strlen(tmpl), 4116);
+    uint8_t d[32];
+    char hex[PTI_SHA256_HEX_LEN + 1];
+    pti_sha256(tmpl, strlen(tmpl), d);
+    pti_sha256_hex(d, hex);
+    assert_string_equal(hex, "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5");
+    /* and the Modelfile claims no TEMPLATE it does not use (the text is Jinja) */
+    assert_null(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(show, "modelfile")), "TEMPLATE"));
+    const cJSON *caps = cJSON_GetObjectItem(show, "capabilities"); /* Jinja: tools, <think> */
+    assert_int_equal(cJSON_GetArraySize(caps), 3);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(caps, 1)), "tools");
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetArrayItem(caps, 2)), "thinking");
     cJSON_Delete(show);
 
     /* a hand-written manifest whose params and messages layers are not what they should be */

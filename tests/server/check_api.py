@@ -337,10 +337,77 @@ def test_generate_errors(srv, model):
                 '"stream" must be a boolean', "stream type")
     check_error(srv, "/api/generate", {"model": model, "prompt": "x",
                                        "context": [1, "two"]}, 400, "context[1]", "bad context")
+    test_field_types(srv, model)
     # unknown option keys are ignored (and logged)
     st, r = srv.post("/api/generate", {"model": model, "prompt": "x", "stream": False,
                                        "options": {"num_predict": 1, "no_such_key": 1}})
     check(st == 200 and "no_such_key" in srv.log(), "unknown option ignored and logged")
+
+
+def raw_post(srv, path, text):
+    """POST of a body written by hand (Python's json cannot write 1e999)."""
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", path, body=text, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def test_field_types(srv, model):
+    """A field of the wrong type (or a number Go's decoder cannot hold) is a 400 naming it, as
+    Ollama's JSON decoding into typed structs; null is the default."""
+    st, d = raw_post(srv, "/api/generate",
+                     '{"model":"%s","prompt":"","keep_alive":1e999}' % model)
+    check(st == 400 and b"keep_alive" in d, "keep_alive 1e999: %d %r" % (st, d))
+    for images in ("x", [1], {"a": "b"}):
+        check_error(srv, "/api/generate", {"model": model, "prompt": "x", "images": images}, 400,
+                    "images must be an array", "generate images %r" % (images,))
+    check_error(srv, "/api/chat", {"model": model, "messages": [
+        {"role": "user", "content": "x", "images": [1]}]}, 400, "messages[0].images",
+        "chat images [1]")
+    check_error(srv, "/api/show", {"model": model, "verbose": "x"}, 400,
+                '"verbose" must be a boolean', "show verbose 'x'")
+    check_error(srv, "/api/show", {"model": 5}, 400, '"model" must be a string', "show model 5")
+    check_error(srv, "/api/generate", {"model": 5, "prompt": "x"}, 400,
+                '"model" must be a string', "generate model 5")
+    check_error(srv, "/api/copy", {"source": model, "destination": 7}, 400,
+                '"destination" must be a string', "copy destination 7")
+    check_error(srv, "/api/create", {"model": "typed", "from": model, "stream": "no"}, 400,
+                '"stream" must be a boolean', "create stream 'no'")
+    check_openai_error(srv, "/v1/chat/completions",
+                       {"model": model, "messages": [{"role": "user", "content": "x"}],
+                        "stream_options": "x"}, 400, "invalid_request_error",
+                       "stream_options must be an object", "stream_options 'x'")
+    check_openai_error(srv, "/v1/chat/completions",
+                       {"model": model, "messages": [{"role": "user", "content": "x"}],
+                        "reasoning": 3}, 400, "invalid_request_error",
+                       "reasoning must be an object", "reasoning 3")
+    st, d = raw_post(srv, "/v1/chat/completions", '{"model":"%s","messages":[{"role":"user",'
+                     '"content":"x"}],"temperature":1e999}' % model)
+    check(st == 400 and b"temperature" in d, "OpenAI temperature 1e999: %d %r" % (st, d))
+    check_openai_error(srv, "/v1/chat/completions",
+                       {"model": model, "messages": [{"role": "user", "content": "x",
+                                                      "name": 5}]}, 400,
+                       "invalid_request_error", "messages[0].name must be a string",
+                       "OpenAI message name 5")
+    check_error(srv, "/api/chat", {"model": model, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": 5, "function": {"name": "f", "arguments": {}}}]}]}, 400,
+        "messages[0].tool_calls[0].id must be a string", "tool call id 5")
+    check_error(srv, "/api/chat", {"model": model, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"index": "0", "name": "f", "arguments": {}}}]}]}, 400,
+        "function.index must be an integer", "tool call index '0'")
+    check_error(srv, "/api/pull", {"model": model, "stream": "x"}, 400,
+                '"stream" must be a boolean', "pull stream 'x'")
+    # null means the default
+    st, r = srv.post("/api/generate", {"model": model, "prompt": "x", "stream": False,
+                                       "images": None, "keep_alive": None,
+                                       "options": {"num_predict": 1}})
+    check(st == 200, "null images / keep_alive are the defaults: %d %r" % (st, r))
+    st, r = srv.post("/api/show", {"model": model, "verbose": None})
+    check(st == 200, "show verbose null: %d" % st)
 
 
 def test_load_unload(srv, model):

@@ -184,6 +184,29 @@ def check_bodies(s):
     check(st == 404 and jerr(d) == "model 'no-such-model' not found", "unknown model %d %r" % (st, d))
 
 
+def check_missing_host(s):
+    """HTTP/1.1 without Host: Go's net/http answers 400 and this text before any handler;
+    HTTP/1.0 needs no Host."""
+    def raw(text):
+        sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        sock.sendall(text)
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        sock.close()
+        return data
+    d = raw(b"GET /api/version HTTP/1.1\r\n\r\n")
+    check(d.startswith(b"HTTP/1.1 400") and
+          d.endswith(b"\r\n\r\n400 Bad Request: missing required Host header"),
+          "HTTP/1.1 without Host: %r" % d[:300])
+    d = raw(b"GET /api/version HTTP/1.0\r\n\r\n")
+    check(d.startswith(b"HTTP/1.") and b" 200 " in d.split(b"\r\n")[0],
+          "HTTP/1.0 without Host: %r" % d[:200])
+
+
 def check_cors_and_host(s):
     st, h, d = s.request("GET", "/", headers={"Origin": "http://localhost:3000"})
     check(st == 200 and h.get("access-control-allow-origin") == "http://localhost:3000",
@@ -547,8 +570,63 @@ def check_store_models(binary, model_path):
             f.write("{not json")
         st, d = generate(s, "broken")
         check(st == 404, "a broken manifest is not a model: %d %r" % (st, d))
+        check_recreate_loaded(s, model_path)
     finally:
         check(s.stop() == 0, "store server exit status")
+
+
+def sha256_hex(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def check_recreate_loaded(s, model_path):
+    """Ollama reads a model's layers per request: /api/create over a loaded model takes effect
+    at the next request (same weights: new layers; other weights: a reload), and /api/delete of
+    a loaded model makes the next request 404 and unloads it."""
+    greedy = {"temperature": 0, "top_k": 1, "num_predict": 6}
+
+    def create(gguf, **extra):
+        body = dict({"model": "recreate", "stream": False,
+                     "files": {"m.gguf": "sha256:" + sha256_hex(gguf)}}, **extra)
+        if s.request("HEAD", "/api/blobs/sha256:" + sha256_hex(gguf))[0] != 200:
+            with open(gguf, "rb") as f:
+                s.request("POST", "/api/blobs/sha256:" + sha256_hex(gguf), body=f.read())
+        st, _, d = s.request("POST", "/api/create", body=body)
+        return st
+
+    def response(**extra):
+        st, d = generate(s, "recreate", options=greedy, stream=False, **extra)
+        return json.loads(d)["response"] if st == 200 else (st, d)
+
+    check(create(model_path, template="{{ .Prompt }}") == 200, "create 'recreate'")
+    plain = response()
+    check(plain == response(raw=True), "template {{ .Prompt }} is the raw prompt")
+    digest1 = loaded(s).get("recreate:latest", {}).get("digest")
+    check(create(model_path, template="Q: {{ .Prompt }} A:", system="unused") == 200,
+          "re-create 'recreate' while loaded")
+    templated = response()
+    by_hand = response(prompt="Q: hello A:", raw=True)
+    check(templated == by_hand and templated != plain,
+          "re-created model uses its new template: %r, by hand %r, old %r"
+          % (templated, by_hand, plain))
+    digest2 = loaded(s).get("recreate:latest", {}).get("digest")
+    check(digest2 and digest2 != digest1, "/api/ps shows the new manifest digest")
+    other = os.path.join(os.path.dirname(model_path), "qwen3-q8_0.gguf")
+    if os.path.exists(other):
+        check(create(other) == 200, "re-create 'recreate' with other weights")
+        st, d = generate(s, "recreate")
+        check(st == 200, "generate after new weights: %d %r" % (st, d[:200]))
+        st, _, d = s.request("POST", "/api/show", body={"model": "recreate"})
+        arch = json.loads(d)["model_info"]["general.architecture"] if st == 200 else None
+        check(arch == "qwen3", "show after new weights: %s" % arch)
+    st, _, d = s.request("DELETE", "/api/delete", body={"model": "recreate"})
+    check(st == 200, "delete the loaded model: %d %r" % (st, d))
+    st, d = generate(s, "recreate")
+    check(st == 404 and b"not found" in d, "generate after delete: %d %r" % (st, d))
+    check(wait_for(lambda: "recreate:latest" not in (loaded(s) or {})),
+          "a deleted model unloads: %r" % loaded(s))
 
 
 def find_smollm():
@@ -639,6 +717,7 @@ def main():
         check_basics(s)
         check_bodies(s)
         check_cors_and_host(s)
+        check_missing_host(s)
         check_generate(s, "llama-q8_0")
         check_metrics(s)
         check_slowloris(s, header_timeout)

@@ -228,7 +228,17 @@ def check_official_client(port, gguf):
     c.delete("viaclient")
 
 
-def check_cli(binary, store):
+def gguf_chat_template(path):
+    """tokenizer.chat_template of a GGUF, read with the gguf package (a real peer)."""
+    try:
+        import gguf
+    except ImportError:
+        return None
+    field = gguf.GGUFReader(path).fields.get("tokenizer.chat_template")
+    return bytes(field.parts[field.data[0]]).decode() if field else None
+
+
+def check_cli(binary, store, gguf_path):
     env = dict(os.environ, OLLAMA_MODELS=store)
     probe = subprocess.run([binary, "list"], env=env, capture_output=True, text=True)
     if "not available" in probe.stderr:
@@ -247,7 +257,18 @@ def check_cli(binary, store):
           "  Capabilities\n    completion\n" in out, "cli show (%r)" % out[:200])
     out = subprocess.run([binary, "show", "cli", "--template"], env=env, capture_output=True,
                          text=True).stdout
-    check(out == "{{ .Prompt }}\n", "cli show --template")
+    # created without a template: the GGUF's chat template (what the server renders with), as
+    # Ollama detects it at create time, and no TEMPLATE line in the Modelfile
+    tmpl = gguf_chat_template(gguf_path)
+    if tmpl is None:
+        print("note: gguf-py is not importable; only checking that the template is Jinja")
+        check(out.startswith("{%") and "{{ .Prompt }}" not in out, "cli show --template (%r)"
+              % out[:80])
+    else:
+        check(out == tmpl + "\n", "cli show --template is the GGUF's chat template")
+    out = subprocess.run([binary, "show", "cli", "--modelfile"], env=env, capture_output=True,
+                         text=True).stdout
+    check("FROM " in out and "TEMPLATE" not in out, "cli show --modelfile: no TEMPLATE line")
     out = subprocess.run([binary, "rm", "cli2"], env=env, capture_output=True, text=True)
     check(out.stdout == "deleted 'cli2'\n", "cli rm")
     out = subprocess.run([binary, "show", "nope"], env=env, capture_output=True, text=True)
@@ -291,7 +312,7 @@ def main():
         status, _ = api.json("POST", "/api/create", {"model": "cli", "files": {"q.gguf": digest},
                                                      "stream": False})
         if check(status == 200, "create for the CLI checks"):
-            check_cli(binary, store)
+            check_cli(binary, store, gguf)
     finally:
         proc.terminate()
         try:

@@ -67,6 +67,14 @@ int ps_api_status_of(pt_status st)
 
 const char *ps_api_model_name(ps_request *r, bool openai)
 {
+    static const char *const keys[] = {"model", "name"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(r->json, keys[i]);
+        if (f && !cJSON_IsNull(f) && !cJSON_IsString(f)) {
+            ps_api_fail(r, openai, 400, "\"%s\" must be a string", keys[i]);
+            return NULL;
+        }
+    }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "model");
     if (!cJSON_IsString(v) || !v->valuestring[0])
         v = cJSON_GetObjectItemCaseSensitive(r->json, "name");

@@ -234,11 +234,6 @@ static void load_only(ps_request *r, const common_fields *c, bool chat)
     ps_reply_json(r, 200, o);
 }
 
-static bool has_images(const cJSON *req)
-{
-    const cJSON *im = cJSON_GetObjectItemCaseSensitive(req, "images");
-    return cJSON_IsArray(im) && cJSON_GetArraySize(im) > 0;
-}
 
 /* Tokenizes the prompt, builds the constraint and runs the generation (takes over g). */
 static void submit(ps_request *r, ps_gen *g, ps_model *m, pti_api_opts *opts, const char *prompt,
@@ -342,7 +337,13 @@ void ps_api_generate(ps_request *r)
         ps_reply_error(r, 400, "raw mode does not support template, system, or context");
         return;
     }
-    if (has_images(r->json)) {
+    bool images = false;
+    if (pti_api_images(cJSON_GetObjectItemCaseSensitive(r->json, "images"), "images",
+                       &images) != PT_OK) {
+        ps_reply_error(r, 400, "%s", pt_last_error());
+        return;
+    }
+    if (images) {
         ps_reply_error(r, 400, "this model is missing data required for image input");
         return;
     }

@@ -196,6 +196,10 @@ static bool read_reasoning(ps_request *r, v1_fields *f)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, "reasoning_effort");
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(r->json, "reasoning");
+    if (rs && !cJSON_IsNull(rs) && !cJSON_IsObject(rs)) {
+        ps_reply_openai_error(r, 400, "invalid_request_error", "reasoning must be an object");
+        return false;
+    }
     if ((!v || cJSON_IsNull(v)) && cJSON_IsObject(rs))
         v = cJSON_GetObjectItemCaseSensitive(rs, "effort");
     if (!v || cJSON_IsNull(v))
@@ -219,6 +223,10 @@ static bool read_v1(ps_request *r, v1_fields *f)
     if (!f->model)
         return false;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(r->json, "stream_options");
+    if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so)) {
+        ps_reply_openai_error(r, 400, "invalid_request_error", "stream_options must be an object");
+        return false;
+    }
     if (pti_api_bool(r->json, "stream", false, &f->stream) != PT_OK ||
         (so && !cJSON_IsNull(so) && pti_api_bool(so, "include_usage", false,
                                                  &f->include_usage) != PT_OK) ||

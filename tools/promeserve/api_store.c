@@ -14,14 +14,28 @@
 #include <unistd.h>
 
 #include "prometorch/core.h"
+#include "serve/api_request.h"
 #include "serve/model_store.h"
 #include "serve/store_ops.h"
 #include "server.h"
 
+/* A field that must be a string when present (and not null); answers 400 naming it. */
+static bool string_typed(ps_request *r, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->json, key);
+    if (v && !cJSON_IsNull(v) && !cJSON_IsString(v)) {
+        ps_reply_error(r, 400, "\"%s\" must be a string", key);
+        return false;
+    }
+    return true;
+}
+
 /* The "model" field, or the legacy "name"; NULL (after answering 400) when neither is a
- * non-empty string. */
+ * non-empty string or one is not a string. */
 static const char *required_model(ps_request *r)
 {
+    if (!string_typed(r, "model") || !string_typed(r, "name"))
+        return NULL;
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r->json, "model"));
     if (!name || !*name)
         name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r->json, "name"));
@@ -94,7 +108,11 @@ void ps_api_show(ps_request *r)
     const char *name = required_model(r);
     if (!name)
         return;
-    bool verbose = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->json, "verbose"));
+    bool verbose = false;
+    if (pti_api_bool(r->json, "verbose", false, &verbose) != PT_OK) {
+        ps_reply_error(r, 400, "%s", pt_last_error());
+        return;
+    }
     int status = PTI_STORE_NOT_FOUND;
     cJSON *show = NULL;
     ps_model_ref ref = {0};
@@ -120,6 +138,8 @@ static const char *string_field(ps_request *r, const char *key)
 
 void ps_api_copy(ps_request *r)
 {
+    if (!string_typed(r, "source") || !string_typed(r, "destination"))
+        return;
     const char *src = string_field(r, "source"), *dst = string_field(r, "destination");
     if (!src || !dst) {
         ps_reply_error(r, 400, "source and destination are required");
@@ -182,8 +202,12 @@ void ps_api_create(ps_request *r)
         ps_reply_error(r, 500, "no model store: set OLLAMA_MODELS or HOME");
         return;
     }
-    const cJSON *stream = cJSON_GetObjectItemCaseSensitive(r->json, "stream");
-    create_ctx c = {r, !cJSON_IsFalse(stream), NULL};
+    bool stream = true;
+    if (pti_api_bool(r->json, "stream", true, &stream) != PT_OK) {
+        ps_reply_error(r, 400, "%s", pt_last_error());
+        return;
+    }
+    create_ctx c = {r, stream, NULL};
     int st = pti_store_create(store_root(r), r->json, create_progress, &c);
     if (c.stream) {
         if (st != PTI_STORE_OK) {
@@ -281,9 +305,14 @@ void ps_api_pull(ps_request *r)
     const char *name = required_model(r);
     if (!name)
         return;
+    bool stream = true;
+    if (pti_api_bool(r->json, "stream", true, &stream) != PT_OK) {
+        ps_reply_error(r, 400, "%s", pt_last_error());
+        return;
+    }
     ps_model_ref ref;
     if (ps_model_resolve(r->srv, name, &ref)) {
-        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r->json, "stream"))) {
+        if (!stream) {
             ps_reply_json(r, 200, status_object("success"));
             return;
         }

@@ -1362,10 +1362,30 @@ static conn_state *new_conn_state(ps_http *h, struct MHD_Connection *connection,
     return cs;
 }
 
+/* Go's net/http answers an HTTP/1.1 request without a Host header (RFC 9112 3.2) before any
+ * handler runs: 400, this text, and the connection closed. */
+static bool host_header_present(conn_state *cs, const char *version)
+{
+    if (!version || strcmp(version, MHD_HTTP_VERSION_1_1) != 0 ||
+        MHD_lookup_connection_value(cs->connection, MHD_HEADER_KIND, "Host"))
+        return true;
+    static const char text[] = "400 Bad Request: missing required Host header";
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(sizeof text - 1, (void *)text, MHD_RESPMEM_PERSISTENT);
+    if (resp) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
+    queue_reply(&cs->req, 400, resp, sizeof text - 1);
+    return false;
+}
+
 /* The checks of the first call. Returns false when the request was answered already. */
-static bool first_call_checks(conn_state *cs)
+static bool first_call_checks(conn_state *cs, const char *version)
 {
     ps_http *h = cs->h;
+    if (!host_header_present(cs, version))
+        return false;
     if (!apply_cors(cs))
         return false;
     if (h->loopback) {
@@ -1452,7 +1472,6 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
                                       const char *upload_data, size_t *upload_data_size,
                                       void **con_cls)
 {
-    (void)version;
     ps_http *h = cls;
     conn_state *cs = *con_cls;
     if (!cs) {
@@ -1465,7 +1484,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
             ps_reply_error(&cs->req, 503, "server is shutting down");
             return MHD_YES;
         }
-        if (first_call_checks(cs) && cs->rt->body == BODY_JSON)
+        if (first_call_checks(cs, version) && cs->rt->body == BODY_JSON)
             conn_set_phase(h, connection, PHASE_BODY);
         return MHD_YES;
     }

@@ -14,7 +14,15 @@
  * recently used idle one is unloaded first; when all are in use, the request waits up to
  * FULL_WAIT_S for one to become idle and then gets 503. A different num_ctx reloads the model
  * once it is idle (the request waits for that, as Ollama does). A reaper thread unloads idle
- * models whose keep_alive expired. */
+ * models whose keep_alive expired.
+ *
+ * Store layers are read per request, as Ollama does: each acquire re-resolves the name and
+ * compares the manifest digest with the loaded one. When only the template/system/params
+ * layers changed (same weights blob), a fresh layer set is read and swapped in under the lock;
+ * layer sets are reference counted (the entry holds one, each handle one), so requests still
+ * using the old strings keep them until they release. When the weights changed the model is
+ * reloaded once idle, as for a num_ctx change. A name that no longer resolves (deleted) is 404
+ * and its loaded copy unloads when idle. */
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -30,8 +38,18 @@
 #define FULL_WAIT_S 30
 #define LAYER_TEXT_MAX (1 << 20)
 
+/* A model's store layers as read at one manifest digest; shared, reference counted under the
+ * registry lock. */
+typedef struct layer_set {
+    int refs;
+    ps_model_ref ref; /* the resolution they were read from (digest, layer paths) */
+    cJSON *params;
+    char *system, *template_;
+} layer_set;
+
 typedef struct entry {
-    ps_model_ref ref;
+    ps_model_ref ref; /* as loaded: name and weights never change for an entry */
+    layer_set *layers; /* current; NULL until loaded */
     pti_engine *eng;
     int num_ctx;
     int in_use;
@@ -40,13 +58,12 @@ typedef struct entry {
     int64_t keep_alive_ns; /* after the last release; < 0 forever */
     int64_t expires_ns;    /* monotonic; INT64_MAX forever; valid while idle */
     int64_t last_used_ns;
-    cJSON *params;
-    char *system, *template_;
     struct entry *next;
 } entry;
 
 struct ps_model {
     entry *e;
+    layer_set *layers; /* the set this request started with (one reference) */
     int64_t load_ns;
 };
 
@@ -180,34 +197,68 @@ static char *read_text(const char *path, char *err, size_t cap)
     return buf;
 }
 
-static bool load_layers(entry *e, char *err, size_t cap)
+static void layers_free(layer_set *ls)
 {
-    if (e->ref.system[0] && !(e->system = read_text(e->ref.system, err, cap)))
+    if (!ls)
+        return;
+    cJSON_Delete(ls->params);
+    free(ls->system);
+    free(ls->template_);
+    free(ls);
+}
+
+static bool read_layer_files(layer_set *ls, char *err, size_t cap)
+{
+    const ps_model_ref *r = &ls->ref;
+    if (r->system[0] && !(ls->system = read_text(r->system, err, cap)))
         return false;
-    if (e->ref.template_[0] && !(e->template_ = read_text(e->ref.template_, err, cap)))
+    if (r->template_[0] && !(ls->template_ = read_text(r->template_, err, cap)))
         return false;
-    if (e->ref.params[0]) {
-        char *text = read_text(e->ref.params, err, cap);
+    if (r->params[0]) {
+        char *text = read_text(r->params, err, cap);
         if (!text)
             return false;
-        e->params = cJSON_Parse(text);
+        ls->params = cJSON_Parse(text);
         free(text);
-        if (!cJSON_IsObject(e->params)) {
-            snprintf(err, cap, "the params layer %s is not a JSON object", e->ref.params);
+        if (!cJSON_IsObject(ls->params)) {
+            snprintf(err, cap, "the params layer %s is not a JSON object", r->params);
             return false;
         }
     }
     return true;
 }
 
+/* Reads the layers named by ref into a new set holding one reference; NULL and err on error. */
+static layer_set *layers_read(const ps_model_ref *ref, char *err, size_t cap)
+{
+    layer_set *ls = calloc(1, sizeof *ls);
+    if (!ls) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    ls->refs = 1;
+    ls->ref = *ref;
+    if (!read_layer_files(ls, err, cap)) {
+        layers_free(ls);
+        return NULL;
+    }
+    return ls;
+}
+
+/* Drops one reference (registry lock held); returns the set when it is to be freed (outside
+ * the lock), else NULL. */
+static layer_set *layers_unref(layer_set *ls)
+{
+    return ls && --ls->refs == 0 ? ls : NULL;
+}
+
+/* Frees an unlinked entry nobody uses (no handles: their references are gone too). */
 static void entry_free(entry *e)
 {
     if (!e)
         return;
     pti_engine_free(e->eng);
-    cJSON_Delete(e->params);
-    free(e->system);
-    free(e->template_);
+    layers_free(layers_unref(e->layers));
     free(e);
 }
 
@@ -350,13 +401,15 @@ static bool load_entry(ps_server *s, entry *e, char *err, size_t err_cap)
     o.max_queue = s->cfg.max_queue;
     o.n_threads = s->cfg.n_threads;
     pti_engine *eng = pti_engine_load(e->ref.gguf, &o);
+    layer_set *ls = NULL;
     bool ok = eng != NULL;
     if (!ok)
         snprintf(err, err_cap, "unable to load model %s: %s", e->ref.name, pt_last_error());
     else
-        ok = load_layers(e, err, err_cap);
+        ok = (ls = layers_read(&e->ref, err, err_cap)) != NULL;
     pthread_mutex_lock(&reg->lock);
     e->eng = eng;
+    e->layers = ls;
     e->loading = false;
     pthread_cond_broadcast(&reg->changed);
     return ok;
@@ -390,16 +443,49 @@ static bool make_room(ps_server *s, char *err, size_t err_cap)
     return true;
 }
 
-static void release_entry(ps_server *s, entry *e);
+static void release_entry(ps_server *s, entry *e, layer_set *held);
 
+/* A handle on e with a reference to its current layers (lock held). */
 static ps_model *new_handle(entry *e, int64_t load_ns)
 {
     ps_model *m = malloc(sizeof *m);
     if (m) {
         m->e = e;
+        m->layers = e->layers;
+        m->layers->refs++;
         m->load_ns = load_ns;
     }
     return m;
+}
+
+/* A name that no longer resolves: its loaded copy (by the name's short form) unloads when
+ * idle. Returns the entry to free now (unlinked) or NULL. Lock held. */
+static entry *forget_loaded(ps_registry *reg, const char *name)
+{
+    pti_model_name mn;
+    char shortname[512];
+    if (!name || !pti_model_name_parse(name, &mn))
+        return NULL;
+    pti_model_name_format(&mn, shortname, sizeof shortname);
+    entry *e = find_entry(reg, shortname);
+    if (!e || e->ref.manifest[0] == 0)
+        return NULL; /* plain files are not in the store */
+    if (!e->loading && e->in_use == 0) {
+        unlink_entry(reg, e);
+        pthread_cond_broadcast(&reg->changed);
+        return e;
+    }
+    e->remove_when_idle = true;
+    return NULL;
+}
+
+/* Swaps fresh layers (read for the current manifest) into e; the old set is returned to be
+ * freed outside the lock when no request holds it any more. Lock held. */
+static layer_set *swap_layers(entry *e, layer_set *fresh)
+{
+    layer_set *old = e->layers;
+    e->layers = fresh;
+    return layers_unref(old);
 }
 
 ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t keep_alive_ns,
@@ -408,50 +494,83 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
     ps_registry *reg = s->reg;
     ps_model_ref ref;
     if (!ps_model_resolve(s, name, &ref)) {
+        pthread_mutex_lock(&reg->lock);
+        entry *gone = forget_loaded(reg, name);
+        pthread_mutex_unlock(&reg->lock);
+        entry_free(gone);
         *status = 404;
         snprintf(err, err_cap, "model '%s' not found", name ? name : "");
         return NULL;
     }
     int want_ctx = num_ctx > 0 ? num_ctx : s->cfg.num_ctx;
     int64_t ka = effective_keep_alive(s, keep_alive_ns);
+    layer_set *fresh = NULL; /* layers read for ref when the loaded ones are stale */
     pthread_mutex_lock(&reg->lock);
     for (;;) {
         if (ps_server_stopping(s)) {
             pthread_mutex_unlock(&reg->lock);
+            layers_free(fresh);
             *status = 503;
             snprintf(err, err_cap, "server is shutting down");
             return NULL;
         }
         entry *e = find_entry(reg, ref.name);
-        if (e && (e->loading || (e->num_ctx != want_ctx && e->in_use > 0))) {
+        /* other context size or other weights (re-created): reload once idle */
+        bool reload = e && !e->loading &&
+                      (e->num_ctx != want_ctx || strcmp(e->ref.gguf, ref.gguf) != 0);
+        if (e && (e->loading || (reload && e->in_use > 0))) {
             if (!e->loading)
-                e->remove_when_idle = true; /* reload with the new num_ctx once idle */
+                e->remove_when_idle = true;
             struct timespec ts;
             deadline_in(&ts, 1); /* wake now and then to notice a shutdown */
             pthread_cond_timedwait(&reg->changed, &reg->lock, &ts);
             continue;
         }
-        if (e && e->num_ctx != want_ctx) { /* idle, other context: unload and reload */
+        if (reload) { /* idle: unload and load again */
             unlink_entry(reg, e);
             pthread_mutex_unlock(&reg->lock);
             entry_free(e);
             pthread_mutex_lock(&reg->lock);
             continue;
         }
+        if (e && strcmp(e->layers->ref.digest, ref.digest) != 0) { /* new layers, same weights */
+            if (!fresh || strcmp(fresh->ref.digest, ref.digest) != 0) {
+                pthread_mutex_unlock(&reg->lock);
+                layers_free(fresh);
+                fresh = layers_read(&ref, err, err_cap);
+                if (!fresh) {
+                    *status = 500;
+                    return NULL;
+                }
+                pthread_mutex_lock(&reg->lock);
+                continue; /* e may have gone meanwhile */
+            }
+            layer_set *old = swap_layers(e, fresh);
+            fresh = NULL;
+            if (old) {
+                pthread_mutex_unlock(&reg->lock);
+                layers_free(old);
+                pthread_mutex_lock(&reg->lock);
+                continue;
+            }
+        }
         if (e) {
             e->in_use++;
             e->keep_alive_ns = ka;
             e->last_used_ns = ps_now_ns();
             e->remove_when_idle = ka == 0; /* the latest request's keep_alive wins */
-            pthread_mutex_unlock(&reg->lock);
             ps_model *m = new_handle(e, 0);
+            pthread_mutex_unlock(&reg->lock);
+            layers_free(fresh);
             if (!m) {
-                release_entry(s, e);
+                release_entry(s, e, NULL);
                 *status = 500;
                 snprintf(err, err_cap, "out of memory");
             }
             return m;
         }
+        layers_free(fresh); /* not loaded (any more): the load reads the layers itself */
+        fresh = NULL;
         if (!make_room(s, err, err_cap)) {
             pthread_mutex_unlock(&reg->lock);
             *status = 503;
@@ -483,10 +602,10 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
             *status = 500;
             return NULL;
         }
-        pthread_mutex_unlock(&reg->lock);
         ps_model *m = new_handle(e, ps_now_ns() - t0);
+        pthread_mutex_unlock(&reg->lock);
         if (!m) {
-            release_entry(s, e);
+            release_entry(s, e, NULL);
             *status = 500;
             snprintf(err, err_cap, "out of memory");
         }
@@ -496,10 +615,11 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
 
 /* Ends one use of e. An entry to unload now is left to the reaper thread: the release may come
  * from the model's own engine worker (an on_done callback), which cannot free its engine. */
-static void release_entry(ps_server *s, entry *e)
+static void release_entry(ps_server *s, entry *e, layer_set *held)
 {
     ps_registry *reg = s->reg;
     pthread_mutex_lock(&reg->lock);
+    layer_set *to_free = layers_unref(held);
     e->last_used_ns = ps_now_ns();
     if (--e->in_use == 0) {
         if (e->remove_when_idle || e->keep_alive_ns == 0)
@@ -510,22 +630,28 @@ static void release_entry(ps_server *s, entry *e)
         pthread_cond_signal(&reg->reaper_cv);
     }
     pthread_mutex_unlock(&reg->lock);
+    layers_free(to_free);
 }
 
 void ps_model_release(ps_server *s, ps_model *m)
 {
     if (!m)
         return;
-    release_entry(s, m->e);
+    release_entry(s, m->e, m->layers);
     free(m);
 }
 
 bool ps_model_unload(ps_server *s, const char *name)
 {
     ps_model_ref ref;
-    if (!ps_model_resolve(s, name, &ref))
-        return false;
     ps_registry *reg = s->reg;
+    if (!ps_model_resolve(s, name, &ref)) { /* deleted from the store: a loaded copy goes */
+        pthread_mutex_lock(&reg->lock);
+        entry *gone = forget_loaded(reg, name);
+        pthread_mutex_unlock(&reg->lock);
+        entry_free(gone);
+        return false;
+    }
     entry *to_free = NULL;
     pthread_mutex_lock(&reg->lock);
     entry *e = find_entry(reg, ref.name);
@@ -549,22 +675,22 @@ pti_engine *ps_model_engine(ps_model *m)
 
 const ps_model_ref *ps_model_get_ref(const ps_model *m)
 {
-    return &m->e->ref;
+    return &m->layers->ref;
 }
 
 const cJSON *ps_model_params(const ps_model *m)
 {
-    return m->e->params;
+    return m->layers->params;
 }
 
 const char *ps_model_system(const ps_model *m)
 {
-    return m->e->system;
+    return m->layers->system;
 }
 
 const char *ps_model_template(const ps_model *m)
 {
-    return m->e->template_;
+    return m->layers->template_;
 }
 
 int64_t ps_model_load_ns(const ps_model *m)
@@ -614,7 +740,7 @@ static cJSON *ps_entry_json(const entry *e, int64_t now_mono, int64_t now_wall)
     cJSON_AddStringToObject(o, "model", e->ref.name);
     double size = (double)(info ? info->file_size : 0) + (double)st.kv_bytes;
     cJSON_AddNumberToObject(o, "size", size);
-    cJSON_AddStringToObject(o, "digest", e->ref.digest);
+    cJSON_AddStringToObject(o, "digest", e->layers ? e->layers->ref.digest : e->ref.digest);
     cJSON_AddItemToObject(o, "details", details_json(info));
     int64_t left; /* ns from now until it expires */
     if (e->keep_alive_ns < 0)
