@@ -21,8 +21,7 @@ checks with the standard library only, against Ollama's documented behaviour
   through a template that renders .Tools, --timeout (done_reason "length") and a full queue
   (503 with the engine's message) on a second server; clients hanging up mid-stream free
   their slots; mutated request bodies get 200 or a 4xx.
-Under a sanitizer build run it with LSAN_OPTIONS=suppressions=tests/server/lsan.supp (the
-library's per-thread scope list); any sanitizer report in the server log is a failure.
+Under a sanitizer build any sanitizer report in the server log is a failure.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary is missing.
 """
 import base64
@@ -32,40 +31,16 @@ import json
 import math
 import os
 import shutil
+import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-PASS = 0
-FAIL = 0
+from srvtest import ServerProcess, check, find_model, summary
 
-
-def check(cond, what):
-    global PASS, FAIL
-    if cond:
-        PASS += 1
-    else:
-        FAIL += 1
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def find_model(name):
-    dirs = [os.environ.get("PT_MODELS_DIR", ""), "data/models", "/work/models"]
-    for d in dirs:
-        if d and os.path.isfile(os.path.join(d, name)):
-            return os.path.join(d, name)
-    return None
 
 
 GO_TEMPLATE = ("{{ if .System }}<|im_start|>system\n{{ .System }}<|im_end|>\n{{ end }}"
@@ -120,35 +95,18 @@ def make_store(root, name, gguf, template, system=None, params=None):
         json.dump(manifest, f)
 
 
-class Server:
+class Server(ServerProcess):
+    """A promeserve serve process (srvtest.ServerProcess) whose store holds the tmpltest and
+    toolstest models, with JSON, NDJSON and SSE requests."""
+
     def __init__(self, binary, args, tiny_gguf=None, tools_gguf=None):
-        self.port = free_port()
-        self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-api-", suffix=".log",
-                                                delete=False)
-        env = dict(os.environ)
-        env["OLLAMA_MODELS"] = tempfile.mkdtemp(prefix="ps-store-")
-        self.store = env["OLLAMA_MODELS"]
+        store = tempfile.mkdtemp(prefix="ps-store-")
         if tiny_gguf:
-            make_store(self.store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
+            make_store(store, "tmpltest", tiny_gguf, GO_TEMPLATE, SYSTEM_LAYER,
                        {"temperature": 0, "num_predict": 8, "seed": 9, "num_ctx": 128})
         if tools_gguf:
-            make_store(self.store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
-        for k in ("OLLAMA_HOST", "OLLAMA_ORIGINS", "PROMESERVE_API_KEY"):
-            env.pop(k, None)
-        self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
-                                     stdout=subprocess.DEVNULL, stderr=self.errf, env=env)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if "Listening on" in self.log():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("server did not start:\n" + self.log())
-
-    def log(self):
-        with open(self.errf.name, errors="replace") as f:
-            return f.read()
+            make_store(store, "toolstest", tools_gguf, TOOLS_TEMPLATE)
+        super().__init__(binary, args, store=store, log_prefix="promeserve-api-")
 
     def raw(self, method, path, body=None, timeout=120):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -194,12 +152,7 @@ class Server:
         return st, ct, out, text
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        self.end(signal.SIGTERM, 20)
 
 
 def conforms(value, schema):
@@ -1010,8 +963,7 @@ def main():
     if any(t in srv.log() for t in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                                     "runtime error:")):
         check(False, "sanitizer report in the server log:\n" + srv.log()[-5000:])
-    print("%d passed, %d failed" % (PASS, FAIL))
-    return 1 if FAIL else 0
+    return summary()
 
 
 if __name__ == "__main__":

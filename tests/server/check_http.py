@@ -22,8 +22,7 @@ standard library:
   /work/models; skipped without it): a client hanging up mid-stream frees its slot, and
   SIGTERM with a stream open ends the server with status 0 within seconds.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
-Under a sanitizer build, run with LSAN_OPTIONS=suppressions=tests/server/lsan.supp; any
-sanitizer report in the server's stderr fails the test.
+Under a sanitizer build any sanitizer report in the server's stderr fails the test.
 """
 import http.client
 import json
@@ -34,57 +33,18 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-PASS = 0
-FAIL = 0
+from srvtest import ServerProcess, check, free_port, summary
 
 
-def check(cond, what):
-    global PASS, FAIL
-    if cond:
-        PASS += 1
-    else:
-        FAIL += 1
-        print("FAIL:", what, flush=True)
-    return cond
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """A promeserve serve process; its stderr goes to a file read by log()."""
+class Server(ServerProcess):
+    """A promeserve serve process (srvtest.ServerProcess) with requests and a checked end."""
 
     def __init__(self, binary, args, env_extra=None):
-        self.port = free_port()
-        self.errf = tempfile.NamedTemporaryFile(prefix="promeserve-", suffix=".log", delete=False)
-        env = dict(os.environ)
-        self.store = tempfile.mkdtemp(prefix="ps-store-")
-        env["OLLAMA_MODELS"] = self.store
-        env.pop("OLLAMA_HOST", None)
-        env.pop("OLLAMA_ORIGINS", None)
-        env.pop("PROMESERVE_API_KEY", None)
-        env.update(env_extra or {})
-        self.proc = subprocess.Popen([binary, "serve", "--port", str(self.port)] + args,
-                                     stdout=subprocess.DEVNULL, stderr=self.errf, env=env)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if "Listening on" in self.log():
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise RuntimeError("server did not start:\n" + self.log())
-
-    def log(self):
-        with open(self.errf.name, errors="replace") as f:
-            return f.read()
+        super().__init__(binary, args, env_extra, startup_s=30)
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -97,14 +57,8 @@ class Server:
         return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+            return self.end(sig, timeout)
         finally:
             log = self.log()
             check("runtime error:" not in log and "Sanitizer" not in log,
@@ -730,8 +684,7 @@ def main():
     check_blobs_and_env(binary, model_path)
     check_store_models(binary, model_path)
     check_disconnect_and_sigterm(binary)
-    print("%d passed, %d failed" % (PASS, FAIL))
-    return 1 if FAIL else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -23,30 +23,12 @@ import http.client
 import json
 import os
 import shutil
-import socket
+import signal
 import subprocess
 import sys
-import tempfile
-import time
 
-PASS = 0
-FAIL = 0
+from srvtest import ServerProcess, check, failed, summary
 
-
-def check(cond, what):
-    global PASS, FAIL
-    if cond:
-        PASS += 1
-    else:
-        FAIL += 1
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def sha256_file(path):
@@ -287,21 +269,10 @@ def main():
     if not os.path.exists(gguf):
         print("skip: no fixture", gguf)
         return 77
-    store = tempfile.mkdtemp(prefix="ps-store-check-")
-    port = free_port()
-    env = dict(os.environ, OLLAMA_MODELS=store)
-    env.pop("OLLAMA_HOST", None)
-    log = tempfile.NamedTemporaryFile(prefix="promeserve-store-", suffix=".log", delete=False)
-    proc = subprocess.Popen([binary, "serve", "--port", str(port), "--quiet", "--models",
-                             fixtures], env=env, stdout=log, stderr=log)
+    srv = ServerProcess(binary, ["--quiet", "--models", fixtures], log_prefix="promeserve-store-")
+    store, port = srv.store, srv.port
     try:
         api = Api(port)
-        for _ in range(100):
-            try:
-                if api.call("GET", "/api/version")[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
         digest = check_blobs(api, gguf)
         check_create(api, digest)
         check_tags_show(api, store, fixtures)
@@ -314,19 +285,14 @@ def main():
         if check(status == 200, "create for the CLI checks"):
             check_cli(binary, store, gguf)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        status = srv.end(signal.SIGTERM, 15)
         shutil.rmtree(store, ignore_errors=True)
-    check(proc.returncode == 0, "server exits with 0 on SIGTERM (%s)" % proc.returncode)
-    print("%d passed, %d failed" % (PASS, FAIL))
-    if FAIL:
-        print("server log:", log.name)
+    check(status == 0, "server exits with 0 on SIGTERM (%s)" % status)
+    if failed():
+        print("server log:", srv.errf.name)
     else:
-        os.unlink(log.name)
-    return 1 if FAIL else 0
+        os.unlink(srv.errf.name)
+    return summary()
 
 
 if __name__ == "__main__":
