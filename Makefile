@@ -4,7 +4,8 @@
 #   make test   set up, build, fetch the test LLMs (make models), run the whole suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
-#   make fuzz   libFuzzer on each file parser for FUZZ_SECONDS (clang; default 60 each)
+#   make fuzz   libFuzzer on each file parser and the server's request parser for FUZZ_SECONDS
+#               (clang; default 60 each)
 #   make install PREFIX=/usr/local
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -12,7 +13,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
-FUZZ_FORMATS := zip pickle safetensors gguf pt_load
+FUZZ_FORMATS := zip pickle safetensors gguf pt_load api_request
 
 MODELS_DIR ?= data/models
 LLM_MODELS := SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf
