@@ -9,7 +9,8 @@ set -euo pipefail
 # libmicrohttpd-dev: promeserve's HTTP server; curl, python3-venv (the official ollama/openai
 # client tests install their packages from PyPI into a venv) and chromium (the chat page test)
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-          libcjson-dev libpcre2-dev libmicrohttpd-dev binutils curl python3-venv chromium dataset-fashion-mnist fortunes "$@")
+          libcjson-dev libpcre2-dev libmicrohttpd-dev binutils curl python3-venv chromium
+          dataset-fashion-mnist fortunes "$@")
 
 missing=()
 for p in "${packages[@]}"; do
