@@ -60,7 +60,7 @@ typedef struct pti_qgemm32_args {
 
 /* Weight rows the tiled kernel decodes together: ranges of N that start at a multiple of it
  * waste no work. */
-#define PTI_QGEMM32_TILE_N 4
+#define PTI_QGEMM32_TILE_N 8
 
 /* y[:, n0:n1] = act @ w[n0:n1]^T (no bias). A row's result is the same bits for every m. */
 pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1);
