@@ -26,6 +26,7 @@
  * horizontal sum. */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <float.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,53 @@ size_t pti_qgemm32_act_row_bytes(int64_t k)
     return (size_t)padded_blocks(k) * (PTI_QK + 2 * sizeof(float) + sizeof(int32_t));
 }
 
+/* One block of 32 values: pti_quantize_row_q8_0's codes into qs and its d (as binary16), with
+ * the code sum and amax = max |x|. False (nothing written) where x * id could be NaN (a NaN or
+ * infinite value, or 127 / amax overflowing): the scalar quantizer's rounding trick turns a NaN
+ * into a payload-dependent code, so those rare blocks are left to it. */
+AVX2 static bool quantize_block(const float *x, int8_t *qs, pti_half *d, int32_t *sum, float *amax)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 v[4], m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x + 8 * i);
+        m = _mm256_max_ps(_mm256_and_ps(v[i], abs_mask), m);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v[i], v[i], _CMP_UNORD_Q));
+    }
+    if (_mm256_movemask_ps(nan))
+        return false;
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    float am = _mm_cvtss_f32(m4);
+    float id = am != 0.0f ? 127.0f / am : 0.0f;
+    if (!(am <= FLT_MAX) || !(id <= FLT_MAX)) /* x * id could be NaN: inf * 0, 0 * inf */
+        return false;
+    __m256 idv = _mm256_set1_ps(id);
+    __m256i q[4], total = _mm256_setzero_si256();
+    for (int i = 0; i < 4; i++) {
+        /* x * id rounded to nearest even, as the scalar 1.5 * 2^23 trick; |x * id| <= 127 */
+        __m256 r = _mm256_round_ps(_mm256_mul_ps(v[i], idv),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[i] = _mm256_cvtps_epi32(r);
+        q[i] = _mm256_max_epi32(_mm256_min_epi32(q[i], _mm256_set1_epi32(127)),
+                                _mm256_set1_epi32(-127));
+        total = _mm256_add_epi32(total, q[i]);
+    }
+    /* packs interleave the 128-bit halves: dwords come out as groups 0 2 4 6 | 1 3 5 7 */
+    __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)qs, bytes);
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    *sum = _mm_cvtsi128_si32(t);
+    *d = pt_float_to_half(am / 127.0f);
+    *amax = am;
+    return true;
+}
+
+/* Only called where pti_qgemm32_supported holds (an AVX2 CPU). */
 void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k)
 {
     int64_t nb = k / PTI_QK, nbp = padded_blocks(k);
@@ -93,16 +141,21 @@ void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k)
     float *da = (float *)(qs + nbp * PTI_QK), *sa = da + nbp;
     int32_t *asum = (int32_t *)(sa + nbp);
     for (int64_t b = 0; b < nb; b++) {
-        pti_block_q8_0 blk;
-        pti_quantize_row_q8_0(x + b * PTI_QK, &blk, PTI_QK);
-        memcpy(qs + b * PTI_QK, blk.qs, PTI_QK);
-        int s = 0;
+        const float *xb = x + b * PTI_QK;
+        pti_half d;
+        int32_t s = 0;
         float amax = 0.0f;
-        for (int j = 0; j < PTI_QK; j++) {
-            s += blk.qs[j];
-            amax = fmaxf(amax, fabsf(x[b * PTI_QK + j]));
+        if (!quantize_block(xb, qs + b * PTI_QK, &d, &s, &amax)) {
+            pti_block_q8_0 blk;
+            pti_quantize_row_q8_0(xb, &blk, PTI_QK);
+            memcpy(qs + b * PTI_QK, blk.qs, PTI_QK);
+            d = blk.d;
+            for (int j = 0; j < PTI_QK; j++) {
+                s += blk.qs[j];
+                amax = fmaxf(amax, fabsf(xb[j]));
+            }
         }
-        da[b] = pti_h2f(blk.d);
+        da[b] = pti_h2f(d);
         asum[b] = s;
         /* llama.cpp's Q8_1 sum: float16(d * sum) with d = amax / 127 before rounding */
         sa[b] = pti_h2f(pt_float_to_half(amax / 127.0f * (float)s));
