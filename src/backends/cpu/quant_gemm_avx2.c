@@ -1,29 +1,33 @@
 /* AVX2 (and AVX512-VNNI where the CPU has it) matrix products of the 32-value block formats --
  * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 -- with Q8_0-quantized activations: y[M, N] = x[M, K] W[N, K]^T,
- * for every M (M = 1 is the decode GEMV, M > 1 prefill).
+ * for every M (M = 1 is the decode GEMV, M = 2 .. 16 the server's batched decode, more the
+ * prefill).
  *
- * Design. The activation rows are quantized once (pti_quantize_row_q8_0, so the int8 values
- * and scales are llama.cpp's) into a kernel-friendly row layout (act32 below): the int8 codes
- * of all blocks back to back, 32-byte aligned, then each block's scale as a float, then the
- * scale times the block's code sum (for the formats with a min). For M > 1 the weight rows are
- * taken TILE_N (4) at a time and decoded ONCE into unsigned int8 codes u (w = u - offset) and
- * float scales in an L1-sized buffer; then every group of up to TILE_M (2) activation rows
- * runs through a register tile of 4 x 2 accumulators, so each decoded weight block serves all
- * M rows and each activation block loaded serves 4 weight rows. M = 1 decodes in registers
- * and skips the buffer.
+ * Design. The activation rows are quantized once (pti_quantize_row_q8_0's int8 values and
+ * scales, vectorized) into a kernel-friendly row layout (act_row below): the int8 codes of all
+ * blocks back to back, 32-byte aligned, then each block's scale as a float, llama.cpp's Q8_1
+ * block sum (for the formats with a min), and the int32 sum of the block's codes.
  *
- * The block product of weight row j and activation row i gives 8 int32 lanes, lane l holding
- * the exact sum of w * a over elements 4l .. 4l+3 -- computed as maddubs + madd (AVX2) or one
- * vpdpbusd (VNNI), minus offset * (sum of a) over the same 4 elements, so both give the same
- * integers. Then, per block, acc = fma(d_w * d_a, float(lanes), acc) in 8 float lanes, and at
- * the end y = hsum(acc (+ the min term)). Every (i, j) pair sees exactly these operations in
- * this order whatever M, the tile position or the instruction set, so a row's result is the
- * same bits for any M (the engine's batched prefill equals token-by-token decode).
+ * The weight rows are taken 8 at a time (TILE_N, one int32 lane each) and decoded ONCE into an
+ * interleaved tile in L1 (wblock): for every block, 8 vectors where vector q holds bytes
+ * 4q .. 4q+3 of the block's unsigned codes u (w = u - offset) for all 8 rows -- an 8 x 8 dword
+ * transpose of the 8 rows' decoded blocks (Q4_0 / Q4_1 transpose the raw nibble bytes and split
+ * them after) -- then the 8 rows' scales and mins as float vectors. Then up to TILE_M (4)
+ * activation rows at a time run through the tile: per block, for each q, one vpdpbusd of the
+ * weight vector with the activation's 4-byte group q broadcast (AVX2 without VNNI: maddubs +
+ * madd, the same integers) accumulates lane j += the 4 products of weight row j; started at
+ * -offset * (the activation block's code sum), the 8 lanes end as the exact integer block dot
+ * products of the 8 weight rows. Then, per block and activation row, ONE convert and ONE
+ * acc = fma(d_w[8] * d_a, float(lanes), acc) -- and for Q4_1 / Q5_1 acc = fma(m_w[8], s_a, acc),
+ * the min term (y = d * q + m: m_w times llama.cpp's Q8_1 block sum s_a, float16 of
+ * d * sum(a) with d unrounded). Lane j of acc is y of weight row j: no horizontal sum. The
+ * float work per block is shared by 8 weight rows, the weight-vector loads by 4 activation rows.
  *
- * The min term of Q4_1 / Q5_1 (y = d * q + m): sum over blocks of m_w * s_a, with s_a llama.cpp's
- * Q8_1 block sum (float16 of d * sum(a), d unrounded), an
- * 8-lane float dot over the blocks (zero-padded to a multiple of 8), added before the final
- * horizontal sum. */
+ * Every (activation row, weight row) pair sees exactly these operations in this order whatever
+ * M, the activation rows it is tiled with, the weight tile's position or the instruction set
+ * (VNNI or not), and M = 1 runs the same tile with one activation row, so a row's result is the
+ * same bits for any M (the engine's batched decode equals decoding each sequence alone). The
+ * non-x86 and no-AVX2 builds take the row kernels of quant_dot.c instead (quant_matmul.c). */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <float.h>
@@ -353,7 +357,7 @@ KERNEL_INLINE void nibble_codes(const char *qs, size_t stride, wblock *t)
     }
 }
 
-static size_t block_bytes(pt_dtype dt)
+static inline size_t block_bytes(pt_dtype dt)
 {
     switch (dt) {
     case PT_Q4_0: return sizeof(pti_block_q4_0);
@@ -364,31 +368,31 @@ static size_t block_bytes(pt_dtype dt)
     }
 }
 
-/* Decodes all TILE_N (8) weight rows of nb blocks into t[0 .. nb): the same bytes and floats as
- * decode_rows, with the scales gathered across rows and, for Q4_0 / Q4_1, the nibbles
- * transposed before they are split. */
-KERNEL_INLINE void decode_tile(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
-                               int64_t nb, wblock *t)
+/* Decodes block b of all TILE_N (8) weight rows (w: row 0) into t: the same bytes and floats as
+ * decode_rows, with the scales gathered across rows and, for Q4_0 / Q4_1, the nibbles transposed
+ * before they are split. Prefetches the same block of the next tile (the 8 rows that follow). */
+KERNEL_INLINE void decode_tile_block(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
+                                     int64_t b, wblock *t)
 {
-    size_t bb = block_bytes(f->dt);
-    for (int64_t b = 0; b < nb; b++) {
-        const char *blk = w + (size_t)b * bb;
-        tile_scales(f, blk, w_row_bytes, &t[b]);
-        if (f->dt == PT_Q4_0) {
-            nibble_codes(blk + offsetof(pti_block_q4_0, qs), w_row_bytes, &t[b]);
-        } else if (f->dt == PT_Q4_1) {
-            nibble_codes(blk + offsetof(pti_block_q4_1, qs), w_row_bytes, &t[b]);
-        } else {
-            __m256i r[8];
-            float d, m;
+    const size_t bb = block_bytes(f->dt);
+    const char *blk = w + (size_t)b * bb;
+    for (size_t o = 0; o < TILE_N * bb; o += 64)
+        _mm_prefetch(w + TILE_N * w_row_bytes + (size_t)b * TILE_N * bb + o, _MM_HINT_T0);
+    tile_scales(f, blk, w_row_bytes, t);
+    if (f->dt == PT_Q4_0) {
+        nibble_codes(blk + offsetof(pti_block_q4_0, qs), w_row_bytes, t);
+    } else if (f->dt == PT_Q4_1) {
+        nibble_codes(blk + offsetof(pti_block_q4_1, qs), w_row_bytes, t);
+    } else {
+        __m256i r[8];
+        float d, m;
 #pragma GCC unroll 8
-            for (int j = 0; j < TILE_N; j++)
-                r[j] = decode_block(f->dt, vnni, w + (size_t)j * w_row_bytes, b, &d, &m);
-            transpose8x8(r);
+        for (int j = 0; j < TILE_N; j++)
+            r[j] = decode_block(f->dt, vnni, w + (size_t)j * w_row_bytes, b, &d, &m);
+        transpose8x8(r);
 #pragma GCC unroll 8
-            for (int q = 0; q < 8; q++)
-                _mm256_store_si256(&t[b].g[q], r[q]);
-        }
+        for (int q = 0; q < 8; q++)
+            _mm256_store_si256(&t->g[q], r[q]);
     }
 }
 
@@ -446,46 +450,62 @@ static act_row act_at(const char *act, size_t row_bytes, int64_t i, int64_t k)
     return r;
 }
 
-/* The 8 weight rows of tile t times activation rows a[0 .. R) over nb blocks: out[r] lane j =
- * y of (activation row r, weight row j). R is a constant after inlining, so the R integer and R
- * float accumulators stay in registers. Every (activation row, weight row) pair goes through
- * exactly these operations in this order whatever R: the same bits for every M. */
+/* acc[r] += block b of activation rows a[0 .. R) times the 8 weight rows' block wb, lane j for
+ * weight row j. R is a constant after inlining, so the R integer and R float accumulators stay
+ * in registers. Every (activation row, weight row) pair goes through exactly these operations
+ * in this order whatever R and whichever caller: the same bits for every M. */
+KERNEL_INLINE void block_step(const fmt32 *f, bool vnni, const wblock *wb, const act_row *a,
+                              int R, int64_t b, __m256 acc[TILE_M])
+{
+    __m256i lanes[TILE_M];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++)
+        lanes[r] = block_start(f, vnni, a[r].asum[b]);
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; q++) {
+        __m256i u = _mm256_load_si256(&wb->g[q]);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            int32_t group;
+            memcpy(&group, a[r].qs + b * PTI_QK + 4 * q, sizeof group);
+            lanes[r] = group_product(f, vnni, lanes[r], u, _mm256_set1_epi32(group));
+        }
+    }
+    __m256 dw = _mm256_load_ps((const float *)&wb->d);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; r++) {
+        __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[r].da[b]));
+        acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lanes[r]), acc[r]);
+        if (f->kind == K_AFFINE)
+            acc[r] = _mm256_fmadd_ps(_mm256_load_ps((const float *)&wb->m),
+                                     _mm256_broadcast_ss(&a[r].sa[b]), acc[r]);
+    }
+}
+
+/* The decoded tile t (nb blocks) times activation rows a[0 .. R): out[r] lane j = y of
+ * (activation row r, weight row j). */
 KERNEL_INLINE void tile32(const fmt32 *f, bool vnni, const wblock *t, const act_row *a, int R,
                           int64_t nb, __m256 out[TILE_M])
 {
-    __m256 acc[TILE_M];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+        out[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++)
+        block_step(f, vnni, t + b, a, R, b, out);
+}
+
+/* M = 1 on a whole tile: each block of the 8 rows decoded in registers and used at once (no
+ * stores), the same operations as decode_tile_block + tile32 with one activation row. */
+KERNEL_INLINE __m256 gemv_tile(const fmt32 *f, bool vnni, const char *w, size_t w_row_bytes,
+                               act_row a, int64_t nb)
+{
+    __m256 acc[TILE_M] = {_mm256_setzero_ps()};
     for (int64_t b = 0; b < nb; b++) {
-        const wblock *wb = t + b;
-        __m256i lanes[TILE_M];
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++)
-            lanes[r] = block_start(f, vnni, a[r].asum[b]);
-        #pragma GCC unroll 8
-        for (int q = 0; q < 8; q++) {
-            __m256i u = _mm256_load_si256(&wb->g[q]);
-            #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                int32_t group;
-                memcpy(&group, a[r].qs + b * PTI_QK + 4 * q, sizeof group);
-                lanes[r] = group_product(f, vnni, lanes[r], u, _mm256_set1_epi32(group));
-            }
-        }
-        __m256 dw = _mm256_load_ps((const float *)&wb->d);
-        #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(&a[r].da[b]));
-            acc[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lanes[r]), acc[r]);
-            if (f->kind == K_AFFINE)
-                acc[r] = _mm256_fmadd_ps(_mm256_load_ps((const float *)&wb->m),
-                                         _mm256_broadcast_ss(&a[r].sa[b]), acc[r]);
-        }
+        wblock wb;
+        decode_tile_block(f, vnni, w, w_row_bytes, b, &wb);
+        block_step(f, vnni, &wb, &a, 1, b, acc);
     }
-    #pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        out[r] = acc[r];
+    return acc[0];
 }
 
 KERNEL_INLINE void store_tile(const __m256 out[TILE_M], int R, int rows, float *y, int64_t ldy)
@@ -524,8 +544,14 @@ KERNEL_INLINE void gemm32(const fmt32 *f, bool vnni, const pti_qgemm32_args *g, 
     for (int64_t j0 = n0; j0 < n1; j0 += TILE_N) {
         int rows = n1 - j0 < TILE_N ? (int)(n1 - j0) : TILE_N;
         const char *w = g->w + (size_t)j0 * g->w_row_bytes;
+        if (g->m == 1 && rows == TILE_N) {
+            act_row a = act_at(g->act, g->act_row_bytes, 0, g->k);
+            _mm256_storeu_ps(g->y + j0, gemv_tile(f, vnni, w, g->w_row_bytes, a, nb));
+            continue;
+        }
         if (rows == TILE_N)
-            decode_tile(f, vnni, w, g->w_row_bytes, nb, t);
+            for (int64_t b = 0; b < nb; b++)
+                decode_tile_block(f, vnni, w, g->w_row_bytes, b, &t[b]);
         else
             decode_rows(f, vnni, w, g->w_row_bytes, rows, nb, t);
         int64_t i = 0;
