@@ -131,7 +131,8 @@ AVX2 static bool quantize_block(const float *x, int8_t *qs, pti_half *d, int32_t
         total = _mm256_add_epi32(total, q[i]);
     }
     /* packs interleave the 128-bit halves: dwords come out as groups 0 2 4 6 | 1 3 5 7 */
-    __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
     bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)qs, bytes);
     __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
@@ -251,12 +252,12 @@ typedef struct wblock {
 KERNEL_INLINE void transpose8x8(__m256i r[8])
 {
     __m256i t[8], u[8];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);     /* columns 0 1 | 4 5 */
         t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]); /* columns 2 3 | 6 7 */
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int h = 0; h < 2; h++) { /* rows 0-3, rows 4-7 */
         const __m256i *s = t + 4 * h;
         u[4 * h + 0] = _mm256_unpacklo_epi64(s[0], s[2]); /* column 0 | 4 */
@@ -264,7 +265,7 @@ KERNEL_INLINE void transpose8x8(__m256i r[8])
         u[4 * h + 2] = _mm256_unpacklo_epi64(s[1], s[3]); /* column 2 | 6 */
         u[4 * h + 3] = _mm256_unpackhi_epi64(s[1], s[3]); /* column 3 | 7 */
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int q = 0; q < 4; q++) {
         r[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
         r[q + 4] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
@@ -314,21 +315,21 @@ static inline short load_i16(const char *p)
 KERNEL_INLINE void tile_scales(const fmt32 *f, const char *blk, size_t stride, wblock *t)
 {
     if (f->kind != K_AFFINE) {
-        __m128i h = _mm_setr_epi16(load_i16(blk), load_i16(blk + stride), load_i16(blk + 2 * stride),
-                                   load_i16(blk + 3 * stride), load_i16(blk + 4 * stride),
-                                   load_i16(blk + 5 * stride), load_i16(blk + 6 * stride),
-                                   load_i16(blk + 7 * stride));
+        __m128i h = _mm_setr_epi16(load_i16(blk), load_i16(blk + stride),
+                                   load_i16(blk + 2 * stride), load_i16(blk + 3 * stride),
+                                   load_i16(blk + 4 * stride), load_i16(blk + 5 * stride),
+                                   load_i16(blk + 6 * stride), load_i16(blk + 7 * stride));
         t->d = _mm256_cvtph_ps(h);
         t->m = _mm256_setzero_ps();
         return;
     }
-    __m256i dm = _mm256_setr_epi32(
-        (int)load_u32(blk), (int)load_u32(blk + stride), (int)load_u32(blk + 2 * stride),
-        (int)load_u32(blk + 3 * stride), (int)load_u32(blk + 4 * stride),
-        (int)load_u32(blk + 5 * stride), (int)load_u32(blk + 6 * stride),
-        (int)load_u32(blk + 7 * stride));
-    __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));      /* d0 m0 d1 m1 | d2 m2 d3 m3 */
-    __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1)); /* rows 4 .. 7 */
+    __m256i dm =
+        _mm256_setr_epi32((int)load_u32(blk), (int)load_u32(blk + stride),
+                          (int)load_u32(blk + 2 * stride), (int)load_u32(blk + 3 * stride),
+                          (int)load_u32(blk + 4 * stride), (int)load_u32(blk + 5 * stride),
+                          (int)load_u32(blk + 6 * stride), (int)load_u32(blk + 7 * stride));
+    __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));       /* d0 m0 d1 m1 | d2 m2 d3 m3 */
+    __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));  /* rows 4 .. 7 */
     __m256 d = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)); /* d0 d1 d4 d5 | d2 d3 d6 d7 */
     __m256 m = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
     t->d = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(d), 0xD8));
@@ -402,7 +403,8 @@ KERNEL_INLINE void decode_tile_block(const fmt32 *f, bool vnni, const char *w, s
     }
 }
 
-/* ---- the integer block products --------------------------------------------------------------- */
+/* ---- the integer block products ---------------------------------------------------------------
+ */
 
 /* acc + the 4-element lane sums of u * a (u unsigned, a signed): one vpdpbusd (EVEX-encoded
  * 256-bit, AVX512-VNNI + AVX512-VL; inline asm so this file needs no AVX-512 target flags). */
@@ -460,8 +462,8 @@ static act_row act_at(const char *act, size_t row_bytes, int64_t i, int64_t k)
  * weight row j. R is a constant after inlining, so the R integer and R float accumulators stay
  * in registers. Every (activation row, weight row) pair goes through exactly these operations
  * in this order whatever R and whichever caller: the same bits for every M. */
-KERNEL_INLINE void block_step(const fmt32 *f, bool vnni, const wblock *wb, const act_row *a,
-                              int R, int64_t b, __m256 acc[TILE_M])
+KERNEL_INLINE void block_step(const fmt32 *f, bool vnni, const wblock *wb, const act_row *a, int R,
+                              int64_t b, __m256 acc[TILE_M])
 {
     __m256i lanes[TILE_M];
 #pragma GCC unroll 8
@@ -516,7 +518,7 @@ KERNEL_INLINE __m256 gemv_tile(const fmt32 *f, bool vnni, const char *w, size_t 
 
 KERNEL_INLINE void store_tile(const __m256 out[TILE_M], int R, int rows, float *y, int64_t ldy)
 {
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         if (rows == TILE_N) {
             _mm256_storeu_ps(y + r * ldy, out[r]);
@@ -533,7 +535,7 @@ KERNEL_INLINE void rows_x_tile(const fmt32 *f, bool vnni, const pti_qgemm32_args
                                const wblock *t, int64_t i, int R, int rows, int64_t j0)
 {
     act_row a[TILE_M];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         a[r] = act_at(g->act, g->act_row_bytes, i + r, g->k);
     __m256 out[TILE_M];
@@ -634,7 +636,10 @@ pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1)
 
 #else /* not x86 */
 
-bool pti_quant_vnni_ok(void) { return false; }
+bool pti_quant_vnni_ok(void)
+{
+    return false;
+}
 
 bool pti_qgemm32_supported(pt_dtype dt)
 {
