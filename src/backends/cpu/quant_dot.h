@@ -45,7 +45,8 @@ bool pti_quant_vnni_ok(void);
 bool pti_qgemm32_supported(pt_dtype dt);
 /* Bytes of one packed activation row of k values (k a multiple of 32). */
 size_t pti_qgemm32_act_row_bytes(int64_t k);
-/* Quantizes x[k] to Q8_0 (pti_quantize_row_q8_0's values) into the packed row layout. */
+/* Quantizes x[k] to Q8_0 (pti_quantize_row_q8_0's values, bit for bit) into the packed row
+ * layout. Uses AVX2: call only where pti_qgemm32_supported holds. */
 void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k);
 
 typedef struct pti_qgemm32_args {
