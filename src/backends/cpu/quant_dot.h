@@ -45,7 +45,8 @@ bool pti_quant_vnni_ok(void);
 bool pti_qgemm32_supported(pt_dtype dt);
 /* Bytes of one packed activation row of k values (k a multiple of 32). */
 size_t pti_qgemm32_act_row_bytes(int64_t k);
-/* Quantizes x[k] to Q8_0 (pti_quantize_row_q8_0's values) into the packed row layout. */
+/* Quantizes x[k] to Q8_0 (pti_quantize_row_q8_0's values, bit for bit) into the packed row
+ * layout. Uses AVX2: call only where pti_qgemm32_supported holds. */
 void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k);
 
 typedef struct pti_qgemm32_args {
@@ -60,7 +61,7 @@ typedef struct pti_qgemm32_args {
 
 /* Weight rows the tiled kernel decodes together: ranges of N that start at a multiple of it
  * waste no work. */
-#define PTI_QGEMM32_TILE_N 4
+#define PTI_QGEMM32_TILE_N 8
 
 /* y[:, n0:n1] = act @ w[n0:n1]^T (no bias). A row's result is the same bits for every m. */
 pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1);

@@ -5,15 +5,19 @@
  * Design: the M activation rows are quantized once (Q8_0, Q8_1 or Q8_K, pti_quant_act_dtype) into a
  * scratch buffer from the allocator cache; then the N output rows are split across the thread
  * pool, and each thread computes every one of the M rows for its range of N, so each weight
- * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth.
+ * byte comes from memory once. M == 1 is the decode GEMV, bound by weight bandwidth; M = 2 .. 16
+ * the server's batched decode, where the tiled kernel's per-block float work shared by 8 weight
+ * rows makes a step of M sequences cost far less than M steps.
  *
  * Two kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
- * tiled kernel of quant_gemm_avx2.c (its own activation layout; 4 weight rows decoded once per
- * tile, 4 x 2 register tiles, AVX512-VNNI where present). The rest -- the K-quants, F16/BF16/
- * F32, and everything on the scalar path -- take ROWS_PER_TILE weight rows at a time (a few KB,
- * kept in L1/L2 while all M activation rows stream past) through pti_quant_dot_rows_fn (each
- * weight block unpacked once for PTI_QDOT_ROWS activation rows) where the dtype has one, and
- * row by row otherwise. In every case a row's result is the same bits whatever M. */
+ * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
+ * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
+ * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
+ * rest -- the K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
+ * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
+ * through pti_quant_dot_rows_fn (each weight block unpacked once for PTI_QDOT_ROWS activation
+ * rows) where the dtype has one, and row by row otherwise. In every case a row's result is the
+ * same bits whatever M. */
 #include "cpu.h"
 #include "quant_dot.h"
 
