@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,22 +28,7 @@ import time
 
 import httpx
 
-PROMPTS = [
-    "Write a short story about a robot who learns to paint.",
-    "Explain how a bicycle stays upright.",
-    "List some ideas for a rainy afternoon.",
-    "Describe the water cycle to a child.",
-    "What makes a good cup of tea?",
-    "Tell me about the history of the printing press.",
-    "Give advice for someone learning to cook.",
-    "Why do cats purr?",
-]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from serve_load import PROMPTS, free_port  # the same prompts as the load test
 
 
 def wait_ready(url, proc, what):
