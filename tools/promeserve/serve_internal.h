@@ -57,7 +57,7 @@ void ps_metrics_free(ps_server *s);
 /* The /metrics page (malloc'd, NUL-terminated; *len its length), NULL when out of memory. */
 char *ps_metrics_render(ps_server *s, size_t *len);
 
-/* ---- shared helpers (http.c) ---- */
+/* ---- shared helpers (clock.c, json_errors.c) ---- */
 int64_t ps_now_ns(void);  /* CLOCK_MONOTONIC */
 int64_t ps_wall_ns(void); /* CLOCK_REALTIME */
 /* RFC 3339 local time with nanoseconds (trailing zeros trimmed, as Go prints) and the UTC
@@ -66,5 +66,9 @@ void ps_format_time(int64_t wall_ns, char *buf, size_t cap);
 /* Parses a keep-alive style duration: Go durations ("5m", "1h30m", "1.5s", "-1m"), plain
  * numbers (seconds; "-1"). False when malformed. */
 bool ps_parse_duration(const char *s, int64_t *ns);
+/* Whether n bytes are exactly one JSON value (whitespace around it allowed; cJSON also
+ * accepts trailing text, Go does not); if not, encoding/json's message ("invalid character
+ * 'x' looking for beginning of value (offset 10)") is written to msg. */
+bool ps_json_syntax_ok(const char *b, size_t n, char *msg, size_t cap);
 
 #endif
