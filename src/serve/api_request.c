@@ -585,24 +585,11 @@ static cJSON *ollama_message(const cJSON *m, int i, bool *has_images)
     return out;
 }
 
+static cJSON *convert_messages(const cJSON *messages, bool openai, bool *has_images);
+
 cJSON *pti_api_chat_messages(const cJSON *messages, bool *has_images)
 {
-    *has_images = false;
-    if (!cJSON_IsArray(messages))
-        return pti_error_null(PT_ERR_INVALID_ARG, "messages must be an array");
-    cJSON *out = cJSON_CreateArray();
-    int i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, messages)
-    {
-        cJSON *n = ollama_message(m, i++, has_images);
-        if (!n) {
-            cJSON_Delete(out);
-            return NULL;
-        }
-        cJSON_AddItemToArray(out, n);
-    }
-    return out;
+    return convert_messages(messages, false, has_images);
 }
 
 /* OpenAI content: a string, null, or parts [{type:"text",text}|{type:"image_url",...}]. */
@@ -716,17 +703,23 @@ static cJSON *openai_message(const cJSON *m, int i, const cJSON *done, bool *has
     return out;
 }
 
-cJSON *pti_api_openai_messages(const cJSON *messages, bool *has_images)
+/* Ollama messages from a request's messages array, each converted by the API's own rules
+ * (OpenAI's need the messages converted so far: a tool result names its call by id). */
+static cJSON *convert_messages(const cJSON *messages, bool openai, bool *has_images)
 {
     *has_images = false;
     if (!cJSON_IsArray(messages))
         return pti_error_null(PT_ERR_INVALID_ARG, "messages must be an array");
     cJSON *out = cJSON_CreateArray();
+    if (!out)
+        return pti_error_null(PT_ERR_OOM, "out of memory");
     int i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, messages)
     {
-        cJSON *n = openai_message(m, i++, out, has_images);
+        cJSON *n = openai ? openai_message(m, i, out, has_images)
+                          : ollama_message(m, i, has_images);
+        i++;
         if (!n) {
             cJSON_Delete(out);
             return NULL;
@@ -734,6 +727,11 @@ cJSON *pti_api_openai_messages(const cJSON *messages, bool *has_images)
         cJSON_AddItemToArray(out, n);
     }
     return out;
+}
+
+cJSON *pti_api_openai_messages(const cJSON *messages, bool *has_images)
+{
+    return convert_messages(messages, true, has_images);
 }
 
 pt_status pti_api_tools(const cJSON *tools, int *n)
