@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/utf8.h"
 #include "prometorch/io.h"
 
 /* The reference reader's MAX_HEADER_SIZE. */
@@ -44,42 +45,6 @@ static uint64_t read_u64le(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
-}
-
-/* Index of the first byte that breaks UTF-8 (overlongs, surrogates and values past U+10FFFF
- * included), or len when the text is valid. */
-static size_t utf8_invalid_at(const uint8_t *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = s[i];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xE0) == 0xC0) {
-            n = 1, cp = c & 0x1F;
-        } else if ((c & 0xF0) == 0xE0) {
-            n = 2, cp = c & 0x0F;
-        } else if ((c & 0xF8) == 0xF0) {
-            n = 3, cp = c & 0x07;
-        } else {
-            return i;
-        }
-        if (n > len - i - 1)
-            return i;
-        for (size_t k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80)
-                return i;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += n + 1;
-    }
-    return len;
 }
 
 /* 0: a dtype we have; 1: a safetensors dtype PromeTorch has no equivalent for; -1: not a
@@ -376,7 +341,7 @@ static pt_status header_span(const pti_file_map *m, const char **json, uint64_t 
     if (n < 2)
         return pti_error(PT_ERR_FORMAT, "%s: safetensors: header length %llu is too short", file,
                          (unsigned long long)n);
-    size_t bad = utf8_invalid_at(p + 8, (size_t)n);
+    size_t bad = pti_utf8_invalid_at(p + 8, (size_t)n);
     if (bad < n)
         return pti_error(PT_ERR_FORMAT, "%s: safetensors: the header is not valid UTF-8 (byte %zu)",
                          file, bad);

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/utf8.h"
 #include "json_constraint.h"
 #include "json_constraint_internal.h"
 
@@ -741,30 +742,11 @@ static bool plain_string_bytes(const char *bytes, size_t n)
             i++;
             continue;
         }
-        size_t need;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            lo = b == 0xE0 ? 0xA0 : 0x80;
-            hi = b == 0xED ? 0x9F : 0xBF;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            lo = b == 0xF0 ? 0x90 : 0x80;
-            hi = b == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return false;
-        }
-        if (n - i - 1 < need || p[i + 1] < lo || p[i + 1] > hi) {
+        size_t len = pti_utf8_char_len(p + i, n - i);
+        if (len == 0) {
             return false; /* a character split across tokens takes the slow path */
         }
-        for (size_t k = 2; k <= need; k++) {
-            if (p[i + k] < 0x80 || p[i + k] > 0xBF) {
-                return false;
-            }
-        }
-        i += need + 1;
+        i += len;
     }
     return true;
 }

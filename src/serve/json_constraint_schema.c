@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../core/internal.h"
+#include "../core/utf8.h"
 #include "json_constraint.h"
 #include "json_constraint_internal.h"
 
@@ -119,43 +120,6 @@ static int32_t new_node(ctx *c)
     return s->n_nodes++;
 }
 
-static bool utf8_valid(const char *p, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i = 0;
-    while (i < n) {
-        unsigned char b = s[i];
-        size_t need;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (b < 0x80) {
-            i++;
-            continue;
-        } else if (b >= 0xC2 && b <= 0xDF) {
-            need = 1;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            need = 2;
-            lo = b == 0xE0 ? 0xA0 : 0x80;
-            hi = b == 0xED ? 0x9F : 0xBF;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            need = 3;
-            lo = b == 0xF0 ? 0x90 : 0x80;
-            hi = b == 0xF4 ? 0x8F : 0xBF;
-        } else {
-            return false;
-        }
-        if (n - i - 1 < need || s[i + 1] < lo || s[i + 1] > hi) {
-            return false;
-        }
-        for (size_t k = 2; k <= need; k++) {
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) {
-                return false;
-            }
-        }
-        i += need + 1;
-    }
-    return true;
-}
-
 /* The JSON text of a scalar value (cJSON's unformatted printing: the canonical form that
  * generated text must equal). */
 static bool lit_from_value(ctx *c, const cJSON *v, jc_lit *out)
@@ -170,7 +134,7 @@ static bool lit_from_value(ctx *c, const cJSON *v, jc_lit *out)
         return false;
     }
     size_t len = strlen(p);
-    if (len > JC_MAX_LIT_LEN || !utf8_valid(p, len)) {
+    if (len > JC_MAX_LIT_LEN || pti_utf8_invalid_at(p, len) != len) {
         pti_error(PT_ERR_INVALID_ARG, "json schema: a value at %s is %s", where(c),
                   len > JC_MAX_LIT_LEN ? "longer than 4096 bytes" : "not valid UTF-8");
         cJSON_free(p);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/utf8.h"
 #include "serve/llm_gen.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
@@ -271,34 +272,13 @@ static bool split_thinking(ps_gen *g, const char *text, size_t len, bool finish)
     return ok;
 }
 
-/* Length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates, at
- * most U+10FFFF), 0 when the bytes there are not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
-                 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
-    if (!len || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((s[0] == 0xE0 && s[1] < 0xA0) || (s[0] == 0xED && s[1] > 0x9F) ||
-        (s[0] == 0xF0 && s[1] < 0x90) || (s[0] == 0xF4 && s[1] > 0x8F))
-        return 0;
-    return len;
-}
-
 /* Generated text with every byte that is not valid UTF-8 replaced by U+FFFD, as Go's JSON
  * encoder does (a model may sample byte tokens that never form a character); NULL when the
  * text is valid already (the common case). */
 static char *valid_utf8(const char *text, size_t len, size_t *out_len)
 {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t i = 0, k;
-    while (i < len && (k = utf8_seq(s + i, len - i)) > 0)
-        i += k;
+    const uint8_t *s = (const uint8_t *)text;
+    size_t i = pti_utf8_invalid_at(s, len), k;
     if (i == len)
         return NULL;
     char *out = malloc(len * 3 + 1);
@@ -306,7 +286,7 @@ static char *valid_utf8(const char *text, size_t len, size_t *out_len)
         return NULL;
     size_t o = 0;
     for (i = 0; i < len;) {
-        k = utf8_seq(s + i, len - i);
+        k = pti_utf8_char_len(s + i, len - i);
         if (k) {
             memcpy(out + o, s + i, k);
             o += k;
