@@ -58,26 +58,9 @@ eng_slot *pti_eng_pick_slot(pti_engine *e, const eng_req *r)
     return best;
 }
 
-static pti_sampler *make_sampler(const pti_engine *e, const pt_gen_opts *o)
-{
-    pti_sampler_opts so = {
-        .temperature = o->temperature,
-        .top_k = o->top_k,
-        .top_p = o->top_p,
-        .min_p = o->min_p,
-        .typical_p = o->typical_p,
-        .repeat_penalty = o->repeat_penalty,
-        .repeat_last_n = o->repeat_last_n < 0 ? e->o.num_ctx : o->repeat_last_n,
-        .presence_penalty = o->presence_penalty,
-        .frequency_penalty = o->frequency_penalty,
-        .seed = o->seed,
-    };
-    return pti_sampler_new(&so, e->n_vocab);
-}
-
 static bool setup_generation(pti_engine *e, eng_slot *s, eng_req *r)
 {
-    s->smp = make_sampler(e, &r->gen);
+    s->smp = pti_gen_sampler_new(&r->gen, e->o.num_ctx, e->n_vocab);
     if (!s->smp)
         return false;
     for (int32_t i = 0; i < r->n_ids; i++) /* the prompt counts for the penalties */

@@ -143,7 +143,7 @@ static bool check_gen_opts(const pt_gen_opts *o)
     return true;
 }
 
-static pti_sampler *make_sampler(const pt_llm *llm, const pt_gen_opts *o)
+pti_sampler *pti_gen_sampler_new(const pt_gen_opts *o, int32_t num_ctx, int32_t n_vocab)
 {
     pti_sampler_opts so = {
         .temperature = o->temperature,
@@ -152,12 +152,12 @@ static pti_sampler *make_sampler(const pt_llm *llm, const pt_gen_opts *o)
         .min_p = o->min_p,
         .typical_p = o->typical_p,
         .repeat_penalty = o->repeat_penalty,
-        .repeat_last_n = o->repeat_last_n < 0 ? pti_llm_num_ctx(llm) : o->repeat_last_n,
+        .repeat_last_n = o->repeat_last_n < 0 ? num_ctx : o->repeat_last_n,
         .presence_penalty = o->presence_penalty,
         .frequency_penalty = o->frequency_penalty,
         .seed = o->seed,
     };
-    return pti_sampler_new(&so, pti_llm_n_vocab(llm));
+    return pti_sampler_new(&so, n_vocab);
 }
 
 static bool is_stop_token(const gen_state *g, int32_t tok)
@@ -283,7 +283,7 @@ pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n,
     const pti_tokenizer *tok = pti_llm_tokenizer(llm);
     g.piece_cap = pti_tokenizer_max_piece(tok) + 8;
     g.piece = pti_malloc((size_t)g.piece_cap);
-    g.smp = make_sampler(llm, o);
+    g.smp = pti_gen_sampler_new(o, pti_llm_num_ctx(llm), pti_llm_n_vocab(llm));
     pti_detok_init(&g.detok, tok, o->special_output);
     pt_status st = PT_ERR_OOM;
     if (g.piece && g.smp &&

@@ -4,6 +4,7 @@
 #define PT_SERVE_LLM_GEN_H
 
 #include "chat_template.h"
+#include "sampler.h"
 #include "prometorch/prometorch.h"
 #include "tokenizer.h"
 
@@ -29,6 +30,10 @@ int32_t pti_llm_cached(const pt_llm *llm, const int32_t *ids, int32_t n);
 pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n,
                                const pt_gen_opts *opts, const char *const *extra_stop,
                                int32_t n_extra_stop, pt_token_cb cb, void *user);
+
+/* A sampler for generation options o (Ollama's repeat_last_n -1 is the whole context,
+ * num_ctx); NULL with the error set (pti_sampler_new). */
+pti_sampler *pti_gen_sampler_new(const pt_gen_opts *o, int32_t num_ctx, int32_t n_vocab);
 
 /* ---- stop strings over a text stream ---------------------------------------------------------- */
 
