@@ -9,6 +9,7 @@
  * tests/fuzz/corpus/api_request, holds real requests of each endpoint). Built as a libFuzzer
  * target with -DPT_FUZZ=ON (clang) and as a corpus replay/mutation smoke test in every build. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +17,19 @@
 
 int fuzz_accepted;
 
+/* A broken invariant: say which, then crash so the fuzzer keeps the input. */
+static void fail(const char *what)
+{
+    fprintf(stderr, "fuzz_api_request: %s\n", what);
+    abort();
+}
+
 /* An error must come with its status and a message. */
 static void check_error(void)
 {
     const char *msg = pt_last_error();
     if (pt_last_status() == PT_OK || !msg || !msg[0])
-        abort();
+        fail("a refused request has no error status or message");
     pt_clear_error();
 }
 
@@ -31,12 +39,12 @@ static void check_opts(const pti_api_opts *o)
     if (o->num_ctx < 0 || o->num_ctx > PTI_API_MAX_CTX || o->n_stop < 0 ||
         o->n_stop > PTI_API_MAX_STOP || g->n_stop != o->n_stop || g->num_predict < -1 ||
         !(g->temperature >= 0) || !(g->top_p >= 0 && g->top_p <= 1) || g->repeat_last_n < -1)
-        abort();
+        fail("accepted options outside their documented ranges");
     for (int32_t i = 0; i < o->n_stop; i++)
         if (!g->stop[i] || !g->stop[i][0] || strlen(g->stop[i]) > PTI_API_MAX_STOP_LEN)
-            abort();
+            fail("an empty, missing or over-long stop string was accepted");
     if (memchr(o->unknown, '\0', sizeof o->unknown) == NULL)
-        abort();
+        fail("the unknown-options list is not NUL-terminated");
 }
 
 static bool step(pt_status st)
@@ -57,7 +65,7 @@ static bool read_messages(cJSON *(*fn)(const cJSON *, bool *), const cJSON *mess
         return false;
     }
     if (!cJSON_IsArray(m) || cJSON_GetArraySize(m) != cJSON_GetArraySize(messages))
-        abort();
+        fail("converted messages are not one per request message");
     cJSON_Delete(m);
     return true;
 }
@@ -77,13 +85,13 @@ static bool read_ollama(const cJSON *req)
     int64_t keep = 0;
     ok = ok && step(pti_api_keep_alive(cJSON_GetObjectItemCaseSensitive(req, "keep_alive"), &keep));
     if (ok && keep != PTI_API_KEEP_DEFAULT && keep < -1)
-        abort();
+        fail("keep_alive below -1 accepted");
     pti_api_format_kind kind;
     const cJSON *schema = NULL;
     ok = ok && step(pti_api_format(cJSON_GetObjectItemCaseSensitive(req, "format"), &kind,
                                    &schema));
     if (ok && (kind == PTI_FORMAT_SCHEMA) != (schema != NULL))
-        abort();
+        fail("format kind and schema disagree");
     int n_tools = 0;
     ok = ok && step(pti_api_tools(cJSON_GetObjectItemCaseSensitive(req, "tools"), &n_tools));
     ok = ok && read_messages(pti_api_chat_messages,
@@ -96,7 +104,7 @@ static bool read_ollama(const cJSON *req)
             check_error();
         for (int32_t i = 0; i < n; i++)
             if (ids[i] < 0 || ids[i] >= 49152)
-                abort();
+                fail("a context id outside the vocabulary was accepted");
         free(ids);
         ok = n >= 0;
     }
@@ -137,7 +145,7 @@ static bool count_part(void *user, bool thinking, const char *text, size_t len)
 {
     (void)thinking;
     if (!text || len == 0)
-        abort();
+        fail("the thinking splitter passed on an empty part");
     *(size_t *)user += len;
     return true;
 }
@@ -151,10 +159,10 @@ static void split_thinking(const uint8_t *data, size_t size)
     for (size_t i = 0; i < size; i += step)
         if (!pti_think_split_push(&t, (const char *)data + i, i + step < size ? step : size - i,
                                   false, count_part, &out))
-            abort();
+            fail("the thinking splitter failed on a piece");
     if (!pti_think_split_push(&t, "", 0, true, count_part, &out) || out > size ||
         t.n_hold != 0)
-        abort();
+        fail("the thinking splitter lost or invented text");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
