@@ -46,10 +46,11 @@ int main(void)
     qsort(ours, TRIALS, sizeof(double), cmp);
     qsort(blas, TRIALS, sizeof(double), cmp);
     double mo = ours[TRIALS / 2], mb = blas[TRIALS / 2];
-    printf("matmul 1024^3 float32, threads=%d: pt_matmul %.2f ms (%.1f GFLOP/s), cblas_sgemm %.2f ms "
-           "(%.1f GFLOP/s), ratio %.3f\n",
-           pt_get_num_threads(), mo * 1e3, 2.0 * N * N * N / mo * 1e-9, mb * 1e3,
-           2.0 * N * N * N / mb * 1e-9, mo / mb);
+    printf(
+        "matmul 1024^3 float32, threads=%d: pt_matmul %.2f ms (%.1f GFLOP/s), cblas_sgemm %.2f ms "
+        "(%.1f GFLOP/s), ratio %.3f\n",
+        pt_get_num_threads(), mo * 1e3, 2.0 * N * N * N / mo * 1e-9, mb * 1e3,
+        2.0 * N * N * N / mb * 1e-9, mo / mb);
     free(c);
     pt_release(a);
     pt_release(b);

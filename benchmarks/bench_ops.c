@@ -15,41 +15,116 @@ typedef struct inputs {
 
 typedef void (*op_fn)(const inputs *x);
 
-static void op_add(const inputs *x) { pt_add(x->a, x->b); }
-static void op_mul(const inputs *x) { pt_mul(x->a, x->b); }
-static void op_div(const inputs *x) { pt_div(x->a, x->pos); }
-static void op_sub_broadcast(const inputs *x) { pt_sub(x->a, x->row); }
-static void op_mul_scalar(const inputs *x) { pt_mul_scalar(x->a, 0.5); }
-static void op_exp(const inputs *x) { pt_exp(x->a); }
-static void op_log(const inputs *x) { pt_log(x->pos); }
-static void op_sqrt(const inputs *x) { pt_sqrt(x->pos); }
-static void op_tanh(const inputs *x) { pt_tanh(x->a); }
-static void op_sigmoid(const inputs *x) { pt_sigmoid(x->a); }
-static void op_relu(const inputs *x) { pt_relu(x->a); }
-static void op_gelu(const inputs *x) { pt_gelu(x->a); }
-static void op_silu(const inputs *x) { pt_silu(x->a); }
-static void op_clamp(const inputs *x) { pt_clamp(x->a, true, -0.5, true, 0.5); }
-static void op_where_gt(const inputs *x) { pt_where(pt_gt(x->a, x->b), x->a, x->b); }
-static void op_sum(const inputs *x) { pt_sum(x->a); }
-static void op_mean_dim(const inputs *x) { pt_mean_dim(x->a, PT_DIMS(-1), false); }
+static void op_add(const inputs *x)
+{
+    pt_add(x->a, x->b);
+}
+static void op_mul(const inputs *x)
+{
+    pt_mul(x->a, x->b);
+}
+static void op_div(const inputs *x)
+{
+    pt_div(x->a, x->pos);
+}
+static void op_sub_broadcast(const inputs *x)
+{
+    pt_sub(x->a, x->row);
+}
+static void op_mul_scalar(const inputs *x)
+{
+    pt_mul_scalar(x->a, 0.5);
+}
+static void op_exp(const inputs *x)
+{
+    pt_exp(x->a);
+}
+static void op_log(const inputs *x)
+{
+    pt_log(x->pos);
+}
+static void op_sqrt(const inputs *x)
+{
+    pt_sqrt(x->pos);
+}
+static void op_tanh(const inputs *x)
+{
+    pt_tanh(x->a);
+}
+static void op_sigmoid(const inputs *x)
+{
+    pt_sigmoid(x->a);
+}
+static void op_relu(const inputs *x)
+{
+    pt_relu(x->a);
+}
+static void op_gelu(const inputs *x)
+{
+    pt_gelu(x->a);
+}
+static void op_silu(const inputs *x)
+{
+    pt_silu(x->a);
+}
+static void op_clamp(const inputs *x)
+{
+    pt_clamp(x->a, true, -0.5, true, 0.5);
+}
+static void op_where_gt(const inputs *x)
+{
+    pt_where(pt_gt(x->a, x->b), x->a, x->b);
+}
+static void op_sum(const inputs *x)
+{
+    pt_sum(x->a);
+}
+static void op_mean_dim(const inputs *x)
+{
+    pt_mean_dim(x->a, PT_DIMS(-1), false);
+}
 static void op_max_dim(const inputs *x)
 {
     pt_tensor *idx = NULL;
     pt_max_dim(x->a, -1, false, &idx);
 }
-static void op_argmax(const inputs *x) { pt_argmax(x->a, -1, false); }
-static void op_var_dim(const inputs *x) { pt_var(x->a, PT_DIMS(-1), 1, false); }
-static void op_softmax(const inputs *x) { pt_softmax(x->a, -1); }
-static void op_log_softmax(const inputs *x) { pt_log_softmax(x->a, -1); }
-static void op_cumsum(const inputs *x) { pt_cumsum(x->a, -1); }
-static void op_matmul(const inputs *x) { pt_matmul(x->a, x->b); }
-static void op_transpose_contiguous(const inputs *x) { pt_contiguous(pt_t(x->a)); }
+static void op_argmax(const inputs *x)
+{
+    pt_argmax(x->a, -1, false);
+}
+static void op_var_dim(const inputs *x)
+{
+    pt_var(x->a, PT_DIMS(-1), 1, false);
+}
+static void op_softmax(const inputs *x)
+{
+    pt_softmax(x->a, -1);
+}
+static void op_log_softmax(const inputs *x)
+{
+    pt_log_softmax(x->a, -1);
+}
+static void op_cumsum(const inputs *x)
+{
+    pt_cumsum(x->a, -1);
+}
+static void op_matmul(const inputs *x)
+{
+    pt_matmul(x->a, x->b);
+}
+static void op_transpose_contiguous(const inputs *x)
+{
+    pt_contiguous(pt_t(x->a));
+}
 static void op_cat(const inputs *x)
 {
     const pt_tensor *ts[2] = {x->a, x->b};
     pt_cat(2, ts, 0);
 }
-static void op_index_select(const inputs *x) { pt_index_select(x->a, 0, x->idx); }
+static void op_index_select(const inputs *x)
+{
+    pt_index_select(x->a, 0, x->idx);
+}
 static void op_layer_norm(const inputs *x)
 {
     pt_layer_norm(x->a, 1, &x->cols, x->w, x->bias, 1e-5);
@@ -59,15 +134,34 @@ static const struct {
     const char *name;
     op_fn fn;
 } ops[] = {
-    {"add", op_add}, {"mul", op_mul}, {"div", op_div}, {"sub_broadcast", op_sub_broadcast},
-    {"mul_scalar", op_mul_scalar}, {"exp", op_exp}, {"log", op_log}, {"sqrt", op_sqrt},
-    {"tanh", op_tanh}, {"sigmoid", op_sigmoid}, {"relu", op_relu}, {"gelu", op_gelu},
-    {"silu", op_silu}, {"clamp", op_clamp}, {"where_gt", op_where_gt}, {"sum", op_sum},
-    {"mean_dim", op_mean_dim}, {"max_dim", op_max_dim}, {"argmax", op_argmax},
-    {"var_dim", op_var_dim}, {"softmax", op_softmax}, {"log_softmax", op_log_softmax},
-    {"cumsum", op_cumsum}, {"matmul", op_matmul},
-    {"transpose_contiguous", op_transpose_contiguous}, {"cat", op_cat},
-    {"index_select", op_index_select}, {"layer_norm", op_layer_norm},
+    {"add", op_add},
+    {"mul", op_mul},
+    {"div", op_div},
+    {"sub_broadcast", op_sub_broadcast},
+    {"mul_scalar", op_mul_scalar},
+    {"exp", op_exp},
+    {"log", op_log},
+    {"sqrt", op_sqrt},
+    {"tanh", op_tanh},
+    {"sigmoid", op_sigmoid},
+    {"relu", op_relu},
+    {"gelu", op_gelu},
+    {"silu", op_silu},
+    {"clamp", op_clamp},
+    {"where_gt", op_where_gt},
+    {"sum", op_sum},
+    {"mean_dim", op_mean_dim},
+    {"max_dim", op_max_dim},
+    {"argmax", op_argmax},
+    {"var_dim", op_var_dim},
+    {"softmax", op_softmax},
+    {"log_softmax", op_log_softmax},
+    {"cumsum", op_cumsum},
+    {"matmul", op_matmul},
+    {"transpose_contiguous", op_transpose_contiguous},
+    {"cat", op_cat},
+    {"index_select", op_index_select},
+    {"layer_norm", op_layer_norm},
 };
 
 /* True when name is one of the comma-separated entries of list. */

@@ -127,12 +127,8 @@ int main(int argc, char **argv)
         threads = 2;
     pt_set_num_threads(threads);
     const qtype types[] = {
-        {"Q4_0", PT_Q4_0, {0, 0}, 1},
-        {"Q4_1", PT_Q4_1, {0, 2}, 2},
-        {"Q5_0", PT_Q5_0, {0, 0}, 1},
-        {"Q8_0", PT_Q8_0, {0, 0}, 1},
-        {"Q4_K", PT_Q4_K, {0, 2}, 2},
-        {"Q6_K", PT_Q6_K, {208, 0}, 1},
+        {"Q4_0", PT_Q4_0, {0, 0}, 1}, {"Q4_1", PT_Q4_1, {0, 2}, 2}, {"Q5_0", PT_Q5_0, {0, 0}, 1},
+        {"Q8_0", PT_Q8_0, {0, 0}, 1}, {"Q4_K", PT_Q4_K, {0, 2}, 2}, {"Q6_K", PT_Q6_K, {208, 0}, 1},
     };
     printf("bench_qgemv: x[1, %d] @ W[%d, %d]^T, %d thread(s); GB/s = weight bytes / time\n", DIM,
            DIM, DIM, threads);
@@ -150,7 +146,8 @@ int main(int argc, char **argv)
            "cold GB/s", "prefill32 ms");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const qtype *q = &types[t];
-        size_t bsize = pt_dtype_size(q->dt), nblocks = (size_t)DIM * DIM / (size_t)pt_dtype_block_size(q->dt);
+        size_t bsize = pt_dtype_size(q->dt),
+               nblocks = (size_t)DIM * DIM / (size_t)pt_dtype_block_size(q->dt);
         size_t bytes = nblocks * bsize;
         unsigned char *raw = malloc(bytes);
         fill_blocks(raw, nblocks, bsize, q->d_off, q->nd);

@@ -22,23 +22,29 @@ static double now_seconds(void)
 /* 784-512-256-128-10 with ReLU (examples/mnist_mlp.c). */
 static pt_module *make_mlp(void)
 {
-    pt_module *layers[] = {
-        pt_nn_flatten(1, -1), pt_nn_linear(784, 512, true), pt_nn_relu(),
-        pt_nn_linear(512, 256, true), pt_nn_relu(), pt_nn_linear(256, 128, true),
-        pt_nn_relu(), pt_nn_linear(128, 10, true)};
+    pt_module *layers[] = {pt_nn_flatten(1, -1), pt_nn_linear(784, 512, true),
+                           pt_nn_relu(),         pt_nn_linear(512, 256, true),
+                           pt_nn_relu(),         pt_nn_linear(256, 128, true),
+                           pt_nn_relu(),         pt_nn_linear(128, 10, true)};
     return pt_nn_sequential(8, layers);
 }
 
 /* Two conv + batch-norm blocks (examples/mnist_cnn.c: conv without bias before BN). */
 static pt_module *make_cnn(void)
 {
-    pt_module *layers[] = {
-        pt_nn_conv2d(1, 32, 3, 1, 1, false), pt_nn_batch_norm2d(32), pt_nn_relu(),
-        pt_nn_max_pool2d(2, 2, 0),
-        pt_nn_conv2d(32, 64, 3, 1, 1, false), pt_nn_batch_norm2d(64), pt_nn_relu(),
-        pt_nn_max_pool2d(2, 2, 0),
-        pt_nn_flatten(1, -1), pt_nn_linear(64 * 7 * 7, 128, true), pt_nn_relu(),
-        pt_nn_dropout(0.25), pt_nn_linear(128, 10, true)};
+    pt_module *layers[] = {pt_nn_conv2d(1, 32, 3, 1, 1, false),
+                           pt_nn_batch_norm2d(32),
+                           pt_nn_relu(),
+                           pt_nn_max_pool2d(2, 2, 0),
+                           pt_nn_conv2d(32, 64, 3, 1, 1, false),
+                           pt_nn_batch_norm2d(64),
+                           pt_nn_relu(),
+                           pt_nn_max_pool2d(2, 2, 0),
+                           pt_nn_flatten(1, -1),
+                           pt_nn_linear(64 * 7 * 7, 128, true),
+                           pt_nn_relu(),
+                           pt_nn_dropout(0.25),
+                           pt_nn_linear(128, 10, true)};
     return pt_nn_sequential(13, layers);
 }
 
@@ -49,7 +55,8 @@ static pt_status load_split(const char *dir, bool train, pt_tensor **images, pt_
     pt_dataset *ds = pt_mnist_dataset_dir(dir, train, &io);
     if (!ds)
         return pt_last_status();
-    pt_dataloader *dl = pt_dataloader_new(ds, &(pt_dataloader_opts){.batch_size = pt_dataset_len(ds)});
+    pt_dataloader *dl =
+        pt_dataloader_new(ds, &(pt_dataloader_opts){.batch_size = pt_dataset_len(ds)});
     pt_dataset_free(ds);
     pt_tensor *fields[2] = {NULL, NULL};
     int got = dl ? pt_dataloader_next(dl, fields) : -1;
@@ -83,12 +90,20 @@ int main(int argc, char **argv)
     int64_t max_batches = 0, batch = 64;
     uint64_t seed = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) model_name = argv[i + 1];
-        else if (!strcmp(argv[i], "--data")) dir = argv[i + 1];
-        else if (!strcmp(argv[i], "--batches")) max_batches = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--batch-size")) batch = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seed")) seed = strtoull(argv[i + 1], NULL, 10);
-        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
+        if (!strcmp(argv[i], "--model"))
+            model_name = argv[i + 1];
+        else if (!strcmp(argv[i], "--data"))
+            dir = argv[i + 1];
+        else if (!strcmp(argv[i], "--batches"))
+            max_batches = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch-size"))
+            batch = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed"))
+            seed = strtoull(argv[i + 1], NULL, 10);
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
     }
     pt_manual_seed(seed);
     pt_tensor *train_x, *train_y, *test_x, *test_y;
@@ -124,8 +139,10 @@ int main(int argc, char **argv)
     }
     double seconds = now_seconds() - t0;
     double acc = accuracy(model, test_x, test_y);
-    printf("{\"impl\": \"prometorch\", \"model\": \"%s\", \"batches\": %lld, \"train_seconds\": %.4f, "
-           "\"test_accuracy\": %.4f}\n", model_name, (long long)n_batches, seconds, acc);
+    printf(
+        "{\"impl\": \"prometorch\", \"model\": \"%s\", \"batches\": %lld, \"train_seconds\": %.4f, "
+        "\"test_accuracy\": %.4f}\n",
+        model_name, (long long)n_batches, seconds, acc);
     pt_release(perm);
     pt_optim_free(opt);
     pt_nn_free(model);

@@ -344,8 +344,7 @@ int main(int argc, char **argv)
     int status = 0;
     for (int epoch = 1; epoch <= o.epochs && status == 0; epoch++) {
         double seconds = 0, loss = 0;
-        if (train_epoch(model, opt, sched, train, dev, &o, epoch, &train_loss[epoch - 1],
-                        &seconds))
+        if (train_epoch(model, opt, sched, train, dev, &o, epoch, &train_loss[epoch - 1], &seconds))
             status = fail("training");
         else if (evaluate(model, test, dev, o.limit, &acc, &loss))
             status = fail("evaluating");

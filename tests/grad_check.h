@@ -112,8 +112,8 @@ static pt_tensor *gc_grad_fn(pt_tensor *const *in, void *user)
     pt_tensor *out = g->f(in, g->user);
     assert_non_null(out);
     pt_tensor *grads[GC_MAX_IN] = {NULL}, *flat[GC_MAX_IN];
-    pt_status st = pt_autograd_grad(1, &out, &in[g->n], g->n, (pt_tensor *const *)in, true, true,
-                                    true, grads);
+    pt_status st =
+        pt_autograd_grad(1, &out, &in[g->n], g->n, (pt_tensor *const *)in, true, true, true, grads);
     if (st != PT_OK)
         fail_msg("gradgrad: backward failed: %s", pt_last_error());
     for (int k = 0; k < g->n; k++) {

@@ -13,7 +13,11 @@
 typedef pt_optim *(*make_fn)(pt_tensor *W, pt_tensor *b);
 
 /* Both parameters as the (n, params) arguments of pt_optim_<x>_params. */
-#define PARAMS(W, b) 2, (pt_tensor *const[]){W, b}
+#define PARAMS(W, b)                                                                               \
+    2, (pt_tensor *const[])                                                                        \
+    {                                                                                              \
+        W, b                                                                                       \
+    }
 
 /* Adds {b} as group 1 of opt (built over {W}) with the options struct *opts (NULL: the
  * constructor's), then sets that group's lr to lr_b. Returns opt. */
@@ -27,9 +31,8 @@ static inline pt_optim *optim_test_second_group(pt_optim *opt, pt_tensor *b, con
 }
 
 /* W and b equal row k of the fixture trajectories "<name>.W" and "<name>.b". */
-static inline void optim_test_check_step(const pt_fixture *fx, const char *name,
-                                         const pt_tensor *W, const pt_tensor *b, int k,
-                                         double rtol, double atol)
+static inline void optim_test_check_step(const pt_fixture *fx, const char *name, const pt_tensor *W,
+                                         const pt_tensor *b, int k, double rtol, double atol)
 {
     char key[128];
     pt_scope_begin();

@@ -127,7 +127,10 @@ static pt_status square_bwd(pt_autograd_ctx *ctx, int n_out, pt_tensor *const *g
 
 static const pt_function SQUARE = {"test_square", 1, square_fwd, square_bwd};
 
-static pt_tensor *t_square(pt_tensor *x) { return apply1(&SQUARE, NULL, 1, &x); }
+static pt_tensor *t_square(pt_tensor *x)
+{
+    return apply1(&SQUARE, NULL, 1, &x);
+}
 
 /* add: a + b (same shapes), the gradient passes to both. */
 static pt_status add_fwd(pt_autograd_ctx *ctx, int n, pt_tensor *const *in, pt_tensor **out)
@@ -178,7 +181,10 @@ static pt_status sum_bwd(pt_autograd_ctx *ctx, int n_out, pt_tensor *const *g, i
 
 static const pt_function SUM = {"test_sum", 1, sum_fwd, sum_bwd};
 
-static pt_tensor *t_sum(pt_tensor *x) { return apply1(&SUM, NULL, 1, &x); }
+static pt_tensor *t_sum(pt_tensor *x)
+{
+    return apply1(&SUM, NULL, 1, &x);
+}
 
 /* expand: a 0-d tensor broadcast (copied) to the shape of `like`; backward sums. */
 static pt_status expand_fwd(pt_autograd_ctx *ctx, int n, pt_tensor *const *in, pt_tensor **out)
@@ -528,7 +534,7 @@ static void test_hooks_on_leaves_and_non_leaves(void **state)
     assert_int_equal(mid_obs.calls, 1);
     assert_true(mid_obs.first == 3.0); /* hooks run in order: sees the replaced gradient */
     assert_int_equal(obs.calls, 1);
-    assert_true(obs.first == 6.0); /* 3 * 2x at x = 1 */
+    assert_true(obs.first == 6.0);      /* 3 * 2x at x = 1 */
     const double expect[2] = {60, 120}; /* 10 * 3 * 2x */
     assert_grad(x, 2, expect);
     pt_tensor *c = vec(2, xv, false);
@@ -547,7 +553,7 @@ static void test_retain_grad(void **state)
     assert_int_equal(pt_backward(y, NULL, false, false), PT_OK);
     const double gh[2] = {6, -6}; /* 2h */
     assert_grad(h, 2, gh);
-    assert_null(pt_grad(h2)); /* not retained */
+    assert_null(pt_grad(h2));       /* not retained */
     const double gx[2] = {23, -13}; /* 18x + 5 */
     assert_grad(x, 2, gx);
     /* the retained tensor can die before its node */
@@ -705,7 +711,10 @@ typedef struct ctx_probe {
     int frees;
 } ctx_probe;
 
-static void probe_free(void *p) { ((ctx_probe *)p)->frees++; }
+static void probe_free(void *p)
+{
+    ((ctx_probe *)p)->frees++;
+}
 
 static pt_status probe_fwd(pt_autograd_ctx *ctx, int n, pt_tensor *const *in, pt_tensor **out)
 {
@@ -1117,7 +1126,8 @@ static void test_checkpoint_saves_memory(void **state)
     assert_pt_error(pt_checkpoint(NULL, NULL, 2, in), PT_ERR_NULL, "pt_checkpoint");
 }
 
-/* ---- differentiable conversions ---------------------------------------------------------------- */
+/* ---- differentiable conversions ----------------------------------------------------------------
+ */
 
 static pt_tensor *f_clone_sq(int n, pt_tensor *const *in, void *user)
 {
@@ -1279,29 +1289,44 @@ static void test_doc_example_runs_and_is_in_the_doc(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_accumulation_when_tensor_feeds_several_ops, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_accumulation_when_tensor_feeds_several_ops,
+                                        pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_diamond_graph, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_retain_graph_and_second_backward_error, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_retain_graph_and_second_backward_error, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_backward_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_grad_mode, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_autograd_grad_allow_unused, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_create_graph_second_derivative, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_hooks_on_leaves_and_non_leaves, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_autograd_grad_allow_unused, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_create_graph_second_derivative, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_hooks_on_leaves_and_non_leaves, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_retain_grad, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_anomaly_mode_names_the_op, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_anomaly_mode_names_the_op, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_inplace_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_detach, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_training_loop_memory_is_steady, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_long_chain_frees_without_recursion, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_training_loop_memory_is_steady, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_long_chain_frees_without_recursion, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_custom_multi_output, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_custom_context, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_custom_returning_its_input, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_gradcheck_passes_and_detects, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_matches_plain_graph, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_checkpoint_saves_memory, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_conversions_are_differentiable, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_inplace_on_view_is_refused, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_doc_example_runs_and_is_in_the_doc, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_custom_returning_its_input, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_gradcheck_passes_and_detects, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_matches_plain_graph, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_saves_memory, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_conversions_are_differentiable, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_inplace_on_view_is_refused, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_doc_example_runs_and_is_in_the_doc, pt_test_setup,
+                                        pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,8 +92,7 @@ static int64_t load_checkpoint(run *r, const char *path)
                      PT_OK);
     assert_int_equal(
         pt_lr_scheduler_load_state_dict(r->sched, pt_value_get_str_ref(ck, "scheduler")), PT_OK);
-    assert_int_equal(pt_set_rng_state(pt_value_tensor_ref(pt_value_get_str_ref(ck, "rng"))),
-                     PT_OK);
+    assert_int_equal(pt_set_rng_state(pt_value_tensor_ref(pt_value_get_str_ref(ck, "rng"))), PT_OK);
     int64_t epoch = -1;
     assert_int_equal(pt_value_as_int(pt_value_get_str_ref(ck, "epoch"), &epoch), PT_OK);
     pt_value_free(ck);
@@ -244,8 +243,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_resume_without_rng_state_differs, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_resume_a_pytorch_run, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_resume_a_pytorch_run, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

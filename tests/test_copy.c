@@ -69,11 +69,9 @@ static void test_batched_permutations(void **state)
     (void)state;
     pt_tensor *x = fx_get(fx, "perm.in"); /* [3, 20, 27] */
     int64_t s021[3] = {3, 27, 20}, st021[3] = {540, 1, 27};
-    assert_tensor_equal(pt_contiguous(pt_as_strided(x, 3, s021, st021, 0)),
-                        fx_get(fx, "perm.021"));
+    assert_tensor_equal(pt_contiguous(pt_as_strided(x, 3, s021, st021, 0)), fx_get(fx, "perm.021"));
     int64_t s201[3] = {27, 3, 20}, st201[3] = {1, 540, 27};
-    assert_tensor_equal(pt_contiguous(pt_as_strided(x, 3, s201, st201, 0)),
-                        fx_get(fx, "perm.201"));
+    assert_tensor_equal(pt_contiguous(pt_as_strided(x, 3, s201, st201, 0)), fx_get(fx, "perm.201"));
 }
 
 static void test_half_bfloat16_casts_match_torch(void **state)
@@ -97,8 +95,8 @@ static void test_integer_casts_match_torch(void **state)
 {
     (void)state;
     const char *names[] = {"i64", "i32", "i16", "i8", "u8", "f32", "f64"};
-    const pt_dtype dts[] = {PT_INT64, PT_INT32, PT_INT16, PT_INT8, PT_UINT8, PT_FLOAT32,
-                            PT_FLOAT64};
+    const pt_dtype dts[] = {PT_INT64, PT_INT32,   PT_INT16,  PT_INT8,
+                            PT_UINT8, PT_FLOAT32, PT_FLOAT64};
     for (int s = 0; s < 5; s++) {
         char src_name[32];
         snprintf(src_name, sizeof src_name, "icast.%s", names[s]);
@@ -169,14 +167,21 @@ int main(void)
 {
     fx = fx_open("copy");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_transpose_contiguous_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_copy_into_transposed_view, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_transpose_every_element_size, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_transpose_contiguous_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_copy_into_transposed_view, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_transpose_every_element_size, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_permutations, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_half_bfloat16_casts_match_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_integer_casts_match_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_index_select_threaded_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_half_casts_every_value, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_half_bfloat16_casts_match_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_integer_casts_match_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_index_select_threaded_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_half_casts_every_value, pt_test_setup,
+                                        pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -46,7 +46,7 @@ static void test_casts_match_torch(void **state)
     static const struct {
         const char *name;
         pt_dtype dt;
-    } casts[] = {{"i64", PT_INT64}, {"i32", PT_INT32}, {"i16", PT_INT16}, {"i8", PT_INT8},
+    } casts[] = {{"i64", PT_INT64}, {"i32", PT_INT32}, {"i16", PT_INT16},  {"i8", PT_INT8},
                  {"u8", PT_UINT8},  {"bool", PT_BOOL}, {"f32", PT_FLOAT32}};
     pt_tensor *src = fx_get(fx, "cast.f64");
     for (size_t i = 0; i < sizeof casts / sizeof casts[0]; i++) {
@@ -66,8 +66,8 @@ static void test_creation_matches_torch(void **state)
     assert_tensor_equal(pt_arange(0, 10, 3, PT_INT64, pt_cpu()), fx_get(fx, "arange.0_10_3"));
     assert_tensor_equal(pt_arange(-1, 1, 0.25, PT_FLOAT32, pt_cpu()), fx_get(fx, "arange.f"));
     assert_tensor_equal(pt_arange(5, 1, -1.5, PT_FLOAT32, pt_cpu()), fx_get(fx, "arange.neg"));
-    assert_tensor_close(pt_linspace(0, 1, 7, PT_FLOAT32, pt_cpu()), fx_get(fx, "linspace.0_1_7"),
-                        0, 1e-7);
+    assert_tensor_close(pt_linspace(0, 1, 7, PT_FLOAT32, pt_cpu()), fx_get(fx, "linspace.0_1_7"), 0,
+                        1e-7);
     assert_tensor_close(pt_linspace(-3, 10, 13, PT_FLOAT64, pt_cpu()), fx_get(fx, "linspace.f64"),
                         0, 1e-15);
     assert_tensor_equal(pt_eye(3, 4, PT_FLOAT32, pt_cpu()), fx_get(fx, "eye.3x4"));
@@ -264,20 +264,29 @@ int main(void)
 {
     fx = fx_open("core");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_half_rounding_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_bfloat16_rounding_matches_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_half_rounding_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_bfloat16_rounding_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_bits, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_casts_match_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_creation_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_promotion_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_from_data_and_copy_to_host, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_creation_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_from_data_and_copy_to_host, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_views_share_storage, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_copy_broadcasts_and_casts, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_errors_name_the_problem, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_copy_broadcasts_and_casts, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_errors_name_the_problem, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_block_dtypes, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_devices, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_scopes_release_temporaries, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_allocator_steady_state_does_not_malloc, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_scopes_release_temporaries, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_allocator_steady_state_does_not_malloc, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_threads_setting, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,18 +15,20 @@
 
 #include "../src/core/internal.h"
 
-static const pt_dtype plain_dtypes[] = {PT_FLOAT32, PT_FLOAT64, PT_FLOAT16, PT_BFLOAT16,
-                                        PT_INT64,   PT_INT32,   PT_INT16,   PT_INT8,
-                                        PT_UINT8,   PT_BOOL};
+static const pt_dtype plain_dtypes[] = {PT_FLOAT32, PT_FLOAT64, PT_FLOAT16, PT_BFLOAT16, PT_INT64,
+                                        PT_INT32,   PT_INT16,   PT_INT8,    PT_UINT8,    PT_BOOL};
 #define N_PLAIN (int)(sizeof plain_dtypes / sizeof plain_dtypes[0])
 
-#define REQUIRE_GPU()                        \
-    do {                                     \
-        if (pt_cuda_device_count() <= 0)     \
-            skip();                          \
+#define REQUIRE_GPU()                                                                              \
+    do {                                                                                           \
+        if (pt_cuda_device_count() <= 0)                                                           \
+            skip();                                                                                \
     } while (0)
 
-static pt_device gpu(void) { return pt_cuda(0); }
+static pt_device gpu(void)
+{
+    return pt_cuda(0);
+}
 
 /* n float64 values on the CPU, multiples of 1/8 in [-4, 4] (exact in every float dtype and
  * in sums/products of a few terms), from a fixed LCG. */
@@ -197,8 +199,9 @@ static void test_cast_every_pair(void **state)
     REQUIRE_GPU();
     /* edge values: fractions (truncation), negatives into uint8, out-of-range into int8/16,
      * beyond float16's range, and NaN/inf into integers (clamped like the CPU) */
-    const double edge[] = {-3.7, -1.0, -0.5, 0.0, 0.5, 1.5, 2.5, 7.0, 100.25, 300.0, -129.0,
-                           65504.0, 1e5, 3e38, 1e-8, NAN, INFINITY, -INFINITY, 4097.0, 0.1};
+    const double edge[] = {-3.7, -1.0,   -0.5,     0.0,       0.5,     1.5, 2.5,
+                           7.0,  100.25, 300.0,    -129.0,    65504.0, 1e5, 3e38,
+                           1e-8, NAN,    INFINITY, -INFINITY, 4097.0,  0.1};
     int64_t n = (int64_t)(sizeof edge / sizeof edge[0]);
     pt_tensor *src64 = pt_from_data(edge, 1, &n, PT_FLOAT64, pt_cpu());
     for (int i = 0; i < N_PLAIN; i++) {
@@ -308,9 +311,8 @@ static void check_binary(bool add, pt_dtype dt, double alpha, bool strided_out)
     assert_tensor_close(out, expected, rtol, rtol > 0 ? 1e-6 : 0.0);
 }
 
-static const pt_dtype binary_dtypes[] = {PT_FLOAT32, PT_FLOAT64, PT_FLOAT16, PT_BFLOAT16,
-                                         PT_INT32,   PT_INT64,   PT_INT16,   PT_INT8,
-                                         PT_UINT8};
+static const pt_dtype binary_dtypes[] = {PT_FLOAT32, PT_FLOAT64, PT_FLOAT16, PT_BFLOAT16, PT_INT32,
+                                         PT_INT64,   PT_INT16,   PT_INT8,    PT_UINT8};
 
 static void test_add_kernel(void **state)
 {
@@ -415,8 +417,8 @@ static void check_gemm(pt_dtype dt, int64_t batch, int64_t M, int64_t K, int64_t
                         : host_values_as(PT_SHAPE(K, N), 32u, dt);
     pt_tensor *hb_full = hb;
     if (bmm && b_bcast) /* the reference sees B repeated over the batch */
-        hb_full = pt_contiguous(pt_as_strided(hb, PT_SHAPE(batch, K, N),
-                                              (const int64_t[]){0, N, 1}, 0));
+        hb_full =
+            pt_contiguous(pt_as_strided(hb, PT_SHAPE(batch, K, N), (const int64_t[]){0, N, 1}, 0));
     pt_tensor *ho = bmm ? host_values_as(PT_SHAPE(batch, M, N), 33u, dt)
                         : host_values_as(PT_SHAPE(M, N), 33u, dt);
     pt_tensor *da = gpu_matrix(ha, a_col, false);
@@ -445,8 +447,8 @@ static void test_mm_kernel(void **state)
         }
         check_gemm(dt, 0, 1, 9, 1, false, false, false, 1.0, 0.0); /* vector shapes */
         check_gemm(dt, 0, 17, 33, 65, true, false, false, -0.25, 2.0);
-        check_gemm(dt, 0, 4, 0, 3, false, false, false, 1.0, 0.0);  /* K = 0: zeros */
-        check_gemm(dt, 0, 4, 0, 3, false, false, false, 1.0, 0.5);  /* K = 0: beta * out */
+        check_gemm(dt, 0, 4, 0, 3, false, false, false, 1.0, 0.0); /* K = 0: zeros */
+        check_gemm(dt, 0, 4, 0, 3, false, false, false, 1.0, 0.5); /* K = 0: beta * out */
     }
 }
 

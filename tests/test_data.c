@@ -228,8 +228,8 @@ static void test_bad_idx_files(void **state)
     put_be32(bad + 8, 0x10000u);
     expect_idx_error("huge.idx", bad, n, PT_ERR_FORMAT, "needs");
     unsigned char b4[64];
-    size_t n4 = make_idx(b4, 0x0E, 4, (uint32_t[]){0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 9},
-                         px, 8);
+    size_t n4 =
+        make_idx(b4, 0x0E, 4, (uint32_t[]){0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 9}, px, 8);
     expect_idx_error("overflow.idx", b4, n4, PT_ERR_FORMAT, "too large");
     /* gzip: truncated stream, corrupted CRC */
     size_t g = make_gzip(buf, n, gz);
@@ -262,7 +262,10 @@ static void test_bad_mnist_pairs(void **state)
     pt_clear_error();
 }
 
-static unsigned char cifar_rec(int r, int k) { return (unsigned char)(r * 13 + k * 3); }
+static unsigned char cifar_rec(int r, int k)
+{
+    return (unsigned char)(r * 13 + k * 3);
+}
 
 static void write_cifar(const char *name, int nrec, int first)
 {
@@ -317,8 +320,8 @@ static void test_cifar_read_and_bad_files(void **state)
     assert_null(pt_cifar10_dataset(1, bad4, NULL));
     pt_clear_error();
     /* dataset with normalization */
-    pt_image_dataset_opts o = {.to_float = true, .n_norm = 3, .mean = {0.5, 0.4, 0.3},
-                               .std = {0.2, 0.25, 0.5}};
+    pt_image_dataset_opts o = {
+        .to_float = true, .n_norm = 3, .mean = {0.5, 0.4, 0.3}, .std = {0.2, 0.25, 0.5}};
     pt_dataset *ds = pt_cifar10_dataset(2, paths, &o);
     assert_int_equal(pt_dataset_len(ds), 5);
     pt_tensor *f[2];
@@ -358,8 +361,8 @@ static void test_mnist_dataset(void **state)
                     (float)((img_pixels[2 * 12 + k] / 255.0 - 0.1307) / 0.3081));
     pt_dataset_free(ds);
     o.n_norm = 3;
-    assert_pt_error(pt_mnist_dataset(tmp_path("mi.gz"), tmp_path("ml.gz"), &o),
-                    PT_ERR_INVALID_ARG, "n_norm 3");
+    assert_pt_error(pt_mnist_dataset(tmp_path("mi.gz"), tmp_path("ml.gz"), &o), PT_ERR_INVALID_ARG,
+                    "n_norm 3");
 }
 
 /* x[i] = [10 i, 10 i + 1] float32, y[i] = i int64 */
@@ -512,8 +515,12 @@ static void test_dataloader_coverage_and_reproducibility(void **state)
     int workers[3] = {0, 1, 3};
     for (int drop = 0; drop < 2; drop++) {
         for (int w = 0; w < 3; w++) {
-            pt_dataloader_opts o = {.batch_size = 5, .shuffle = true, .drop_last = drop,
-                                    .num_workers = workers[w], .has_seed = true, .seed = 99};
+            pt_dataloader_opts o = {.batch_size = 5,
+                                    .shuffle = true,
+                                    .drop_last = drop,
+                                    .num_workers = workers[w],
+                                    .has_seed = true,
+                                    .seed = 99};
             memset(got, -1, sizeof got);
             run_epochs(ds, &o, n, got, nb);
             int64_t per = drop ? 20 : 23;
@@ -639,8 +646,7 @@ static pt_status counting_get(void *ctx, int64_t i, pt_tensor **f)
 static pt_status seed_transform(void *ctx, pt_tensor **f, uint64_t seed)
 {
     (void)ctx;
-    pt_tensor *t = pt_scalar_tensor(pt_item(f[0]) + (double)(seed & 1) * 1000, PT_INT64,
-                                    pt_cpu());
+    pt_tensor *t = pt_scalar_tensor(pt_item(f[0]) + (double)(seed & 1) * 1000, PT_INT64, pt_cpu());
     if (!t)
         return pt_last_status();
     pt_release(f[0]);
@@ -668,8 +674,12 @@ static void test_dataloader_bounded_prefetch_and_user_transform(void **state)
     int64_t out[2][12], idx[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
     pt_dataset *sub = pt_subset(ds, 12, idx); /* without the failing item 13 */
     for (int w = 0; w < 2; w++) {
-        pt_dataloader_opts t = {.batch_size = 4, .shuffle = true, .num_workers = 3 * w,
-                                .has_seed = true, .seed = 11, .transform = seed_transform};
+        pt_dataloader_opts t = {.batch_size = 4,
+                                .shuffle = true,
+                                .num_workers = 3 * w,
+                                .has_seed = true,
+                                .seed = 11,
+                                .transform = seed_transform};
         dl = pt_dataloader_new(sub, &t);
         for (int b = 0; b < 3; b++) {
             assert_int_equal(pt_dataloader_next(dl, f), 1);
@@ -708,7 +718,8 @@ static void test_transforms(void **state)
                         for (int x = 0; x < 5; x++) {
                             int sy = y + dy, sx = x + dx;
                             double want = (sy < 0 || sy >= 4 || sx < 0 || sx >= 5)
-                                              ? 0 : ch * 20 + sy * 5 + sx;
+                                              ? 0
+                                              : ch * 20 + sy * 5 + sx;
                             ok = ok && pt_test_get(c, ch * 20 + y * 5 + x) == want;
                         }
                 found = ok;
@@ -741,8 +752,13 @@ static void test_transforms(void **state)
     pt_dataset *ds = pt_tensor_dataset(1, (pt_tensor *[]){x});
     pt_tensor *first[2] = {NULL, NULL};
     for (int w = 0; w < 2; w++) {
-        pt_dataloader_opts o = {.batch_size = 9, .shuffle = true, .num_workers = 2 * w,
-                                .has_seed = true, .seed = 3, .crop_padding = 1, .hflip = true};
+        pt_dataloader_opts o = {.batch_size = 9,
+                                .shuffle = true,
+                                .num_workers = 2 * w,
+                                .has_seed = true,
+                                .seed = 3,
+                                .crop_padding = 1,
+                                .hflip = true};
         pt_dataloader *dl = pt_dataloader_new(ds, &o);
         pt_tensor *f[1];
         assert_int_equal(pt_dataloader_next(dl, f), 1);

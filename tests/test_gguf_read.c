@@ -18,7 +18,6 @@
 
 #define GGUF_DIR PT_FIXTURES_DIR "/gguf/"
 
-
 /* Decodes the manifest's hex strings. */
 static size_t unhex(const char *hex, char *out)
 {
@@ -63,28 +62,72 @@ static void check_scalar(pt_gguf *g, int64_t i, pt_gguf_type t, const char *text
     int64_t iv = 0;
     double dv = 0;
     switch (t) {
-    case PT_GGUF_UINT8: { uint8_t v; assert_int_equal(pt_gguf_get_u8(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoull(text, NULL, 10)); break; }
-    case PT_GGUF_INT8: { int8_t v; assert_int_equal(pt_gguf_get_i8(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoll(text, NULL, 10)); break; }
-    case PT_GGUF_UINT16: { uint16_t v; assert_int_equal(pt_gguf_get_u16(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoull(text, NULL, 10)); break; }
-    case PT_GGUF_INT16: { int16_t v; assert_int_equal(pt_gguf_get_i16(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoll(text, NULL, 10)); break; }
-    case PT_GGUF_UINT32: { uint32_t v; assert_int_equal(pt_gguf_get_u32(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoull(text, NULL, 10)); break; }
-    case PT_GGUF_INT32: { int32_t v; assert_int_equal(pt_gguf_get_i32(g, i, &v), PT_OK);
-        assert_int_equal(v, strtoll(text, NULL, 10)); break; }
-    case PT_GGUF_UINT64: { uint64_t v; assert_int_equal(pt_gguf_get_u64(g, i, &v), PT_OK);
-        assert_true(v == strtoull(text, NULL, 10)); break; }
-    case PT_GGUF_INT64: { int64_t v; assert_int_equal(pt_gguf_get_i64(g, i, &v), PT_OK);
-        assert_true(v == strtoll(text, NULL, 10)); break; }
-    case PT_GGUF_FLOAT32: { float v; assert_int_equal(pt_gguf_get_f32(g, i, &v), PT_OK);
-        assert_true((double)v == strtod(text, NULL)); break; }
-    case PT_GGUF_FLOAT64: { double v; assert_int_equal(pt_gguf_get_f64(g, i, &v), PT_OK);
-        assert_true(v == strtod(text, NULL)); break; }
-    case PT_GGUF_BOOL: { bool v; assert_int_equal(pt_gguf_get_bool(g, i, &v), PT_OK);
-        assert_int_equal(v, atoi(text)); break; }
+    case PT_GGUF_UINT8: {
+        uint8_t v;
+        assert_int_equal(pt_gguf_get_u8(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoull(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_INT8: {
+        int8_t v;
+        assert_int_equal(pt_gguf_get_i8(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoll(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_UINT16: {
+        uint16_t v;
+        assert_int_equal(pt_gguf_get_u16(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoull(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_INT16: {
+        int16_t v;
+        assert_int_equal(pt_gguf_get_i16(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoll(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_UINT32: {
+        uint32_t v;
+        assert_int_equal(pt_gguf_get_u32(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoull(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_INT32: {
+        int32_t v;
+        assert_int_equal(pt_gguf_get_i32(g, i, &v), PT_OK);
+        assert_int_equal(v, strtoll(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_UINT64: {
+        uint64_t v;
+        assert_int_equal(pt_gguf_get_u64(g, i, &v), PT_OK);
+        assert_true(v == strtoull(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_INT64: {
+        int64_t v;
+        assert_int_equal(pt_gguf_get_i64(g, i, &v), PT_OK);
+        assert_true(v == strtoll(text, NULL, 10));
+        break;
+    }
+    case PT_GGUF_FLOAT32: {
+        float v;
+        assert_int_equal(pt_gguf_get_f32(g, i, &v), PT_OK);
+        assert_true((double)v == strtod(text, NULL));
+        break;
+    }
+    case PT_GGUF_FLOAT64: {
+        double v;
+        assert_int_equal(pt_gguf_get_f64(g, i, &v), PT_OK);
+        assert_true(v == strtod(text, NULL));
+        break;
+    }
+    case PT_GGUF_BOOL: {
+        bool v;
+        assert_int_equal(pt_gguf_get_bool(g, i, &v), PT_OK);
+        assert_int_equal(v, atoi(text));
+        break;
+    }
     case PT_GGUF_STRING: {
         char expect[1024];
         size_t n = unhex(text, expect), len = 99;
@@ -182,8 +225,10 @@ static void check_tensor(pt_gguf *g, const pt_fixture *fx, const char *stem, int
     assert_int_equal(pt_numel(bytes), (int64_t)nbytes);
     assert_memory_equal(pt_gguf_tensor_data(g, ti), pt_data_ptr(bytes), nbytes);
 
-    pt_dtype expect_dt = type == 0 ? PT_FLOAT32 : type == 1 ? PT_FLOAT16 : type == 2 ? PT_Q4_0
-                                                                                    : PT_Q8_0;
+    pt_dtype expect_dt = type == 0   ? PT_FLOAT32
+                         : type == 1 ? PT_FLOAT16
+                         : type == 2 ? PT_Q4_0
+                                     : PT_Q8_0;
     assert_int_equal(pt_gguf_tensor_dtype(g, ti), expect_dt);
     pt_tensor *t = pt_gguf_tensor(g, ti);
     assert_non_null(t);
@@ -325,8 +370,8 @@ static void test_truncated_everywhere(void **state)
         assert_non_null(g);
         uint64_t end = pt_gguf_data_offset(g);
         for (int64_t t = 0; t < pt_gguf_tensor_count(g); t++) {
-            uint64_t e = pt_gguf_data_offset(g) + pt_gguf_tensor_offset(g, t) +
-                         pt_gguf_tensor_nbytes(g, t);
+            uint64_t e =
+                pt_gguf_data_offset(g) + pt_gguf_tensor_offset(g, t) + pt_gguf_tensor_nbytes(g, t);
             end = e > end ? e : end;
         }
         pt_gguf_close(g);
@@ -348,7 +393,8 @@ static void test_truncated_everywhere(void **state)
     }
 }
 
-/* ---- hand-built files -------------------------------------------------------------------------- */
+/* ---- hand-built files --------------------------------------------------------------------------
+ */
 
 typedef struct gbuf {
     uint8_t d[8192];
@@ -361,8 +407,14 @@ static void put(gbuf *b, const void *p, size_t n)
     memcpy(b->d + b->n, p, n);
     b->n += n;
 }
-static void u32(gbuf *b, uint32_t v) { put(b, &v, 4); }
-static void u64(gbuf *b, uint64_t v) { put(b, &v, 8); }
+static void u32(gbuf *b, uint32_t v)
+{
+    put(b, &v, 4);
+}
+static void u64(gbuf *b, uint64_t v)
+{
+    put(b, &v, 8);
+}
 static void gstr(gbuf *b, const char *s)
 {
     u64(b, strlen(s));
@@ -585,8 +637,9 @@ static void test_bad_tensors(void **state)
     header(&b, 3, 1, 0);
     tinfo(&b, "t", 2, ne, 0, 0); /* 256 bytes, 255 present */
     pad_data(&b, 32, 255);
-    expect_bad(&b, PT_ERR_FORMAT, "tensor 't' (offset 0, 256 bytes) runs past the end of the data "
-                                  "section (255 bytes)");
+    expect_bad(&b, PT_ERR_FORMAT,
+               "tensor 't' (offset 0, 256 bytes) runs past the end of the data "
+               "section (255 bytes)");
     header(&b, 3, 1, 0);
     tinfo(&b, "t", 2, ne, 0, UINT64_MAX - 31);
     pad_data(&b, 32, 256);
@@ -649,14 +702,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reference_buffers, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_tensor_outlives_handle, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_header, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_empty_array, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_tensors, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_types_and_alignment, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_types_and_alignment, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

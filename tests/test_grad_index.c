@@ -5,11 +5,30 @@
 #include "grad_check.h"
 
 enum {
-    OP_INDEX_SELECT, OP_GATHER, OP_SCATTER, OP_SCATTER_SCALAR, OP_SCATTER_ADD, OP_INDEX_ADD,
-    OP_MASKED_FILL, OP_MASKED_FILL_TENSOR, OP_MASKED_SELECT, OP_INDEX, OP_INDEX_MASK,
-    OP_INDEX_PUT, OP_INDEX_PUT_ACC, OP_SORT, OP_TOPK, OP_EMBEDDING, OP_EMBEDDING_PAD,
-    OP_SCATTER_INPLACE, OP_INDEX_ADD_INPLACE, OP_MASKED_FILL_INPLACE, OP_INDEX_PUT_INPLACE,
-    OP_SCATTER_ADD_INPLACE, OP_SCATTER_SCALAR_INPLACE, OP_MASKED_FILL_SCALAR_INPLACE
+    OP_INDEX_SELECT,
+    OP_GATHER,
+    OP_SCATTER,
+    OP_SCATTER_SCALAR,
+    OP_SCATTER_ADD,
+    OP_INDEX_ADD,
+    OP_MASKED_FILL,
+    OP_MASKED_FILL_TENSOR,
+    OP_MASKED_SELECT,
+    OP_INDEX,
+    OP_INDEX_MASK,
+    OP_INDEX_PUT,
+    OP_INDEX_PUT_ACC,
+    OP_SORT,
+    OP_TOPK,
+    OP_EMBEDDING,
+    OP_EMBEDDING_PAD,
+    OP_SCATTER_INPLACE,
+    OP_INDEX_ADD_INPLACE,
+    OP_MASKED_FILL_INPLACE,
+    OP_INDEX_PUT_INPLACE,
+    OP_SCATTER_ADD_INPLACE,
+    OP_SCATTER_SCALAR_INPLACE,
+    OP_MASKED_FILL_SCALAR_INPLACE
 };
 
 typedef struct case_args {
@@ -44,24 +63,15 @@ static pt_tensor *index_op(pt_tensor *const *in, void *user)
     pt_tensor *x = in[0], *r = NULL, *tmp = NULL;
     pt_status st;
     switch (c->op) {
-    case OP_INDEX_SELECT:
-        return pt_index_select(x, c->dim, c->idx);
-    case OP_GATHER:
-        return pt_gather(x, c->dim, c->idx);
-    case OP_SCATTER:
-        return pt_scatter(x, c->dim, c->idx, in[1]);
-    case OP_SCATTER_SCALAR:
-        return pt_scatter_scalar(x, c->dim, c->idx, 2.5);
-    case OP_SCATTER_ADD:
-        return pt_scatter_add(x, c->dim, c->idx, in[1]);
-    case OP_INDEX_ADD:
-        return pt_index_add(x, c->dim, c->idx, in[1], 2.0);
-    case OP_MASKED_FILL:
-        return pt_masked_fill(x, c->mask, -3.0);
-    case OP_MASKED_FILL_TENSOR:
-        return pt_masked_fill_tensor(x, c->mask, in[1]);
-    case OP_MASKED_SELECT:
-        return pt_masked_select(x, c->mask);
+    case OP_INDEX_SELECT: return pt_index_select(x, c->dim, c->idx);
+    case OP_GATHER: return pt_gather(x, c->dim, c->idx);
+    case OP_SCATTER: return pt_scatter(x, c->dim, c->idx, in[1]);
+    case OP_SCATTER_SCALAR: return pt_scatter_scalar(x, c->dim, c->idx, 2.5);
+    case OP_SCATTER_ADD: return pt_scatter_add(x, c->dim, c->idx, in[1]);
+    case OP_INDEX_ADD: return pt_index_add(x, c->dim, c->idx, in[1], 2.0);
+    case OP_MASKED_FILL: return pt_masked_fill(x, c->mask, -3.0);
+    case OP_MASKED_FILL_TENSOR: return pt_masked_fill_tensor(x, c->mask, in[1]);
+    case OP_MASKED_SELECT: return pt_masked_select(x, c->mask);
     case OP_INDEX: {
         const pt_tensor *ix[3] = {c->idx, NULL, c->idx2};
         return pt_index(x, 3, ix);
@@ -75,8 +85,7 @@ static pt_tensor *index_op(pt_tensor *const *in, void *user)
         const pt_tensor *ix[2] = {c->idx, c->idx2};
         return pt_index_put(x, 2, ix, in[1], c->op == OP_INDEX_PUT_ACC);
     }
-    case OP_SORT:
-        return pt_sort(x, c->dim, true, true, NULL);
+    case OP_SORT: return pt_sort(x, c->dim, true, true, NULL);
     case OP_TOPK: {
         pt_tensor *ind = NULL;
         r = pt_topk(x, 2, c->dim, false, true, &ind);
@@ -85,8 +94,7 @@ static pt_tensor *index_op(pt_tensor *const *in, void *user)
         pt_release(ind);
         return r;
     }
-    case OP_EMBEDDING:
-        return pt_embedding(x, c->idx);
+    case OP_EMBEDDING: return pt_embedding(x, c->idx);
     case OP_EMBEDDING_PAD: {
         pt_embedding_opts o = {.has_padding_idx = true, .padding_idx = -1};
         return pt_embedding_ex(x, c->idx, &o);
@@ -135,8 +143,7 @@ static pt_tensor *noncontig(pt_tensor *x)
 }
 
 /* Gradchecks with inputs of the given shapes (NULL shape: 0-dim), contiguous then strided. */
-static void check(const char *what, case_args c, int n, const int64_t shapes[][4],
-                  const int *nds)
+static void check(const char *what, case_args c, int n, const int64_t shapes[][4], const int *nds)
 {
     for (int nc = 0; nc < 2; nc++) {
         pt_tensor *in[4];
@@ -221,8 +228,7 @@ static void test_advanced_indexing(void **state)
     /* index_put: values broadcast over the indexed positions */
     case_args p = {OP_INDEX_PUT_ACC, 0, i64(PT_SHAPE(3), (int64_t[]){0, 2, 0}),
                    i64(PT_SHAPE(3), (int64_t[]){1, 1, 1}), NULL};
-    check("index_put accumulate dup", p, 2, (const int64_t[][4]){{3, 2, 2}, {2}},
-          (int[]){3, 1});
+    check("index_put accumulate dup", p, 2, (const int64_t[][4]){{3, 2, 2}, {2}}, (int[]){3, 1});
     pt_release(p.idx);
     pt_release(p.idx2);
     case_args q = {OP_INDEX_PUT, 0, i64(PT_SHAPE(2), (int64_t[]){2, 0}),
@@ -251,8 +257,7 @@ static void test_embedding(void **state)
     case_args c = {OP_EMBEDDING, 0, i64(PT_SHAPE(2, 3), (int64_t[]){1, 3, 1, 0, 3, 3}), 0, 0};
     check("embedding dup", c, 1, (const int64_t[][4]){{4, 3}}, (int[]){2});
     int32_t i32v[] = {2, 2, 0, 3};
-    case_args c32 = {OP_EMBEDDING, 0, pt_from_data(i32v, PT_SHAPE(4), PT_INT32, pt_cpu()),
-                     0, 0};
+    case_args c32 = {OP_EMBEDDING, 0, pt_from_data(i32v, PT_SHAPE(4), PT_INT32, pt_cpu()), 0, 0};
     check("embedding int32", c32, 1, (const int64_t[][4]){{4, 2}}, (int[]){2});
     pt_release(c32.idx);
     /* padding_idx -1 (row 3): its gradient is zero although it is read */
@@ -385,8 +390,7 @@ int main(void)
 {
     pt_manual_seed(4321);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_index_select_gather, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_index_select_gather, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_scatter_family, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_masked, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_advanced_indexing, pt_test_setup, pt_test_teardown),

@@ -4,10 +4,36 @@
 #include "grad_check.h"
 
 enum {
-    OP_RESHAPE, OP_VIEW, OP_FLATTEN, OP_UNFLATTEN, OP_SQUEEZE, OP_SQUEEZE_DIM, OP_SQUEEZE_DIMS,
-    OP_UNSQUEEZE, OP_TRANSPOSE, OP_T, OP_PERMUTE, OP_EXPAND, OP_EXPAND_AS, OP_NARROW, OP_SELECT,
-    OP_SLICE, OP_DIAGONAL, OP_SPLIT, OP_SPLIT_SIZES, OP_CHUNK, OP_UNBIND, OP_REPEAT, OP_TILE,
-    OP_FLIP, OP_ROLL, OP_ROLL_FLAT, OP_TRIL, OP_TRIU, OP_RESHAPE_COPY, OP_VIEW_CHAIN
+    OP_RESHAPE,
+    OP_VIEW,
+    OP_FLATTEN,
+    OP_UNFLATTEN,
+    OP_SQUEEZE,
+    OP_SQUEEZE_DIM,
+    OP_SQUEEZE_DIMS,
+    OP_UNSQUEEZE,
+    OP_TRANSPOSE,
+    OP_T,
+    OP_PERMUTE,
+    OP_EXPAND,
+    OP_EXPAND_AS,
+    OP_NARROW,
+    OP_SELECT,
+    OP_SLICE,
+    OP_DIAGONAL,
+    OP_SPLIT,
+    OP_SPLIT_SIZES,
+    OP_CHUNK,
+    OP_UNBIND,
+    OP_REPEAT,
+    OP_TILE,
+    OP_FLIP,
+    OP_ROLL,
+    OP_ROLL_FLAT,
+    OP_TRIL,
+    OP_TRIU,
+    OP_RESHAPE_COPY,
+    OP_VIEW_CHAIN
 };
 
 typedef struct case_args {
@@ -34,53 +60,33 @@ static pt_tensor *shape_op(pt_tensor *const *in, void *user)
     pt_tensor *x = in[0], **p = NULL;
     int n;
     switch (c->op) {
-    case OP_RESHAPE:
-        return pt_reshape(x, PT_SHAPE(-1, 2, 3));
-    case OP_VIEW:
-        return pt_view(x, PT_SHAPE(6, -1));
-    case OP_FLATTEN:
-        return pt_flatten(x, a[0], a[1]);
-    case OP_UNFLATTEN:
-        return pt_unflatten(x, -1, PT_SHAPE(2, -1));
-    case OP_SQUEEZE:
-        return pt_squeeze(x);
-    case OP_SQUEEZE_DIM:
-        return pt_squeeze_dim(x, a[0]);
-    case OP_SQUEEZE_DIMS:
-        return pt_squeeze_dims(x, PT_SHAPE(-1, 1));
-    case OP_UNSQUEEZE:
-        return pt_unsqueeze(x, a[0]);
-    case OP_TRANSPOSE:
-        return pt_transpose(x, a[0], a[1]);
-    case OP_T:
-        return pt_t(x);
-    case OP_PERMUTE:
-        return pt_permute(x, PT_SHAPE(-1, 0, 1));
-    case OP_EXPAND:
-        return pt_expand(x, PT_SHAPE(2, 3, -1, 4));
+    case OP_RESHAPE: return pt_reshape(x, PT_SHAPE(-1, 2, 3));
+    case OP_VIEW: return pt_view(x, PT_SHAPE(6, -1));
+    case OP_FLATTEN: return pt_flatten(x, a[0], a[1]);
+    case OP_UNFLATTEN: return pt_unflatten(x, -1, PT_SHAPE(2, -1));
+    case OP_SQUEEZE: return pt_squeeze(x);
+    case OP_SQUEEZE_DIM: return pt_squeeze_dim(x, a[0]);
+    case OP_SQUEEZE_DIMS: return pt_squeeze_dims(x, PT_SHAPE(-1, 1));
+    case OP_UNSQUEEZE: return pt_unsqueeze(x, a[0]);
+    case OP_TRANSPOSE: return pt_transpose(x, a[0], a[1]);
+    case OP_T: return pt_t(x);
+    case OP_PERMUTE: return pt_permute(x, PT_SHAPE(-1, 0, 1));
+    case OP_EXPAND: return pt_expand(x, PT_SHAPE(2, 3, -1, 4));
     case OP_EXPAND_AS: {
         pt_tensor *o = pt_zeros(PT_SHAPE(3, 4, 2), PT_FLOAT64, pt_cpu());
         pt_tensor *r = pt_expand_as(x, o);
         pt_release(o);
         return r;
     }
-    case OP_NARROW:
-        return pt_narrow(x, a[0], a[1], a[2]);
-    case OP_SELECT:
-        return pt_select(x, a[0], a[1]);
-    case OP_SLICE:
-        return pt_slice(x, a[0], a[1], a[2], a[3]);
-    case OP_DIAGONAL:
-        return pt_diagonal(x, a[0], a[1], a[2]);
-    case OP_SPLIT:
-        n = pt_split(x, a[0], a[1], &p);
-        return cat_pieces(n, p, a[1]);
+    case OP_NARROW: return pt_narrow(x, a[0], a[1], a[2]);
+    case OP_SELECT: return pt_select(x, a[0], a[1]);
+    case OP_SLICE: return pt_slice(x, a[0], a[1], a[2], a[3]);
+    case OP_DIAGONAL: return pt_diagonal(x, a[0], a[1], a[2]);
+    case OP_SPLIT: n = pt_split(x, a[0], a[1], &p); return cat_pieces(n, p, a[1]);
     case OP_SPLIT_SIZES:
         n = pt_split_sizes(x, PT_SHAPE(1, 2, 2), a[1], &p);
         return cat_pieces(n, p, a[1]);
-    case OP_CHUNK:
-        n = pt_chunk(x, 3, a[1], &p);
-        return cat_pieces(n, p, a[1]);
+    case OP_CHUNK: n = pt_chunk(x, 3, a[1], &p); return cat_pieces(n, p, a[1]);
     case OP_UNBIND: {
         n = pt_unbind(x, a[1], &p);
         assert_true(n >= 3);
@@ -91,20 +97,13 @@ static pt_tensor *shape_op(pt_tensor *const *in, void *user)
         free(p);
         return r;
     }
-    case OP_REPEAT:
-        return pt_repeat(x, PT_SHAPE(2, 1, 3));
-    case OP_TILE:
-        return pt_tile(x, PT_SHAPE(3));
-    case OP_FLIP:
-        return pt_flip(x, PT_SHAPE(0, -1));
-    case OP_ROLL:
-        return pt_roll(x, PT_SHAPE(1, -2), PT_SHAPE(0, -1));
-    case OP_ROLL_FLAT:
-        return pt_roll(x, PT_SHAPE(5), 0, NULL);
-    case OP_TRIL:
-        return pt_tril(x, a[0]);
-    case OP_TRIU:
-        return pt_triu(x, a[0]);
+    case OP_REPEAT: return pt_repeat(x, PT_SHAPE(2, 1, 3));
+    case OP_TILE: return pt_tile(x, PT_SHAPE(3));
+    case OP_FLIP: return pt_flip(x, PT_SHAPE(0, -1));
+    case OP_ROLL: return pt_roll(x, PT_SHAPE(1, -2), PT_SHAPE(0, -1));
+    case OP_ROLL_FLAT: return pt_roll(x, PT_SHAPE(5), 0, NULL);
+    case OP_TRIL: return pt_tril(x, a[0]);
+    case OP_TRIU: return pt_triu(x, a[0]);
     case OP_RESHAPE_COPY: { /* strides that no view can express: reshape copies */
         pt_tensor *tr = pt_transpose(x, 0, 1);
         pt_tensor *r = pt_reshape(tr, PT_SHAPE(-1));
@@ -189,12 +188,12 @@ static void test_views_share_storage_and_record(void **state)
     (void)state;
     pt_tensor *x = gc_randn(PT_SHAPE(3, 4));
     pt_requires_grad_(x, true);
-    pt_tensor *v[] = {pt_transpose(x, 0, 1), pt_reshape(x, PT_SHAPE(12)),
+    pt_tensor *v[] = {pt_transpose(x, 0, 1),   pt_reshape(x, PT_SHAPE(12)),
                       pt_slice(x, 1, 0, 4, 2), pt_select(x, 0, 1),
                       pt_diagonal(x, 0, 0, 1), pt_expand(x, PT_SHAPE(2, 3, 4)),
-                      pt_narrow(x, 0, 1, 2), pt_unsqueeze(x, 0)};
-    const char *names[] = {"transpose", "reshape", "slice", "select",
-                           "diagonal", "expand", "narrow", "unsqueeze"};
+                      pt_narrow(x, 0, 1, 2),   pt_unsqueeze(x, 0)};
+    const char *names[] = {"transpose", "reshape", "slice",  "select",
+                           "diagonal",  "expand",  "narrow", "unsqueeze"};
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         assert_true(pt_shares_storage(v[k], x));
         assert_non_null(pt_grad_fn_name(v[k]));
@@ -345,13 +344,17 @@ static void test_copying_ops(void **state)
 static void test_second_order(void **state)
 {
     (void)state;
-    case_args cases[] = {CASE(OP_TRANSPOSE, 0, -1), CASE(OP_RESHAPE, 0),
-                         CASE(OP_SLICE, 1, 1, PT_SLICE_END, 2), CASE(OP_SELECT, 0, 1),
-                         CASE(OP_DIAGONAL, 1, 0, 1), CASE(OP_NARROW, -1, 1, 2),
-                         CASE(OP_FLIP, 0), CASE(OP_TRIL, 0)};
+    case_args cases[] = {CASE(OP_TRANSPOSE, 0, -1),
+                         CASE(OP_RESHAPE, 0),
+                         CASE(OP_SLICE, 1, 1, PT_SLICE_END, 2),
+                         CASE(OP_SELECT, 0, 1),
+                         CASE(OP_DIAGONAL, 1, 0, 1),
+                         CASE(OP_NARROW, -1, 1, 2),
+                         CASE(OP_FLIP, 0),
+                         CASE(OP_TRIL, 0)};
     const int64_t shapes[][2] = {{3, 4}, {3, 4}, {3, 5}, {3, 4}, {3, 4}, {3, 4}, {3, 4}, {3, 3}};
-    const char *names[] = {"transpose", "reshape", "slice", "select", "diagonal", "narrow",
-                           "flip", "tril"};
+    const char *names[] = {"transpose", "reshape", "slice", "select",
+                           "diagonal",  "narrow",  "flip",  "tril"};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pt_tensor *x = gc_randn(2, shapes[k]);
         gc_gradgradcheck(shape_op, &cases[k], 1, &x, names[k]);

@@ -161,8 +161,8 @@ static void test_chat(void **state)
     collected a = {0};
     assert_int_equal(pt_llm_chat(llm, turn1, 2, &o, collect, &a), PT_OK);
     int32_t first_prompt = st.prompt_tokens;
-    pt_chat_msg turn2[] = {{"system", "Be brief."}, {"user", "hi"}, {"assistant", a.text},
-                           {"user", "again"}};
+    pt_chat_msg turn2[] = {
+        {"system", "Be brief."}, {"user", "hi"}, {"assistant", a.text}, {"user", "again"}};
     collected b = {0};
     assert_int_equal(pt_llm_chat(llm, turn2, 4, &o, collect, &b), PT_OK);
     assert_true(st.prompt_tokens > first_prompt);
@@ -204,21 +204,21 @@ static void test_errors(void **state)
     for (int i = 1; i < 20; i++)
         ids[i] = 10 + i;
     pt_gen_opts o = greedy(4);
-    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 20, &o, NULL, NULL),
-                           PT_ERR_INVALID_ARG, "not truncated");
-    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 0, &o, NULL, NULL),
-                           PT_ERR_INVALID_ARG, "empty");
+    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 20, &o, NULL, NULL), PT_ERR_INVALID_ARG,
+                           "not truncated");
+    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 0, &o, NULL, NULL), PT_ERR_INVALID_ARG,
+                           "empty");
     int32_t out_of_vocab[2] = {1, 1 << 20};
     assert_pt_status_error(pt_llm_generate_tokens(llm, out_of_vocab, 2, &o, NULL, NULL),
                            PT_ERR_INVALID_ARG, "vocabulary");
     assert_pt_status_error(pt_llm_eval(llm, ids, 4, 5), PT_ERR_INVALID_ARG, "n_past");
     o.n_stop = -1;
-    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 4, &o, NULL, NULL),
-                           PT_ERR_INVALID_ARG, "stop");
+    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 4, &o, NULL, NULL), PT_ERR_INVALID_ARG,
+                           "stop");
     o = greedy(4);
     o.temperature = 0.0f / 0.0f;
-    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 4, &o, NULL, NULL),
-                           PT_ERR_INVALID_ARG, "");
+    assert_pt_status_error(pt_llm_generate_tokens(llm, ids, 4, &o, NULL, NULL), PT_ERR_INVALID_ARG,
+                           "");
     /* a generation that reaches the end of the context stops with "length" */
     pt_gen_stats st;
     o = greedy(-1);

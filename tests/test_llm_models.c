@@ -177,8 +177,8 @@ static double kv_sensitivity(pt_llm *llm, pt_llm *llm32, const ref_prompt *r)
     return worst;
 }
 
-static bool check_logits(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st,
-                         double tol, double *observed)
+static bool check_logits(pt_llm *llm, const ref_prompt *r, int idx, agree_stats *st, double tol,
+                         double *observed)
 {
     const pt_llm_info *info = pt_llm_get_info(llm);
     const float *lg = pt_llm_logits(llm);
@@ -195,8 +195,8 @@ static bool check_logits(pt_llm *llm, const ref_prompt *r, int idx, agree_stats 
     st->tol = tol > st->tol ? tol : st->tol;
     *observed = worst;
     if (worst > tol)
-        printf("  prompt %d: last-token logits differ by up to %.4f (tolerance %.4f)\n", idx,
-               worst, tol);
+        printf("  prompt %d: last-token logits differ by up to %.4f (tolerance %.4f)\n", idx, worst,
+               tol);
     return worst <= tol;
 }
 
@@ -217,7 +217,8 @@ static bool check_greedy(pt_llm *llm, const ref_prompt *r, int idx, agree_stats 
             double tie_below = 2.0 * (observed > LOGIT_ATOL ? observed : LOGIT_ATOL);
             bool tie = m >= 0 && m <= tie_below;
             printf("  prompt %d: step %d: we chose %d (%.4f), llama.cpp %d (our %.4f; its "
-                   "margin %.4f)%s\n", idx, i, tok, l[tok], r->greedy[i], l[r->greedy[i]], m,
+                   "margin %.4f)%s\n",
+                   idx, i, tok, l[tok], r->greedy[i], l[r->greedy[i]], m,
                    tie ? ": a near-tie, sequences fork here" : "");
             st->forks += tie;
             return tie;
@@ -230,8 +231,7 @@ static bool check_greedy(pt_llm *llm, const ref_prompt *r, int idx, agree_stats 
 }
 
 /* Checks one prompt; returns false (after printing why) on a disagreement. */
-static bool check_prompt(pt_llm *llm, pt_llm *llm32, const ref_prompt *r, int idx,
-                         agree_stats *st)
+static bool check_prompt(pt_llm *llm, pt_llm *llm32, const ref_prompt *r, int idx, agree_stats *st)
 {
     if (r->text) {
         int32_t ids[MAX_IDS];

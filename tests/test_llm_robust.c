@@ -64,7 +64,7 @@ static void mutate_model(const char *file, int truncations, int mutations)
     int loaded = 0;
     for (int i = 1; i <= truncations; i++)
         loaded += try_model(orig, len * (size_t)i / (size_t)(truncations + 1));
-    assert_int_equal(loaded, 0); /* a truncated file is always refused */
+    assert_int_equal(loaded, 0);               /* a truncated file is always refused */
     size_t header = len < 65536 ? len : 65536; /* metadata and tensor infos live here */
     for (int i = 0; i < mutations; i++) {
         memcpy(buf, orig, len);

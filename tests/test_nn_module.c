@@ -28,9 +28,10 @@ static void scale_on_train(pt_module *self, bool on)
     train_calls++;
 }
 
-static const pt_module_def scale_def = {
-    .type_name = "Scale", .forward = scale_forward, .extra_repr = scale_extra_repr,
-    .on_train = scale_on_train};
+static const pt_module_def scale_def = {.type_name = "Scale",
+                                        .forward = scale_forward,
+                                        .extra_repr = scale_extra_repr,
+                                        .on_train = scale_on_train};
 
 static pt_module *scale_new(void)
 {
@@ -223,7 +224,8 @@ static void test_forward_hooks(void **state)
     pt_nn_free(m);
 }
 
-/* ---- modes, dtype moves, apply ---------------------------------------------------------------- */
+/* ---- modes, dtype moves, apply ----------------------------------------------------------------
+ */
 
 static void test_train_eval(void **state)
 {
@@ -304,15 +306,16 @@ static void test_repr_matches_torch(void **state)
     pt_nn_free(net);
 }
 
-/* ---- state dict ------------------------------------------------------------------------------- */
+/* ---- state dict -------------------------------------------------------------------------------
+ */
 
 static void test_state_dict_keys_and_sharing(void **state)
 {
     (void)state;
     pt_module *net = net_new();
     pt_value *sd = pt_nn_state_dict(net);
-    const char *want[] = {"bias", "body.0.w", "body.0.count", "body.1.w", "body.1.count",
-                          "head.w", "head.count"};
+    const char *want[] = {"bias",         "body.0.w", "body.0.count", "body.1.w",
+                          "body.1.count", "head.w",   "head.count"};
     assert_int_equal(pt_value_len(sd), 7);
     for (int i = 0; i < 7; i++)
         assert_string_equal(pt_value_as_str(pt_value_key_ref(sd, i), NULL), want[i]);
@@ -355,7 +358,8 @@ static void test_load_state_dict_errors_like_torch(void **state)
     pt_fill_(pt_nn_param_ref(net, "bias"), 5.0);
     pt_status st = pt_nn_load_state_dict(net, sd, true);
     assert_int_equal(st, PT_ERR_INVALID_ARG);
-    assert_string_equal(pt_last_error(),
+    assert_string_equal(
+        pt_last_error(),
         "Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: \"body.0.w\", "
         "\"body.0.count\", \"body.1.w\", \"body.1.count\", \"head.w\", \"head.count\". \n\t"
         "Unexpected key(s) in state_dict: \"x\". \n\tsize mismatch for bias: copying a param "
@@ -404,19 +408,26 @@ static void test_module_dict_and_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_named_parameters_order, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_shared_parameter_listed_once, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_named_parameters_order, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_shared_parameter_listed_once, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_registration_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_lookup_paths, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_sequential_forward_and_backward, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_sequential_forward_and_backward, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_forward_hooks, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_train_eval, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_to_dtype_keeps_tensor_identity, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_to_dtype_keeps_tensor_identity, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_apply_children_first, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_repr_matches_torch, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_state_dict_keys_and_sharing, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_load_state_dict_roundtrip, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_load_state_dict_errors_like_torch, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_state_dict_keys_and_sharing, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_load_state_dict_roundtrip, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_load_state_dict_errors_like_torch, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_module_dict_and_list, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,10 +62,9 @@ static double problem_backward(problem *pr)
     pt_scope_begin();
     pt_tensor *pred = pt_add(pt_matmul(pr->x, pt_transpose(pr->W, 0, 1)), pr->b);
     pt_tensor *mse = pt_mean(pt_square(pt_sub(pred, pr->y)));
-    pt_tensor *extra = pr->convex
-                           ? pt_add(pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 2.0)), 0.1),
-                                    pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 4.0)), 0.05))
-                           : pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 3.0)), 0.05);
+    pt_tensor *extra = pr->convex ? pt_add(pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 2.0)), 0.1),
+                                           pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 4.0)), 0.05))
+                                  : pt_mul_scalar(pt_sum(pt_pow_scalar(pr->W, 3.0)), 0.05);
     pt_tensor *loss = pt_add(mse, extra);
     double l = loss ? pt_item(loss) : NAN;
     if (pt_backward(loss, NULL, false, false) != PT_OK)
@@ -107,8 +106,8 @@ static pt_optim *mk_asgd_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_asgd_t0_wd_maximize(pt_tensor *W, pt_tensor *b)
 {
-    pt_asgd_opts o = {.lr = 0.02, .lambd = 0.01, .alpha = 0.5, .t0 = 5, .weight_decay = 0.1,
-                      .maximize = true};
+    pt_asgd_opts o = {
+        .lr = 0.02, .lambd = 0.01, .alpha = 0.5, .t0 = 5, .weight_decay = 0.1, .maximize = true};
     return pt_optim_asgd_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_asgd_two_groups(pt_tensor *W, pt_tensor *b)
@@ -123,8 +122,7 @@ static pt_optim *mk_rprop_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_rprop_etas_sizes_maximize(pt_tensor *W, pt_tensor *b)
 {
-    pt_rprop_opts o = {.lr = 0.05, .etas = {0.3, 1.5}, .step_sizes = {1e-3, 0.1},
-                       .maximize = true};
+    pt_rprop_opts o = {.lr = 0.05, .etas = {0.3, 1.5}, .step_sizes = {1e-3, 0.1}, .maximize = true};
     return pt_optim_rprop_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_rprop_two_groups(pt_tensor *W, pt_tensor *b)
@@ -207,8 +205,12 @@ static pt_optim *mk_sophia_default(pt_tensor *W, pt_tensor *b)
 }
 static pt_optim *mk_sophia_rho_maximize(pt_tensor *W, pt_tensor *b)
 {
-    pt_sophia_opts o = {.lr = 0.02, .betas = {0.9, 0.95}, .rho = 0.5, .weight_decay = 0.0,
-                        .maximize = true, .bs = 16};
+    pt_sophia_opts o = {.lr = 0.02,
+                        .betas = {0.9, 0.95},
+                        .rho = 0.5,
+                        .weight_decay = 0.0,
+                        .maximize = true,
+                        .bs = 16};
     return pt_optim_sophia_params(PARAMS(W, b), o);
 }
 static pt_optim *mk_sophia_two_groups(pt_tensor *W, pt_tensor *b)
@@ -333,8 +335,8 @@ static void check_asgd_average(const char *name)
         char path[32];
         snprintf(key, sizeof(key), "%s.%s", name, fields[f]);
         snprintf(path, sizeof(path), "state.0.%s", fields[f]);
-        assert_tensor_close(pt_value_tensor_ref(pt_value_path_ref(sd, path)), fx_get(fx, key),
-                            1e-5, 1e-6);
+        assert_tensor_close(pt_value_tensor_ref(pt_value_path_ref(sd, path)), fx_get(fx, key), 1e-5,
+                            1e-6);
     }
     pt_value_free(sd);
     pt_optim_free(opt);
@@ -367,8 +369,8 @@ static void test_float64_params(void **state)
         char key[96];
         pt_scope_begin();
         snprintf(key, sizeof(key), "%s.W", c->name);
-        assert_tensor_close(pt_to_dtype(pr.W, PT_FLOAT32), pt_select(fx_get(fx, key), 0, 4),
-                            1e-4, 1e-5);
+        assert_tensor_close(pt_to_dtype(pr.W, PT_FLOAT32), pt_select(fx_get(fx, key), 0, 4), 1e-4,
+                            1e-5);
         pt_scope_end();
         pt_optim_free(opt);
         pt_release(pr.x);
@@ -465,8 +467,7 @@ static void run_lbfgs(const char *name, bool reload, bool f64)
         int64_t evals = -1, n_iter = -1;
         assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.func_evals"), &evals),
                          PT_OK);
-        assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.n_iter"), &n_iter),
-                         PT_OK);
+        assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "state.0.n_iter"), &n_iter), PT_OK);
         snprintf(key, sizeof(key), "%s.func_evals", name);
         assert_int_equal(evals, (int64_t)pt_item(fx_get(fx, key)));
         snprintf(key, sizeof(key), "%s.n_iter", name);
@@ -507,8 +508,9 @@ static void test_lbfgs_state_dict_layout(void **state)
     pt_value *st = pt_value_path_ref(sd, "state");
     assert_int_equal(pt_value_len(st), 1);
     char *s = pt_value_to_string(pt_value_path_ref(sd, "state.0"), 0);
-    const char *keys[] = {"'func_evals'", "'n_iter'", "'al'", "'d'", "'t'", "'old_dirs'",
-                          "'old_stps'", "'ro'", "'H_diag'", "'prev_flat_grad'", "'prev_loss'"};
+    const char *keys[] = {"'func_evals'", "'n_iter'",         "'al'",       "'d'",
+                          "'t'",          "'old_dirs'",       "'old_stps'", "'ro'",
+                          "'H_diag'",     "'prev_flat_grad'", "'prev_loss'"};
     const char *prev = s;
     for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
         const char *at = strstr(s, keys[k]);
@@ -519,11 +521,11 @@ static void test_lbfgs_state_dict_layout(void **state)
     assert_non_null(strstr(s, "'d': tensor(float32, [25])"));
     free(s);
     int64_t me = 0;
-    assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "param_groups.0.max_eval"), &me),
-                     PT_OK);
+    assert_int_equal(pt_value_as_int(pt_value_path_ref(sd, "param_groups.0.max_eval"), &me), PT_OK);
     assert_int_equal(me, 5);
-    assert_string_equal(pt_value_as_str(pt_value_path_ref(sd, "param_groups.0.line_search_fn"),
-                                        NULL), "strong_wolfe");
+    assert_string_equal(
+        pt_value_as_str(pt_value_path_ref(sd, "param_groups.0.line_search_fn"), NULL),
+        "strong_wolfe");
     pt_value_free(sd);
     pt_optim_free(opt);
     problem_free(&pr);
@@ -543,8 +545,8 @@ static void test_lbfgs_errors(void **state)
     pt_optim *opt = pt_optim_lbfgs_params(1, &pr.W, PT_LBFGS_DEFAULTS);
     assert_pt_status_error(pt_optim_step(opt), PT_ERR_INVALID_ARG, "needs a closure");
     assert_int_equal(pt_optim_add_param_group(opt, 1, &pr.b, NULL), PT_OK);
-    assert_pt_status_error(pt_optim_step_closure(opt, lbfgs_closure, &pr, NULL),
-                           PT_ERR_INVALID_ARG, "parameter groups");
+    assert_pt_status_error(pt_optim_step_closure(opt, lbfgs_closure, &pr, NULL), PT_ERR_INVALID_ARG,
+                           "parameter groups");
     pt_optim_free(opt);
     problem_free(&pr);
 }
@@ -582,21 +584,23 @@ static void test_state_dict_layouts(void **state)
 {
     (void)state;
     expect_state0("radam_default", "{'step': tensor(float32, []), 'exp_avg': tensor(float32, "
-                  "[5, 4]), 'exp_avg_sq': tensor(float32, [5, 4])}");
+                                   "[5, 4]), 'exp_avg_sq': tensor(float32, [5, 4])}");
     expect_state0("asgd_default", "{'step': tensor(float32, []), 'eta': tensor(float32, []), "
-                  "'mu': tensor(float32, []), 'ax': tensor(float32, [5, 4])}");
+                                  "'mu': tensor(float32, []), 'ax': tensor(float32, [5, 4])}");
     expect_state0("rprop_default", "{'step': 1, 'prev': tensor(float32, [5, 4]), "
-                  "'step_size': tensor(float32, [5, 4])}");
+                                   "'step_size': tensor(float32, [5, 4])}");
     expect_state0("lion_default", "{'exp_avg': tensor(float32, [5, 4])}");
     expect_state0("lamb_default", "{'exp_avg': tensor(float32, [5, 4]), 'exp_avg_sq': "
-                  "tensor(float32, [5, 4])}");
-    expect_state0("adafactor_default", "{'step': 1, 'exp_avg_sq_row': tensor(float32, [5]), "
+                                  "tensor(float32, [5, 4])}");
+    expect_state0("adafactor_default",
+                  "{'step': 1, 'exp_avg_sq_row': tensor(float32, [5]), "
                   "'exp_avg_sq_col': tensor(float32, [4]), 'RMS': tensor(float32, [])}");
-    expect_state0("adafactor_lr_beta1_wd", "{'step': 1, 'exp_avg': tensor(float32, [5, 4]), "
+    expect_state0("adafactor_lr_beta1_wd",
+                  "{'step': 1, 'exp_avg': tensor(float32, [5, 4]), "
                   "'exp_avg_sq_row': tensor(float32, [5]), 'exp_avg_sq_col': "
                   "tensor(float32, [4]), 'RMS': tensor(float32, [])}");
     expect_state0("sophia_default", "{'step': tensor(float32, []), 'exp_avg': tensor(float32, "
-                  "[5, 4]), 'hessian': tensor(float32, [5, 4])}");
+                                    "[5, 4]), 'hessian': tensor(float32, [5, 4])}");
 }
 
 /* LAMB keeps its step counter in the param group, as timm does. */
@@ -653,12 +657,10 @@ static void test_constructor_errors(void **state)
                     "Invalid learning rate");
     pt_rprop_opts rp = PT_RPROP_DEFAULTS;
     rp.etas[1] = 0.9;
-    assert_pt_error(pt_optim_rprop_params(1, &pr.W, rp), PT_ERR_INVALID_ARG,
-                    "Invalid eta values");
+    assert_pt_error(pt_optim_rprop_params(1, &pr.W, rp), PT_ERR_INVALID_ARG, "Invalid eta values");
     pt_lion_opts li = PT_LION_DEFAULTS;
     li.weight_decay = -0.1;
-    assert_pt_error(pt_optim_lion_params(1, &pr.W, li), PT_ERR_INVALID_ARG,
-                    "Invalid weight_decay");
+    assert_pt_error(pt_optim_lion_params(1, &pr.W, li), PT_ERR_INVALID_ARG, "Invalid weight_decay");
     pt_lamb_opts la = PT_LAMB_DEFAULTS;
     la.max_grad_norm = 0.0;
     assert_pt_error(pt_optim_lamb_params(1, &pr.W, la), PT_ERR_INVALID_ARG, "max_grad_norm");
@@ -676,8 +678,7 @@ static void test_constructor_errors(void **state)
     so.rho = -1;
     assert_pt_error(pt_optim_sophia_params(1, &pr.W, so), PT_ERR_INVALID_ARG, "Invalid rho");
     pt_optim *opt = pt_optim_lion_params(1, &pr.W, PT_LION_DEFAULTS);
-    assert_pt_status_error(pt_optim_sophia_update_hessian(opt), PT_ERR_INVALID_ARG,
-                           "not SophiaG");
+    assert_pt_status_error(pt_optim_sophia_update_hessian(opt), PT_ERR_INVALID_ARG, "not SophiaG");
     assert_string_equal(pt_optim_name(opt), "Lion");
     pt_optim_free(opt);
     assert_pt_status_error(pt_optim_sophia_update_hessian(NULL), PT_ERR_NULL, "NULL");

@@ -397,7 +397,6 @@ static pt_value *load_ok(const char *path)
     return v;
 }
 
-
 /* A fresh temporary directory; the tests remove what they write into it. */
 static char *temp_dir(void)
 {

@@ -61,10 +61,18 @@ static void test_state_dict(void **state)
     check_file_against_fixture("state_dict", "state_dict.pt");
     pt_value *sd = pt_load(fixture_path("state_dict.pt"));
     assert_non_null(sd);
-    static const char *const keys[] = {
-        "conv.weight", "conv.bias", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var",
-        "bn.num_batches_tracked", "emb.weight", "norm.weight", "norm.bias", "fc.weight",
-        "fc.bias"};
+    static const char *const keys[] = {"conv.weight",
+                                       "conv.bias",
+                                       "bn.weight",
+                                       "bn.bias",
+                                       "bn.running_mean",
+                                       "bn.running_var",
+                                       "bn.num_batches_tracked",
+                                       "emb.weight",
+                                       "norm.weight",
+                                       "norm.bias",
+                                       "fc.weight",
+                                       "fc.bias"};
     assert_int_equal(pt_value_len(sd), 12);
     for (int i = 0; i < 12; i++)
         assert_string_equal(pt_value_as_str(pt_value_key_ref(sd, i), NULL), keys[i]);
@@ -168,7 +176,7 @@ static void test_safetensors_from_the_package(void **state)
     pt_value *st = pt_load_safetensors(fixture_path("dtypes.safetensors"), &meta);
     assert_non_null(st);
     assert_string_equal(pt_value_as_str(pt_value_get_str_ref(meta, "format"), NULL), "pt");
-    static const char *const names[] = {"f32", "f64", "f16", "bf16", "i64", "i32",
+    static const char *const names[] = {"f32", "f64", "f16", "bf16", "i64",    "i32",
                                         "i16", "i8",  "u8",  "bool", "scalar", "empty"};
     for (int i = 0; i < 12; i++) {
         char rec[64];
@@ -191,8 +199,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dtypes_and_views, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_parameter_keeps_requires_grad, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_legacy_and_protocol4, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_and_protocol4, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_safetensors_from_the_package, pt_test_setup,
                                         pt_test_teardown),

@@ -143,8 +143,11 @@ static void test_shapes_and_strides(void **state)
 static void test_wide_threads(void **state)
 {
     (void)state;
-    const wtype ts[] = {{"q4_0", PT_Q4_0}, {"q8_0", PT_Q8_0}, {"q4_k", PT_Q4_K},
-                        {"q5_k", PT_Q5_K}, {"q6_k", PT_Q6_K}};
+    const wtype ts[] = {{"q4_0", PT_Q4_0},
+                        {"q8_0", PT_Q8_0},
+                        {"q4_k", PT_Q4_K},
+                        {"q5_k", PT_Q5_K},
+                        {"q6_k", PT_Q6_K}};
     int saved = pt_get_num_threads();
     for (size_t i = 0; i < 5; i++) {
         char name[64], c1[64], c3[64];
@@ -244,8 +247,8 @@ static void check_against_dequantized(const pt_tensor *y, const pt_tensor *x, co
             double got = yv[i * n + j];
             if (!(fabs(got - ref) <= tol))
                 fail_msg("%s: y[%lld, %lld] = %.9g, dequantized reference %.9g (|diff| %.3g > "
-                         "tol %.3g)", what, (long long)i, (long long)j, got, ref,
-                         fabs(got - ref), tol);
+                         "tol %.3g)",
+                         what, (long long)i, (long long)j, got, ref, fabs(got - ref), tol);
         }
     }
 }
@@ -282,7 +285,7 @@ static void test_gemm_shapes(void **state)
             assert_tensor_equal(pt_linear(x, w, NULL), y);
             const float *yv = pt_data_ptr(y);
             /* every row alone (all of them up to M = 64, a sample of M = 512) */
-            for (int64_t i = 0; i < m; i += m > 64 ? 29 : 1) {
+            for (int64_t i = 0; i<m; i += m> 64 ? 29 : 1) {
                 pt_tensor *yi = pt_linear(pt_narrow(x, 0, i, 1), w, NULL);
                 assert_non_null(yi);
                 if (memcmp(pt_data_ptr(yi), yv + i * n, (size_t)n * sizeof(float)) != 0)
@@ -296,8 +299,7 @@ static void test_gemm_shapes(void **state)
             for (int64_t i = 0; i < m; i++)
                 for (int64_t j = 0; j < n; j++)
                     if (ybv[i * n + j] != yv[i * n + j] + bv[j])
-                        fail_msg("%s: y + bias at [%lld, %lld]", what, (long long)i,
-                                 (long long)j);
+                        fail_msg("%s: y + bias at [%lld, %lld]", what, (long long)i, (long long)j);
             pt_release(x);
             pt_release(y);
             pt_release(yb);

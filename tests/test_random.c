@@ -843,8 +843,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shapes_and_dtypes_follow_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_rng_state_round_trip, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_rng_state_round_trip, pt_test_setup, pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fx_close(fx);

@@ -19,7 +19,6 @@
 
 #define ST_DIR PT_FIXTURES_DIR "/safetensors/"
 
-
 static void write_file(const char *path, const void *data, size_t len)
 {
     FILE *f = fopen(path, "wb");
@@ -304,17 +303,18 @@ static void test_bad_offsets(void **state)
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}, "
                       "\"b\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [2, 3]}}",
                       3, PT_ERR_FORMAT, "bytes [1, 2) of the data section belong to no tensor");
-    expect_bad_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}",
-                      7, PT_ERR_FORMAT, "data_offsets [0, 8] run past the end of the data "
-                                        "section (7 bytes)");
-    expect_bad_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}",
-                      8, PT_ERR_FORMAT, "shape [3] of F32 needs 3 x 4 bytes");
+    expect_bad_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 7,
+                      PT_ERR_FORMAT,
+                      "data_offsets [0, 8] run past the end of the data "
+                      "section (7 bytes)");
+    expect_bad_header("{\"a\": {\"dtype\": \"F32\", \"shape\": [3], \"data_offsets\": [0, 8]}}", 8,
+                      PT_ERR_FORMAT, "shape [3] of F32 needs 3 x 4 bytes");
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [2, 1]}}", 2,
                       PT_ERR_FORMAT, "end before they begin");
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0]}}", 1,
                       PT_ERR_FORMAT, "not a list of two non-negative integers");
-    expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [-1, 0]}}",
-                      1, PT_ERR_FORMAT, "not a list of two non-negative integers");
+    expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [-1, 0]}}", 1,
+                      PT_ERR_FORMAT, "not a list of two non-negative integers");
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1], "
                       "\"data_offsets\": [0, 1e300]}}",
                       1, PT_ERR_FORMAT, "not a list of two non-negative integers");
@@ -327,8 +327,8 @@ static void test_bad_shapes_and_dtypes(void **state)
     (void)state;
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [-1], \"data_offsets\": [0, 0]}}", 0,
                       PT_ERR_FORMAT, "shape entry 0 is not a non-negative integer");
-    expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1.5], \"data_offsets\": [0, 1]}}",
-                      1, PT_ERR_FORMAT, "shape entry 0 is not a non-negative integer");
+    expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": [1.5], \"data_offsets\": [0, 1]}}", 1,
+                      PT_ERR_FORMAT, "shape entry 0 is not a non-negative integer");
     expect_bad_header("{\"a\": {\"dtype\": \"U8\", \"shape\": 4, \"data_offsets\": [0, 4]}}", 4,
                       PT_ERR_FORMAT, "\"shape\" is not a list");
     /* empty, but the other dims multiply past 2^62 */
@@ -412,8 +412,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reference_files, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_copy_on_write, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_round_trip, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_everywhere, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_header_length, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_json, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_too_many_values, pt_test_setup, pt_test_teardown),
@@ -421,8 +420,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_shapes_and_dtypes, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bad_metadata, pt_test_setup, pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_accepted_edge_cases, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_accepted_edge_cases, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

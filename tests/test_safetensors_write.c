@@ -16,7 +16,6 @@
 
 #include "testutil.h"
 
-
 static void temp_path(char *path)
 {
     int fd = mkstemp(path);

@@ -18,8 +18,8 @@
 
 #include <prometorch/prometorch.h>
 
-#define SHORT_STR 60  /* bytes of a string shown without --all */
-#define SHORT_LIST 8  /* items of an array or list shown without --all */
+#define SHORT_STR 60 /* bytes of a string shown without --all */
+#define SHORT_LIST 8 /* items of an array or list shown without --all */
 
 /* Totals count each tensor once, however often the tree refers to it (tied weights, a module
  * pickled whole listing its parameters twice): `seen` is an open-addressing set of them. */
@@ -114,7 +114,8 @@ static void emit_json(cJSON *doc)
     cJSON_Delete(doc);
 }
 
-/* ---- value trees (.pt, safetensors) ----------------------------------------------------------- */
+/* ---- value trees (.pt, safetensors) -----------------------------------------------------------
+ */
 
 static int64_t tensor_bytes(const pt_tensor *t)
 {
@@ -438,8 +439,7 @@ static void gguf_print(const options *o, pt_gguf *g)
 {
     printf("file: %s\n", o->path);
     printf("format: gguf v%u, alignment %u, %" PRId64 " metadata entries, %" PRId64 " tensors\n",
-           pt_gguf_version(g), pt_gguf_alignment(g), pt_gguf_kv_count(g),
-           pt_gguf_tensor_count(g));
+           pt_gguf_version(g), pt_gguf_alignment(g), pt_gguf_kv_count(g), pt_gguf_tensor_count(g));
     printf("metadata:\n");
     for (int64_t i = 0; i < pt_gguf_kv_count(g); i++) {
         const char *key = pt_gguf_kv_key(g, i, NULL);

@@ -9,8 +9,7 @@
 #include <prometorch/prometorch.h>
 
 /* forward: runs with grad mode off; saves x for backward */
-static pt_status cube_forward(pt_autograd_ctx *ctx, int n_in, pt_tensor *const *in,
-                              pt_tensor **out)
+static pt_status cube_forward(pt_autograd_ctx *ctx, int n_in, pt_tensor *const *in, pt_tensor **out)
 {
     (void)n_in;
     out[0] = pt_pow_scalar(in[0], 3.0);

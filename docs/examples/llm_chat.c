@@ -28,8 +28,8 @@ int main(int argc, char **argv)
     go.stats = &st;
     if (pt_llm_chat(llm, msgs, 1, &go, print_piece, NULL) != PT_OK)
         fprintf(stderr, "%s\n", pt_last_error());
-    printf("\n%d tokens at %.1f tokens/s (%s)\n", st.gen_tokens,
-           st.gen_tokens / (st.gen_ns / 1e9), st.done_reason);
+    printf("\n%d tokens at %.1f tokens/s (%s)\n", st.gen_tokens, st.gen_tokens / (st.gen_ns / 1e9),
+           st.done_reason);
     pt_llm_free(llm);
     return 0;
 }

@@ -126,8 +126,8 @@ typedef struct pt_function {
      * with its input's shape. Runs with grad mode equal to create_graph, so public ops used
      * here record a graph for double backward. Inputs whose gradient is not needed
      * (pt_ctx_needs_input_grad false) may be left NULL. */
-    pt_status (*backward)(pt_autograd_ctx *ctx, int n_out, pt_tensor *const *grad_outputs,
-                          int n_in, pt_tensor **grad_inputs);
+    pt_status (*backward)(pt_autograd_ctx *ctx, int n_out, pt_tensor *const *grad_outputs, int n_in,
+                          pt_tensor **grad_inputs);
 } pt_function;
 
 /* Runs fn->forward on the inputs (1..8) and, when grad mode is on and an input requires grad,

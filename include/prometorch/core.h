@@ -47,8 +47,8 @@ PT_API void pt_release(pt_tensor *t);      /* drops a reference; pt_release(NULL
 
 /* ---- dtypes ------------------------------------------------------------------------------ */
 
-PT_API const char *pt_dtype_name(pt_dtype dt); /* "float32", "q4_0", ... */
-PT_API size_t pt_dtype_size(pt_dtype dt);      /* bytes per element (per block for blocks) */
+PT_API const char *pt_dtype_name(pt_dtype dt);   /* "float32", "q4_0", ... */
+PT_API size_t pt_dtype_size(pt_dtype dt);        /* bytes per element (per block for blocks) */
 PT_API int64_t pt_dtype_block_size(pt_dtype dt); /* elements per block; 1 for plain dtypes */
 PT_API bool pt_dtype_is_floating(pt_dtype dt);   /* float32/64/16, bfloat16 */
 PT_API bool pt_dtype_is_integral(pt_dtype dt);   /* ints and uint8 (not bool) */
@@ -92,8 +92,7 @@ PT_API pt_tensor *pt_scalar_tensor(double v, pt_dtype dt, pt_device dev);
 /* Values start, start+step, ... < end (torch.arange). */
 PT_API pt_tensor *pt_arange(double start, double end, double step, pt_dtype dt, pt_device dev);
 /* n evenly spaced values from start to end inclusive (torch.linspace). */
-PT_API pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt,
-                              pt_device dev);
+PT_API pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt, pt_device dev);
 /* An n x m identity matrix (torch.eye). */
 PT_API pt_tensor *pt_eye(int64_t n, int64_t m, pt_dtype dt, pt_device dev);
 PT_API pt_tensor *pt_zeros_like(const pt_tensor *t);
@@ -104,8 +103,8 @@ PT_API pt_tensor *pt_empty_like(const pt_tensor *t);
 /* ---- access ------------------------------------------------------------------------------- */
 
 PT_API int pt_ndim(const pt_tensor *t);
-PT_API const int64_t *pt_shape(const pt_tensor *t);  /* borrowed, ndim entries */
-PT_API const int64_t *pt_stride(const pt_tensor *t); /* borrowed, in elements */
+PT_API const int64_t *pt_shape(const pt_tensor *t);      /* borrowed, ndim entries */
+PT_API const int64_t *pt_stride(const pt_tensor *t);     /* borrowed, in elements */
 PT_API int64_t pt_size(const pt_tensor *t, int64_t dim); /* negative dims allowed; -1 on error */
 PT_API int64_t pt_numel(const pt_tensor *t);
 PT_API int64_t pt_storage_offset(const pt_tensor *t);
@@ -171,8 +170,8 @@ PT_API uint64_t pt_initial_seed(void);
  * counter, each little-endian. Save it in a checkpoint to resume a run with the same random
  * numbers. Returns a new reference. */
 PT_API pt_tensor *pt_get_rng_state(void);
-/* Restores a state from pt_get_rng_state (torch.set_rng_state). PT_ERR_NULL for NULL, PT_ERR_INVALID_ARG unless
- * state is a uint8 tensor of 16 elements. */
+/* Restores a state from pt_get_rng_state (torch.set_rng_state). PT_ERR_NULL for NULL,
+ * PT_ERR_INVALID_ARG unless state is a uint8 tensor of 16 elements. */
 PT_API pt_status pt_set_rng_state(const pt_tensor *state);
 
 /* ---- printing ------------------------------------------------------------------------------ */

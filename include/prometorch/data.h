@@ -22,8 +22,8 @@ PT_API pt_tensor *pt_read_idx(const char *path);
 /* Reads an MNIST image file and label file: *images uint8 [N, ...dims of the header],
  * *labels int64 [N]. The files must both be uint8 idx, labels 1-D, counts equal. On error
  * both outputs are NULL. Returns new references. */
-PT_API pt_status pt_read_mnist(const char *images_path, const char *labels_path,
-                               pt_tensor **images, pt_tensor **labels);
+PT_API pt_status pt_read_mnist(const char *images_path, const char *labels_path, pt_tensor **images,
+                               pt_tensor **labels);
 
 /* Reads n CIFAR-10 binary batch files (records of 1 label byte + 3072 CHW pixel bytes) and
  * concatenates them: *images uint8 [N, 3, 32, 32], *labels int64 [N]. A size that is not a
@@ -49,7 +49,7 @@ PT_API int pt_dataset_nfields(const pt_dataset *ds);
 /* Sample `index` (negative counts from the end): nfields new references into fields. */
 PT_API pt_status pt_dataset_get(const pt_dataset *ds, int64_t index, pt_tensor **fields);
 PT_API pt_dataset *pt_dataset_retain(pt_dataset *ds); /* adds a reference; returns ds */
-PT_API void pt_dataset_free(pt_dataset *ds);           /* drops a reference; NULL is a no-op */
+PT_API void pt_dataset_free(pt_dataset *ds);          /* drops a reference; NULL is a no-op */
 
 /* torch.utils.data.TensorDataset: n tensors sharing their first dim; item i is the views
  * t[i] of each. Holds its own references to the tensors. */
@@ -67,9 +67,9 @@ PT_API pt_status pt_random_split(pt_dataset *ds, int n, const int64_t *lengths,
 
 /* Image dataset options (zero value = raw uint8 images). */
 typedef struct pt_image_dataset_opts {
-    bool to_float;     /* float32 images scaled to [0, 1] */
-    int n_norm;        /* 0, or number of channels (1 for MNIST, 3 for CIFAR): normalize */
-    double mean[3];    /* (x - mean[c]) / std[c] after scaling (needs to_float) */
+    bool to_float;  /* float32 images scaled to [0, 1] */
+    int n_norm;     /* 0, or number of channels (1 for MNIST, 3 for CIFAR): normalize */
+    double mean[3]; /* (x - mean[c]) / std[c] after scaling (needs to_float) */
     double std[3];
 } pt_image_dataset_opts;
 
@@ -113,12 +113,12 @@ typedef struct pt_dataloader pt_dataloader;
 /* Options; zero value = batch_size 1, no shuffle, keep last batch, no workers, seed drawn from
  * the default generator. */
 typedef struct pt_dataloader_opts {
-    int64_t batch_size;  /* 0 means 1 */
+    int64_t batch_size; /* 0 means 1 */
     bool shuffle;
     bool drop_last;
-    int num_workers;     /* background threads; 0 loads in the calling thread */
-    int prefetch;        /* batches buffered ahead (bounded queue); 0 means 2 * num_workers */
-    bool has_seed;       /* use `seed`, else draw one from pt_manual_seed's generator */
+    int num_workers; /* background threads; 0 loads in the calling thread */
+    int prefetch;    /* batches buffered ahead (bounded queue); 0 means 2 * num_workers */
+    bool has_seed;   /* use `seed`, else draw one from pt_manual_seed's generator */
     uint64_t seed;
     /* Built-in augmentation of field 0 ([C, H, W]): crop_padding > 0 = RandomCrop with that
      * padding, hflip = RandomHorizontalFlip. Applied before `transform`. */

@@ -122,7 +122,8 @@ PT_API pt_status pt_gguf_arr_float(const pt_gguf *g, int64_t i, int64_t j, doubl
 /* Element j of a string array (borrowed, NUL-terminated, valid until pt_gguf_close). */
 PT_API const char *pt_gguf_arr_str(const pt_gguf *g, int64_t i, int64_t j, size_t *len);
 
-/* ---- tensors (in file order) ------------------------------------------------------------------ */
+/* ---- tensors (in file order) ------------------------------------------------------------------
+ */
 
 PT_API int64_t pt_gguf_tensor_count(const pt_gguf *g);
 /* Index of the tensor named `name`, or -1 (no error set). */

@@ -50,15 +50,14 @@ PT_API pt_status pt_save_safetensors(const char *path, const pt_value *state_dic
  * nesting deeper than 1000 levels), PT_ERR_IO naming the path, PT_ERR_OOM. */
 PT_API pt_status pt_save(const char *path, const pt_value *v);
 
-
 /* ---- reading -------------------------------------------------------------------------------- */
 
 typedef enum pt_file_format {
-    PT_FORMAT_AUTO = 0,     /* detected from the first bytes */
-    PT_FORMAT_PT_ZIP,       /* torch.save since PyTorch 1.6 (a zip holding data.pkl, data/<key>) */
-    PT_FORMAT_PT_LEGACY,    /* torch.save(..., _use_new_zipfile_serialization=False) */
+    PT_FORMAT_AUTO = 0,  /* detected from the first bytes */
+    PT_FORMAT_PT_ZIP,    /* torch.save since PyTorch 1.6 (a zip holding data.pkl, data/<key>) */
+    PT_FORMAT_PT_LEGACY, /* torch.save(..., _use_new_zipfile_serialization=False) */
     PT_FORMAT_SAFETENSORS,
-    PT_FORMAT_PICKLE,       /* a bare pickle stream without tensor storages */
+    PT_FORMAT_PICKLE, /* a bare pickle stream without tensor storages */
 } pt_file_format;
 
 /* Options of pt_load_ex; the zero value is pt_load's behaviour. */

@@ -37,36 +37,36 @@ typedef struct pt_llm_opts {
 
 /* Generation statistics (durations in nanoseconds, as Ollama reports them). */
 typedef struct pt_gen_stats {
-    int32_t prompt_tokens;     /* tokens of the prompt (the whole prompt, cached or not) */
-    int32_t prompt_evaluated;  /* of these, processed by a forward pass (the rest was cached) */
-    int64_t prompt_ns;         /* time processing them */
-    int32_t gen_tokens;        /* tokens generated */
-    int64_t gen_ns;            /* time generating them (first sampled token to last) */
-    const char *done_reason;   /* "stop" (end-of-generation token or stop string), "length"
-                                * (num_predict or the context is full), "cancel" (the callback
-                                * returned false); static string */
+    int32_t prompt_tokens;    /* tokens of the prompt (the whole prompt, cached or not) */
+    int32_t prompt_evaluated; /* of these, processed by a forward pass (the rest was cached) */
+    int64_t prompt_ns;        /* time processing them */
+    int32_t gen_tokens;       /* tokens generated */
+    int64_t gen_ns;           /* time generating them (first sampled token to last) */
+    const char *done_reason;  /* "stop" (end-of-generation token or stop string), "length"
+                               * (num_predict or the context is full), "cancel" (the callback
+                               * returned false); static string */
 } pt_gen_stats;
 
 /* Generation options. Start from pt_gen_opts_default() (Ollama's defaults) and change fields. */
 typedef struct pt_gen_opts {
-    int32_t num_predict;       /* tokens to generate at most; < 0: until the context is full */
-    float temperature;         /* <= 0: greedy (argmax) */
-    int32_t top_k;             /* <= 0: off */
-    float top_p;               /* >= 1: off */
-    float min_p;               /* <= 0: off */
-    float typical_p;           /* >= 1: off */
-    float repeat_penalty;      /* 1: off */
-    int32_t repeat_last_n;     /* window of the penalties; -1: the whole context; 0: off */
+    int32_t num_predict;   /* tokens to generate at most; < 0: until the context is full */
+    float temperature;     /* <= 0: greedy (argmax) */
+    int32_t top_k;         /* <= 0: off */
+    float top_p;           /* >= 1: off */
+    float min_p;           /* <= 0: off */
+    float typical_p;       /* >= 1: off */
+    float repeat_penalty;  /* 1: off */
+    int32_t repeat_last_n; /* window of the penalties; -1: the whole context; 0: off */
     float presence_penalty;
     float frequency_penalty;
-    int64_t seed;              /* < 0: random */
-    const char *const *stop;   /* stop strings (not included in the output); may be NULL */
+    int64_t seed;            /* < 0: random */
+    const char *const *stop; /* stop strings (not included in the output); may be NULL */
     int32_t n_stop;
     const int32_t *stop_tokens; /* extra token ids that end generation (EOG tokens always do) */
     int32_t n_stop_tokens;
-    bool raw;                  /* pt_llm_generate: do not add BOS (the prompt is used as is) */
-    bool special_output;       /* render control tokens' text in the output */
-    pt_gen_stats *stats;       /* filled on return when not NULL */
+    bool raw;            /* pt_llm_generate: do not add BOS (the prompt is used as is) */
+    bool special_output; /* render control tokens' text in the output */
+    pt_gen_stats *stats; /* filled on return when not NULL */
 } pt_gen_opts;
 
 /* Called for each generated token with the text it adds: len may be 0 (bytes of an unfinished

@@ -29,7 +29,8 @@ extern "C" {
 
 typedef struct pt_module pt_module;
 
-/* ---- user-defined modules --------------------------------------------------------------------- */
+/* ---- user-defined modules ---------------------------------------------------------------------
+ */
 
 /* forward with one input and one output: returns a new reference or NULL with the error set. */
 typedef pt_tensor *(*pt_forward_fn)(pt_module *self, const pt_tensor *x);
@@ -39,10 +40,10 @@ typedef pt_status (*pt_forward_n_fn)(pt_module *self, int n_in, const pt_tensor 
                                      int n_out, pt_tensor **out);
 
 typedef struct pt_module_def {
-    const char *type_name;      /* shown by pt_nn_to_string: "Linear", "Net" */
-    pt_forward_fn forward;      /* may be NULL when forward_n is given */
-    pt_forward_n_fn forward_n;  /* may be NULL: then pt_nn_forward_n calls forward (1 in, 1 out) */
-    void (*free_ctx)(void *ctx);/* frees the ctx (may be NULL) */
+    const char *type_name;       /* shown by pt_nn_to_string: "Linear", "Net" */
+    pt_forward_fn forward;       /* may be NULL when forward_n is given */
+    pt_forward_n_fn forward_n;   /* may be NULL: then pt_nn_forward_n calls forward (1 in, 1 out) */
+    void (*free_ctx)(void *ctx); /* frees the ctx (may be NULL) */
     /* Writes PyTorch's extra_repr ("in_features=4, out_features=2, bias=True") into buf;
      * may be NULL. */
     void (*extra_repr)(const pt_module *self, char *buf, size_t cap);
@@ -111,8 +112,8 @@ PT_API pt_status pt_nn_forward_n(pt_module *m, int n_in, const pt_tensor *const 
 typedef pt_status (*pt_forward_pre_hook)(pt_module *m, int n_in, const pt_tensor *const *in,
                                          void *user);
 /* Runs after forward with the outputs; may replace out[i] (release the old one). */
-typedef pt_status (*pt_forward_hook)(pt_module *m, int n_in, const pt_tensor *const *in,
-                                     int n_out, pt_tensor **out, void *user);
+typedef pt_status (*pt_forward_hook)(pt_module *m, int n_in, const pt_tensor *const *in, int n_out,
+                                     pt_tensor **out, void *user);
 /* Register hooks; each returns a handle > 0 for pt_nn_remove_hook, or -1 on error. */
 PT_API int pt_nn_register_forward_pre_hook(pt_module *m, pt_forward_pre_hook hook, void *user);
 PT_API int pt_nn_register_forward_hook(pt_module *m, pt_forward_hook hook, void *user);

@@ -139,22 +139,23 @@ PT_API pt_tensor *pt_scaled_dot_product_attention(const pt_tensor *q, const pt_t
 /* How the rotated dims of a head are paired. */
 typedef enum pt_rope_mode {
     PT_ROPE_NORM = 0, /* adjacent pairs (x[2i], x[2i+1]): llama, mistral (GGUF permutes q/k) */
-    PT_ROPE_NEOX = 1, /* half-split pairs (x[i], x[i + n_rot/2]): HF rotate_half; qwen, gemma, phi3 */
+    PT_ROPE_NEOX =
+        1, /* half-split pairs (x[i], x[i + n_rot/2]): HF rotate_half; qwen, gemma, phi3 */
 } pt_rope_mode;
 
 /* Options of pt_rope; the zero value is plain RoPE with base 10000 over the whole head. */
 typedef struct pt_rope_opts {
     pt_rope_mode mode;
-    int64_t n_rot;       /* leading dims of each head that are rotated (even, <= D); 0: D */
-    double freq_base;    /* theta_i = pos * base^(-2i/n_rot); 0: 10000 */
-    double freq_scale;   /* linear position scaling (1/factor); 0: 1 */
+    int64_t n_rot;     /* leading dims of each head that are rotated (even, <= D); 0: D */
+    double freq_base;  /* theta_i = pos * base^(-2i/n_rot); 0: 10000 */
+    double freq_scale; /* linear position scaling (1/factor); 0: 1 */
     const pt_tensor *freq_factors; /* NULL, or float32 [n_rot/2]: theta_i is divided by
                                     * factor i (llama 3.1's rope_freqs, phi3's long/short) */
-    double ext_factor;   /* YaRN extrapolation mix; 0: off */
-    double attn_factor;  /* YaRN magnitude scale; 0: 1 */
-    double beta_fast;    /* YaRN ramp; 0: 32 */
-    double beta_slow;    /* YaRN ramp; 0: 1 */
-    int64_t n_ctx_orig;  /* YaRN: the original training context; 0: 4096 */
+    double ext_factor;             /* YaRN extrapolation mix; 0: off */
+    double attn_factor;            /* YaRN magnitude scale; 0: 1 */
+    double beta_fast;              /* YaRN ramp; 0: 32 */
+    double beta_slow;              /* YaRN ramp; 0: 1 */
+    int64_t n_ctx_orig;            /* YaRN: the original training context; 0: 4096 */
 } pt_rope_opts;
 
 /* Rotary position embedding of x [T, H, D] (float32; any strides) at positions pos [T]

@@ -281,7 +281,7 @@ typedef struct pt_rprop_opts {
     double step_sizes[2];
     bool maximize;
 } pt_rprop_opts;
-#define PT_RPROP_DEFAULTS \
+#define PT_RPROP_DEFAULTS                                                                          \
     ((pt_rprop_opts){.lr = 1e-2, .etas = {0.5, 1.2}, .step_sizes = {1e-6, 50.0}})
 
 /* torch.optim.LBFGS(lr, max_iter, max_eval, tolerance_grad, tolerance_change, history_size,
@@ -296,9 +296,13 @@ typedef struct pt_lbfgs_opts {
     int64_t history_size;
     const char *line_search_fn;
 } pt_lbfgs_opts;
-#define PT_LBFGS_DEFAULTS                                                                       \
-    ((pt_lbfgs_opts){.lr = 1.0, .max_iter = 20, .max_eval = -1, .tolerance_grad = 1e-7,         \
-                     .tolerance_change = 1e-9, .history_size = 100})
+#define PT_LBFGS_DEFAULTS                                                                          \
+    ((pt_lbfgs_opts){.lr = 1.0,                                                                    \
+                     .max_iter = 20,                                                               \
+                     .max_eval = -1,                                                               \
+                     .tolerance_grad = 1e-7,                                                       \
+                     .tolerance_change = 1e-9,                                                     \
+                     .history_size = 100})
 
 /* Lion (Chen et al. 2023), as the reference implementation lucidrains/lion-pytorch:
  *   p *= 1 - lr * weight_decay;  p -= lr * sign(beta1 * m + (1 - beta1) * g)
@@ -329,9 +333,14 @@ typedef struct pt_lamb_opts {
     bool trust_clip;
     bool always_adapt;
 } pt_lamb_opts;
-#define PT_LAMB_DEFAULTS                                                                        \
-    ((pt_lamb_opts){.lr = 1e-3, .bias_correction = true, .betas = {0.9, 0.999}, .eps = 1e-6,    \
-                    .weight_decay = 0.01, .grad_averaging = true, .max_grad_norm = 1.0})
+#define PT_LAMB_DEFAULTS                                                                           \
+    ((pt_lamb_opts){.lr = 1e-3,                                                                    \
+                    .bias_correction = true,                                                       \
+                    .betas = {0.9, 0.999},                                                         \
+                    .eps = 1e-6,                                                                   \
+                    .weight_decay = 0.01,                                                          \
+                    .grad_averaging = true,                                                        \
+                    .max_grad_norm = 1.0})
 
 /* Adafactor (Shazeer & Stern 2018) as HF transformers' / fairseq's Adafactor: lr NAN = None
  * (needs relative_step), eps = (eps1 added to g^2, eps2 floor of the parameter RMS scale),
@@ -348,9 +357,13 @@ typedef struct pt_adafactor_opts {
     bool relative_step;
     bool warmup_init;
 } pt_adafactor_opts;
-#define PT_ADAFACTOR_DEFAULTS                                                                   \
-    ((pt_adafactor_opts){.lr = NAN, .eps = {1e-30, 1e-3}, .clip_threshold = 1.0,               \
-                         .decay_rate = -0.8, .beta1 = NAN, .scale_parameter = true,            \
+#define PT_ADAFACTOR_DEFAULTS                                                                      \
+    ((pt_adafactor_opts){.lr = NAN,                                                                \
+                         .eps = {1e-30, 1e-3},                                                     \
+                         .clip_threshold = 1.0,                                                    \
+                         .decay_rate = -0.8,                                                       \
+                         .beta1 = NAN,                                                             \
+                         .scale_parameter = true,                                                  \
                          .relative_step = true})
 
 /* SophiaG (Liu et al. 2023) as the reference implementation Liuhong99/Sophia:
@@ -367,9 +380,9 @@ typedef struct pt_sophia_opts {
     bool maximize;
     double bs;
 } pt_sophia_opts;
-#define PT_SOPHIA_DEFAULTS                                                                      \
-    ((pt_sophia_opts){.lr = 1e-4, .betas = {0.965, 0.99}, .rho = 0.04, .weight_decay = 1e-1,   \
-                      .bs = 5120})
+#define PT_SOPHIA_DEFAULTS                                                                         \
+    ((pt_sophia_opts){                                                                             \
+        .lr = 1e-4, .betas = {0.965, 0.99}, .rho = 0.04, .weight_decay = 1e-1, .bs = 5120})
 
 /* torch.optim.RAdam over m's parameters / an explicit list (as pt_optim_adam; errors as Adam's). */
 PT_API pt_optim *pt_optim_radam(pt_module *m, pt_radam_opts o);
@@ -409,8 +422,7 @@ PT_API pt_optim *pt_optim_lamb_params(int n, pt_tensor *const *params, pt_lamb_o
  * `relative_step=True` options"), warmup_init without relative_step, lr NAN without
  * relative_step, lr / weight_decay < 0, clip_threshold <= 0. */
 PT_API pt_optim *pt_optim_adafactor(pt_module *m, pt_adafactor_opts o);
-PT_API pt_optim *pt_optim_adafactor_params(int n, pt_tensor *const *params,
-                                           pt_adafactor_opts o);
+PT_API pt_optim *pt_optim_adafactor_params(int n, pt_tensor *const *params, pt_adafactor_opts o);
 
 /* SophiaG. Errors: lr, rho, weight_decay < 0, betas outside [0, 1), bs <= 0. */
 PT_API pt_optim *pt_optim_sophia(pt_module *m, pt_sophia_opts o);

@@ -86,10 +86,18 @@ typedef struct pt_tensor pt_tensor;
 /* PT_SHAPE(2, 3) expands to `2, (const int64_t[]){2, 3}`: the (ndim, dims) argument pair.
  * PT_DIMS is the same for dimension lists. Up to 16 entries. */
 #define PT_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, N, ...) N
-#define PT_NARGS(...) \
+#define PT_NARGS(...)                                                                              \
     PT_NARGS_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-#define PT_SHAPE(...) PT_NARGS(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}
-#define PT_DIMS(...) PT_NARGS(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}
+#define PT_SHAPE(...)                                                                              \
+    PT_NARGS(__VA_ARGS__), (const int64_t[])                                                       \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
+#define PT_DIMS(...)                                                                               \
+    PT_NARGS(__VA_ARGS__), (const int64_t[])                                                       \
+    {                                                                                              \
+        __VA_ARGS__                                                                                \
+    }
 /* A 0-dim (scalar) shape. */
 #define PT_SCALAR_SHAPE 0, (const int64_t *)0
 

@@ -19,14 +19,14 @@ extern "C" {
 typedef enum pt_value_kind {
     PT_VALUE_NONE = 0,
     PT_VALUE_BOOL,
-    PT_VALUE_INT,    /* int64_t */
-    PT_VALUE_FLOAT,  /* double */
-    PT_VALUE_STR,    /* UTF-8 bytes with a length (may hold NUL), always NUL-terminated too */
+    PT_VALUE_INT,   /* int64_t */
+    PT_VALUE_FLOAT, /* double */
+    PT_VALUE_STR,   /* UTF-8 bytes with a length (may hold NUL), always NUL-terminated too */
     PT_VALUE_BYTES,
     PT_VALUE_TENSOR,
     PT_VALUE_LIST,
     PT_VALUE_TUPLE,
-    PT_VALUE_DICT,   /* insertion-ordered; keys: none, bool, int, float, str, bytes, tuple */
+    PT_VALUE_DICT, /* insertion-ordered; keys: none, bool, int, float, str, bytes, tuple */
 } pt_value_kind;
 
 typedef struct pt_value pt_value;

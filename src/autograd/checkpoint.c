@@ -34,8 +34,10 @@ static pt_status ckpt_forward(pt_autograd_ctx *ctx, int n, pt_tensor *const *inp
                    ? pt_last_status()
                    : pti_error(PT_ERR_NULL, "pt_checkpoint: the function returned NULL");
     if (!pti_dtypes[outputs[0]->dtype].is_floating)
-        return pti_error(PT_ERR_DTYPE, "pt_checkpoint: the function must return a floating-point "
-                         "tensor (got %s)", pt_dtype_name(outputs[0]->dtype));
+        return pti_error(PT_ERR_DTYPE,
+                         "pt_checkpoint: the function must return a floating-point "
+                         "tensor (got %s)",
+                         pt_dtype_name(outputs[0]->dtype));
     return pt_ctx_save_for_backward(ctx, n, inputs);
 }
 
@@ -71,7 +73,7 @@ static pt_status ckpt_backward(pt_autograd_ctx *ctx, int n_out, pt_tensor *const
             st = pt_last_status() != PT_OK
                      ? pt_last_status()
                      : pti_error(PT_ERR_NULL, "pt_checkpoint: the function returned NULL when "
-                                 "recomputed");
+                                              "recomputed");
         else if (y->requires_grad && n_req > 0)
             st = pt_autograd_grad(1, &y, &grad_outputs[0], n_req, req, false, false, true, grads);
         pt_release(y);

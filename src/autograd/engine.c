@@ -19,8 +19,14 @@
 static atomic_uint_fast64_t epoch_counter;
 static atomic_bool anomaly_mode;
 
-void pt_set_detect_anomaly(bool on) { atomic_store(&anomaly_mode, on); }
-bool pt_is_anomaly_enabled(void) { return atomic_load(&anomaly_mode); }
+void pt_set_detect_anomaly(bool on)
+{
+    atomic_store(&anomaly_mode, on);
+}
+bool pt_is_anomaly_enabled(void)
+{
+    return atomic_load(&anomaly_mode);
+}
 
 /* ---- reusable node lists ------------------------------------------------------------------ */
 
@@ -107,8 +113,8 @@ static pt_tensor *add_owned(const pass *p, pt_tensor *a, pt_tensor *b)
  * gets an identity node when keep_history, so gradients still reach it. */
 static pt_tensor *twin(const pt_tensor *t, bool keep_history)
 {
-    pt_tensor *a = pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride,
-                                         t->offset);
+    pt_tensor *a =
+        pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride, t->offset);
     if (!a || !t->requires_grad || !keep_history)
         return a;
     if (t->grad_fn) {
@@ -156,7 +162,8 @@ static pt_status store_grad(pt_tensor *t, pt_tensor *g, bool create_graph)
         value = sum2(t->grad, g, create_graph);
     else if (!pti_is_contiguous(g))
         value = pt_contiguous(g); /* an expanded/strided gradient gets its own dense copy */
-    else if (create_graph || (atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1))
+    else if (create_graph ||
+             (atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1))
         value = pt_retain(g);
     else
         value = pt_clone(g);
@@ -227,7 +234,8 @@ static pt_status check_finite(const pti_node *n, int i, const pt_tensor *g)
     pt_release(nan);
     pt_release(inf);
     if (bad_nan || bad_inf)
-        return pti_error(PT_ERR_RUNTIME, "autograd anomaly: the backward of '%s' returned %s values "
+        return pti_error(PT_ERR_RUNTIME,
+                         "autograd anomaly: the backward of '%s' returned %s values "
                          "in its gradient for input %d",
                          n->name, bad_nan ? "nan" : "inf", i);
     return PT_OK;
@@ -452,7 +460,8 @@ static pt_tensor *root_grad(const char *op, const pt_tensor *root, const pt_tens
                             bool create_graph)
 {
     if (grad) {
-        if (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
+        if (grad->ndim != root->ndim ||
+            memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
             return pti_error_null(PT_ERR_SHAPE, "%s: gradient %s does not match the output %s", op,
                                   pti_tensor_desc(grad), pti_tensor_desc(root));
         return twin(grad, create_graph);
@@ -484,8 +493,10 @@ pt_status pt_backward(pt_tensor *root, pt_tensor *grad, bool retain_graph, bool 
     pt_tensor *g = root_grad("pt_backward", root, grad, create_graph);
     if (!g)
         return pt_last_status();
-    pass p = {.op = "pt_backward", .keep_graph = retain_graph || create_graph,
-              .create_graph = create_graph, .accumulate = true,
+    pass p = {.op = "pt_backward",
+              .keep_graph = retain_graph || create_graph,
+              .create_graph = create_graph,
+              .accumulate = true,
               .epoch = atomic_fetch_add(&epoch_counter, 1) + 1};
     st = run_pass(&p, 1, &root, &g);
     pt_release(g);
@@ -498,8 +509,10 @@ pt_status pt_autograd_grad(int n_out, pt_tensor *const *outputs, pt_tensor *cons
 {
     const char *op = "pt_autograd_grad";
     if (n_out < 1 || n_in < 1 || !outputs || !inputs || !grads || n_out > 64)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: need 1..64 outputs, at least one input and a "
-                         "grads array", op);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: need 1..64 outputs, at least one input and a "
+                         "grads array",
+                         op);
     for (int i = 0; i < n_in; i++)
         grads[i] = NULL;
     for (int i = 0; i < n_in; i++) {
@@ -512,13 +525,19 @@ pt_status pt_autograd_grad(int n_out, pt_tensor *const *outputs, pt_tensor *cons
     pt_status st = PT_OK;
     for (int r = 0; r < n_out && st == PT_OK; r++) {
         st = check_root(op, r, outputs[r]);
-        if (st == PT_OK && !(seeds[r] = root_grad(op, outputs[r], grad_outputs ? grad_outputs[r] : NULL,
-                                            create_graph)))
+        if (st == PT_OK &&
+            !(seeds[r] =
+                  root_grad(op, outputs[r], grad_outputs ? grad_outputs[r] : NULL, create_graph)))
             st = pt_last_status();
     }
     if (st == PT_OK) {
-        pass p = {.op = op, .keep_graph = retain_graph || create_graph, .create_graph = create_graph,
-                  .accumulate = false, .n_capture = n_in, .capture = inputs, .captured = grads,
+        pass p = {.op = op,
+                  .keep_graph = retain_graph || create_graph,
+                  .create_graph = create_graph,
+                  .accumulate = false,
+                  .n_capture = n_in,
+                  .capture = inputs,
+                  .captured = grads,
                   .epoch = atomic_fetch_add(&epoch_counter, 1) + 1};
         st = run_pass(&p, n_out, outputs, seeds);
     }
@@ -552,8 +571,10 @@ pt_status pt_requires_grad_(pt_tensor *t, bool on)
     if (!PTI_CHECK_ARG(t, "pt_requires_grad_", "t"))
         return pt_last_status();
     if (on && !pti_dtypes[t->dtype].is_floating)
-        return pti_error(PT_ERR_DTYPE, "pt_requires_grad_: only floating point tensors can require "
-                         "gradients (got %s)", pt_dtype_name(t->dtype));
+        return pti_error(PT_ERR_DTYPE,
+                         "pt_requires_grad_: only floating point tensors can require "
+                         "gradients (got %s)",
+                         pt_dtype_name(t->dtype));
     if (!on && t->grad_fn)
         return pti_error(PT_ERR_INVALID_ARG,
                          "pt_requires_grad_: you can only change requires_grad flags of leaf "
@@ -562,9 +583,18 @@ pt_status pt_requires_grad_(pt_tensor *t, bool on)
     return PT_OK;
 }
 
-void pt_set_requires_grad(pt_tensor *t, bool on) { (void)pt_requires_grad_(t, on); }
-bool pt_requires_grad(const pt_tensor *t) { return t && t->requires_grad; }
-bool pt_is_leaf(const pt_tensor *t) { return t && !t->grad_fn; }
+void pt_set_requires_grad(pt_tensor *t, bool on)
+{
+    (void)pt_requires_grad_(t, on);
+}
+bool pt_requires_grad(const pt_tensor *t)
+{
+    return t && t->requires_grad;
+}
+bool pt_is_leaf(const pt_tensor *t)
+{
+    return t && !t->grad_fn;
+}
 
 const char *pt_grad_fn_name(const pt_tensor *t)
 {
@@ -593,8 +623,10 @@ pt_status pt_set_grad(pt_tensor *t, const pt_tensor *g)
         return pti_error(PT_ERR_SHAPE, "pt_set_grad: gradient %s does not match the tensor %s",
                          pti_tensor_desc(g), pti_tensor_desc(t));
     if (g && (g->dtype != t->dtype || !pt_device_equal(g->storage->device, t->storage->device)))
-        return pti_error(PT_ERR_DTYPE, "pt_set_grad: gradient %s must have the dtype and device of "
-                         "the tensor %s", pti_tensor_desc(g), pti_tensor_desc(t));
+        return pti_error(PT_ERR_DTYPE,
+                         "pt_set_grad: gradient %s must have the dtype and device of "
+                         "the tensor %s",
+                         pti_tensor_desc(g), pti_tensor_desc(t));
     pt_retain((pt_tensor *)g);
     pti_unref(t->grad);
     t->grad = (pt_tensor *)g;
@@ -613,8 +645,9 @@ pt_status pt_retain_grad(pt_tensor *t)
     if (!PTI_CHECK_ARG(t, "pt_retain_grad", "t"))
         return pt_last_status();
     if (!t->requires_grad)
-        return pti_error(PT_ERR_INVALID_ARG,
-                         "pt_retain_grad: can't retain_grad on a tensor that has requires_grad=false");
+        return pti_error(
+            PT_ERR_INVALID_ARG,
+            "pt_retain_grad: can't retain_grad on a tensor that has requires_grad=false");
     if (!t->grad_fn)
         return PT_OK; /* leaves keep their grad anyway */
     pti_node *n = t->grad_fn;
@@ -639,8 +672,8 @@ pt_status pt_register_hook(pt_tensor *t, pt_grad_hook hook, void *user)
     h->fn = hook;
     h->user = user;
     h->next = NULL;
-    pti_hook **head = t->grad_fn ? &((pti_node *)t->grad_fn)->pre_hooks[t->output_nr]
-                                 : (pti_hook **)&t->hooks;
+    pti_hook **head =
+        t->grad_fn ? &((pti_node *)t->grad_fn)->pre_hooks[t->output_nr] : (pti_hook **)&t->hooks;
     while (*head) /* hooks run in registration order */
         head = &(*head)->next;
     *head = h;

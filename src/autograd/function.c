@@ -61,7 +61,10 @@ pt_status pt_ctx_save_for_backward(pt_autograd_ctx *ctx, int n, pt_tensor *const
     return PT_OK;
 }
 
-int pt_ctx_n_saved(const pt_autograd_ctx *ctx) { return ctx ? ctx->n_saved : 0; }
+int pt_ctx_n_saved(const pt_autograd_ctx *ctx)
+{
+    return ctx ? ctx->n_saved : 0;
+}
 
 pt_tensor *pt_ctx_saved(pt_autograd_ctx *ctx, int i)
 {
@@ -80,7 +83,10 @@ bool pt_ctx_needs_input_grad(const pt_autograd_ctx *ctx, int i)
     return ctx && i >= 0 && i < ctx->n_in && ctx->needs[i];
 }
 
-void *pt_ctx_user(const pt_autograd_ctx *ctx) { return ctx ? ctx->user : NULL; }
+void *pt_ctx_user(const pt_autograd_ctx *ctx)
+{
+    return ctx ? ctx->user : NULL;
+}
 
 void pt_ctx_set_data(pt_autograd_ctx *ctx, void *data, void (*free_fn)(void *))
 {
@@ -92,7 +98,10 @@ void pt_ctx_set_data(pt_autograd_ctx *ctx, void *data, void (*free_fn)(void *))
     ctx->data_free = free_fn;
 }
 
-void *pt_ctx_data(const pt_autograd_ctx *ctx) { return ctx ? ctx->data : NULL; }
+void *pt_ctx_data(const pt_autograd_ctx *ctx)
+{
+    return ctx ? ctx->data : NULL;
+}
 
 /* The node's backward: the user's backward, then shape/dtype checks on what it returned. */
 static pt_status custom_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
@@ -122,8 +131,10 @@ static pt_status custom_backward(pti_node *n, pt_tensor *const *grad_out, pt_ten
         for (int d = 0; same && d < g->ndim; d++)
             same = g->shape[d] == ctx->in_shape[i][d];
         if (!same) {
-            st = pti_error(PT_ERR_SHAPE, "%s: backward returned a gradient of shape %s for input "
-                           "%d of shape %s", fn->name, pti_shape_str(g->ndim, g->shape), i,
+            st = pti_error(PT_ERR_SHAPE,
+                           "%s: backward returned a gradient of shape %s for input "
+                           "%d of shape %s",
+                           fn->name, pti_shape_str(g->ndim, g->shape), i,
                            pti_shape_str(ctx->in_ndim[i], ctx->in_shape[i]));
         } else if (g->dtype != ctx->in_dtype[i]) {
             pt_tensor *cast = pt_to_dtype(g, ctx->in_dtype[i]);
@@ -146,7 +157,7 @@ static pt_status check_function(const pt_function *fn, int n_in, pt_tensor *cons
 {
     if (!fn || !fn->forward || !fn->backward || !outputs || (n_in > 0 && !inputs))
         return pti_error(PT_ERR_NULL, "pt_function_apply: fn, its callbacks, inputs and outputs "
-                         "must not be NULL");
+                                      "must not be NULL");
     if (fn->n_outputs < 1 || fn->n_outputs > PTI_NODE_MAX_OUT)
         return pti_error(PT_ERR_INVALID_ARG, "pt_function_apply: %s has %d outputs (1..%d)",
                          fn->name ? fn->name : "function", fn->n_outputs, PTI_NODE_MAX_OUT);

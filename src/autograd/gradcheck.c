@@ -54,7 +54,8 @@ static pt_status read_f64(const pt_tensor *t, double *dst)
 {
     bool prev = pt_set_grad_enabled(false);
     pt_tensor *d = pt_to_dtype(t, PT_FLOAT64);
-    pt_status st = d ? pt_copy_to_host(d, dst, sizeof(double) * (size_t)t->numel) : pt_last_status();
+    pt_status st =
+        d ? pt_copy_to_host(d, dst, sizeof(double) * (size_t)t->numel) : pt_last_status();
     pt_release(d);
     pt_set_grad_enabled(prev);
     return st;
@@ -117,8 +118,8 @@ static pt_status analytical(checker *c)
             continue; /* constant output: its Jacobian rows stay zero */
         for (int64_t j = 0; j < outs[k]->numel && st == PT_OK; j++) {
             bool prev = pt_set_grad_enabled(false);
-            pt_tensor *onehot = pt_zeros(outs[k]->ndim, outs[k]->shape, outs[k]->dtype,
-                                         outs[k]->storage->device);
+            pt_tensor *onehot =
+                pt_zeros(outs[k]->ndim, outs[k]->shape, outs[k]->dtype, outs[k]->storage->device);
             pt_tensor *one = onehot ? element_view(onehot, j) : NULL;
             st = one ? pt_fill_(one, 1.0) : pt_last_status();
             pt_release(one);
@@ -133,16 +134,18 @@ static pt_status analytical(checker *c)
                 if (!g)
                     continue;
                 if (g->ndim != in->ndim || g->dtype != in->dtype) {
-                    st = pti_error(PT_ERR_RUNTIME, "%s: the gradient for input %d is %s but the "
-                                   "input is %s", c->op, c->req[r], pti_tensor_desc(g),
-                                   pti_tensor_desc(in));
+                    st = pti_error(PT_ERR_RUNTIME,
+                                   "%s: the gradient for input %d is %s but the "
+                                   "input is %s",
+                                   c->op, c->req[r], pti_tensor_desc(g), pti_tensor_desc(in));
                     break;
                 }
                 for (int d = 0; d < g->ndim; d++)
                     if (g->shape[d] != in->shape[d])
-                        st = pti_error(PT_ERR_RUNTIME, "%s: the gradient for input %d is %s but "
-                                       "the input is %s", c->op, c->req[r], pti_tensor_desc(g),
-                                       pti_tensor_desc(in));
+                        st = pti_error(PT_ERR_RUNTIME,
+                                       "%s: the gradient for input %d is %s but "
+                                       "the input is %s",
+                                       c->op, c->req[r], pti_tensor_desc(g), pti_tensor_desc(in));
                 if (st == PT_OK)
                     st = read_f64(g, c->jac[r] + (c->out_start[k] + j) * in->numel);
             }
@@ -222,14 +225,13 @@ static pt_status numerical(checker *c, bool *ok)
                 while (k + 1 < c->n_out && c->out_start[k + 1] <= o)
                     k++;
                 *ok = false;
-                st = pti_error(PT_ERR_RUNTIME,
-                               "%s: Jacobian mismatch for output %d element %s with respect to "
-                               "input %d element %s: analytical %.10g, numerical %.10g "
-                               "(atol %g, rtol %g)",
-                               c->op, k,
-                               index_str(c->out_ndim[k], c->out_shape[k], o - c->out_start[k]),
-                               c->req[r], index_str(in->ndim, in->shape, e), ana, num, c->atol,
-                               c->rtol);
+                st = pti_error(
+                    PT_ERR_RUNTIME,
+                    "%s: Jacobian mismatch for output %d element %s with respect to "
+                    "input %d element %s: analytical %.10g, numerical %.10g "
+                    "(atol %g, rtol %g)",
+                    c->op, k, index_str(c->out_ndim[k], c->out_shape[k], o - c->out_start[k]),
+                    c->req[r], index_str(in->ndim, in->shape, e), ana, num, c->atol, c->rtol);
             }
         }
     }
@@ -251,14 +253,16 @@ static pt_status check_inputs(checker *c)
         if (!t->requires_grad)
             continue;
         if (t->dtype != PT_FLOAT64)
-            return pti_error(PT_ERR_DTYPE, "%s: input %d requires grad but is %s; use float64 "
+            return pti_error(PT_ERR_DTYPE,
+                             "%s: input %d requires grad but is %s; use float64 "
                              "inputs (finite differences are too inexact otherwise)",
                              c->op, i, pt_dtype_name(t->dtype));
         for (int d = 0; d < t->ndim; d++)
             if (t->stride[d] == 0 && t->shape[d] > 1)
-                return pti_error(PT_ERR_INVALID_ARG, "%s: input %d (%s) has overlapping memory "
-                                 "(an expanded view); pass a contiguous copy", c->op, i,
-                                 pti_tensor_desc(t));
+                return pti_error(PT_ERR_INVALID_ARG,
+                                 "%s: input %d (%s) has overlapping memory "
+                                 "(an expanded view); pass a contiguous copy",
+                                 c->op, i, pti_tensor_desc(t));
         c->req[c->n_req++] = i;
     }
     if (c->n_req == 0)
@@ -351,8 +355,9 @@ static int vjp_call(void *ctx, int n_all, pt_tensor *const *inputs, pt_tensor **
     pt_tensor *grads[GC_MAX_IN] = {0};
     pt_status st = PT_OK;
     if (!y)
-        st = pt_last_status() != PT_OK ? pt_last_status()
-                                        : pti_error(PT_ERR_NULL, "pt_gradgradcheck: fn returned NULL");
+        st = pt_last_status() != PT_OK
+                 ? pt_last_status()
+                 : pti_error(PT_ERR_NULL, "pt_gradgradcheck: fn returned NULL");
     else if (!y->requires_grad)
         st = PT_OK; /* constant in the inputs: every vjp is zero */
     else

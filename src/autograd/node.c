@@ -14,7 +14,10 @@ static _Thread_local bool grad_disabled;
 static _Thread_local bool no_grad_stack[NO_GRAD_DEPTH];
 static _Thread_local int no_grad_depth, no_grad_overflow;
 
-bool pt_grad_enabled(void) { return !grad_disabled; }
+bool pt_grad_enabled(void)
+{
+    return !grad_disabled;
+}
 
 bool pt_set_grad_enabled(bool on)
 {
@@ -242,8 +245,8 @@ pt_status pti_node_finish(pti_node *n, int n_out, pt_tensor *const *outs)
 {
     if (n_out > PTI_NODE_MAX_OUT) {
         pti_node_release(n);
-        return pti_error(PT_ERR_RUNTIME, "autograd: %s has %d outputs (at most %d)", n->name,
-                         n_out, PTI_NODE_MAX_OUT);
+        return pti_error(PT_ERR_RUNTIME, "autograd: %s has %d outputs (at most %d)", n->name, n_out,
+                         PTI_NODE_MAX_OUT);
     }
     n->n_out = n_out;
     for (int k = 0; k < n_out; k++) {
@@ -286,8 +289,8 @@ pt_tensor *pti_node_saved(pti_node *n, int i)
                               "been modified by an in-place operation: %s, saved by %s, is at "
                               "version %u; expected version %u",
                               pti_tensor_desc(s), n->name, now, n->saved_version[i]);
-    pt_tensor *alias = pti_tensor_on_storage(s->storage, s->dtype, s->ndim, s->shape, s->stride,
-                                             s->offset);
+    pt_tensor *alias =
+        pti_tensor_on_storage(s->storage, s->dtype, s->ndim, s->shape, s->stride, s->offset);
     if (!alias || !pt_grad_enabled())
         return alias;
     /* create_graph: the alias carries the history of what was saved */
@@ -303,7 +306,8 @@ pt_tensor *pti_node_saved(pti_node *n, int i)
     return alias;
 }
 
-/* ---- shared backward helpers ------------------------------------------------------------------ */
+/* ---- shared backward helpers ------------------------------------------------------------------
+ */
 
 pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape)
 {

@@ -66,17 +66,17 @@ struct pti_node {
     /* op settings for the backward formula */
     double d[8];
     int64_t i[2 * PT_MAX_DIMS];
-    void *ctx;                  /* optional extra state owned by the node */
+    void *ctx; /* optional extra state owned by the node */
     void (*ctx_free)(void *ctx);
     /* per-backward bookkeeping (engine.c) */
     uint64_t epoch;
     int dependencies;
-    int scratch;  /* pt_autograd_grad: topological-sort counter */
-    bool needed;  /* runs in this pass (pt_autograd_grad runs only what leads to its inputs) */
+    int scratch;   /* pt_autograd_grad: topological-sort counter */
+    bool needed;   /* runs in this pass (pt_autograd_grad runs only what leads to its inputs) */
     bool descends; /* its formula is needed (not only its output gradient) */
     pt_tensor *grad_sum[PTI_NODE_MAX_OUT];
-    pti_hook *pre_hooks[PTI_NODE_MAX_OUT]; /* hooks of non-leaf outputs */
-    pt_tensor *retain_target[PTI_NODE_MAX_OUT];   /* weak: outputs with retains_grad */
+    pti_hook *pre_hooks[PTI_NODE_MAX_OUT];      /* hooks of non-leaf outputs */
+    pt_tensor *retain_target[PTI_NODE_MAX_OUT]; /* weak: outputs with retains_grad */
 };
 
 /* True when grad mode is on and any of the n tensors requires grad. */

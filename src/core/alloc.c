@@ -8,8 +8,8 @@
 #include "internal.h"
 
 #define ALIGNMENT 64
-#define SMALL_LIMIT 512      /* up to here classes are multiples of 64 */
-#define SUBCLASSES 8         /* classes per power of two above SMALL_LIMIT */
+#define SMALL_LIMIT 512 /* up to here classes are multiples of 64 */
+#define SUBCLASSES 8    /* classes per power of two above SMALL_LIMIT */
 #define N_CLASSES (8 + 64 * SUBCLASSES)
 #define CACHE_LIMIT ((size_t)4 << 30) /* bytes kept cached before releasing to the system */
 
@@ -38,7 +38,7 @@ static int size_class(size_t n, size_t *rounded)
         *rounded = k * ALIGNMENT;
         return (int)k - 1;
     }
-    int p = floor_log2(n - 1);      /* n-1 in [2^p, 2^(p+1)) */
+    int p = floor_log2(n - 1); /* n-1 in [2^p, 2^(p+1)) */
     size_t step = ((size_t)1 << p) / SUBCLASSES;
     size_t sub = ((n - 1) - ((size_t)1 << p)) / step; /* 0..7 */
     *rounded = ((size_t)1 << p) + (sub + 1) * step;
@@ -142,8 +142,14 @@ void pt_empty_cache(void)
     pthread_mutex_unlock(&lock);
 }
 
-size_t pt_memory_allocated(void) { return atomic_load(&live_bytes); }
-uint64_t pt_memory_system_allocs(void) { return atomic_load(&system_allocs); }
+size_t pt_memory_allocated(void)
+{
+    return atomic_load(&live_bytes);
+}
+uint64_t pt_memory_system_allocs(void)
+{
+    return atomic_load(&system_allocs);
+}
 
 void *pti_malloc(size_t n)
 {

@@ -82,10 +82,12 @@ static pt_tensor *expand_to(const pt_tensor *src, const pt_tensor *dst, const ch
             goto mismatch;
         }
     }
-    return pti_tensor_on_storage(src->storage, src->dtype, dst->ndim, dst->shape, stride, src->offset);
+    return pti_tensor_on_storage(src->storage, src->dtype, dst->ndim, dst->shape, stride,
+                                 src->offset);
 mismatch:
     return pti_error_null(PT_ERR_SHAPE, "%s: source shape %s cannot be broadcast to %s", op,
-                          pti_shape_str(src->ndim, src->shape), pti_shape_str(dst->ndim, dst->shape));
+                          pti_shape_str(src->ndim, src->shape),
+                          pti_shape_str(dst->ndim, dst->shape));
 }
 
 static pt_status copy_same_device(pt_tensor *dst, const pt_tensor *src, const char *op)
@@ -96,10 +98,12 @@ static pt_status copy_same_device(pt_tensor *dst, const pt_tensor *src, const ch
             return pti_error(PT_ERR_DTYPE,
                              "%s: block dtype %s can only be copied whole and contiguous to the "
                              "same dtype (got %s -> %s)",
-                             op, pt_dtype_name(src->dtype), pti_tensor_desc(src), pti_tensor_desc(dst));
+                             op, pt_dtype_name(src->dtype), pti_tensor_desc(src),
+                             pti_tensor_desc(dst));
         size_t n = pti_dtype_nbytes(src->dtype, src->numel);
         char *d = (char *)dst->storage->data + pti_dtype_nbytes(dst->dtype, dst->offset);
-        const char *s = (const char *)src->storage->data + pti_dtype_nbytes(src->dtype, src->offset);
+        const char *s =
+            (const char *)src->storage->data + pti_dtype_nbytes(src->dtype, src->offset);
         return dst->storage->backend->copy_d2d(dst->storage->device.index, d, s, n);
     }
     pt_tensor *expanded = expand_to(src, dst, op);
@@ -167,7 +171,10 @@ pt_status pt_fill_(pt_tensor *t, double v)
     return pti_dispatch(PTI_OP_fill, &c);
 }
 
-pt_status pt_zero_(pt_tensor *t) { return pt_fill_(t, 0.0); }
+pt_status pt_zero_(pt_tensor *t)
+{
+    return pt_fill_(t, 0.0);
+}
 
 pt_tensor *pt_clone(const pt_tensor *t)
 {
@@ -188,8 +195,8 @@ pt_tensor *pt_clone(const pt_tensor *t)
 /* A new tensor sharing t's data; carries t's gradient through an identity node. */
 static pt_tensor *alias_of(const pt_tensor *t)
 {
-    pt_tensor *r = pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride,
-                                         t->offset);
+    pt_tensor *r =
+        pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride, t->offset);
     if (r && pti_record_alias(r, t) != PT_OK) {
         pt_release(r);
         return NULL;
@@ -300,8 +307,8 @@ pt_status pt_copy_to_host(const pt_tensor *t, void *dst, size_t nbytes)
     size_t need = pti_dtype_nbytes(t->dtype, t->numel);
     if (nbytes != need)
         return pti_error(PT_ERR_INVALID_ARG,
-                         "pt_copy_to_host: buffer of %zu bytes given for %s which needs %zu", nbytes,
-                         pti_tensor_desc(t), need);
+                         "pt_copy_to_host: buffer of %zu bytes given for %s which needs %zu",
+                         nbytes, pti_tensor_desc(t), need);
     if (need == 0)
         return PT_OK;
     if (!dst)
@@ -324,7 +331,8 @@ double pt_item(const pt_tensor *t)
     if (!PTI_CHECK_ARG(t, "pt_item", "t"))
         return NAN;
     if (t->numel != 1) {
-        pti_error(PT_ERR_SHAPE, "pt_item: a tensor with %lld elements cannot be converted to a number",
+        pti_error(PT_ERR_SHAPE,
+                  "pt_item: a tensor with %lld elements cannot be converted to a number",
                   (long long)t->numel);
         return NAN;
     }

@@ -34,10 +34,19 @@ const pt_backend *pti_backend_for(pt_device d)
     return backends[d.type];
 }
 
-pt_device pt_cpu(void) { return (pt_device){PT_DEVICE_CPU, 0}; }
-pt_device pt_cuda(int index) { return (pt_device){PT_DEVICE_CUDA, index}; }
+pt_device pt_cpu(void)
+{
+    return (pt_device){PT_DEVICE_CPU, 0};
+}
+pt_device pt_cuda(int index)
+{
+    return (pt_device){PT_DEVICE_CUDA, index};
+}
 
-bool pt_device_equal(pt_device a, pt_device b) { return a.type == b.type && a.index == b.index; }
+bool pt_device_equal(pt_device a, pt_device b)
+{
+    return a.type == b.type && a.index == b.index;
+}
 
 pt_device pt_device_parse(const char *s)
 {

@@ -31,13 +31,34 @@ const pti_dtype_info pti_dtypes[PT_DTYPE_COUNT] = {
     [PT_Q8_K] = {"q8_k", 292, 256, false, false, true},
 };
 
-const char *pt_dtype_name(pt_dtype dt) { return pti_dtype_valid(dt) ? pti_dtypes[dt].name : "invalid"; }
-size_t pt_dtype_size(pt_dtype dt) { return pti_dtype_valid(dt) ? pti_dtypes[dt].size : 0; }
-int64_t pt_dtype_block_size(pt_dtype dt) { return pti_dtype_valid(dt) ? pti_dtypes[dt].block_size : 0; }
-bool pt_dtype_is_floating(pt_dtype dt) { return pti_dtype_valid(dt) && pti_dtypes[dt].is_floating; }
-bool pt_dtype_is_integral(pt_dtype dt) { return pti_dtype_valid(dt) && pti_dtypes[dt].is_integral; }
-bool pt_dtype_is_block(pt_dtype dt) { return pti_dtype_valid(dt) && pti_dtypes[dt].is_block; }
-pt_dtype pt_get_default_dtype(void) { return PT_FLOAT32; }
+const char *pt_dtype_name(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) ? pti_dtypes[dt].name : "invalid";
+}
+size_t pt_dtype_size(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) ? pti_dtypes[dt].size : 0;
+}
+int64_t pt_dtype_block_size(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) ? pti_dtypes[dt].block_size : 0;
+}
+bool pt_dtype_is_floating(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) && pti_dtypes[dt].is_floating;
+}
+bool pt_dtype_is_integral(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) && pti_dtypes[dt].is_integral;
+}
+bool pt_dtype_is_block(pt_dtype dt)
+{
+    return pti_dtype_valid(dt) && pti_dtypes[dt].is_block;
+}
+pt_dtype pt_get_default_dtype(void)
+{
+    return PT_FLOAT32;
+}
 
 size_t pti_dtype_nbytes(pt_dtype dt, int64_t numel)
 {
@@ -80,7 +101,8 @@ static pt_dtype promote_floats(pt_dtype a, pt_dtype b)
 
 pt_dtype pt_promote_types(pt_dtype a, pt_dtype b)
 {
-    if (!pti_dtype_valid(a) || !pti_dtype_valid(b) || pti_dtypes[a].is_block || pti_dtypes[b].is_block)
+    if (!pti_dtype_valid(a) || !pti_dtype_valid(b) || pti_dtypes[a].is_block ||
+        pti_dtypes[b].is_block)
         return PT_DTYPE_COUNT;
     if (a == b)
         return a;
@@ -98,7 +120,8 @@ pt_dtype pt_promote_types(pt_dtype a, pt_dtype b)
     return promote_ints(a, b);
 }
 
-/* ---- half and bfloat16 ------------------------------------------------------------------------ */
+/* ---- half and bfloat16 ------------------------------------------------------------------------
+ */
 
 static uint32_t f32_bits(float f)
 {
@@ -156,9 +179,13 @@ uint16_t pt_float_to_bfloat16(float f)
     return (uint16_t)((x + rounding) >> 16);
 }
 
-float pt_bfloat16_to_float(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+float pt_bfloat16_to_float(uint16_t b)
+{
+    return bits_f32((uint32_t)b << 16);
+}
 
-/* ---- generic loads and stores ------------------------------------------------------------------ */
+/* ---- generic loads and stores ------------------------------------------------------------------
+ */
 
 double pti_load_f64(const void *p, pt_dtype dt)
 {

@@ -8,8 +8,14 @@
 static _Thread_local pt_status last_status = PT_OK;
 static _Thread_local char last_message[1024];
 
-pt_status pt_last_status(void) { return last_status; }
-const char *pt_last_error(void) { return last_message; }
+pt_status pt_last_status(void)
+{
+    return last_status;
+}
+const char *pt_last_error(void)
+{
+    return last_message;
+}
 
 void pt_clear_error(void)
 {
@@ -71,7 +77,10 @@ pt_status pti_null_arg(const char *op, const char *arg)
 static _Thread_local char desc_buf[DESC_SLOTS][256];
 static _Thread_local unsigned desc_next;
 
-static char *next_desc_buf(void) { return desc_buf[desc_next++ % DESC_SLOTS]; }
+static char *next_desc_buf(void)
+{
+    return desc_buf[desc_next++ % DESC_SLOTS];
+}
 
 static void format_shape(char *buf, size_t n, int ndim, const int64_t *shape)
 {

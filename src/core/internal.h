@@ -15,7 +15,7 @@ struct pt_backend;
 
 typedef struct pt_storage {
     atomic_long refcount;
-    void *data;          /* device pointer (host pointer for CPU) */
+    void *data; /* device pointer (host pointer for CPU) */
     size_t nbytes;
     pt_device device;
     const struct pt_backend *backend;
@@ -59,12 +59,16 @@ typedef struct pti_dtype_info {
 
 extern const pti_dtype_info pti_dtypes[PT_DTYPE_COUNT];
 
-static inline bool pti_dtype_valid(pt_dtype dt) { return (unsigned)dt < PT_DTYPE_COUNT; }
+static inline bool pti_dtype_valid(pt_dtype dt)
+{
+    return (unsigned)dt < PT_DTYPE_COUNT;
+}
 
 /* Bytes needed for numel elements of dt laid out contiguously (whole blocks for blocks). */
 size_t pti_dtype_nbytes(pt_dtype dt, int64_t numel);
 
-/* ---- errors ----------------------------------------------------------------------------------- */
+/* ---- errors -----------------------------------------------------------------------------------
+ */
 
 /* Sets the thread-local error (printf format) and returns st. */
 pt_status pti_error(pt_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -81,7 +85,8 @@ const char *pti_tensor_desc(const pt_tensor *t);
 /* Argument check for op front-ends: returns false (and sets the error) when t is NULL. */
 #define PTI_CHECK_ARG(t, op, argname) ((t) != NULL || (pti_null_arg((op), (argname)), false))
 
-/* ---- devices and backends --------------------------------------------------------------------- */
+/* ---- devices and backends ---------------------------------------------------------------------
+ */
 
 /* The op list: src/ops/ops.def includes one .def per family, each a list of PT_OP(name). */
 typedef enum pti_op {
@@ -113,7 +118,7 @@ typedef struct pt_backend {
     const char *name;
     pt_device_type type;
     int (*device_count)(void);
-    void *(*alloc)(int index, size_t nbytes);         /* NULL on failure */
+    void *(*alloc)(int index, size_t nbytes); /* NULL on failure */
     void (*free)(int index, void *p, size_t nbytes);
     pt_status (*copy_h2d)(int index, void *dst, const void *src, size_t n);
     pt_status (*copy_d2h)(int index, void *dst, const void *src, size_t n);
@@ -133,7 +138,8 @@ pt_status pti_dispatch(pti_op op, pti_call *c);
 /* Checks that all non-NULL tensors are on one device; names op on failure. */
 bool pti_check_same_device(const char *op, int n, const pt_tensor *const *ts);
 
-/* ---- storage and tensor construction ----------------------------------------------------------- */
+/* ---- storage and tensor construction -----------------------------------------------------------
+ */
 
 pt_storage *pti_storage_new(pt_device dev, size_t nbytes);
 /* A storage over memory owned elsewhere; free_fn(ctx, data) runs when the last ref goes. */
@@ -161,7 +167,10 @@ static inline void *pti_data(const pt_tensor *t)
 {
     return (char *)t->storage->data + t->offset * (int64_t)pti_dtypes[t->dtype].size;
 }
-static inline bool pti_is_cpu(const pt_tensor *t) { return t->storage->device.type == PT_DEVICE_CPU; }
+static inline bool pti_is_cpu(const pt_tensor *t)
+{
+    return t->storage->device.type == PT_DEVICE_CPU;
+}
 bool pti_is_contiguous(const pt_tensor *t);
 /* Marks an in-place write to t's storage (version counter for autograd). */
 static inline void pti_bump_version(pt_tensor *t)
@@ -178,7 +187,8 @@ void pti_unref(pt_tensor *t);
  * hooks and retain-grad registration (src/autograd/engine.c). */
 void pti_autograd_tensor_dies(pt_tensor *t);
 
-/* ---- scopes ------------------------------------------------------------------------------------ */
+/* ---- scopes ------------------------------------------------------------------------------------
+ */
 
 void pti_scope_track(pt_tensor *t);
 /* Removes t from this thread's scope if tracked there; returns true if it was. */
@@ -187,7 +197,8 @@ bool pti_scope_untrack(pt_tensor *t);
  * open; the list is kept between scopes so that steady loops do not allocate). */
 void pti_scope_thread_exit(void);
 
-/* ---- CPU memory -------------------------------------------------------------------------------- */
+/* ---- CPU memory --------------------------------------------------------------------------------
+ */
 
 /* 64-byte aligned, cached by size class; no system call in a steady-state loop. */
 void *pti_cpu_alloc(size_t nbytes);
@@ -201,7 +212,8 @@ void pti_scratch_free(void *p);
 void *pti_malloc(size_t n); /* sets PT_ERR_OOM on failure */
 void *pti_calloc(size_t n, size_t size);
 
-/* ---- threads ----------------------------------------------------------------------------------- */
+/* ---- threads -----------------------------------------------------------------------------------
+ */
 
 /* fn(ctx, begin, end) over [0, n) split across the pool; runs inline when n < grain or from
  * inside a pool worker. Chunks are contiguous and deterministic for a given thread count. */
@@ -210,7 +222,8 @@ void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
 /* True inside pti_parallel_for's workers (nested parallelism runs inline). */
 bool pti_in_parallel(void);
 
-/* ---- random ------------------------------------------------------------------------------------ */
+/* ---- random ------------------------------------------------------------------------------------
+ */
 
 /* Reserves `count` counter values from the default generator: the kernel draws element i
  * from pti_philox(key, base + i). Same seed -> same stream whatever the thread count. */
@@ -229,14 +242,18 @@ void pti_rng_set_state(pti_rng_state s);
 /* Four 32-bit random words for counter `ctr` under `key` (Philox4x32-10). */
 void pti_philox(uint64_t key, uint64_t ctr, uint32_t out[4]);
 /* Uniform in [0, 1) from a 32-bit word (float) / two words (double). */
-static inline float pti_u32_to_float(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+static inline float pti_u32_to_float(uint32_t x)
+{
+    return (float)(x >> 8) * (1.0f / 16777216.0f);
+}
 static inline double pti_u64_to_double(uint32_t hi, uint32_t lo)
 {
     uint64_t v = ((uint64_t)hi << 32 | lo) >> 11;
     return (double)v * (1.0 / 9007199254740992.0);
 }
 
-/* ---- elementwise conversion helpers (every dtype <-> double / int64) -------------------------- */
+/* ---- elementwise conversion helpers (every dtype <-> double / int64) --------------------------
+ */
 
 double pti_load_f64(const void *p, pt_dtype dt);
 void pti_store_f64(void *p, pt_dtype dt, double v);

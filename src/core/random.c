@@ -12,7 +12,10 @@ void pt_manual_seed(uint64_t seed)
     atomic_store(&next_counter, 0);
 }
 
-uint64_t pt_initial_seed(void) { return atomic_load(&seed_value); }
+uint64_t pt_initial_seed(void)
+{
+    return atomic_load(&seed_value);
+}
 
 pti_rng_stream pti_rng_reserve(uint64_t count)
 {
@@ -51,7 +54,8 @@ pt_status pt_set_rng_state(const pt_tensor *state)
     if (!PTI_CHECK_ARG(state, "pt_set_rng_state", "state"))
         return pt_last_status();
     if (pt_dtype_of(state) != PT_UINT8 || pt_numel(state) != 16)
-        return pti_error(PT_ERR_INVALID_ARG, "pt_set_rng_state: expected a uint8 tensor of 16 "
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_set_rng_state: expected a uint8 tensor of 16 "
                          "elements (from pt_get_rng_state), got %s with %lld elements",
                          pt_dtype_name(pt_dtype_of(state)), (long long)pt_numel(state));
     uint8_t bytes[16];

@@ -9,7 +9,8 @@
 #include "internal.h"
 #include "../autograd/node.h"
 
-/* ---- storage ---------------------------------------------------------------------------------- */
+/* ---- storage ----------------------------------------------------------------------------------
+ */
 
 /* Storage structs come from a free list, like tensor structs, so steady-state loops do not
  * malloc them. */
@@ -89,7 +90,10 @@ pt_storage *pti_storage_wrap(pt_device dev, void *data, size_t nbytes,
     return s;
 }
 
-void pti_storage_retain(pt_storage *s) { atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed); }
+void pti_storage_retain(pt_storage *s)
+{
+    atomic_fetch_add_explicit(&s->refcount, 1, memory_order_relaxed);
+}
 
 void pti_storage_release(pt_storage *s)
 {
@@ -102,7 +106,8 @@ void pti_storage_release(pt_storage *s)
     storage_struct_free(s);
 }
 
-/* ---- tensor struct pool ----------------------------------------------------------------------- */
+/* ---- tensor struct pool -----------------------------------------------------------------------
+ */
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pt_tensor *pool_head; /* linked through ->grad */
@@ -136,7 +141,8 @@ static void tensor_struct_free(pt_tensor *t)
     free(t);
 }
 
-/* ---- geometry ---------------------------------------------------------------------------------- */
+/* ---- geometry ----------------------------------------------------------------------------------
+ */
 
 void pti_contiguous_strides(int ndim, const int64_t *shape, int64_t *stride)
 {
@@ -195,7 +201,8 @@ bool pti_is_contiguous(const pt_tensor *t)
     return true;
 }
 
-/* ---- construction ------------------------------------------------------------------------------ */
+/* ---- construction ------------------------------------------------------------------------------
+ */
 
 pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int64_t *shape,
                                  const int64_t *stride, int64_t offset)
@@ -276,7 +283,8 @@ pt_tensor *pti_tensor_view(const pt_tensor *base, int ndim, const int64_t *shape
     return t;
 }
 
-/* ---- reference counting ------------------------------------------------------------------------ */
+/* ---- reference counting ------------------------------------------------------------------------
+ */
 
 pt_tensor *pt_retain(pt_tensor *t)
 {
@@ -284,7 +292,6 @@ pt_tensor *pt_retain(pt_tensor *t)
         atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
     return t;
 }
-
 
 void pt_release(pt_tensor *t)
 {
@@ -308,19 +315,41 @@ void pti_unref(pt_tensor *t)
     pti_unref(grad);
 }
 
-/* ---- accessors --------------------------------------------------------------------------------- */
+/* ---- accessors ---------------------------------------------------------------------------------
+ */
 
-int pt_ndim(const pt_tensor *t) { return t ? t->ndim : -1; }
-const int64_t *pt_shape(const pt_tensor *t) { return t ? t->shape : NULL; }
-const int64_t *pt_stride(const pt_tensor *t) { return t ? t->stride : NULL; }
-int64_t pt_numel(const pt_tensor *t) { return t ? t->numel : -1; }
-int64_t pt_storage_offset(const pt_tensor *t) { return t ? t->offset : -1; }
-pt_dtype pt_dtype_of(const pt_tensor *t) { return t ? t->dtype : PT_DTYPE_COUNT; }
+int pt_ndim(const pt_tensor *t)
+{
+    return t ? t->ndim : -1;
+}
+const int64_t *pt_shape(const pt_tensor *t)
+{
+    return t ? t->shape : NULL;
+}
+const int64_t *pt_stride(const pt_tensor *t)
+{
+    return t ? t->stride : NULL;
+}
+int64_t pt_numel(const pt_tensor *t)
+{
+    return t ? t->numel : -1;
+}
+int64_t pt_storage_offset(const pt_tensor *t)
+{
+    return t ? t->offset : -1;
+}
+pt_dtype pt_dtype_of(const pt_tensor *t)
+{
+    return t ? t->dtype : PT_DTYPE_COUNT;
+}
 pt_device pt_device_of(const pt_tensor *t)
 {
     return t ? t->storage->device : (pt_device){PT_DEVICE_TYPE_COUNT, 0};
 }
-bool pt_is_contiguous(const pt_tensor *t) { return t && pti_is_contiguous(t); }
+bool pt_is_contiguous(const pt_tensor *t)
+{
+    return t && pti_is_contiguous(t);
+}
 bool pt_shares_storage(const pt_tensor *a, const pt_tensor *b)
 {
     return a && b && a->storage == b->storage;
@@ -349,7 +378,8 @@ void *pt_data_ptr(const pt_tensor *t)
     return pti_data(t);
 }
 
-/* ---- creation ---------------------------------------------------------------------------------- */
+/* ---- creation ----------------------------------------------------------------------------------
+ */
 
 pt_tensor *pt_empty(int ndim, const int64_t *shape, pt_dtype dt, pt_device dev)
 {
@@ -392,8 +422,8 @@ pt_tensor *pt_from_data(const void *data, int ndim, const int64_t *shape, pt_dty
         pt_release(t);
         return pti_error_null(PT_ERR_NULL, "pt_from_data: data is NULL");
     }
-    pt_status st = nbytes ? t->storage->backend->copy_h2d(dev.index, t->storage->data, data, nbytes)
-                          : PT_OK;
+    pt_status st =
+        nbytes ? t->storage->backend->copy_h2d(dev.index, t->storage->data, data, nbytes) : PT_OK;
     if (st != PT_OK) {
         pt_release(t);
         return NULL;
@@ -408,7 +438,10 @@ static pt_tensor *like(const pt_tensor *t, const char *op)
     return pti_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
 }
 
-pt_tensor *pt_empty_like(const pt_tensor *t) { return like(t, "pt_empty_like"); }
+pt_tensor *pt_empty_like(const pt_tensor *t)
+{
+    return like(t, "pt_empty_like");
+}
 
 pt_tensor *pt_full_like(const pt_tensor *t, double v)
 {
@@ -420,8 +453,14 @@ pt_tensor *pt_full_like(const pt_tensor *t, double v)
     return r;
 }
 
-pt_tensor *pt_zeros_like(const pt_tensor *t) { return pt_full_like(t, 0.0); }
-pt_tensor *pt_ones_like(const pt_tensor *t) { return pt_full_like(t, 1.0); }
+pt_tensor *pt_zeros_like(const pt_tensor *t)
+{
+    return pt_full_like(t, 0.0);
+}
+pt_tensor *pt_ones_like(const pt_tensor *t)
+{
+    return pt_full_like(t, 1.0);
+}
 
 /* Fills a new 1-D host buffer with values from value_at(i), then moves it to dev. */
 static pt_tensor *host_sequence(const char *op, int64_t n, pt_dtype dt, pt_device dev,
@@ -443,17 +482,22 @@ static pt_tensor *host_sequence(const char *op, int64_t n, pt_dtype dt, pt_devic
     return r;
 }
 
-static double arange_at(const double *p, int64_t i) { return p[0] + (double)i * p[1]; }
+static double arange_at(const double *p, int64_t i)
+{
+    return p[0] + (double)i * p[1];
+}
 
 pt_tensor *pt_arange(double start, double end, double step, pt_dtype dt, pt_device dev)
 {
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "pt_arange: need finite start/end and a non-zero step (got %g, %g, %g)",
-                              start, end, step);
+        return pti_error_null(
+            PT_ERR_INVALID_ARG,
+            "pt_arange: need finite start/end and a non-zero step (got %g, %g, %g)", start, end,
+            step);
     if ((step > 0 && end < start) || (step < 0 && end > start))
-        return pti_error_null(PT_ERR_INVALID_ARG,
-                              "pt_arange: upper bound and larger bound inconsistent with step sign");
+        return pti_error_null(
+            PT_ERR_INVALID_ARG,
+            "pt_arange: upper bound and larger bound inconsistent with step sign");
     double count = ceil((end - start) / step);
     if (count > (double)(INT64_C(1) << 40))
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_arange: %g elements is too many", count);
@@ -482,8 +526,8 @@ pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt, pt_
 pt_tensor *pt_eye(int64_t n, int64_t m, pt_dtype dt, pt_device dev)
 {
     if (n < 0 || m < 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_eye: negative size %lld x %lld",
-                              (long long)n, (long long)m);
+        return pti_error_null(PT_ERR_INVALID_ARG, "pt_eye: negative size %lld x %lld", (long long)n,
+                              (long long)m);
     pt_tensor *host = pt_zeros(PT_SHAPE(n, m), dt, pt_cpu());
     if (!host)
         return NULL;
@@ -498,8 +542,8 @@ pt_tensor *pt_eye(int64_t n, int64_t m, pt_dtype dt, pt_device dev)
     return r;
 }
 
-pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape,
-                         const int64_t *stride, int64_t offset)
+pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                         int64_t offset)
 {
     if (!PTI_CHECK_ARG(t, "pt_as_strided", "t"))
         return NULL;

@@ -44,10 +44,13 @@ static pool the_pool = {.mu = PTHREAD_MUTEX_INITIALIZER,
                         .done_cv = PTHREAD_COND_INITIALIZER};
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel job at a time */
-static int configured_threads; /* 0 until first use */
+static int configured_threads;                               /* 0 until first use */
 static _Thread_local bool in_worker;
 
-bool pti_in_parallel(void) { return in_worker; }
+bool pti_in_parallel(void)
+{
+    return in_worker;
+}
 
 static inline void cpu_relax(void)
 {
@@ -119,8 +122,8 @@ static int claim_chunk(uint32_t gen)
         if ((uint32_t)(w >> 32) != gen ||
             (int64_t)(uint32_t)w >= atomic_load_explicit(&the_pool.chunks, memory_order_relaxed))
             return -1;
-        if (atomic_compare_exchange_weak_explicit(&the_pool.claim, &w, w + 1,
-                                                  memory_order_acq_rel, memory_order_acquire))
+        if (atomic_compare_exchange_weak_explicit(&the_pool.claim, &w, w + 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
             return (int)(uint32_t)w;
     }
 }
@@ -246,7 +249,8 @@ void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx)
     if (grain < 1)
         grain = 1;
     ensure_configured();
-    if (n <= grain || in_worker || the_pool.nworkers == 0 || pthread_mutex_trylock(&run_lock) != 0) {
+    if (n <= grain || in_worker || the_pool.nworkers == 0 ||
+        pthread_mutex_trylock(&run_lock) != 0) {
         fn(ctx, 0, n); /* small, nested, single-threaded, or the pool is busy elsewhere */
         return;
     }

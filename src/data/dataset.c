@@ -12,7 +12,8 @@ pt_dataset *pt_dataset_new(int nfields, pt_dataset_len_fn len, pt_dataset_get_fn
     if (nfields < 1 || nfields > PTI_MAX_IN * 2 || !len || !get)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_dataset_new: need 1..%d fields and len/get callbacks "
-                              "(got nfields=%d)", PTI_MAX_IN * 2, nfields);
+                              "(got nfields=%d)",
+                              PTI_MAX_IN * 2, nfields);
     pt_dataset *ds = pti_calloc(1, sizeof *ds);
     if (!ds)
         return NULL;
@@ -25,9 +26,15 @@ pt_dataset *pt_dataset_new(int nfields, pt_dataset_len_fn len, pt_dataset_get_fn
     return ds;
 }
 
-int64_t pt_dataset_len(const pt_dataset *ds) { return ds ? ds->len(ds->ctx) : -1; }
+int64_t pt_dataset_len(const pt_dataset *ds)
+{
+    return ds ? ds->len(ds->ctx) : -1;
+}
 
-int pt_dataset_nfields(const pt_dataset *ds) { return ds ? ds->nfields : 0; }
+int pt_dataset_nfields(const pt_dataset *ds)
+{
+    return ds ? ds->nfields : 0;
+}
 
 pt_status pt_dataset_get(const pt_dataset *ds, int64_t index, pt_tensor **fields)
 {
@@ -111,11 +118,13 @@ pt_dataset *pt_tensor_dataset(int n, pt_tensor *const *tensors)
         if (tensors[k]->ndim < 1 || tensors[k]->shape[0] != tensors[0]->shape[0])
             return pti_error_null(PT_ERR_SHAPE,
                                   "pt_tensor_dataset: tensors[%d] %s does not share the first "
-                                  "dim of tensors[0] %s", k, pti_tensor_desc(tensors[k]),
-                                  pti_tensor_desc(tensors[0]));
+                                  "dim of tensors[0] %s",
+                                  k, pti_tensor_desc(tensors[k]), pti_tensor_desc(tensors[0]));
         if (!pti_is_cpu(tensors[k]))
-            return pti_error_null(PT_ERR_DEVICE, "pt_tensor_dataset: tensors[%d] is not on the "
-                                  "CPU", k);
+            return pti_error_null(PT_ERR_DEVICE,
+                                  "pt_tensor_dataset: tensors[%d] is not on the "
+                                  "CPU",
+                                  k);
     }
     tensor_ds *c = pti_calloc(1, sizeof *c);
     if (!c)
@@ -137,7 +146,10 @@ typedef struct subset_ds {
     int64_t idx[];
 } subset_ds;
 
-static int64_t subset_len(void *ctx) { return ((subset_ds *)ctx)->n; }
+static int64_t subset_len(void *ctx)
+{
+    return ((subset_ds *)ctx)->n;
+}
 
 static pt_status subset_get(void *ctx, int64_t i, pt_tensor **fields)
 {
@@ -159,9 +171,10 @@ pt_dataset *pt_subset(pt_dataset *base, int64_t n, const int64_t *indices)
     int64_t len = pt_dataset_len(base);
     for (int64_t i = 0; i < n; i++)
         if (indices[i] < 0 || indices[i] >= len)
-            return pti_error_null(PT_ERR_INDEX, "pt_subset: indices[%lld] = %lld out of range "
-                                  "for %lld items", (long long)i, (long long)indices[i],
-                                  (long long)len);
+            return pti_error_null(PT_ERR_INDEX,
+                                  "pt_subset: indices[%lld] = %lld out of range "
+                                  "for %lld items",
+                                  (long long)i, (long long)indices[i], (long long)len);
     if ((uint64_t)n > (SIZE_MAX - sizeof(subset_ds)) / sizeof(int64_t))
         return pti_error_null(PT_ERR_OOM, "pt_subset: too many indices");
     subset_ds *c = pti_malloc(sizeof *c + (size_t)n * sizeof(int64_t));
@@ -186,7 +199,10 @@ typedef struct concat_ds {
     int64_t *ends; /* cumulative sizes */
 } concat_ds;
 
-static int64_t concat_len(void *ctx) { return ((concat_ds *)ctx)->total; }
+static int64_t concat_len(void *ctx)
+{
+    return ((concat_ds *)ctx)->total;
+}
 
 static pt_status concat_get(void *ctx, int64_t i, pt_tensor **fields)
 {
@@ -221,9 +237,10 @@ pt_dataset *pt_concat_dataset(int n, pt_dataset *const *datasets)
         if (!datasets[k])
             return pti_error_null(PT_ERR_NULL, "pt_concat_dataset: datasets[%d] is NULL", k);
         if (datasets[k]->nfields != datasets[0]->nfields)
-            return pti_error_null(PT_ERR_INVALID_ARG, "pt_concat_dataset: datasets[%d] has %d "
-                                  "fields, datasets[0] has %d", k, datasets[k]->nfields,
-                                  datasets[0]->nfields);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "pt_concat_dataset: datasets[%d] has %d "
+                                  "fields, datasets[0] has %d",
+                                  k, datasets[k]->nfields, datasets[0]->nfields);
     }
     concat_ds *c = pti_calloc(1, sizeof *c);
     if (!c)
@@ -273,8 +290,10 @@ pt_status pt_random_split(pt_dataset *ds, int n, const int64_t *lengths, const u
         sum += lengths[k];
     }
     if (sum != len)
-        return pti_error(PT_ERR_INVALID_ARG, "pt_random_split: lengths sum to %lld but the "
-                         "dataset has %lld items", (long long)sum, (long long)len);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_random_split: lengths sum to %lld but the "
+                         "dataset has %lld items",
+                         (long long)sum, (long long)len);
     uint64_t key = seed ? *seed : pti_data_rand64(pti_rng_reserve(1).key, pti_rng_reserve(1).base);
     int64_t *perm = pti_malloc((size_t)(len ? len : 1) * sizeof *perm);
     if (!perm)
@@ -303,12 +322,14 @@ pt_status pt_random_split(pt_dataset *ds, int n, const int64_t *lengths, const u
 static pt_tensor *convert_images(pt_tensor *img, const pt_image_dataset_opts *o)
 {
     if (o->n_norm && (o->n_norm != img->shape[1] || o->n_norm > 3))
-        return pti_error_null(PT_ERR_INVALID_ARG, "image dataset: n_norm %d does not match %lld "
-                              "channels", o->n_norm, (long long)img->shape[1]);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "image dataset: n_norm %d does not match %lld "
+                              "channels",
+                              o->n_norm, (long long)img->shape[1]);
     for (int c = 0; c < o->n_norm; c++)
         if (!(o->std[c] > 0))
-            return pti_error_null(PT_ERR_INVALID_ARG, "image dataset: std[%d] = %g must be > 0",
-                                  c, o->std[c]);
+            return pti_error_null(PT_ERR_INVALID_ARG, "image dataset: std[%d] = %g must be > 0", c,
+                                  o->std[c]);
     pt_tensor *f = pti_tensor_new(img->ndim, img->shape, PT_FLOAT32, pt_cpu());
     if (!f)
         return NULL;
@@ -391,13 +412,14 @@ pt_dataset *pt_mnist_dataset_dir(const char *dir, bool train, const pt_image_dat
     char images[4096], labels[4096];
     if (!find_mnist_file(dir, split, "images", "idx3", images, sizeof(images)) ||
         !find_mnist_file(dir, split, "labels", "idx1", labels, sizeof(labels)))
-        return pti_error_null(PT_ERR_IO, "pt_mnist_dataset_dir: %s has no %s-images-idx3-ubyte[.gz] "
-                              "and %s-labels-idx1-ubyte[.gz]", dir, split, split);
+        return pti_error_null(PT_ERR_IO,
+                              "pt_mnist_dataset_dir: %s has no %s-images-idx3-ubyte[.gz] "
+                              "and %s-labels-idx1-ubyte[.gz]",
+                              dir, split, split);
     return pt_mnist_dataset(images, labels, opts);
 }
 
-pt_dataset *pt_cifar10_dataset(int n, const char *const *paths,
-                               const pt_image_dataset_opts *opts)
+pt_dataset *pt_cifar10_dataset(int n, const char *const *paths, const pt_image_dataset_opts *opts)
 {
     pt_tensor *img, *lab;
     if (pt_read_cifar10(n, paths, &img, &lab) != PT_OK)

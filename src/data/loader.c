@@ -48,8 +48,8 @@ static void free_fields(pt_tensor **f, int n)
 /* Built-in augmentation and the user transform for the sample at `pos` of the epoch. */
 static pt_status transform_sample(pt_dataloader *dl, int64_t pos, pt_tensor **f)
 {
-    uint64_t seed = pti_data_rand64(dl->seed + 0x9E3779B97F4A7C15ULL,
-                                    (dl->epoch << 40) + (uint64_t)pos);
+    uint64_t seed =
+        pti_data_rand64(dl->seed + 0x9E3779B97F4A7C15ULL, (dl->epoch << 40) + (uint64_t)pos);
     if (dl->o.crop_padding > 0) {
         pt_tensor *t = pt_transform_random_crop(f[0], dl->o.crop_padding, seed);
         if (!t)
@@ -88,9 +88,10 @@ static pt_status collate_into(pt_tensor **b, const pt_tensor *t, int64_t r, int6
     pt_tensor *bt = *b;
     if (bt->dtype != t->dtype || bt->ndim != t->ndim + 1 ||
         memcmp(bt->shape + 1, t->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
-        return pti_error(PT_ERR_SHAPE, "pt_dataloader: field %d of a sample is %s but the first "
-                         "sample of the batch had %s", k, pti_tensor_desc(t),
-                         pti_shape_str(bt->ndim - 1, bt->shape + 1));
+        return pti_error(PT_ERR_SHAPE,
+                         "pt_dataloader: field %d of a sample is %s but the first "
+                         "sample of the batch had %s",
+                         k, pti_tensor_desc(t), pti_shape_str(bt->ndim - 1, bt->shape + 1));
     pt_tensor *c = pt_contiguous(t);
     if (!c)
         return pt_last_status();
@@ -207,7 +208,8 @@ pt_dataloader *pt_dataloader_new(pt_dataset *ds, const pt_dataloader_opts *opts)
         o.batch_size = 1;
     if (o.batch_size < 0 || o.num_workers < 0 || o.num_workers > 256 || o.prefetch < 0 ||
         o.crop_padding < 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_dataloader_new: bad options (batch_size "
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_dataloader_new: bad options (batch_size "
                               "%lld, num_workers %d, prefetch %d, crop_padding %lld)",
                               (long long)o.batch_size, o.num_workers, o.prefetch,
                               (long long)o.crop_padding);
@@ -242,7 +244,10 @@ pt_dataloader *pt_dataloader_new(pt_dataset *ds, const pt_dataloader_opts *opts)
     return dl;
 }
 
-int64_t pt_dataloader_num_batches(const pt_dataloader *dl) { return dl ? dl->nbatches : -1; }
+int64_t pt_dataloader_num_batches(const pt_dataloader *dl)
+{
+    return dl ? dl->nbatches : -1;
+}
 
 int pt_dataloader_next(pt_dataloader *dl, pt_tensor **fields)
 {

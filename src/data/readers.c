@@ -91,8 +91,8 @@ static pt_status idx_header(const char *path, const unsigned char *b, size_t n, 
                          path, b[0], b[1], b[2], b[3]);
     *ndim = b[3];
     if (*ndim < 1 || *ndim > PT_MAX_DIMS)
-        return pti_error(PT_ERR_FORMAT, "%s: idx header has %d dims (expected 1..%d)", path,
-                         *ndim, PT_MAX_DIMS);
+        return pti_error(PT_ERR_FORMAT, "%s: idx header has %d dims (expected 1..%d)", path, *ndim,
+                         PT_MAX_DIMS);
     size_t hdr = 4 + 4 * (size_t)*ndim;
     if (n < hdr)
         return pti_error(PT_ERR_FORMAT, "%s: truncated idx header (%zu of %zu bytes)", path, n,
@@ -195,8 +195,7 @@ pt_status pt_read_mnist(const char *images_path, const char *labels_path, pt_ten
     return st;
 }
 
-pt_status pt_read_cifar10(int n, const char *const *paths, pt_tensor **images,
-                          pt_tensor **labels)
+pt_status pt_read_cifar10(int n, const char *const *paths, pt_tensor **images, pt_tensor **labels)
 {
     if (!images || !labels || !paths)
         return pti_error(PT_ERR_NULL, "pt_read_cifar10: NULL argument");

@@ -7,8 +7,7 @@
 pt_status pt_sampler_order(int64_t n, bool shuffle, uint64_t seed, uint64_t epoch, int64_t *out)
 {
     if (n < 0 || (n > 0 && !out))
-        return pti_error(PT_ERR_INVALID_ARG, "pt_sampler_order: n = %lld, out NULL?",
-                         (long long)n);
+        return pti_error(PT_ERR_INVALID_ARG, "pt_sampler_order: n = %lld, out NULL?", (long long)n);
     if (!shuffle) {
         for (int64_t i = 0; i < n; i++)
             out[i] = i;
@@ -24,7 +23,8 @@ static bool check_image(const pt_tensor *img, const char *op, int min_ndim)
         return false;
     if (!pti_is_cpu(img) || img->ndim < min_ndim || pti_dtypes[img->dtype].is_block)
         return pti_error(PT_ERR_SHAPE, "%s: expected a CPU tensor with >= %d dims, got %s", op,
-                         min_ndim, pti_tensor_desc(img)), false;
+                         min_ndim, pti_tensor_desc(img)),
+               false;
     return true;
 }
 
@@ -34,8 +34,10 @@ pt_tensor *pt_transform_normalize(const pt_tensor *img, int c, const double *mea
     if (!check_image(img, "pt_transform_normalize", 1))
         return NULL;
     if (!mean || !std || c != img->shape[0] || !pt_dtype_is_floating(img->dtype))
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_transform_normalize: need a floating "
-                              "[C, ...] tensor with C = %d, got %s", c, pti_tensor_desc(img));
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_transform_normalize: need a floating "
+                              "[C, ...] tensor with C = %d, got %s",
+                              c, pti_tensor_desc(img));
     for (int k = 0; k < c; k++)
         if (std[k] == 0)
             return pti_error_null(PT_ERR_INVALID_ARG, "pt_transform_normalize: std[%d] is 0", k);
@@ -63,8 +65,10 @@ pt_tensor *pt_transform_random_crop(const pt_tensor *img, int64_t pad, uint64_t 
     if (!check_image(img, "pt_transform_random_crop", 3))
         return NULL;
     if (pad < 0 || pad > 1 << 16)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_transform_random_crop: padding %lld out "
-                              "of range", (long long)pad);
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_transform_random_crop: padding %lld out "
+                              "of range",
+                              (long long)pad);
     int nd = img->ndim;
     int64_t h = img->shape[nd - 2], w = img->shape[nd - 1];
     uint64_t r = pti_data_rand64(seed, 1);

@@ -84,10 +84,22 @@ pti_file_map *pti_file_map_borrow(const void *data, size_t size, const char *nam
     return m;
 }
 
-const uint8_t *pti_file_map_data(const pti_file_map *m) { return m->data; }
-size_t pti_file_map_size(const pti_file_map *m) { return m->size; }
-const char *pti_file_map_name(const pti_file_map *m) { return m->name; }
-bool pti_file_map_is_owned(const pti_file_map *m) { return m->owned; }
+const uint8_t *pti_file_map_data(const pti_file_map *m)
+{
+    return m->data;
+}
+size_t pti_file_map_size(const pti_file_map *m)
+{
+    return m->size;
+}
+const char *pti_file_map_name(const pti_file_map *m)
+{
+    return m->name;
+}
+bool pti_file_map_is_owned(const pti_file_map *m)
+{
+    return m->owned;
+}
 
 pti_file_map *pti_file_map_retain(pti_file_map *m)
 {

@@ -11,10 +11,10 @@
  * and element count by the bytes that must hold it, with overflow-safe arithmetic
  * (a + b > size is tested as b > size - a), and the tables grow as entries are actually read.
  * Strings are copied, NUL-terminated, into one arena (no larger than the metadata); KVs keep the
- * file offset of their value, and the getters decode it from the mapping. We are as strict as ggml's gguf.cpp (nested arrays,
- * duplicate keys and tensor names, unknown types, unaligned offsets are refused) except that
- * tensor data need only be aligned, inside the file and non-overlapping, not packed in
- * tensor-info order. */
+ * file offset of their value, and the getters decode it from the mapping. We are as strict as
+ * ggml's gguf.cpp (nested arrays, duplicate keys and tensor names, unknown types, unaligned offsets
+ * are refused) except that tensor data need only be aligned, inside the file and non-overlapping,
+ * not packed in tensor-info order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,8 +124,8 @@ static bool need(reader *r, uint64_t n, const char *what)
 {
     if (n > r->size - r->pos) {
         pti_error(PT_ERR_FORMAT,
-                  "%s: gguf: %s runs past the end of the file (offset %llu + %llu > %llu)",
-                  r->file, what, (unsigned long long)r->pos, (unsigned long long)n,
+                  "%s: gguf: %s runs past the end of the file (offset %llu + %llu > %llu)", r->file,
+                  what, (unsigned long long)r->pos, (unsigned long long)n,
                   (unsigned long long)r->size);
         return false;
     }
@@ -266,8 +266,8 @@ static bool read_tensor_info(reader *r, gguf_tensor *t, uint32_t alignment)
             return false;
         if (v == 0 || v > (UINT64_C(1) << 62) || __builtin_mul_overflow(numel, v, &numel) ||
             numel > (UINT64_C(1) << 62)) {
-            pti_error(PT_ERR_FORMAT, "%s: gguf: tensor '%s' has dim %d = %llu (%s)", r->file,
-                      name, i, (unsigned long long)v, v == 0 ? "must be positive" : "too large");
+            pti_error(PT_ERR_FORMAT, "%s: gguf: tensor '%s' has dim %d = %llu (%s)", r->file, name,
+                      i, (unsigned long long)v, v == 0 ? "must be positive" : "too large");
             return false;
         }
         t->ne[i] = (int64_t)v;
@@ -306,7 +306,8 @@ static bool read_tensor_info(reader *r, gguf_tensor *t, uint32_t alignment)
     return true;
 }
 
-/* ---- checks over the parsed tables ------------------------------------------------------------- */
+/* ---- checks over the parsed tables -------------------------------------------------------------
+ */
 
 static _Thread_local const pt_gguf *sort_g;
 
@@ -444,8 +445,8 @@ static bool check_tensor_data(pt_gguf *g)
 
 static bool parse(pt_gguf *g)
 {
-    reader r = {pti_file_map_data(g->map), pti_file_map_size(g->map), 0,
-                pti_file_map_name(g->map), g};
+    reader r = {pti_file_map_data(g->map), pti_file_map_size(g->map), 0, pti_file_map_name(g->map),
+                g};
     uint64_t magic, version, n_tensors, n_kv;
     if (r.size < 4 || memcmp(r.p, "GGUF", 4) != 0) {
         pti_error(PT_ERR_FORMAT, "%s: gguf: not a GGUF file (no \"GGUF\" magic)", r.file);
@@ -558,12 +559,30 @@ const char *pt_gguf_ggml_type_name(int ggml_type_id)
     return ti ? ti->name : "unknown";
 }
 
-uint32_t pt_gguf_version(const pt_gguf *g) { return g ? g->version : 0; }
-uint32_t pt_gguf_alignment(const pt_gguf *g) { return g ? g->alignment : 0; }
-uint64_t pt_gguf_data_offset(const pt_gguf *g) { return g ? g->data_offset : 0; }
-const char *pt_gguf_name(const pt_gguf *g) { return g ? pti_file_map_name(g->map) : NULL; }
-int64_t pt_gguf_kv_count(const pt_gguf *g) { return g ? g->n_kv : 0; }
-int64_t pt_gguf_tensor_count(const pt_gguf *g) { return g ? g->n_tensors : 0; }
+uint32_t pt_gguf_version(const pt_gguf *g)
+{
+    return g ? g->version : 0;
+}
+uint32_t pt_gguf_alignment(const pt_gguf *g)
+{
+    return g ? g->alignment : 0;
+}
+uint64_t pt_gguf_data_offset(const pt_gguf *g)
+{
+    return g ? g->data_offset : 0;
+}
+const char *pt_gguf_name(const pt_gguf *g)
+{
+    return g ? pti_file_map_name(g->map) : NULL;
+}
+int64_t pt_gguf_kv_count(const pt_gguf *g)
+{
+    return g ? g->n_kv : 0;
+}
+int64_t pt_gguf_tensor_count(const pt_gguf *g)
+{
+    return g ? g->n_tensors : 0;
+}
 
 /* KV i, or NULL with PT_ERR_INDEX / PT_ERR_NULL. */
 static const gguf_kv *kv_at(const pt_gguf *g, int64_t i, const char *fn)
@@ -581,9 +600,8 @@ static const gguf_tensor *tensor_at(const pt_gguf *g, int64_t t, const char *fn)
     if (!g)
         return pti_error_null(PT_ERR_NULL, "%s: handle is NULL", fn);
     if (t < 0 || t >= g->n_tensors)
-        return pti_error_null(PT_ERR_INDEX, "%s: %s: tensor index %lld out of range [0, %lld)",
-                              fn, pti_file_map_name(g->map), (long long)t,
-                              (long long)g->n_tensors);
+        return pti_error_null(PT_ERR_INDEX, "%s: %s: tensor index %lld out of range [0, %lld)", fn,
+                              pti_file_map_name(g->map), (long long)t, (long long)g->n_tensors);
     return &g->tensors[t];
 }
 
@@ -623,8 +641,8 @@ static pt_status get_scalar(const pt_gguf *g, int64_t i, pt_gguf_type want, cons
         return pt_last_status();
     if (kv->type != want)
         return pti_error(PT_ERR_DTYPE, "%s: %s: key '%s' has type %s, not %s", fn,
-                         pti_file_map_name(g->map), str_of(g, kv->key),
-                         pt_gguf_type_name(kv->type), pt_gguf_type_name(want));
+                         pti_file_map_name(g->map), str_of(g, kv->key), pt_gguf_type_name(kv->type),
+                         pt_gguf_type_name(want));
     *bits = load_le(pti_file_map_data(g->map) + kv->pos, value_size[want]);
     return PT_OK;
 }
@@ -750,9 +768,10 @@ static pt_status decode_int(pt_gguf_type t, const uint8_t *p, int64_t *out, cons
 {
     uint64_t b = value_size[t] ? load_le(p, value_size[t]) : 0;
     switch (t) {
-    case PT_GGUF_UINT8: case PT_GGUF_UINT16: case PT_GGUF_UINT32: case PT_GGUF_BOOL:
-        *out = (int64_t)b;
-        return PT_OK;
+    case PT_GGUF_UINT8:
+    case PT_GGUF_UINT16:
+    case PT_GGUF_UINT32:
+    case PT_GGUF_BOOL: *out = (int64_t)b; return PT_OK;
     case PT_GGUF_INT8: *out = (int8_t)(uint8_t)b; return PT_OK;
     case PT_GGUF_INT16: *out = (int16_t)(uint16_t)b; return PT_OK;
     case PT_GGUF_INT32: *out = (int32_t)(uint32_t)b; return PT_OK;
@@ -830,8 +849,9 @@ static const gguf_kv *array_elem(const pt_gguf *g, int64_t i, int64_t j, const c
 {
     const gguf_kv *kv = array_at(g, i, fn);
     if (kv && (j < 0 || (uint64_t)j >= kv->count))
-        return pti_error_null(PT_ERR_INDEX, "%s: %s: index %lld out of range for array '%s' of %llu",
-                              fn, pti_file_map_name(g->map), (long long)j, str_of(g, kv->key),
+        return pti_error_null(PT_ERR_INDEX,
+                              "%s: %s: index %lld out of range for array '%s' of %llu", fn,
+                              pti_file_map_name(g->map), (long long)j, str_of(g, kv->key),
                               (unsigned long long)kv->count);
     return kv;
 }

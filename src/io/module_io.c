@@ -18,8 +18,8 @@ pt_status pt_nn_save(pt_module *m, const char *path)
     pt_value *sd = pt_nn_state_dict(m);
     if (!sd)
         return pt_last_status();
-    pt_status st = ends_with(path, ".safetensors") ? pt_save_safetensors(path, sd, NULL)
-                                                   : pt_save(path, sd);
+    pt_status st =
+        ends_with(path, ".safetensors") ? pt_save_safetensors(path, sd, NULL) : pt_save(path, sd);
     pt_value_free(sd);
     return st;
 }
@@ -38,8 +38,8 @@ static const pt_value *find_state_dict(const pt_value *v, const char *path)
 {
     static const char *const keys[] = {"model", "state_dict", "model_state_dict"};
     if (!pt_value_is(v, PT_VALUE_DICT))
-        return pti_error_null(PT_ERR_FORMAT, "pt_nn_load: %s holds a %s, not a state dict",
-                              path, pt_value_kind_name(pt_value_kind_of(v)));
+        return pti_error_null(PT_ERR_FORMAT, "pt_nn_load: %s holds a %s, not a state dict", path,
+                              pt_value_kind_name(pt_value_kind_of(v)));
     if (all_tensors(v))
         return v;
     const pt_value *found = NULL;
@@ -47,16 +47,20 @@ static const pt_value *find_state_dict(const pt_value *v, const char *path)
         const pt_value *sd = pt_value_get_str_ref(v, keys[i]);
         if (sd && pt_value_is(sd, PT_VALUE_DICT) && all_tensors(sd)) {
             if (found)
-                return pti_error_null(PT_ERR_FORMAT, "pt_nn_load: %s holds more than one of "
-                                      "'model', 'state_dict', 'model_state_dict'", path);
+                return pti_error_null(PT_ERR_FORMAT,
+                                      "pt_nn_load: %s holds more than one of "
+                                      "'model', 'state_dict', 'model_state_dict'",
+                                      path);
             found = sd;
         }
     }
     pt_clear_error();
     if (!found)
-        return pti_error_null(PT_ERR_FORMAT, "pt_nn_load: %s is a dict with non-tensor values "
+        return pti_error_null(PT_ERR_FORMAT,
+                              "pt_nn_load: %s is a dict with non-tensor values "
                               "and no 'model', 'state_dict' or 'model_state_dict' entry of "
-                              "tensors", path);
+                              "tensors",
+                              path);
     return found;
 }
 

@@ -28,7 +28,8 @@
 static const uint8_t legacy_magic[] = {0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
                                        0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19, 0x2e};
 
-/* ---- storage classes -------------------------------------------------------------------------- */
+/* ---- storage classes --------------------------------------------------------------------------
+ */
 
 typedef struct storage_class {
     const char *name; /* after "torch." or "torch.cuda." */
@@ -36,12 +37,15 @@ typedef struct storage_class {
 } storage_class;
 
 static const storage_class storage_classes[] = {
-    {"FloatStorage", PT_FLOAT32},   {"DoubleStorage", PT_FLOAT64}, {"HalfStorage", PT_FLOAT16},
-    {"BFloat16Storage", PT_BFLOAT16}, {"LongStorage", PT_INT64},   {"IntStorage", PT_INT32},
-    {"ShortStorage", PT_INT16},     {"CharStorage", PT_INT8},      {"ByteStorage", PT_UINT8},
-    {"BoolStorage", PT_BOOL},       {"UntypedStorage", PT_UINT8},  {"ComplexFloatStorage", -1},
-    {"ComplexDoubleStorage", -1},   {"QInt8Storage", -1},          {"QUInt8Storage", -1},
-    {"QInt32Storage", -1},          {"QUInt4x2Storage", -1},       {"QUInt2x4Storage", -1},
+    {"FloatStorage", PT_FLOAT32}, {"DoubleStorage", PT_FLOAT64},
+    {"HalfStorage", PT_FLOAT16},  {"BFloat16Storage", PT_BFLOAT16},
+    {"LongStorage", PT_INT64},    {"IntStorage", PT_INT32},
+    {"ShortStorage", PT_INT16},   {"CharStorage", PT_INT8},
+    {"ByteStorage", PT_UINT8},    {"BoolStorage", PT_BOOL},
+    {"UntypedStorage", PT_UINT8}, {"ComplexFloatStorage", -1},
+    {"ComplexDoubleStorage", -1}, {"QInt8Storage", -1},
+    {"QUInt8Storage", -1},        {"QInt32Storage", -1},
+    {"QUInt4x2Storage", -1},      {"QUInt2x4Storage", -1},
 };
 
 /* The dtype of a storage class global ("torch.FloatStorage", "torch.cuda.HalfStorage",
@@ -57,26 +61,31 @@ static bool storage_dtype(const char *what, const char *global, pt_dtype *dt)
         if (strcmp(base, storage_classes[i].name) != 0)
             continue;
         if (storage_classes[i].dtype < 0) {
-            pti_error(PT_ERR_DTYPE, "%s: storage type %s has no PromeTorch dtype (complex and "
-                      "quantized tensors are not supported)", what, global);
+            pti_error(PT_ERR_DTYPE,
+                      "%s: storage type %s has no PromeTorch dtype (complex and "
+                      "quantized tensors are not supported)",
+                      what, global);
             return false;
         }
         *dt = (pt_dtype)storage_classes[i].dtype;
         return true;
     }
-    pti_error(PT_ERR_UNSUPPORTED, "%s: persistent id names '%s', which is not a storage type "
-              "(nothing was executed)", what, global);
+    pti_error(PT_ERR_UNSUPPORTED,
+              "%s: persistent id names '%s', which is not a storage type "
+              "(nothing was executed)",
+              what, global);
     return false;
 }
 
-/* ---- the load context ------------------------------------------------------------------------- */
+/* ---- the load context -------------------------------------------------------------------------
+ */
 
 typedef struct cached_storage {
     char *key;
     pt_dtype dtype;
     int64_t numel;
-    pt_tensor *t;  /* 1-D over the whole storage */
-    bool filled;   /* legacy: its bytes have been read */
+    pt_tensor *t; /* 1-D over the whole storage */
+    bool filled;  /* legacy: its bytes have been read */
 } cached_storage;
 
 typedef struct load_ctx {
@@ -135,8 +144,7 @@ static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int6
     char *k = strdup(key);
     if (!c->index)
         c->index = pt_value_dict();
-    if (!k || !c->index ||
-        pt_value_dict_set_str(c->index, key, pt_value_int(c->ncache)) != PT_OK) {
+    if (!k || !c->index || pt_value_dict_set_str(c->index, key, pt_value_int(c->ncache)) != PT_OK) {
         free(k);
         pt_release(t);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", c->what);
@@ -146,7 +154,8 @@ static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int6
     return e;
 }
 
-/* ---- storages from a zip archive or a legacy file --------------------------------------------- */
+/* ---- storages from a zip archive or a legacy file ---------------------------------------------
+ */
 
 static void free_buffer(void *ctx, void *data)
 {
@@ -160,17 +169,23 @@ static pt_storage *zip_storage(load_ctx *c, const char *key, uint64_t nbytes, si
     snprintf(name, sizeof name, "%sdata/%s", c->root, key);
     const pti_zip_entry *e = pti_zip_find(c->zip, name);
     if (!e)
-        return pti_error_null(PT_ERR_FORMAT, "%s: the pickle refers to storage '%s' but the "
-                              "archive has no record %s", c->what, key, name);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: the pickle refers to storage '%s' but the "
+                              "archive has no record %s",
+                              c->what, key, name);
     if (e->size != nbytes)
-        return pti_error_null(PT_ERR_FORMAT, "%s: record %s holds %llu bytes, the pickle "
-                              "declares a storage of %llu bytes", c->what, name,
-                              (unsigned long long)e->size, (unsigned long long)nbytes);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: record %s holds %llu bytes, the pickle "
+                              "declares a storage of %llu bytes",
+                              c->what, name, (unsigned long long)e->size,
+                              (unsigned long long)nbytes);
     if (e->method == 0) {
         if (e->comp_size != e->size)
-            return pti_error_null(PT_ERR_FORMAT, "%s: stored record %s has %llu bytes in the "
-                                  "archive but declares %llu", c->what, name,
-                                  (unsigned long long)e->comp_size, (unsigned long long)e->size);
+            return pti_error_null(PT_ERR_FORMAT,
+                                  "%s: stored record %s has %llu bytes in the "
+                                  "archive but declares %llu",
+                                  c->what, name, (unsigned long long)e->comp_size,
+                                  (unsigned long long)e->size);
         return pti_file_map_storage(c->map, e->data_offset, nbytes, align, c->copy);
     }
     size_t len = 0;
@@ -188,9 +203,10 @@ static pt_storage *legacy_storage(load_ctx *c, uint64_t nbytes)
     /* the bytes come after the pickles, so they cannot outnumber the file's bytes */
     uint64_t size = pti_file_map_size(c->map);
     if (nbytes > size || c->legacy_bytes > size - nbytes)
-        return pti_error_null(PT_ERR_FORMAT, "%s: storages of %llu bytes declared, more than "
-                              "the file's %llu bytes", c->what,
-                              (unsigned long long)(c->legacy_bytes + nbytes),
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: storages of %llu bytes declared, more than "
+                              "the file's %llu bytes",
+                              c->what, (unsigned long long)(c->legacy_bytes + nbytes),
                               (unsigned long long)size);
     c->legacy_bytes += nbytes;
     pt_storage *s = pti_storage_new((pt_device){PT_DEVICE_CPU, 0}, (size_t)nbytes);
@@ -215,9 +231,10 @@ static pt_tensor *storage_for(load_ctx *c, const char *key, pt_dtype dt, int64_t
     cached_storage *e = cache_find(c, key);
     if (e) {
         if (e->dtype != dt || e->numel != numel)
-            return pti_error_null(PT_ERR_FORMAT, "%s: storage '%s' is declared twice with "
-                                  "different types or sizes (%s[%lld] and %s[%lld])", c->what,
-                                  key, pt_dtype_name(e->dtype), (long long)e->numel,
+            return pti_error_null(PT_ERR_FORMAT,
+                                  "%s: storage '%s' is declared twice with "
+                                  "different types or sizes (%s[%lld] and %s[%lld])",
+                                  c->what, key, pt_dtype_name(e->dtype), (long long)e->numel,
                                   pt_dtype_name(dt), (long long)numel);
         return pt_retain(e->t);
     }
@@ -227,8 +244,8 @@ static pt_tensor *storage_for(load_ctx *c, const char *key, pt_dtype dt, int64_t
                               key, (long long)numel);
     uint64_t nbytes = (uint64_t)numel * elsize;
     if (nbytes > (uint64_t)PTRDIFF_MAX)
-        return pti_error_null(PT_ERR_FORMAT, "%s: storage '%s' of %llu bytes is too large",
-                              c->what, key, (unsigned long long)nbytes);
+        return pti_error_null(PT_ERR_FORMAT, "%s: storage '%s' of %llu bytes is too large", c->what,
+                              key, (unsigned long long)nbytes);
     pt_storage *s = c->legacy ? legacy_storage(c, nbytes) : zip_storage(c, key, nbytes, elsize);
     if (!s)
         return NULL;
@@ -258,12 +275,16 @@ static pt_value *persistent_load(void *ctx, const pt_value *pid)
     int64_t n = pt_value_len(pid);
     const char *tag = pt_value_as_str(pt_value_item_ref(pid, 0), NULL);
     if (!pt_value_is(pid, PT_VALUE_TUPLE) || n < 1 || !tag)
-        return pti_error_null(PT_ERR_FORMAT, "%s: persistent id is not a tuple starting with a "
-                              "str", c->what);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: persistent id is not a tuple starting with a "
+                              "str",
+                              c->what);
     if (strcmp(tag, "storage") != 0)
-        return pti_error_null(PT_ERR_UNSUPPORTED, "%s: persistent id of kind '%.40s' (only "
+        return pti_error_null(PT_ERR_UNSUPPORTED,
+                              "%s: persistent id of kind '%.40s' (only "
                               "tensor storages are loaded; 'module' ids come from a model "
-                              "pickled whole)", c->what, tag);
+                              "pickled whole)",
+                              c->what, tag);
     size_t keylen = 0;
     int64_t numel;
     const char *cls = pti_pickle_global_name(pt_value_item_ref(pid, 1));
@@ -271,12 +292,15 @@ static pt_value *persistent_load(void *ctx, const pt_value *pid)
     if (n != (c->legacy ? 6 : 5) || !cls || !key ||
         !pt_value_is(pt_value_item_ref(pid, 3), PT_VALUE_STR) ||
         pt_value_as_int(pt_value_item_ref(pid, 4), &numel) != PT_OK)
-        return pti_error_null(PT_ERR_FORMAT, "%s: malformed storage id (expected ('storage', "
-                              "<storage type>, key, location, numel%s))", c->what,
-                              c->legacy ? ", view" : "");
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: malformed storage id (expected ('storage', "
+                              "<storage type>, key, location, numel%s))",
+                              c->what, c->legacy ? ", view" : "");
     if (!valid_key(key, keylen))
-        return pti_error_null(PT_ERR_FORMAT, "%s: storage key of %zu bytes is not a valid "
-                              "record name", c->what, keylen);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: storage key of %zu bytes is not a valid "
+                              "record name",
+                              c->what, keylen);
     pt_dtype dt;
     if (!storage_dtype(c->what, cls, &dt))
         return NULL;
@@ -294,7 +318,8 @@ static pt_value *persistent_load(void *ctx, const pt_value *pid)
     return out;
 }
 
-/* ---- zip archives ------------------------------------------------------------------------------ */
+/* ---- zip archives ------------------------------------------------------------------------------
+ */
 
 /* The bytes of a small text record under the root ("byteorder", "version") into buf; false
  * when absent (no error) or unreadable (error set, *err true). */
@@ -323,18 +348,27 @@ static bool check_zip_records(load_ctx *c)
     bool err = false;
     if (small_record(c, "byteorder", buf, sizeof buf, &err)) {
         if (strcmp(buf, "big") == 0)
-            return pti_error(PT_ERR_UNSUPPORTED, "%s: big-endian checkpoint (byteorder 'big'); "
-                             "only little-endian files are read", c->what), false;
+            return pti_error(PT_ERR_UNSUPPORTED,
+                             "%s: big-endian checkpoint (byteorder 'big'); "
+                             "only little-endian files are read",
+                             c->what),
+                   false;
         if (strcmp(buf, "little") != 0)
-            return pti_error(PT_ERR_FORMAT, "%s: byteorder record holds '%.20s', expected "
-                             "'little' or 'big'", c->what, buf), false;
+            return pti_error(PT_ERR_FORMAT,
+                             "%s: byteorder record holds '%.20s', expected "
+                             "'little' or 'big'",
+                             c->what, buf),
+                   false;
     }
     if (!err && small_record(c, "version", buf, sizeof buf, &err)) {
         char *end;
         long v = strtol(buf, &end, 10);
         if (end == buf || (*end && strcmp(end, "\n") != 0) || v < 1 || v > 10)
-            return pti_error(PT_ERR_FORMAT, "%s: version record '%.20s' is not a supported "
-                             "format version (1..10)", c->what, buf), false;
+            return pti_error(PT_ERR_FORMAT,
+                             "%s: version record '%.20s' is not a supported "
+                             "format version (1..10)",
+                             c->what, buf),
+                   false;
     }
     return !err;
 }
@@ -344,12 +378,16 @@ static bool find_root(load_ctx *c)
 {
     if (pti_zip_count(c->zip) == 0)
         return pti_error(PT_ERR_FORMAT, "%s: the zip archive is empty (not a torch.save file)",
-                         c->what), false;
+                         c->what),
+               false;
     const char *first = pti_zip_entry_at(c->zip, 0)->name;
     const char *slash = strchr(first, '/');
     if (!slash || slash == first || (size_t)(slash - first) > MAX_STORAGE_KEY)
-        return pti_error(PT_ERR_FORMAT, "%s: zip entries are not under one folder (not a "
-                         "torch.save archive)", c->what), false;
+        return pti_error(PT_ERR_FORMAT,
+                         "%s: zip entries are not under one folder (not a "
+                         "torch.save archive)",
+                         c->what),
+               false;
     memcpy(c->root, first, (size_t)(slash - first) + 1);
     c->root[slash - first + 1] = '\0';
     return true;
@@ -366,11 +404,14 @@ static pt_value *load_zip(load_ctx *c, pti_unpickle_opts *po)
     if (!pkl) {
         snprintf(name, sizeof name, "%sconstants.pkl", c->root);
         if (pti_zip_find(c->zip, name))
-            return pti_error_null(PT_ERR_UNSUPPORTED, "%s: a TorchScript archive "
+            return pti_error_null(PT_ERR_UNSUPPORTED,
+                                  "%s: a TorchScript archive "
                                   "(torch.jit.save); PromeTorch reads torch.save files",
                                   c->what);
-        return pti_error_null(PT_ERR_FORMAT, "%s: the archive has no %sdata.pkl record (not a "
-                              "torch.save file)", c->what, c->root);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: the archive has no %sdata.pkl record (not a "
+                              "torch.save file)",
+                              c->what, c->root);
     }
     if (!check_zip_records(c))
         return NULL;
@@ -383,7 +424,8 @@ static pt_value *load_zip(load_ctx *c, pti_unpickle_opts *po)
     return v;
 }
 
-/* ---- legacy files ------------------------------------------------------------------------------ */
+/* ---- legacy files ------------------------------------------------------------------------------
+ */
 
 /* One pickle at *pos that must be present; advances *pos. */
 static pt_value *next_pickle(load_ctx *c, size_t *pos, const pti_unpickle_opts *po)
@@ -391,8 +433,10 @@ static pt_value *next_pickle(load_ctx *c, size_t *pos, const pti_unpickle_opts *
     const uint8_t *data = pti_file_map_data(c->map);
     size_t size = pti_file_map_size(c->map), used = 0;
     if (*pos >= size)
-        return pti_error_null(PT_ERR_FORMAT, "%s: legacy file ends after %zu bytes, before "
-                              "all its pickles", c->what, size);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: legacy file ends after %zu bytes, before "
+                              "all its pickles",
+                              c->what, size);
     pt_value *v = pti_unpickle(data + *pos, size - *pos, po, &used);
     *pos += used;
     return v;
@@ -406,8 +450,8 @@ static bool check_legacy_header(load_ctx *c, size_t *pos, const pti_unpickle_opt
     bool ok = v && pt_value_as_int(v, &proto) == PT_OK && proto == 1001;
     pt_value_free(v);
     if (!ok)
-        return v ? pti_error(PT_ERR_FORMAT, "%s: legacy protocol version is not 1001",
-                             c->what), false : false;
+        return v     ? pti_error(PT_ERR_FORMAT, "%s: legacy protocol version is not 1001", c->what),
+               false : false;
     v = next_pickle(c, pos, plain);
     if (!v)
         return false;
@@ -415,8 +459,8 @@ static bool check_legacy_header(load_ctx *c, size_t *pos, const pti_unpickle_opt
     ok = le && pt_value_as_bool(le, &little) == PT_OK;
     pt_value_free(v);
     if (!ok)
-        return pti_error(PT_ERR_FORMAT, "%s: legacy sys_info has no little_endian flag",
-                         c->what), false;
+        return pti_error(PT_ERR_FORMAT, "%s: legacy sys_info has no little_endian flag", c->what),
+               false;
     if (!little)
         return pti_error(PT_ERR_UNSUPPORTED, "%s: big-endian legacy checkpoint", c->what), false;
     return true;
@@ -429,25 +473,29 @@ static bool read_legacy_storage(load_ctx *c, size_t *pos, const char *key)
     cached_storage *e = cache_find(c, key);
     if (!e)
         return pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' has data but no tensor uses it",
-                         c->what, key), false;
-    if (e->filled)
-        return pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' is listed twice", c->what, key),
+                         c->what, key),
                false;
+    if (e->filled)
+        return pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' is listed twice", c->what, key), false;
     if (size - *pos < 8)
-        return pti_error(PT_ERR_FORMAT, "%s: truncated before the size of storage '%.64s'",
-                         c->what, key), false;
+        return pti_error(PT_ERR_FORMAT, "%s: truncated before the size of storage '%.64s'", c->what,
+                         key),
+               false;
     uint64_t count = 0;
     for (int i = 7; i >= 0; i--)
         count = count << 8 | data[*pos + (size_t)i];
     *pos += 8;
     if (count != (uint64_t)e->numel)
-        return pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' holds %llu elements, the pickle "
-                         "declares %lld", c->what, key, (unsigned long long)count,
-                         (long long)e->numel), false;
+        return pti_error(PT_ERR_FORMAT,
+                         "%s: storage '%.64s' holds %llu elements, the pickle "
+                         "declares %lld",
+                         c->what, key, (unsigned long long)count, (long long)e->numel),
+               false;
     size_t nbytes = (size_t)e->numel * pti_dtypes[e->dtype].size;
     if (size - *pos < nbytes)
         return pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' is truncated (%zu of %zu bytes)",
-                         c->what, key, size - *pos, nbytes), false;
+                         c->what, key, size - *pos, nbytes),
+               false;
     memcpy(e->t->storage->data, data + *pos, nbytes);
     *pos += nbytes;
     e->filled = true;
@@ -472,8 +520,8 @@ static bool read_legacy_storages(load_ctx *c, size_t *pos, const pti_unpickle_op
     pt_value_free(keys);
     for (int64_t i = 0; ok && i < c->ncache; i++) {
         if (!c->cache[i].filled) {
-            pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' is used but its data is missing",
-                      c->what, c->cache[i].key);
+            pti_error(PT_ERR_FORMAT, "%s: storage '%.64s' is used but its data is missing", c->what,
+                      c->cache[i].key);
             ok = false;
         }
     }
@@ -485,8 +533,10 @@ static pt_value *load_legacy(load_ctx *c, pti_unpickle_opts *po)
     size_t size = pti_file_map_size(c->map), pos = sizeof legacy_magic;
     if (size < sizeof legacy_magic ||
         memcmp(pti_file_map_data(c->map), legacy_magic, sizeof legacy_magic) != 0)
-        return pti_error_null(PT_ERR_FORMAT, "%s: not a legacy torch.save file (no magic "
-                              "number)", c->what);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: not a legacy torch.save file (no magic "
+                              "number)",
+                              c->what);
     c->legacy = true;
     pti_unpickle_opts plain = *po;
     plain.persistent_load = NULL;
@@ -500,7 +550,8 @@ static pt_value *load_legacy(load_ctx *c, pti_unpickle_opts *po)
     return v;
 }
 
-/* ---- format detection and the entry points ---------------------------------------------------- */
+/* ---- format detection and the entry points ----------------------------------------------------
+ */
 
 static pt_file_format detect_format(const uint8_t *d, size_t n)
 {
@@ -518,23 +569,31 @@ static pt_file_format detect_format(const uint8_t *d, size_t n)
 static pt_value *unknown_format(const char *what, const uint8_t *d, size_t n)
 {
     if (n >= 4 && memcmp(d, "GGUF", 4) == 0)
-        return pti_error_null(PT_ERR_FORMAT, "%s: a GGUF model, not a checkpoint (open it with "
-                              "pt_gguf_open or pt_llm_load)", what);
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: a GGUF model, not a checkpoint (open it with "
+                              "pt_gguf_open or pt_llm_load)",
+                              what);
     if (n >= 262 && memcmp(d + 257, "ustar", 5) == 0)
-        return pti_error_null(PT_ERR_UNSUPPORTED, "%s: a tar-format checkpoint (PyTorch before "
-                              "0.4); re-save it with a current torch.save", what);
+        return pti_error_null(PT_ERR_UNSUPPORTED,
+                              "%s: a tar-format checkpoint (PyTorch before "
+                              "0.4); re-save it with a current torch.save",
+                              what);
     if (n == 0)
         return pti_error_null(PT_ERR_FORMAT, "%s: the file is empty", what);
-    return pti_error_null(PT_ERR_FORMAT, "%s: not a PyTorch checkpoint or safetensors file "
-                          "(unknown first bytes)", what);
+    return pti_error_null(PT_ERR_FORMAT,
+                          "%s: not a PyTorch checkpoint or safetensors file "
+                          "(unknown first bytes)",
+                          what);
 }
 
 static pt_value *load_map(pti_file_map *map, const pt_load_opts *opts)
 {
     pt_load_opts o = opts ? *opts : (pt_load_opts){0};
-    load_ctx c = {.map = map, .what = pti_file_map_name(map),
-                  .copy = o.copy || !pti_file_map_is_owned(map)};
-    pti_unpickle_opts po = {.what = c.what, .persistent_load = persistent_load, .ctx = &c,
+    load_ctx c = {
+        .map = map, .what = pti_file_map_name(map), .copy = o.copy || !pti_file_map_is_owned(map)};
+    pti_unpickle_opts po = {.what = c.what,
+                            .persistent_load = persistent_load,
+                            .ctx = &c,
                             .allow_objects = o.allow_objects};
     const uint8_t *d = pti_file_map_data(map);
     size_t n = pti_file_map_size(map);
@@ -567,7 +626,10 @@ pt_value *pt_load_ex(const char *path, const pt_load_opts *opts)
     return v;
 }
 
-pt_value *pt_load(const char *path) { return pt_load_ex(path, NULL); }
+pt_value *pt_load(const char *path)
+{
+    return pt_load_ex(path, NULL);
+}
 
 pt_value *pt_load_buffer(const void *data, size_t len, const char *name, const pt_load_opts *opts)
 {
@@ -579,7 +641,8 @@ pt_value *pt_load_buffer(const void *data, size_t len, const char *name, const p
     return v;
 }
 
-/* ---- every tensor under its dotted name --------------------------------------------------------- */
+/* ---- every tensor under its dotted name ---------------------------------------------------------
+ */
 
 typedef struct flat_walk {
     pt_value *out;
@@ -682,8 +745,7 @@ static void flatten(flat_walk *w, const pt_value *v, size_t len, int depth)
             w->name[len] = '\0';
         }
         return;
-    default:
-        return;
+    default: return;
     }
 }
 

@@ -93,8 +93,8 @@ static pt_status parse_shape(const char *file, const char *name, const cJSON *sh
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > PT_MAX_DIMS)
         return pti_error(PT_ERR_UNSUPPORTED,
-                         "%s: safetensors: tensor '%s' has %d dimensions, more than %d", file,
-                         name, ndim, PT_MAX_DIMS);
+                         "%s: safetensors: tensor '%s' has %d dimensions, more than %d", file, name,
+                         ndim, PT_MAX_DIMS);
     e->ndim = 0;
     uint64_t nonzero = 1; /* product of the non-zero dims: bounds the strides of empty tensors */
     const cJSON *d;
@@ -123,8 +123,7 @@ static pt_status parse_entry(const char *file, const cJSON *obj, uint64_t data_s
 {
     const char *name = obj->string;
     if (!cJSON_IsObject(obj))
-        return pti_error(PT_ERR_FORMAT, "%s: safetensors: entry '%s' is not an object", file,
-                         name);
+        return pti_error(PT_ERR_FORMAT, "%s: safetensors: entry '%s' is not an object", file, name);
     const cJSON *dtype = NULL, *shape = NULL, *offsets = NULL, *f;
     cJSON_ArrayForEach(f, obj)
     {
@@ -133,16 +132,19 @@ static pt_status parse_entry(const char *file, const cJSON *obj, uint64_t data_s
                              : strcmp(f->string, "data_offsets") == 0 ? &offsets
                                                                       : NULL;
         if (!slot)
-            return pti_error(PT_ERR_FORMAT, "%s: safetensors: tensor '%s' has an unknown field '%s'",
-                             file, name, f->string);
+            return pti_error(PT_ERR_FORMAT,
+                             "%s: safetensors: tensor '%s' has an unknown field '%s'", file, name,
+                             f->string);
         if (*slot)
-            return pti_error(PT_ERR_FORMAT, "%s: safetensors: tensor '%s' repeats field '%s'",
-                             file, name, f->string);
+            return pti_error(PT_ERR_FORMAT, "%s: safetensors: tensor '%s' repeats field '%s'", file,
+                             name, f->string);
         *slot = f;
     }
     if (!dtype || !shape || !offsets)
         return pti_error(PT_ERR_FORMAT, "%s: safetensors: tensor '%s' lacks \"%s\"", file, name,
-                         !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+                         !dtype   ? "dtype"
+                         : !shape ? "shape"
+                                  : "data_offsets");
     if (!cJSON_IsString(dtype))
         return pti_error(PT_ERR_FORMAT, "%s: safetensors: tensor '%s': \"dtype\" is not a string",
                          file, name);

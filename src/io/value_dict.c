@@ -38,7 +38,10 @@ static uint64_t hash_secret(void)
     return atomic_load(&secret);
 }
 
-static uint64_t int_hash(uint64_t i) { return mix64(i ^ hash_secret()); }
+static uint64_t int_hash(uint64_t i)
+{
+    return mix64(i ^ hash_secret());
+}
 
 /* True when f is an integer that int64 holds exactly; *i gets it. */
 static bool float_as_int(double f, int64_t *i)

@@ -7,12 +7,12 @@
 #include "file_map.h"
 
 typedef struct pti_zip_entry {
-    const char *name;      /* NUL-terminated; names holding a NUL byte are refused */
-    uint16_t method;       /* 0 stored, 8 deflated (others are refused when read) */
-    uint32_t crc32;        /* from the central directory */
-    uint64_t comp_size;    /* bytes in the archive */
-    uint64_t size;         /* bytes once uncompressed */
-    uint64_t data_offset;  /* of the (compressed) data in the map, after the local header */
+    const char *name;     /* NUL-terminated; names holding a NUL byte are refused */
+    uint16_t method;      /* 0 stored, 8 deflated (others are refused when read) */
+    uint32_t crc32;       /* from the central directory */
+    uint64_t comp_size;   /* bytes in the archive */
+    uint64_t size;        /* bytes once uncompressed */
+    uint64_t data_offset; /* of the (compressed) data in the map, after the local header */
 } pti_zip_entry;
 
 typedef struct pti_zip pti_zip;

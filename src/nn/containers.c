@@ -7,7 +7,8 @@
 #include "../core/strbuf.h"
 #include "module_internal.h"
 
-/* ---- Sequential, ModuleList, ModuleDict -------------------------------------------------------- */
+/* ---- Sequential, ModuleList, ModuleDict --------------------------------------------------------
+ */
 
 /* Each child's output feeds the next; intermediate results are released as we go. An empty
  * Sequential returns its input (as a view, so the caller owns a new reference). */
@@ -26,7 +27,8 @@ static pt_tensor *sequential_forward(pt_module *self, const pt_tensor *x)
     return cur;
 }
 
-static const pt_module_def sequential_def = {.type_name = "Sequential", .forward = sequential_forward};
+static const pt_module_def sequential_def = {.type_name = "Sequential",
+                                             .forward = sequential_forward};
 static const pt_module_def module_list_def = {.type_name = "ModuleList"};
 static const pt_module_def module_dict_def = {.type_name = "ModuleDict"};
 
@@ -40,7 +42,8 @@ static void free_children(int from, int n, pt_module **children)
 static pt_module *indexed_container(const pt_module_def *def, int n, pt_module **children)
 {
     if (n < 0 || (n > 0 && !children))
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: bad child count %d", def->type_name, n);
+        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: bad child count %d", def->type_name,
+                              n);
     pt_module *m = pt_nn_module_new(def, NULL);
     if (!m) {
         free_children(0, n, children);
@@ -104,7 +107,8 @@ pt_module *pt_nn_module_dict(int n, const char *const *names, pt_module **childr
     return m;
 }
 
-/* ---- repr -------------------------------------------------------------------------------------- */
+/* ---- repr --------------------------------------------------------------------------------------
+ */
 
 static void sb_indent(pti_strbuf *sb, int depth)
 {

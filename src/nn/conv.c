@@ -219,8 +219,7 @@ static pt_module *conv_build(const pt_module_def *def, const char *op, conv_ctx 
                          c->kernel[1]};
     int64_t fan_in = wshape[1] * c->kernel[0] * (c->nd == 2 ? c->kernel[1] : 1);
     double bound = 1.0 / sqrt((double)fan_in);
-    return pti_nn_add_weight_bias(m, 2 + c->nd, wshape, c->out, bias, bound, &c->weight,
-                                  &c->bias);
+    return pti_nn_add_weight_bias(m, 2 + c->nd, wshape, c->out, bias, bound, &c->weight, &c->bias);
 }
 
 static int64_t or_one(int64_t v)

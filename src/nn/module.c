@@ -13,12 +13,14 @@
 #include "../core/internal.h"
 #include "module_internal.h"
 
-/* ---- creation and registration ----------------------------------------------------------------- */
+/* ---- creation and registration -----------------------------------------------------------------
+ */
 
 pt_module *pt_nn_module_new(const pt_module_def *def, void *ctx)
 {
     if (!def || !def->type_name)
-        return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_module_new: def and def->type_name are required");
+        return pti_error_null(PT_ERR_INVALID_ARG,
+                              "pt_nn_module_new: def and def->type_name are required");
     pt_module *m = pti_calloc(1, sizeof(*m));
     if (!m) {
         if (def->free_ctx && ctx)
@@ -32,8 +34,14 @@ pt_module *pt_nn_module_new(const pt_module_def *def, void *ctx)
     return m;
 }
 
-void *pt_nn_ctx(const pt_module *m) { return m ? m->ctx : NULL; }
-const char *pt_nn_type_name(const pt_module *m) { return m ? m->def.type_name : NULL; }
+void *pt_nn_ctx(const pt_module *m)
+{
+    return m ? m->ctx : NULL;
+}
+const char *pt_nn_type_name(const pt_module *m)
+{
+    return m ? m->def.type_name : NULL;
+}
 
 static bool name_taken(const pt_module *m, const char *name)
 {
@@ -88,10 +96,13 @@ pt_status pt_nn_register_parameter(pt_module *m, const char *name, pt_tensor *t)
     if (!t)
         return pti_null_arg("pt_nn_register_parameter", name);
     if (!pti_dtypes[t->dtype].is_floating)
-        return pti_error(PT_ERR_DTYPE, "pt_nn_register_parameter: \"%s\" is %s; parameters must be floating point",
-                         name, pti_dtypes[t->dtype].name);
+        return pti_error(
+            PT_ERR_DTYPE,
+            "pt_nn_register_parameter: \"%s\" is %s; parameters must be floating point", name,
+            pti_dtypes[t->dtype].name);
     if (t->grad_fn)
-        return pti_error(PT_ERR_INVALID_ARG, "pt_nn_register_parameter: \"%s\" is not a leaf tensor (detach it first)",
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_nn_register_parameter: \"%s\" is not a leaf tensor (detach it first)",
                          name);
     st = pt_requires_grad_(t, true);
     if (st != PT_OK)
@@ -123,14 +134,17 @@ pt_status pt_nn_set_buffer(pt_module *m, const char *name, pt_tensor *t)
             return PT_OK;
         }
     }
-    return pti_error(PT_ERR_INDEX, "pt_nn_set_buffer: %s has no buffer \"%s\"", m->def.type_name, name);
+    return pti_error(PT_ERR_INDEX, "pt_nn_set_buffer: %s has no buffer \"%s\"", m->def.type_name,
+                     name);
 }
 
 pt_status pt_nn_add(pt_module *parent, const char *name, pt_module *child)
 {
     if (!child) {
         pt_status st = pt_last_status();
-        return st != PT_OK ? st : pti_error(PT_ERR_NULL, "pt_nn_add: child \"%s\" is NULL", name ? name : "");
+        return st != PT_OK
+                   ? st
+                   : pti_error(PT_ERR_NULL, "pt_nn_add: child \"%s\" is NULL", name ? name : "");
     }
     pt_status st = check_new_name("pt_nn_add", parent, name);
     if (st == PT_OK && parent->n_children == parent->cap_children) {
@@ -154,11 +168,21 @@ pt_status pt_nn_add(pt_module *parent, const char *name, pt_module *child)
     return PT_OK;
 }
 
-/* ---- direct access ----------------------------------------------------------------------------- */
+/* ---- direct access -----------------------------------------------------------------------------
+ */
 
-int pt_nn_num_direct_params(const pt_module *m) { return m ? m->params.n : 0; }
-int pt_nn_num_direct_buffers(const pt_module *m) { return m ? m->buffers.n : 0; }
-int pt_nn_num_children(const pt_module *m) { return m ? m->n_children : 0; }
+int pt_nn_num_direct_params(const pt_module *m)
+{
+    return m ? m->params.n : 0;
+}
+int pt_nn_num_direct_buffers(const pt_module *m)
+{
+    return m ? m->buffers.n : 0;
+}
+int pt_nn_num_children(const pt_module *m)
+{
+    return m ? m->n_children : 0;
+}
 
 pt_tensor *pt_nn_direct_param_ref(const pt_module *m, int i, const char **name)
 {
@@ -187,7 +211,8 @@ pt_module *pt_nn_child_at(const pt_module *m, int i, const char **name)
     return m->children[i].m;
 }
 
-/* ---- lookup by dotted path --------------------------------------------------------------------- */
+/* ---- lookup by dotted path ---------------------------------------------------------------------
+ */
 
 static pt_module *direct_child(const pt_module *m, const char *name, size_t len)
 {
@@ -227,8 +252,9 @@ pt_tensor *pt_nn_param_ref(const pt_module *m, const char *path)
     const char *leaf;
     const pt_module *owner = walk_path(m, path, &leaf);
     pt_tensor *t = owner ? find_tensor(&owner->params, leaf) : NULL;
-    return t ? t : pti_error_null(PT_ERR_INDEX, "pt_nn_param_ref: %s has no parameter \"%s\"",
-                                  m->def.type_name, path);
+    return t ? t
+             : pti_error_null(PT_ERR_INDEX, "pt_nn_param_ref: %s has no parameter \"%s\"",
+                              m->def.type_name, path);
 }
 
 pt_tensor *pt_nn_buffer_ref(const pt_module *m, const char *path)
@@ -238,8 +264,9 @@ pt_tensor *pt_nn_buffer_ref(const pt_module *m, const char *path)
     const char *leaf;
     const pt_module *owner = walk_path(m, path, &leaf);
     pt_tensor *t = owner ? find_tensor(&owner->buffers, leaf) : NULL;
-    return t ? t : pti_error_null(PT_ERR_INDEX, "pt_nn_buffer_ref: %s has no buffer \"%s\"",
-                                  m->def.type_name, path);
+    return t ? t
+             : pti_error_null(PT_ERR_INDEX, "pt_nn_buffer_ref: %s has no buffer \"%s\"",
+                              m->def.type_name, path);
 }
 
 pt_module *pt_nn_child_ref(const pt_module *m, const char *path)
@@ -249,11 +276,13 @@ pt_module *pt_nn_child_ref(const pt_module *m, const char *path)
     const char *leaf;
     const pt_module *owner = walk_path(m, path, &leaf);
     pt_module *c = owner ? direct_child(owner, leaf, strlen(leaf)) : NULL;
-    return c ? c : pti_error_null(PT_ERR_INDEX, "pt_nn_child_ref: %s has no submodule \"%s\"",
-                                  m->def.type_name, path);
+    return c ? c
+             : pti_error_null(PT_ERR_INDEX, "pt_nn_child_ref: %s has no submodule \"%s\"",
+                              m->def.type_name, path);
 }
 
-/* ---- recursive listing ------------------------------------------------------------------------- */
+/* ---- recursive listing -------------------------------------------------------------------------
+ */
 
 typedef struct {
     const char *prefix[PTI_NN_MAX_DEPTH];
@@ -269,7 +298,8 @@ static pt_status visit(const pt_module *m, path_stack *ps, bool buffers, member_
     for (int i = 0; i < l->n; i++)
         fn(acc, ps, &l->items[i]);
     if (ps->depth == PTI_NN_MAX_DEPTH && m->n_children > 0)
-        return pti_error(PT_ERR_INVALID_ARG, "nn: modules nested deeper than %d levels", PTI_NN_MAX_DEPTH);
+        return pti_error(PT_ERR_INVALID_ARG, "nn: modules nested deeper than %d levels",
+                         PTI_NN_MAX_DEPTH);
     for (int i = 0; i < m->n_children; i++) {
         ps->prefix[ps->depth++] = m->children[i].name;
         pt_status st = visit(m->children[i].m, ps, buffers, fn, acc);
@@ -281,10 +311,10 @@ static pt_status visit(const pt_module *m, path_stack *ps, bool buffers, member_
 }
 
 typedef struct {
-    int n;                 /* entries kept */
-    size_t name_bytes;     /* bytes of all full names with their NULs */
+    int n;             /* entries kept */
+    size_t name_bytes; /* bytes of all full names with their NULs */
     bool dedup, persistent_only;
-    pt_tensor **tensors;   /* second pass: output arrays (NULL in the counting pass) */
+    pt_tensor **tensors; /* second pass: output arrays (NULL in the counting pass) */
     const char **names;
     char *name_pool;
     size_t pool_used;
@@ -375,8 +405,11 @@ int pti_nn_list(pt_module *m, bool buffers, bool dedup, bool persistent_only,
             pti_error(PT_ERR_OOM, "nn: out of memory listing parameters");
             return -1;
         }
-        acc = (listing){.dedup = dedup, .persistent_only = persistent_only,
-                        .tensors = acc.tensors, .names = names, .name_pool = pool};
+        acc = (listing){.dedup = dedup,
+                        .persistent_only = persistent_only,
+                        .tensors = acc.tensors,
+                        .names = names,
+                        .name_pool = pool};
         visit(m, &ps, buffers, list_member, &acc);
         free(m->name_block);
         m->name_block = pool;
@@ -417,7 +450,8 @@ int64_t pt_nn_num_parameters(pt_module *m)
     return total;
 }
 
-/* ---- forward and hooks ------------------------------------------------------------------------- */
+/* ---- forward and hooks -------------------------------------------------------------------------
+ */
 
 static pt_status run_pre_hooks(pt_module *m, int n_in, const pt_tensor *const *in)
 {
@@ -478,7 +512,8 @@ pt_status pt_nn_forward_n(pt_module *m, int n_in, const pt_tensor *const *in, in
         st = pti_error(PT_ERR_INVALID_ARG, "%s takes 1 input and gives 1 output (got %d and %d)",
                        m->def.type_name, n_in, n_out);
     } else {
-        st = pti_error(PT_ERR_UNSUPPORTED, "%s has no forward (it is a container)", m->def.type_name);
+        st = pti_error(PT_ERR_UNSUPPORTED, "%s has no forward (it is a container)",
+                       m->def.type_name);
     }
     if (st == PT_OK)
         st = run_post_hooks(m, n_in, in, n_out, out);
@@ -532,7 +567,8 @@ pt_status pt_nn_remove_hook(pt_module *m, int handle)
         return pti_error(PT_ERR_NULL, "pt_nn_remove_hook: module is NULL");
     for (int i = 0; i < m->n_hooks; i++) {
         if (m->hooks[i].handle == handle) {
-            memmove(&m->hooks[i], &m->hooks[i + 1], (size_t)(m->n_hooks - i - 1) * sizeof(*m->hooks));
+            memmove(&m->hooks[i], &m->hooks[i + 1],
+                    (size_t)(m->n_hooks - i - 1) * sizeof(*m->hooks));
             m->n_hooks--;
             return PT_OK;
         }
@@ -540,7 +576,8 @@ pt_status pt_nn_remove_hook(pt_module *m, int handle)
     return pti_error(PT_ERR_INDEX, "pt_nn_remove_hook: no hook with handle %d", handle);
 }
 
-/* ---- mode, device, gradients ------------------------------------------------------------------- */
+/* ---- mode, device, gradients -------------------------------------------------------------------
+ */
 
 void pt_nn_train(pt_module *m, bool on)
 {
@@ -554,8 +591,14 @@ void pt_nn_train(pt_module *m, bool on)
         m->def.on_train(m, on);
 }
 
-void pt_nn_eval(pt_module *m) { pt_nn_train(m, false); }
-bool pt_nn_is_training(const pt_module *m) { return m && m->training; }
+void pt_nn_eval(pt_module *m)
+{
+    pt_nn_train(m, false);
+}
+bool pt_nn_is_training(const pt_module *m)
+{
+    return m && m->training;
+}
 
 /* Replaces t's data with src's (storage, geometry, dtype) keeping the tensor object, like
  * PyTorch's `param.data = new_data`. */
@@ -682,7 +725,8 @@ pt_status pt_nn_apply(pt_module *m, pt_module_fn fn, void *user)
     return fn(m, user);
 }
 
-/* ---- freeing ----------------------------------------------------------------------------------- */
+/* ---- freeing -----------------------------------------------------------------------------------
+ */
 
 static void free_tensor_list(pti_tensor_list *l)
 {

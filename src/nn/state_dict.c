@@ -103,7 +103,8 @@ pt_value *pt_nn_state_dict(pt_module *m)
     return dict;
 }
 
-/* ---- loading ----------------------------------------------------------------------------------- */
+/* ---- loading -----------------------------------------------------------------------------------
+ */
 
 /* "torch.Size([3, 4])" as PyTorch prints shapes in these messages. */
 static const char *torch_size(const pt_tensor *t)
@@ -167,12 +168,16 @@ static int match_keys(const pt_module *m, const state_list *l, const pt_value *s
         if (!v) {
             missing[n_missing++] = l->items[i].key;
         } else if (!src) {
-            pti_strbuf_printf(&mismatch, "\n\tWhile copying the parameter named \"%s\", expected a tensor but the state_dict holds a %s.",
-                       l->items[i].key, pt_value_kind_name(pt_value_kind_of(v)));
+            pti_strbuf_printf(&mismatch,
+                              "\n\tWhile copying the parameter named \"%s\", expected a tensor but "
+                              "the state_dict holds a %s.",
+                              l->items[i].key, pt_value_kind_name(pt_value_kind_of(v)));
             problems++;
         } else if (!same_shape(src, l->items[i].t)) {
-            pti_strbuf_printf(&mismatch, "\n\tsize mismatch for %s: copying a param with shape %s from checkpoint, the shape in current model is %s.",
-                       l->items[i].key, torch_size(src), torch_size(l->items[i].t));
+            pti_strbuf_printf(&mismatch,
+                              "\n\tsize mismatch for %s: copying a param with shape %s from "
+                              "checkpoint, the shape in current model is %s.",
+                              l->items[i].key, torch_size(src), torch_size(l->items[i].t));
             problems++;
         } else {
             sources[i] = src;

@@ -89,7 +89,10 @@ bool pti_check_floating(const char *op, const char *arg, const pt_tensor *t)
     return true;
 }
 
-pt_tensor *pti_as_dtype(const pt_tensor *t, pt_dtype dt) { return pt_to_dtype(t, dt); }
+pt_tensor *pti_as_dtype(const pt_tensor *t, pt_dtype dt)
+{
+    return pt_to_dtype(t, dt);
+}
 
 pt_tensor *pti_alias(const pt_tensor *t)
 {

@@ -12,7 +12,8 @@ bool pti_broadcast_shapes(const char *op, int na, const int64_t *sa, int nb, con
 bool pti_wrap_dim(const char *op, int64_t dim, int ndim, int *out);
 /* mask[d] = true for each listed dim; ndims == 0 (or dims == NULL) selects every dim. Repeated
  * dims are an error. */
-bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim, bool mask[PT_MAX_DIMS]);
+bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim,
+                   bool mask[PT_MAX_DIMS]);
 /* PyTorch's result dtype for `tensor op python-number`: a float number makes integer/bool
  * tensors float32; an int number makes bool tensors int64; otherwise the tensor's dtype. */
 pt_dtype pti_scalar_result_type(pt_dtype t, bool scalar_is_float);

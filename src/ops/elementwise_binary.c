@@ -389,8 +389,8 @@ pt_tensor *pt_tanh_backward(const pt_tensor *grad, const pt_tensor *output)
 
 pt_tensor *pt_sigmoid_backward(const pt_tensor *grad, const pt_tensor *output)
 {
-    return binary_impl("pt_sigmoid_backward", PTI_OP_sigmoid_backward, TENSOR(grad),
-                       TENSOR(output), 0, NULL);
+    return binary_impl("pt_sigmoid_backward", PTI_OP_sigmoid_backward, TENSOR(grad), TENSOR(output),
+                       0, NULL);
 }
 
 pt_tensor *pt_silu_backward(const pt_tensor *grad, const pt_tensor *input)

@@ -304,7 +304,10 @@ static pt_tensor *unary_formula(pti_node *n, tmp_list *l, const pt_tensor *g)
             T(l, pt_where(T(l, pt_le_scalar(x, 3)), MUL(g, ADDS(MULS(x, 1.0 / 3.0), 0.5)), g));
         return drop_where(l, T(l, pt_lt_scalar(x, -3)), mid);
     }
-    default: return pti_error_null(PT_ERR_RUNTIME, "%s: internal error: the node has no backward formula for this op", n->name);
+    default:
+        return pti_error_null(PT_ERR_RUNTIME,
+                              "%s: internal error: the node has no backward formula for this op",
+                              n->name);
     }
 }
 
@@ -399,7 +402,10 @@ static pt_tensor *binary_formula(pti_node *n, tmp_list *l, const pt_tensor *g, i
         return k == 0 ? MUL(g, DIV(b, den)) : MUL(g, DIV(T(l, pt_neg(a)), den));
     }
     case PTI_OP_hypot: return MUL(g, DIV(k == 0 ? a : b, y));
-    default: return pti_error_null(PT_ERR_RUNTIME, "%s: internal error: the node has no backward formula for this op", n->name);
+    default:
+        return pti_error_null(PT_ERR_RUNTIME,
+                              "%s: internal error: the node has no backward formula for this op",
+                              n->name);
     }
 }
 
@@ -503,7 +509,9 @@ static pt_tensor *ternary_formula(pti_node *n, tmp_list *l, const pt_tensor *g, 
         return MULS(DIV(MUL(g, in[1]), MUL(in[2], in[2])), -v);
     case PTI_EW_CLAMP: return clamp_t_formula(l, g, in[0], in[1], in[2], k);
     }
-    return pti_error_null(PT_ERR_RUNTIME, "%s: internal error: the node has no backward formula for this op", n->name);
+    return pti_error_null(PT_ERR_RUNTIME,
+                          "%s: internal error: the node has no backward formula for this op",
+                          n->name);
 }
 
 static pt_status ternary_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)

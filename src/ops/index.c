@@ -97,7 +97,7 @@ pt_tensor *pti_fwd_index_select(const pt_tensor *t, int64_t dim, const pt_tensor
 }
 
 pt_tensor *pti_fwd_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
-                           const pt_embedding_opts *opts)
+                                const pt_embedding_opts *opts)
 {
     const char *op = "pt_embedding";
     if (!PTI_CHECK_ARG(weight, op, "weight") || !PTI_CHECK_ARG(indices, op, "indices"))
@@ -296,7 +296,7 @@ pt_status pti_fwd_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index
 }
 
 pt_tensor *pti_fwd_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
-                          const pt_tensor *src)
+                               const pt_tensor *src)
 {
     if (!PTI_CHECK_ARG(t, "pt_scatter_add", "t") || !PTI_CHECK_ARG(src, "pt_scatter_add", "src"))
         return NULL;
@@ -358,14 +358,13 @@ static pt_status index_add_impl(const char *op, pt_tensor *t, int64_t dim, const
 }
 
 pt_status pti_fwd_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index,
-                             const pt_tensor *source,
-                        double alpha)
+                             const pt_tensor *source, double alpha)
 {
     return index_add_impl("pt_index_add_", t, dim, index, source, alpha);
 }
 
 pt_tensor *pti_fwd_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
-                        const pt_tensor *source, double alpha)
+                             const pt_tensor *source, double alpha)
 {
     if (!PTI_CHECK_ARG(t, "pt_index_add", "t"))
         return NULL;

@@ -199,7 +199,7 @@ pt_tensor *pti_fwd_index(const pt_tensor *t, int n, const pt_tensor *const *indi
 }
 
 pt_status pti_fwd_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
-                        const pt_tensor *values, bool accumulate)
+                             const pt_tensor *values, bool accumulate)
 {
     const char *op = "pt_index_put_";
     if (!PTI_CHECK_ARG(t, op, "t") || !PTI_CHECK_ARG(values, op, "values"))
@@ -232,7 +232,7 @@ pt_status pti_fwd_index_put_(pt_tensor *t, int n, const pt_tensor *const *indice
 }
 
 pt_tensor *pti_fwd_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
-                        const pt_tensor *values, bool accumulate)
+                             const pt_tensor *values, bool accumulate)
 {
     if (!PTI_CHECK_ARG(t, "pt_index_put", "t"))
         return NULL;
@@ -292,7 +292,7 @@ static pt_tensor *sort_impl(const char *op, const pt_tensor *t, int64_t dim, boo
 }
 
 pt_tensor *pti_fwd_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable,
-                   pt_tensor **indices)
+                        pt_tensor **indices)
 {
     (void)stable; /* always stable */
     return sort_impl("pt_sort", t, dim, descending, 0, false, indices);
@@ -307,7 +307,7 @@ pt_tensor *pt_argsort(const pt_tensor *t, int64_t dim, bool descending)
 }
 
 pt_tensor *pti_fwd_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
-                   pt_tensor **indices)
+                        pt_tensor **indices)
 {
     (void)sorted; /* always sorted */
     return sort_impl("pt_topk", t, dim, largest, k, true, indices);

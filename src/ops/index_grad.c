@@ -19,7 +19,10 @@
  * i[0] is the dim where the op has one. */
 #define SHAPE_AT PT_MAX_DIMS
 
-static pt_status done(pt_tensor *g) { return g ? PT_OK : pt_last_status(); }
+static pt_status done(pt_tensor *g)
+{
+    return g ? PT_OK : pt_last_status();
+}
 
 /* A node over the n inputs with self's shape recorded; NULL (error set) on failure. */
 static pti_node *node_for(const char *name, pti_backward_fn fn, int n, const pt_tensor *const *ins,
@@ -58,7 +61,10 @@ static pt_tensor *sum_to_self(const pti_node *n, pt_tensor *g)
 }
 
 /* Saved tensor slot 0 (the index or mask), or NULL with the error set. */
-static pt_tensor *saved0(pti_node *n) { return pti_node_saved(n, 0); }
+static pt_tensor *saved0(pti_node *n)
+{
+    return pti_node_saved(n, 0);
+}
 
 /* x padded with zeros at the end of each dim up to `shape` (differentiable: cat). Takes
  * ownership of x. Used where a gradient covers only index's extent of a larger src. */
@@ -104,10 +110,9 @@ static pt_status inplace_from(pt_tensor *t, pt_tensor *result)
     pt_status st = PT_OK;
     if (result->ndim != t->ndim ||
         memcmp(result->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim) != 0)
-        st = pti_error(PT_ERR_SHAPE,
-                       "in-place index op: result shape %s does not match the tensor's shape %s",
-                       pti_shape_str(result->ndim, result->shape),
-                       pti_shape_str(t->ndim, t->shape));
+        st = pti_error(
+            PT_ERR_SHAPE, "in-place index op: result shape %s does not match the tensor's shape %s",
+            pti_shape_str(result->ndim, result->shape), pti_shape_str(t->ndim, t->shape));
     if (st == PT_OK) {
         pt_no_grad_begin();
         st = pt_copy_(t, result);
@@ -690,9 +695,9 @@ pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
     if (n) {
         bool pad = opts && opts->has_padding_idx;
         n->d[0] = pad;
-        n->i[1] = pad ? (opts->padding_idx < 0 ? opts->padding_idx + weight->shape[0]
-                                               : opts->padding_idx)
-                      : 0;
+        n->i[1] =
+            pad ? (opts->padding_idx < 0 ? opts->padding_idx + weight->shape[0] : opts->padding_idx)
+                : 0;
         if (pti_node_save(n, indices) < 0) {
             pti_node_release(n);
             n = NULL;

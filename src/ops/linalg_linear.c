@@ -69,8 +69,8 @@ static bool check_weight_only(const char *op, const pt_tensor *x, const pt_tenso
     }
     if (w->ndim != 2) {
         pti_error(PT_ERR_SHAPE,
-                  "%s: a %s weight must be 2-D [out_features, in_features], but got shape %s",
-                  op, wname, pti_shape_str(w->ndim, w->shape));
+                  "%s: a %s weight must be 2-D [out_features, in_features], but got shape %s", op,
+                  wname, pti_shape_str(w->ndim, w->shape));
         return false;
     }
     if (x->ndim == 0 || x->shape[x->ndim - 1] != w->shape[1]) {
@@ -118,9 +118,9 @@ static pt_tensor *run_weight_only(const pt_tensor *x, const pt_tensor *w, const 
         return y;
     pt_tensor *xc = pt_contiguous(x);
     pt_tensor *bc = bias ? pt_contiguous(bias) : NULL;
-    pt_tensor *x2 = xc ? pti_tensor_view(xc, 2, (const int64_t[]){m, k},
-                                         (const int64_t[]){k, 1}, xc->offset)
-                       : NULL;
+    pt_tensor *x2 =
+        xc ? pti_tensor_view(xc, 2, (const int64_t[]){m, k}, (const int64_t[]){k, 1}, xc->offset)
+           : NULL;
     pt_tensor *y2 = pti_tensor_view(y, 2, (const int64_t[]){m, n}, (const int64_t[]){n, 1}, 0);
     pt_status st = PT_ERR_OOM;
     if (x2 && y2 && (!bias || bc)) {
@@ -140,7 +140,8 @@ static pt_tensor *run_weight_only(const pt_tensor *x, const pt_tensor *w, const 
     return y;
 }
 
-/* ---- float weights ----------------------------------------------------------------------------- */
+/* ---- float weights -----------------------------------------------------------------------------
+ */
 
 static bool check_float_linear(const char *op, const pt_tensor *x, const pt_tensor *w,
                                const pt_tensor *bias)
@@ -159,8 +160,8 @@ static bool check_float_linear(const char *op, const pt_tensor *x, const pt_tens
     }
     if (x->dtype != w->dtype || (bias && bias->dtype != x->dtype)) {
         pti_error(PT_ERR_DTYPE,
-                  "%s: input, weight and bias must have the same dtype, but got %s, %s and %s",
-                  op, pt_dtype_name(x->dtype), pt_dtype_name(w->dtype),
+                  "%s: input, weight and bias must have the same dtype, but got %s, %s and %s", op,
+                  pt_dtype_name(x->dtype), pt_dtype_name(w->dtype),
                   bias ? pt_dtype_name(bias->dtype) : "none");
         return false;
     }
@@ -198,16 +199,15 @@ pt_tensor *pt_linear(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bi
         return NULL;
     if (pti_dtypes[x->dtype].is_block || (bias && pti_dtypes[bias->dtype].is_block))
         return pti_error_null(PT_ERR_DTYPE,
-                              "%s: only the weight may have a block dtype (input %s, bias %s)",
-                              op, pt_dtype_name(x->dtype),
-                              bias ? pt_dtype_name(bias->dtype) : "none");
+                              "%s: only the weight may have a block dtype (input %s, bias %s)", op,
+                              pt_dtype_name(x->dtype), bias ? pt_dtype_name(bias->dtype) : "none");
     if (is_weight_only(x, w)) {
         /* a strided float16/bfloat16 weight is copied; block weights never are */
         bool block = pti_dtypes[w->dtype].is_block;
         pt_tensor *wc = block ? NULL : pt_contiguous(w);
         const pt_tensor *wu = block ? w : wc;
-        pt_tensor *y = wu && check_weight_only(op, x, wu, bias) ? run_weight_only(x, wu, bias)
-                                                                : NULL;
+        pt_tensor *y =
+            wu && check_weight_only(op, x, wu, bias) ? run_weight_only(x, wu, bias) : NULL;
         pt_release(wc);
         return y;
     }
@@ -226,8 +226,9 @@ pt_tensor *pti_matmul_block_weight(const pt_tensor *a, const pt_tensor *b)
     if (!pti_check_same_device(op, 2, ts))
         return NULL;
     if (pti_dtypes[a->dtype].is_block)
-        return pti_error_null(PT_ERR_DTYPE, "%s: only the second argument may have a block "
-                                            "dtype (got %s and %s)",
+        return pti_error_null(PT_ERR_DTYPE,
+                              "%s: only the second argument may have a block "
+                              "dtype (got %s and %s)",
                               op, pt_dtype_name(a->dtype), pt_dtype_name(b->dtype));
     if (b->ndim != 2)
         return pti_error_null(PT_ERR_SHAPE,
@@ -247,8 +248,9 @@ pt_tensor *pti_matmul_block_weight(const pt_tensor *a, const pt_tensor *b)
                   op, pt_dtype_name(b->dtype), pti_shape_str(2, b->shape),
                   pti_shape_str(2, b->stride));
     } else if (a->ndim == 0) {
-        pti_error(PT_ERR_SHAPE, "%s: both arguments need at least 1 dimension, but got shapes "
-                                "%s and %s",
+        pti_error(PT_ERR_SHAPE,
+                  "%s: both arguments need at least 1 dimension, but got shapes "
+                  "%s and %s",
                   op, pti_shape_str(a->ndim, a->shape), pti_shape_str(2, b->shape));
     } else if (a->shape[a->ndim - 1] != b->shape[0]) {
         pti_error(PT_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied (%lld != %lld)", op,

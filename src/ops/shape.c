@@ -247,7 +247,8 @@ pt_tensor *pti_fwd_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *di
         return NULL;
     bool mask[PT_MAX_DIMS];
     if (ndims == 0)
-        return pti_tensor_view(t, t->ndim, t->shape, t->stride, t->offset); /* an empty list squeezes nothing */
+        return pti_tensor_view(t, t->ndim, t->shape, t->stride,
+                               t->offset); /* an empty list squeezes nothing */
     if (!pti_dims_mask(op, ndims, dims, t->ndim, mask))
         return NULL;
     return squeeze_mask(t, mask);
@@ -915,7 +916,7 @@ pt_tensor *pti_fwd_flip(const pt_tensor *t, int ndims, const int64_t *dims)
 }
 
 pt_tensor *pti_fwd_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int ndims,
-                   const int64_t *dims)
+                        const int64_t *dims)
 {
     const char *op = "pt_roll";
     if (!check_copy_input(op, t) || !check_ndims_arg(op, nshifts, shifts, "shifts") ||

@@ -35,7 +35,10 @@ static pt_tensor *record1(const char *name, pti_backward_fn fn, const pt_tensor 
     return out;
 }
 
-static pt_status done(pt_tensor *g) { return g ? PT_OK : pt_last_status(); }
+static pt_status done(pt_tensor *g)
+{
+    return g ? PT_OK : pt_last_status();
+}
 
 /* ---- reshaping views: the gradient is reshaped back to the input's shape --------------------- */
 
@@ -158,8 +161,8 @@ pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
     if (!pti_grad_recording(1, &t))
         return pti_fwd_expand(t, ndim, shape);
     double nd = t->ndim;
-    return record1("expand", expand_backward, t, pti_fwd_expand(t, ndim, shape), t->ndim,
-                   t->shape, 1, &nd);
+    return record1("expand", expand_backward, t, pti_fwd_expand(t, ndim, shape), t->ndim, t->shape,
+                   1, &nd);
 }
 
 /* ---- slicing views: the gradient is embedded into zeros of the input's shape ----------------- */
@@ -176,14 +179,10 @@ static pt_tensor *apply_view(const pti_node *n, const pt_tensor *t)
 {
     const int64_t *a = n->i + PT_MAX_DIMS;
     switch ((int)n->d[1]) {
-    case VIEW_NARROW:
-        return pt_narrow(t, a[0], a[1], a[2]);
-    case VIEW_SELECT:
-        return pt_select(t, a[0], a[1]);
-    case VIEW_SLICE:
-        return pt_slice(t, a[0], a[1], a[2], a[3]);
-    default:
-        return pt_diagonal(t, a[0], a[1], a[2]);
+    case VIEW_NARROW: return pt_narrow(t, a[0], a[1], a[2]);
+    case VIEW_SELECT: return pt_select(t, a[0], a[1]);
+    case VIEW_SLICE: return pt_slice(t, a[0], a[1], a[2], a[3]);
+    default: return pt_diagonal(t, a[0], a[1], a[2]);
     }
 }
 

@@ -17,8 +17,7 @@ pt_tensor *pti_fwd_permute(const pt_tensor *t, int ndims, const int64_t *dims);
 pt_tensor *pti_fwd_expand(const pt_tensor *t, int ndim, const int64_t *shape);
 pt_tensor *pti_fwd_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length);
 pt_tensor *pti_fwd_select(const pt_tensor *t, int64_t dim, int64_t index);
-pt_tensor *pti_fwd_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end,
-                         int64_t step);
+pt_tensor *pti_fwd_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step);
 pt_tensor *pti_fwd_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2);
 pt_tensor *pti_fwd_cat(int n, const pt_tensor *const *ts, int64_t dim);
 pt_tensor *pti_fwd_repeat(const pt_tensor *t, int nreps, const int64_t *reps);

@@ -46,19 +46,22 @@ static pt_status adafactor_check(const char *op, const void *opts)
 {
     const pt_adafactor_opts *o = opts;
     if (!isnan(o->lr) && o->relative_step)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: Cannot combine manual `lr` and "
-                         "`relative_step=True` options", op);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: Cannot combine manual `lr` and "
+                         "`relative_step=True` options",
+                         op);
     if (o->warmup_init && !o->relative_step)
-        return pti_error(PT_ERR_INVALID_ARG, "%s: `warmup_init=True` requires "
-                         "`relative_step=True`", op);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: `warmup_init=True` requires "
+                         "`relative_step=True`",
+                         op);
     if (isnan(o->lr) && !o->relative_step)
         return pti_error(PT_ERR_INVALID_ARG, "%s: lr=None requires `relative_step=True`", op);
     pt_status st = isnan(o->lr) ? PT_OK : pti_optim_check_nonneg(op, "learning rate", o->lr);
     if (st == PT_OK)
         st = pti_optim_check_nonneg(op, "weight_decay value", o->weight_decay);
     if (st == PT_OK && !(o->clip_threshold > 0.0))
-        st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid clip_threshold: %g", op,
-                       o->clip_threshold);
+        st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid clip_threshold: %g", op, o->clip_threshold);
     return st;
 }
 
@@ -140,8 +143,8 @@ static pt_tensor *factored_update(pt_tensor *row, pt_tensor *col, const pt_tenso
     return u;
 }
 
-static pt_tensor *precondition(const pt_adafactor_opts *o, pti_param_state *s,
-                               const pt_tensor *g, double b2)
+static pt_tensor *precondition(const pt_adafactor_opts *o, pti_param_state *s, const pt_tensor *g,
+                               double b2)
 {
     pt_tensor *q = pt_square(g);
     if (!q || pt_add_scalar_(q, o->eps[0]) != PT_OK) {
@@ -175,14 +178,14 @@ static double step_lr(const pt_adafactor_opts *o, double t, double rms)
     return lr;
 }
 
-static pt_status adafactor_update(pt_optim *opt, const void *opts, pt_tensor *p,
-                                  const pt_tensor *g, pti_param_state *s)
+static pt_status adafactor_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,
+                                  pti_param_state *s)
 {
     (void)opt;
     const pt_adafactor_opts *o = opts;
     if (!isnan(o->beta1) && !s->buf[BUF_EXP_AVG])
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: Adafactor beta1 was set after the "
-                         "first step; the state has no exp_avg");
+                                             "first step; the state has no exp_avg");
     s->step += 1.0;
     double t = s->step, rms = 0.0, urms = 0.0;
     pt_status st = rms_of(p, &rms);
@@ -221,12 +224,15 @@ static pt_status load_tensor(const pt_value *v, const char *key, int nd, const i
 {
     pt_tensor *t = pt_value_tensor_ref(v);
     if (!t)
-        return pti_error(PT_ERR_FORMAT, "pt_optim_load_state_dict: Adafactor state '%s' must "
-                         "be a tensor", key);
+        return pti_error(PT_ERR_FORMAT,
+                         "pt_optim_load_state_dict: Adafactor state '%s' must "
+                         "be a tensor",
+                         key);
     if (pt_ndim(t) != nd || memcmp(pt_shape(t), shape, sizeof(int64_t) * (size_t)nd) != 0)
-        return pti_error(PT_ERR_SHAPE, "pt_optim_load_state_dict: Adafactor state '%s' has "
-                         "shape %s, expected %s", key, pti_shape_str(pt_ndim(t), pt_shape(t)),
-                         pti_shape_str(nd, shape));
+        return pti_error(PT_ERR_SHAPE,
+                         "pt_optim_load_state_dict: Adafactor state '%s' has "
+                         "shape %s, expected %s",
+                         key, pti_shape_str(pt_ndim(t), pt_shape(t)), pti_shape_str(nd, shape));
     pt_tensor *dst = zeros_shaped(p, nd, shape);
     if (!dst)
         return pt_last_status();
@@ -246,7 +252,7 @@ static pt_status read_num(const pt_value *v, double *out)
     }
     if (pt_value_as_float(v, out) != PT_OK)
         return pti_error(PT_ERR_FORMAT, "pt_optim_load_state_dict: Adafactor step and RMS must "
-                         "be numbers");
+                                        "be numbers");
     return PT_OK;
 }
 
@@ -283,10 +289,12 @@ static pt_status adafactor_load(pt_optim *o, int group, int i, const pt_value *s
             else if (e->kind == PTI_ST_SCALAR)
                 st = read_num(v, &ns.scalar[e->index]);
             else if (e->index == BUF_ROW || e->index == BUF_COL)
-                st = nd < 2 ? pti_error(PT_ERR_SHAPE, "pt_optim_load_state_dict: Adafactor "
-                                        "state '%s' for a parameter with < 2 dims", e->name)
-                            : load_tensor(v, e->name, nd - 1, e->index == BUF_ROW ? row : col,
-                                          p, &ns.buf[e->index]);
+                st = nd < 2 ? pti_error(PT_ERR_SHAPE,
+                                        "pt_optim_load_state_dict: Adafactor "
+                                        "state '%s' for a parameter with < 2 dims",
+                                        e->name)
+                            : load_tensor(v, e->name, nd - 1, e->index == BUF_ROW ? row : col, p,
+                                          &ns.buf[e->index]);
             else
                 st = load_tensor(v, e->name, nd, pt_shape(p), p, &ns.buf[e->index]);
         }

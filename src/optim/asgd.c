@@ -108,10 +108,16 @@ static pt_status asgd_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
         st = asgd_generic(o, p, g, s->buf[BUF_AX], eta, mu);
     } else {
         asgd_ctx c = {
-            .p = pti_data(p), .ax = pti_data(s->buf[BUF_AX]), .g = pti_data(g),
-            .wd = (float)o->weight_decay, .decay = (float)(1.0 - o->lambd * eta),
-            .neg_eta = (float)-eta, .mu = (float)mu, .maximize = o->maximize,
-            .has_wd = o->weight_decay != 0.0, .average = mu != 1.0,
+            .p = pti_data(p),
+            .ax = pti_data(s->buf[BUF_AX]),
+            .g = pti_data(g),
+            .wd = (float)o->weight_decay,
+            .decay = (float)(1.0 - o->lambd * eta),
+            .neg_eta = (float)-eta,
+            .mu = (float)mu,
+            .maximize = o->maximize,
+            .has_wd = o->weight_decay != 0.0,
+            .average = mu != 1.0,
         };
         pti_optim_parallel(p->numel, asgd_range, &c);
     }

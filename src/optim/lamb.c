@@ -41,8 +41,7 @@ static pt_status lamb_check(const char *op, const void *opts)
     const pt_lamb_opts *o = opts;
     pt_status st = pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
     if (st == PT_OK && !isnan(o->max_grad_norm) && !(o->max_grad_norm > 0.0))
-        st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid max_grad_norm: %g", op,
-                       o->max_grad_norm);
+        st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid max_grad_norm: %g", op, o->max_grad_norm);
     return st;
 }
 
@@ -181,8 +180,7 @@ static pt_status bump_group_step(pt_optim *o, int gi, double *step)
 {
     pti_optim_group *g = &o->groups[gi];
     double v = 0.0;
-    if (pt_optim_has_option(o, gi, "step") &&
-        pt_optim_get_option(o, gi, "step", 0, &v) != PT_OK)
+    if (pt_optim_has_option(o, gi, "step") && pt_optim_get_option(o, gi, "step", 0, &v) != PT_OK)
         return pt_last_status();
     *step = v + 1.0;
     pt_status st = pt_optim_set_option(o, gi, "step", 0, *step);
@@ -201,12 +199,16 @@ static pt_status lamb_group(pt_optim *o, int gi, double clip)
     if (st != PT_OK)
         return st;
     lamb_args a = {
-        .lr = op->lr, .b1 = op->betas[0], .b2 = op->betas[1],
+        .lr = op->lr,
+        .b1 = op->betas[0],
+        .b2 = op->betas[1],
         .b3 = op->grad_averaging ? 1.0 - op->betas[0] : 1.0,
         .bc1 = op->bias_correction ? 1.0 - pow(op->betas[0], t) : 1.0,
         .bc2_sqrt = op->bias_correction ? sqrt(1.0 - pow(op->betas[1], t)) : 1.0,
-        .eps = op->eps, .wd = op->weight_decay,
-        .adapt = op->weight_decay != 0.0 || op->always_adapt, .trust_clip = op->trust_clip,
+        .eps = op->eps,
+        .wd = op->weight_decay,
+        .adapt = op->weight_decay != 0.0 || op->always_adapt,
+        .trust_clip = op->trust_clip,
     };
     for (int i = 0; i < grp->n && st == PT_OK; i++) {
         pt_tensor *p = grp->params[i];
@@ -240,7 +242,7 @@ static pt_status lamb_step(pt_optim *o, double (*closure)(void *user), void *use
             return pt_last_status() != PT_OK
                        ? pt_last_status()
                        : pti_error(PT_ERR_RUNTIME, "pt_optim_step_closure: the closure "
-                                   "reported an error");
+                                                   "reported an error");
         if (loss)
             *loss = l;
     }

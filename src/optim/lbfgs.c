@@ -31,20 +31,23 @@ static const pti_hparam lbfgs_hparams[] = {
 typedef struct lbfgs_state {
     int64_t n; /* total number of elements */
     int64_t func_evals, n_iter;
-    bool has_d;          /* d, t, old_*, ro, H_diag, prev_* were saved by a step */
-    bool has_al;         /* 'al' exists (second iteration reached) */
-    bool h_diag_is_one;  /* H_diag is still the int 1 */
+    bool has_d;         /* d, t, old_*, ro, H_diag, prev_* were saved by a step */
+    bool has_al;        /* 'al' exists (second iteration reached) */
+    bool h_diag_is_one; /* H_diag is still the int 1 */
     double t, h_diag, prev_loss;
     double *d, *prev_flat_grad;
-    bool f32;            /* float32 parameters: values rounded as torch's float32 tensors */
-    int hist, cap;       /* history length / capacity (history_size) */
+    bool f32;      /* float32 parameters: values rounded as torch's float32 tensors */
+    int hist, cap; /* history length / capacity (history_size) */
     double **old_dirs, **old_stps, *ro;
     double *al;
     bool *al_set;
 } lbfgs_state;
 
 /* Rounds x as torch would store it (float32 parameters keep float32 vectors and scalars). */
-static inline double rf(const lbfgs_state *s, double x) { return s->f32 ? (double)(float)x : x; }
+static inline double rf(const lbfgs_state *s, double x)
+{
+    return s->f32 ? (double)(float)x : x;
+}
 
 static void lbfgs_state_clear(lbfgs_state *s)
 {
@@ -78,19 +81,20 @@ static pt_status lbfgs_check(const char *op, const void *opts)
     const pt_lbfgs_opts *o = opts;
     pt_status st = pti_optim_check_nonneg(op, "learning rate", o->lr);
     if (st == PT_OK && o->max_iter < 1)
-        st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid max_iter: %lld", op,
-                       (long long)o->max_iter);
+        st =
+            pti_error(PT_ERR_INVALID_ARG, "%s: Invalid max_iter: %lld", op, (long long)o->max_iter);
     if (st == PT_OK && o->history_size < 1)
         st = pti_error(PT_ERR_INVALID_ARG, "%s: Invalid history_size: %lld", op,
                        (long long)o->history_size);
     if (st == PT_OK && o->line_search_fn && strcmp(o->line_search_fn, STRONG_WOLFE) != 0)
-        st = pti_error(PT_ERR_INVALID_ARG, "%s: only 'strong_wolfe' is supported as "
-                       "line_search_fn, got '%s'", op, o->line_search_fn);
+        st = pti_error(PT_ERR_INVALID_ARG,
+                       "%s: only 'strong_wolfe' is supported as "
+                       "line_search_fn, got '%s'",
+                       op, o->line_search_fn);
     return st;
 }
 
-static pt_status lbfgs_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status lbfgs_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts, (void)p, (void)s;
     return PT_OK;
@@ -98,7 +102,10 @@ static pt_status lbfgs_init(pt_optim *o, const void *opts, const pt_tensor *p,
 
 /* ---- flat vectors ------------------------------------------------------------------------- */
 
-static double *vec_new(int64_t n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(double)); }
+static double *vec_new(int64_t n)
+{
+    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+}
 
 static double *vec_dup(const double *x, int64_t n)
 {
@@ -191,8 +198,8 @@ static pt_status call_closure(const lbfgs_ctx *c, double *loss)
 }
 
 /* torch's _directional_evaluate: loss and flat gradient at x + t d, then params back to x. */
-static pt_status directional_evaluate(const lbfgs_ctx *c, pt_tensor **x, double t,
-                                      const double *d, double *f, double *grad)
+static pt_status directional_evaluate(const lbfgs_ctx *c, pt_tensor **x, double t, const double *d,
+                                      double *f, double *grad)
 {
     pt_status st = add_grad(c->g, t, d);
     if (st == PT_OK)
@@ -236,8 +243,7 @@ typedef struct wolfe_point {
  * grad hold the loss and flat gradient at t = 0 and *t the first trial step; on return they
  * hold the accepted point. */
 static pt_status strong_wolfe(const lbfgs_ctx *c, pt_tensor **x, const double *d, double *t_io,
-                              double *f_io, double *grad, double gtd, int64_t *evals,
-                              wolfe_bufs *w)
+                              double *f_io, double *grad, double gtd, int64_t *evals, wolfe_bufs *w)
 {
     const double c1 = 1e-4, c2 = 0.9, tol = 1e-9;
     const int max_ls = 25;
@@ -343,7 +349,7 @@ static pt_status ensure_history(lbfgs_state *s, int cap)
         return PT_OK;
     if (s->old_dirs && s->cap != cap)
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: LBFGS history_size changed "
-                         "after the first step");
+                                             "after the first step");
     s->cap = cap;
     s->old_dirs = calloc((size_t)cap, sizeof(double *));
     s->old_stps = calloc((size_t)cap, sizeof(double *));
@@ -440,8 +446,8 @@ static pt_status work_new(lbfgs_work *k, const pti_optim_group *g, int64_t n, bo
         k->w.bg[0] = vec_new(n), k->w.bg[1] = vec_new(n);
         k->x = calloc((size_t)g->n, sizeof(*k->x));
     }
-    if (!k->flat_grad || (wolfe && (!k->w.g_new || !k->w.g_prev || !k->w.bg[0] ||
-                                    !k->w.bg[1] || !k->x)))
+    if (!k->flat_grad ||
+        (wolfe && (!k->w.g_new || !k->w.g_prev || !k->w.bg[0] || !k->w.bg[1] || !k->x)))
         return pti_error(PT_ERR_OOM, "pt_optim_step: out of memory");
     return PT_OK;
 }
@@ -551,10 +557,10 @@ static pt_status lbfgs_step(pt_optim *o, double (*closure)(void *user), void *us
 {
     if (!closure)
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: LBFGS needs a closure (use "
-                         "pt_optim_step_closure)");
+                                             "pt_optim_step_closure)");
     if (o->n_groups != 1)
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: LBFGS doesn't support "
-                         "per-parameter options (parameter groups)");
+                                             "per-parameter options (parameter groups)");
     const pti_optim_group *g = &o->groups[0];
     const pt_lbfgs_opts *op = g->opts;
     lbfgs_state *s = o->impl;
@@ -600,8 +606,8 @@ static pt_value *list_value(const pt_optim *o, double *const *xs, const double *
     pt_status st = l ? PT_OK : pt_last_status();
     for (int k = 0; k < n_items && st == PT_OK; k++) {
         pt_value *v = present && !present[k] ? pt_value_none()
-                      : xs                  ? vec_value(o, xs[k], n)
-                                            : vec_value(o, &scalars[k], -1);
+                      : xs                   ? vec_value(o, xs[k], n)
+                                             : vec_value(o, &scalars[k], -1);
         st = pt_value_append(l, v);
     }
     if (st != PT_OK) {
@@ -639,12 +645,10 @@ static pt_status lbfgs_save(pt_optim *o, int group, int i, int gi, pt_value **ou
         if (st == PT_OK)
             st = pt_value_dict_set_str(d, "ro", list_value(o, NULL, s->ro, NULL, s->hist, 0));
         if (st == PT_OK)
-            st = pt_value_dict_set_str(d, "H_diag", s->h_diag_is_one
-                                                        ? pt_value_int(1)
-                                                        : vec_value(o, &s->h_diag, -1));
+            st = pt_value_dict_set_str(
+                d, "H_diag", s->h_diag_is_one ? pt_value_int(1) : vec_value(o, &s->h_diag, -1));
         if (st == PT_OK)
-            st = pt_value_dict_set_str(d, "prev_flat_grad",
-                                       vec_value(o, s->prev_flat_grad, s->n));
+            st = pt_value_dict_set_str(d, "prev_flat_grad", vec_value(o, s->prev_flat_grad, s->n));
         if (st == PT_OK)
             st = pt_value_dict_set_str(d, "prev_loss", pt_value_float(s->prev_loss));
     }
@@ -673,8 +677,7 @@ static pt_status read_scalar(const pt_value *v, const char *key, double *out)
     if (pt_value_is(v, PT_VALUE_TENSOR)) {
         pt_tensor *t = pt_value_tensor_ref(v);
         if (pt_numel(t) != 1)
-            return pti_error(PT_ERR_SHAPE, "%s: LBFGS state '%s' must have one element", LOP,
-                             key);
+            return pti_error(PT_ERR_SHAPE, "%s: LBFGS state '%s' must have one element", LOP, key);
         *out = pt_item(t);
         return PT_OK;
     }
@@ -688,8 +691,10 @@ static double *read_vec(const pt_value *v, const char *key, int64_t n)
 {
     pt_tensor *t = pt_value_tensor_ref(v);
     if (!t || pt_numel(t) != n)
-        return pti_error_null(PT_ERR_SHAPE, "%s: LBFGS state '%s' must be a tensor of %lld "
-                              "elements", LOP, key, (long long)n);
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: LBFGS state '%s' must be a tensor of %lld "
+                              "elements",
+                              LOP, key, (long long)n);
     pt_tensor *c = pt_to_dtype(t, PT_FLOAT64);
     pt_tensor *cc = c ? pt_contiguous(c) : NULL;
     pt_release(c);
@@ -706,8 +711,10 @@ static pt_status read_history(lbfgs_state *s, const pt_value *sv)
     const pt_value *ro = get_key(sv, "ro");
     int64_t h = pt_value_len(dirs);
     if (h < 0 || pt_value_len(stps) != h || pt_value_len(ro) != h || h > s->cap)
-        return pti_error(PT_ERR_FORMAT, "%s: LBFGS old_dirs, old_stps and ro must be lists of "
-                         "one length <= history_size", LOP);
+        return pti_error(PT_ERR_FORMAT,
+                         "%s: LBFGS old_dirs, old_stps and ro must be lists of "
+                         "one length <= history_size",
+                         LOP);
     for (int64_t k = 0; k < h; k++) {
         s->old_dirs[k] = read_vec(pt_value_item_ref(dirs, k), "old_dirs", s->n);
         s->old_stps[k] = read_vec(pt_value_item_ref(stps, k), "old_stps", s->n);

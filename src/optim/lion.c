@@ -56,8 +56,7 @@ static void lion_range(void *vctx, int64_t begin, int64_t end)
     }
 }
 
-static pt_status lion_generic(const pt_lion_opts *o, pt_tensor *p, const pt_tensor *g,
-                              pt_tensor *m)
+static pt_status lion_generic(const pt_lion_opts *o, pt_tensor *p, const pt_tensor *g, pt_tensor *m)
 {
     pt_status st = pt_mul_scalar_(p, 1.0 - o->lr * o->weight_decay);
     pt_tensor *u = st == PT_OK ? pt_mul_scalar(m, o->betas[0]) : NULL;
@@ -85,10 +84,15 @@ static pt_status lion_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
     if (!pti_optim_fast_ok(p, g, 1, s->buf))
         return lion_generic(o, p, g, s->buf[BUF_EXP_AVG]);
     lion_ctx c = {
-        .p = pti_data(p), .m = pti_data(s->buf[BUF_EXP_AVG]), .g = pti_data(g),
-        .decay = (float)(1.0 - o->lr * o->weight_decay), .neg_lr = (float)-o->lr,
-        .b1 = (float)o->betas[0], .one_b1 = (float)(1.0 - o->betas[0]),
-        .b2 = (float)o->betas[1], .one_b2 = (float)(1.0 - o->betas[1]),
+        .p = pti_data(p),
+        .m = pti_data(s->buf[BUF_EXP_AVG]),
+        .g = pti_data(g),
+        .decay = (float)(1.0 - o->lr * o->weight_decay),
+        .neg_lr = (float)-o->lr,
+        .b1 = (float)o->betas[0],
+        .one_b1 = (float)(1.0 - o->betas[0]),
+        .b2 = (float)o->betas[1],
+        .one_b2 = (float)(1.0 - o->betas[1]),
     };
     pti_optim_parallel(p->numel, lion_range, &c);
     return PT_OK;

@@ -34,8 +34,7 @@ static pt_status radam_check(const char *op, const void *opts)
     return pti_optim_check_adam_like(op, o->lr, o->eps, o->betas, o->weight_decay);
 }
 
-static pt_status radam_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status radam_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
     return pti_optim_init_zero_bufs(p, 2, s);
@@ -123,12 +122,23 @@ static pt_status radam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return radam_generic(o, p, g, s, bc1, bc2, rect, rectify);
     radam_ctx c = {
-        .p = pti_data(p), .m = pti_data(s->buf[0]), .v = pti_data(s->buf[1]), .g = pti_data(g),
-        .wd = (float)o->weight_decay, .b1 = (float)b1, .one_b1 = (float)(1.0 - b1),
-        .b2 = (float)b2, .one_b2 = (float)(1.0 - b2), .bc1 = (float)bc1, .lr = (float)o->lr,
-        .bc2_sqrt = (float)sqrt(bc2), .eps = (float)o->eps, .rect = (float)rect,
+        .p = pti_data(p),
+        .m = pti_data(s->buf[0]),
+        .v = pti_data(s->buf[1]),
+        .g = pti_data(g),
+        .wd = (float)o->weight_decay,
+        .b1 = (float)b1,
+        .one_b1 = (float)(1.0 - b1),
+        .b2 = (float)b2,
+        .one_b2 = (float)(1.0 - b2),
+        .bc1 = (float)bc1,
+        .lr = (float)o->lr,
+        .bc2_sqrt = (float)sqrt(bc2),
+        .eps = (float)o->eps,
+        .rect = (float)rect,
         .decay = o->decoupled_weight_decay ? (float)(1.0 - o->lr * o->weight_decay) : 1.0f,
-        .has_wd = o->weight_decay != 0.0 && !o->decoupled_weight_decay, .rectify = rectify,
+        .has_wd = o->weight_decay != 0.0 && !o->decoupled_weight_decay,
+        .rectify = rectify,
     };
     pti_optim_parallel(p->numel, radam_range, &c);
     return PT_OK;

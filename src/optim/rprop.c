@@ -34,8 +34,7 @@ static pt_status rprop_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status rprop_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                            pti_param_state *s)
+static pt_status rprop_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o;
     s->step = 0.0;
@@ -116,10 +115,14 @@ static pt_status rprop_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return rprop_generic(o, p, g, s->buf[BUF_PREV], s->buf[BUF_STEP_SIZE]);
     rprop_ctx c = {
-        .p = pti_data(p), .prev = pti_data(s->buf[BUF_PREV]),
-        .size = pti_data(s->buf[BUF_STEP_SIZE]), .g = pti_data(g),
-        .etaminus = (float)o->etas[0], .etaplus = (float)o->etas[1],
-        .smin = (float)o->step_sizes[0], .smax = (float)o->step_sizes[1],
+        .p = pti_data(p),
+        .prev = pti_data(s->buf[BUF_PREV]),
+        .size = pti_data(s->buf[BUF_STEP_SIZE]),
+        .g = pti_data(g),
+        .etaminus = (float)o->etas[0],
+        .etaplus = (float)o->etas[1],
+        .smin = (float)o->step_sizes[0],
+        .smax = (float)o->step_sizes[1],
         .maximize = o->maximize,
     };
     pti_optim_parallel(p->numel, rprop_range, &c);

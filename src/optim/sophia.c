@@ -44,8 +44,7 @@ static pt_status sophia_check(const char *op, const void *opts)
     return st;
 }
 
-static pt_status sophia_init(pt_optim *o, const void *opts, const pt_tensor *p,
-                             pti_param_state *s)
+static pt_status sophia_init(pt_optim *o, const void *opts, const pt_tensor *p, pti_param_state *s)
 {
     (void)o, (void)opts;
     return pti_optim_init_zero_bufs(p, 2, s);
@@ -111,10 +110,16 @@ static pt_status sophia_update(pt_optim *opt, const void *opts, pt_tensor *p, co
     if (!pti_optim_fast_ok(p, g, 2, s->buf))
         return sophia_generic(o, p, g, s->buf[BUF_EXP_AVG], s->buf[BUF_HESSIAN]);
     sophia_ctx c = {
-        .p = pti_data(p), .m = pti_data(s->buf[BUF_EXP_AVG]), .g = pti_data(g),
-        .h = pti_data(s->buf[BUF_HESSIAN]), .decay = (float)(1.0 - o->lr * o->weight_decay),
-        .b1 = (float)o->betas[0], .one_b1 = (float)(1.0 - o->betas[0]),
-        .rho_bs = (float)(o->rho * o->bs), .neg_lr = (float)-o->lr, .maximize = o->maximize,
+        .p = pti_data(p),
+        .m = pti_data(s->buf[BUF_EXP_AVG]),
+        .g = pti_data(g),
+        .h = pti_data(s->buf[BUF_HESSIAN]),
+        .decay = (float)(1.0 - o->lr * o->weight_decay),
+        .b1 = (float)o->betas[0],
+        .one_b1 = (float)(1.0 - o->betas[0]),
+        .rho_bs = (float)(o->rho * o->bs),
+        .neg_lr = (float)-o->lr,
+        .maximize = o->maximize,
     };
     pti_optim_parallel(p->numel, sophia_range, &c);
     return PT_OK;

@@ -107,8 +107,8 @@ static pt_status set_stop(pti_api_opts *o, const char *what, const cJSON *v)
             return pti_error(PT_ERR_INVALID_ARG, "%s must be an array of strings", what);
         size_t len = strlen(e->valuestring);
         if (len == 0 || len > PTI_API_MAX_STOP_LEN)
-            return pti_error(PT_ERR_INVALID_ARG, "%s: a stop string must have 1 to %d bytes",
-                             what, PTI_API_MAX_STOP_LEN);
+            return pti_error(PT_ERR_INVALID_ARG, "%s: a stop string must have 1 to %d bytes", what,
+                             PTI_API_MAX_STOP_LEN);
     }
     char **list = pti_calloc((size_t)(n > 0 ? n : 1), sizeof *list);
     if (!list)
@@ -143,8 +143,8 @@ static pt_status check_number(const opt_def *d, const cJSON *v, double *out)
     if (d->kind == OPT_INT && x != floor(x))
         return pti_error(PT_ERR_INVALID_ARG, "option \"%s\" must be an integer", d->key);
     if (!(x >= d->lo && x <= d->hi) || (d->kind == OPT_INT && x >= I64LIM))
-        return pti_error(PT_ERR_INVALID_ARG, "option \"%s\" is out of range [%.17g, %.17g]",
-                         d->key, d->lo, d->hi);
+        return pti_error(PT_ERR_INVALID_ARG, "option \"%s\" is out of range [%.17g, %.17g]", d->key,
+                         d->lo, d->hi);
     *out = x;
     return PT_OK;
 }
@@ -375,8 +375,7 @@ pt_status pti_api_format(const cJSON *format, pti_api_format_kind *kind, const c
                      "invalid format: expected \"json\" or a valid JSON schema");
 }
 
-pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
-                                const cJSON **schema)
+pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind, const cJSON **schema)
 {
     *kind = PTI_FORMAT_NONE;
     *schema = NULL;
@@ -395,8 +394,7 @@ pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
     }
     if (strcmp(type->valuestring, "json_schema") == 0) {
         const cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
-        const cJSON *s = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema")
-                                            : NULL;
+        const cJSON *s = cJSON_IsObject(js) ? cJSON_GetObjectItemCaseSensitive(js, "schema") : NULL;
         if (!cJSON_IsObject(s))
             return pti_error(PT_ERR_INVALID_ARG,
                              "response_format.json_schema.schema must be a JSON schema object");
@@ -404,8 +402,10 @@ pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
         *schema = s;
         return PT_OK;
     }
-    return pti_error(PT_ERR_INVALID_ARG, "invalid response_format type \"%s\": expected "
-                     "\"text\", \"json_object\" or \"json_schema\"", type->valuestring);
+    return pti_error(PT_ERR_INVALID_ARG,
+                     "invalid response_format type \"%s\": expected "
+                     "\"text\", \"json_object\" or \"json_schema\"",
+                     type->valuestring);
 }
 
 /* ---- small field readers--------------------------------------------------------------------- */
@@ -472,8 +472,7 @@ static cJSON *tool_arguments(const cJSON *args, const char *where)
             return parsed;
         cJSON_Delete(parsed);
     }
-    return pti_error_null(PT_ERR_INVALID_ARG, "%s.function.arguments must be a JSON object",
-                          where);
+    return pti_error_null(PT_ERR_INVALID_ARG, "%s.function.arguments must be a JSON object", where);
 }
 
 /* [{function:{index, name, arguments:{}}, id?}] from a message's tool_calls. */
@@ -502,9 +501,11 @@ static cJSON *normalise_tool_calls(const cJSON *calls, int msg)
                        !(cJSON_IsNumber(index) && index->valuedouble == floor(index->valuedouble) &&
                          fabs(index->valuedouble) < 1e9))) {
             cJSON_Delete(out);
-            return pti_error_null(PT_ERR_INVALID_ARG, bad_id ? "%s.id must be a string"
-                                                             : "%s.function.index must be an "
-                                                               "integer", where);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  bad_id ? "%s.id must be a string"
+                                         : "%s.function.index must be an "
+                                           "integer",
+                                  where);
         }
         cJSON *args = tool_arguments(cJSON_GetObjectItemCaseSensitive(fn, "arguments"), where);
         if (!args) {
@@ -609,14 +610,18 @@ static char *openai_content(const cJSON *content, int i, bool *has_images)
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
         if (!cJSON_IsString(type))
-            return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].content: a part needs a "
-                                  "string \"type\"", i);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "messages[%d].content: a part needs a "
+                                  "string \"type\"",
+                                  i);
         if (strcmp(type->valuestring, "image_url") == 0) {
             *has_images = true;
         } else if (strcmp(type->valuestring, "text") == 0) {
             if (!cJSON_IsString(text))
-                return pti_error_null(PT_ERR_INVALID_ARG, "messages[%d].content: a text part "
-                                      "needs a string \"text\"", i);
+                return pti_error_null(PT_ERR_INVALID_ARG,
+                                      "messages[%d].content: a text part "
+                                      "needs a string \"text\"",
+                                      i);
             len += strlen(text->valuestring);
         } else {
             return pti_error_null(PT_ERR_INVALID_ARG, "invalid message content type: %s",
@@ -717,8 +722,8 @@ static cJSON *convert_messages(const cJSON *messages, bool openai, bool *has_ima
     const cJSON *m;
     cJSON_ArrayForEach(m, messages)
     {
-        cJSON *n = openai ? openai_message(m, i, out, has_images)
-                          : ollama_message(m, i, has_images);
+        cJSON *n =
+            openai ? openai_message(m, i, out, has_images) : ollama_message(m, i, has_images);
         i++;
         if (!n) {
             cJSON_Delete(out);
@@ -748,18 +753,24 @@ pt_status pti_api_tools(const cJSON *tools, int *n)
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(t, "type");
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
-        if (!cJSON_IsObject(t) || (type && !cJSON_IsNull(type) &&
-                                   !(cJSON_IsString(type) && !strcmp(type->valuestring,
-                                                                     "function"))))
-            return pti_error(PT_ERR_INVALID_ARG, "tools[%d] must be {\"type\": \"function\", "
-                             "\"function\": {...}}", i);
+        if (!cJSON_IsObject(t) ||
+            (type && !cJSON_IsNull(type) &&
+             !(cJSON_IsString(type) && !strcmp(type->valuestring, "function"))))
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "tools[%d] must be {\"type\": \"function\", "
+                             "\"function\": {...}}",
+                             i);
         if (!cJSON_IsObject(fn) || !cJSON_IsString(name) || name->valuestring[0] == '\0')
-            return pti_error(PT_ERR_INVALID_ARG, "tools[%d].function.name must be a non-empty "
-                             "string", i);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "tools[%d].function.name must be a non-empty "
+                             "string",
+                             i);
         const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
         if (params && !cJSON_IsNull(params) && !cJSON_IsObject(params))
-            return pti_error(PT_ERR_INVALID_ARG, "tools[%d].function.parameters must be an "
-                             "object", i);
+            return pti_error(PT_ERR_INVALID_ARG,
+                             "tools[%d].function.parameters must be an "
+                             "object",
+                             i);
         i++;
     }
     *n = i;
@@ -844,8 +855,10 @@ int32_t *pti_api_context_ids(const cJSON *context, int32_t n_vocab, int32_t *n)
         if (x != floor(x) || x < 0 || x >= n_vocab) {
             free(ids);
             *n = -1;
-            return pti_error_null(PT_ERR_INVALID_ARG, "context[%d] is not a token id of this "
-                                  "model (0 to %d)", i, (int)n_vocab - 1);
+            return pti_error_null(PT_ERR_INVALID_ARG,
+                                  "context[%d] is not a token id of this "
+                                  "model (0 to %d)",
+                                  i, (int)n_vocab - 1);
         }
         ids[i++] = (int32_t)x;
     }

@@ -20,17 +20,17 @@
 
 #include "prometorch/prometorch.h"
 
-#define PTI_API_MAX_STOP 64       /* stop strings at most */
-#define PTI_API_MAX_STOP_LEN 4096 /* bytes of one stop string at most */
-#define PTI_API_MAX_CTX (1 << 22) /* num_ctx at most */
+#define PTI_API_MAX_STOP 64            /* stop strings at most */
+#define PTI_API_MAX_STOP_LEN 4096      /* bytes of one stop string at most */
+#define PTI_API_MAX_CTX (1 << 22)      /* num_ctx at most */
 #define PTI_API_KEEP_DEFAULT INT64_MIN /* keep_alive absent: the server's default */
 
 /* Generation parameters of one request. Strings in stop are owned (pti_api_opts_free). */
 typedef struct pti_api_opts {
-    pt_gen_opts gen;   /* sampling; gen.stop / gen.n_stop point at stop / n_stop */
+    pt_gen_opts gen; /* sampling; gen.stop / gen.n_stop point at stop / n_stop */
     char **stop;
     int32_t n_stop;
-    int32_t num_ctx;   /* 0: the server's default */
+    int32_t num_ctx;                         /* 0: the server's default */
     int32_t num_thread, num_batch, num_keep; /* accepted; 0 when absent */
     char unknown[256]; /* unknown option keys, comma-separated ("" none), for a warning */
 } pti_api_opts;
@@ -65,8 +65,7 @@ typedef enum pti_api_format_kind {
 pt_status pti_api_format(const cJSON *format, pti_api_format_kind *kind, const cJSON **schema);
 /* OpenAI's response_format: {"type":"text"|"json_object"|"json_schema",
  * "json_schema":{"schema":{...}}}. */
-pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind,
-                                const cJSON **schema);
+pt_status pti_api_openai_format(const cJSON *rf, pti_api_format_kind *kind, const cJSON **schema);
 
 /* Checks an Ollama `messages` array and returns a normalised copy (cJSON_Delete): roles
  * lower-cased, content always a string, tool_calls [{function:{index,name,arguments:{}}}],

@@ -19,9 +19,13 @@ static const char busy_message[] =
 
 static _Thread_local bool last_submit_queue_full;
 
-bool pti_engine_queue_full_error(void) { return last_submit_queue_full; }
+bool pti_engine_queue_full_error(void)
+{
+    return last_submit_queue_full;
+}
 
-/* ---- requests ---------------------------------------------------------------------------------- */
+/* ---- requests ----------------------------------------------------------------------------------
+ */
 
 /* n strings in one block (the pointer array, then the bytes); NULL entries become "". */
 static char **copy_strings(const char *const *s, int32_t n)
@@ -66,10 +70,15 @@ static bool check_sampling(const pt_gen_opts *g)
         return false;
     }
     pti_sampler_opts so = {
-        .temperature = g->temperature, .top_k = g->top_k, .top_p = g->top_p, .min_p = g->min_p,
-        .typical_p = g->typical_p, .repeat_penalty = g->repeat_penalty,
+        .temperature = g->temperature,
+        .top_k = g->top_k,
+        .top_p = g->top_p,
+        .min_p = g->min_p,
+        .typical_p = g->typical_p,
+        .repeat_penalty = g->repeat_penalty,
         .repeat_last_n = g->repeat_last_n < 0 ? 0 : g->repeat_last_n,
-        .presence_penalty = g->presence_penalty, .frequency_penalty = g->frequency_penalty,
+        .presence_penalty = g->presence_penalty,
+        .frequency_penalty = g->frequency_penalty,
         .seed = 0,
     };
     pti_sampler *probe = pti_sampler_new(&so, 1);
@@ -84,15 +93,18 @@ static bool check_request(const pti_engine *e, const pti_engine_request *q)
         return false;
     }
     if (q->n_ids > e->o.num_ctx) {
-        pti_error(PT_ERR_INVALID_ARG, "pti_engine_submit: the prompt has %d tokens, more than "
-                  "the context of %d (raise num_ctx; prompts are not truncated)", (int)q->n_ids,
-                  (int)e->o.num_ctx);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "pti_engine_submit: the prompt has %d tokens, more than "
+                  "the context of %d (raise num_ctx; prompts are not truncated)",
+                  (int)q->n_ids, (int)e->o.num_ctx);
         return false;
     }
     for (int32_t i = 0; i < q->n_ids; i++)
         if (q->ids[i] < 0 || q->ids[i] >= e->n_vocab) {
-            pti_error(PT_ERR_INVALID_ARG, "pti_engine_submit: token id %d is outside the "
-                      "vocabulary of %d", (int)q->ids[i], (int)e->n_vocab);
+            pti_error(PT_ERR_INVALID_ARG,
+                      "pti_engine_submit: token id %d is outside the "
+                      "vocabulary of %d",
+                      (int)q->ids[i], (int)e->n_vocab);
             return false;
         }
     if (q->n_extra_stop < 0 || (q->n_extra_stop > 0 && !q->extra_stop)) {
@@ -207,7 +219,8 @@ void pti_engine_cancel(pti_engine *e, uint64_t id)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* ---- statistics -------------------------------------------------------------------------------- */
+/* ---- statistics --------------------------------------------------------------------------------
+ */
 
 void pti_eng_count_done(pti_engine *e, const eng_slot *s)
 {
@@ -234,10 +247,17 @@ void pti_engine_get_stats(const pti_engine *e, pti_engine_stats *out)
     pthread_mutex_unlock(mu);
 }
 
-pt_llm *pti_engine_llm(const pti_engine *e) { return e ? e->llm : NULL; }
-const pti_engine_opts *pti_engine_get_opts(const pti_engine *e) { return e ? &e->o : NULL; }
+pt_llm *pti_engine_llm(const pti_engine *e)
+{
+    return e ? e->llm : NULL;
+}
+const pti_engine_opts *pti_engine_get_opts(const pti_engine *e)
+{
+    return e ? &e->o : NULL;
+}
 
-/* ---- the worker -------------------------------------------------------------------------------- */
+/* ---- the worker --------------------------------------------------------------------------------
+ */
 
 static void end_unstarted(pti_engine *e, eng_req *r, const char *reason)
 {
@@ -333,7 +353,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* ---- loading ----------------------------------------------------------------------------------- */
+/* ---- loading -----------------------------------------------------------------------------------
+ */
 
 static bool resolve_opts(const pti_engine_opts *in, pti_engine_opts *o)
 {
@@ -341,7 +362,7 @@ static bool resolve_opts(const pti_engine_opts *in, pti_engine_opts *o)
     if (o->n_parallel < 0 || o->num_ctx < 0 || o->n_batch < 0 || o->max_queue < 0 ||
         o->n_threads < 0) {
         pti_error(PT_ERR_INVALID_ARG, "pti_engine_load: negative n_parallel, num_ctx, n_batch, "
-                  "max_queue or n_threads");
+                                      "max_queue or n_threads");
         return false;
     }
     o->n_parallel = o->n_parallel ? o->n_parallel : DEFAULT_PARALLEL;
@@ -349,15 +370,17 @@ static bool resolve_opts(const pti_engine_opts *in, pti_engine_opts *o)
     o->n_batch = o->n_batch ? o->n_batch : DEFAULT_N_BATCH;
     o->max_queue = o->max_queue ? o->max_queue : DEFAULT_MAX_QUEUE;
     if (o->n_parallel > MAX_PARALLEL || o->max_queue > MAX_QUEUE) {
-        pti_error(PT_ERR_INVALID_ARG, "pti_engine_load: n_parallel %d or max_queue %d is too "
-                  "large (at most %d and %d)", (int)o->n_parallel, (int)o->max_queue,
-                  MAX_PARALLEL, MAX_QUEUE);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "pti_engine_load: n_parallel %d or max_queue %d is too "
+                  "large (at most %d and %d)",
+                  (int)o->n_parallel, (int)o->max_queue, MAX_PARALLEL, MAX_QUEUE);
         return false;
     }
     if (o->n_batch < o->n_parallel) {
-        pti_error(PT_ERR_INVALID_ARG, "pti_engine_load: n_batch %d is smaller than n_parallel %d "
-                  "(each step decodes one token of every slot)", (int)o->n_batch,
-                  (int)o->n_parallel);
+        pti_error(PT_ERR_INVALID_ARG,
+                  "pti_engine_load: n_batch %d is smaller than n_parallel %d "
+                  "(each step decodes one token of every slot)",
+                  (int)o->n_batch, (int)o->n_parallel);
         return false;
     }
     return true;
@@ -410,8 +433,8 @@ pti_engine *pti_engine_load(const char *gguf_path, const pti_engine_opts *opts)
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->wake, NULL);
     e->next_id = 1;
-    pt_llm_opts lo = {.n_threads = o.n_threads, .num_ctx = o.num_ctx, .n_batch = o.n_batch,
-                      .kv_f32 = o.kv_f32};
+    pt_llm_opts lo = {
+        .n_threads = o.n_threads, .num_ctx = o.num_ctx, .n_batch = o.n_batch, .kv_f32 = o.kv_f32};
     e->llm = pti_llm_load_slots(gguf_path, &lo, o.n_parallel);
     if (!e->llm) {
         pti_engine_free(e);

@@ -72,11 +72,11 @@ typedef struct pti_engine_events {
 typedef struct pti_engine_request {
     const int32_t *ids; /* prompt token ids (copied); at least 1, at most num_ctx */
     int32_t n_ids;
-    pt_gen_opts gen;    /* sampling, num_predict, stop strings (copied); gen.stats ignored */
+    pt_gen_opts gen; /* sampling, num_predict, stop strings (copied); gen.stats ignored */
     const char *const *extra_stop; /* the chat family's end-of-turn strings (copied) */
     int32_t n_extra_stop;
     pti_constraint constraint; /* optional; taken over even when submission fails */
-    bool embed;         /* an embedding request: evaluate the prompt, no generation */
+    bool embed;                /* an embedding request: evaluate the prompt, no generation */
     pti_engine_events ev;
 } pti_engine_request;
 

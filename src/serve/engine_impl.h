@@ -34,11 +34,11 @@ typedef enum { SLOT_FREE = 0, SLOT_PROMPT, SLOT_GEN } eng_slot_state;
 typedef struct eng_slot {
     int32_t index;
     eng_slot_state state;
-    eng_req *r;          /* the request (set and cleared under the engine's lock) */
-    int32_t *hist;       /* [num_ctx] token ids whose keys/values are in the slot */
+    eng_req *r;    /* the request (set and cleared under the engine's lock) */
+    int32_t *hist; /* [num_ctx] token ids whose keys/values are in the slot */
     int32_t n_hist;
-    uint64_t admit_seq;  /* admission order: prompt chunks are scheduled in it */
-    int32_t next_tok;    /* SLOT_GEN: the sampled token the next step evaluates */
+    uint64_t admit_seq; /* admission order: prompt chunks are scheduled in it */
+    int32_t next_tok;   /* SLOT_GEN: the sampled token the next step evaluates */
     pti_sampler *smp;
     pti_detok detok;
     pti_stopper stop;

@@ -28,7 +28,8 @@ static void fail_request(pti_engine *e, eng_slot *s)
     pti_eng_finish(e, s, st != PT_OK ? st : PT_ERR_RUNTIME, pt_last_error());
 }
 
-/* ---- admission --------------------------------------------------------------------------------- */
+/* ---- admission ---------------------------------------------------------------------------------
+ */
 
 static int32_t common_prefix(const eng_slot *s, const eng_req *r)
 {
@@ -48,8 +49,8 @@ eng_slot *pti_eng_pick_slot(pti_engine *e, const eng_req *r)
             continue;
         /* embeddings re-evaluate everything: take the slot whose cache is worth least */
         int32_t c = r->embed ? -s->n_hist : common_prefix(s, r);
-        bool better = c > best_common || (c == best_common && !r->embed && best &&
-                                           s->n_hist < best->n_hist);
+        bool better =
+            c > best_common || (c == best_common && !r->embed && best && s->n_hist < best->n_hist);
         if (!best || better) {
             best = s;
             best_common = c;
@@ -67,9 +68,9 @@ static bool setup_generation(pti_engine *e, eng_slot *s, eng_req *r)
         if (pti_sampler_accept(s->smp, r->ids[i]) != PT_OK)
             return false;
     pti_detok_init(&s->detok, e->tok, r->gen.special_output);
-    s->stop_ready = pti_stopper_init(&s->stop, r->gen.stop, r->gen.n_stop,
-                                     (const char *const *)r->extra_stop, r->n_extra_stop,
-                                     (size_t)e->piece_cap);
+    s->stop_ready =
+        pti_stopper_init(&s->stop, r->gen.stop, r->gen.n_stop, (const char *const *)r->extra_stop,
+                         r->n_extra_stop, (size_t)e->piece_cap);
     return s->stop_ready;
 }
 
@@ -96,7 +97,8 @@ bool pti_eng_admit(pti_engine *e, eng_slot *s, eng_req *r)
     return ok;
 }
 
-/* ---- the end of a request ---------------------------------------------------------------------- */
+/* ---- the end of a request ----------------------------------------------------------------------
+ */
 
 /* Passes text to on_text; false when it asked to stop. */
 static bool deliver(eng_slot *s, const char *text, size_t len)
@@ -127,9 +129,9 @@ void pti_eng_finish(pti_engine *e, eng_slot *s, pt_status st, const char *msg)
     eng_req *r = s->r;
     if (s->t_gen0)
         s->st.gen_ns = now_ns() - s->t_gen0;
-    bool normal = st == PT_OK && s->st.done_reason &&
-                  (strcmp(s->st.done_reason, "stop") == 0 ||
-                   strcmp(s->st.done_reason, "length") == 0);
+    bool normal =
+        st == PT_OK && s->st.done_reason &&
+        (strcmp(s->st.done_reason, "stop") == 0 || strcmp(s->st.done_reason, "length") == 0);
     if (normal && !r->embed && s->stop_ready)
         flush_text(e, s);
     if (st != PT_OK)
@@ -153,8 +155,8 @@ void pti_eng_finish(pti_engine *e, eng_slot *s, pt_status st, const char *msg)
     s->state = SLOT_FREE;
     e->busy--;
     pthread_mutex_unlock(&e->mu);
-    r->ev.on_done(r->ev.user, st, st != PT_OK ? copy : NULL, &s->st,
-                  embedded ? e->embd_out : NULL, embedded ? e->n_embd : 0);
+    r->ev.on_done(r->ev.user, st, st != PT_OK ? copy : NULL, &s->st, embedded ? e->embd_out : NULL,
+                  embedded ? e->n_embd : 0);
     pti_sampler_free(s->smp);
     s->smp = NULL;
     if (s->stop_ready)
@@ -165,7 +167,8 @@ void pti_eng_finish(pti_engine *e, eng_slot *s, pt_status st, const char *msg)
     pti_eng_req_free(r);
 }
 
-/* ---- sampling ---------------------------------------------------------------------------------- */
+/* ---- sampling ----------------------------------------------------------------------------------
+ */
 
 static bool is_stop_token(const pti_engine *e, const eng_req *r, int32_t tok)
 {
@@ -222,8 +225,10 @@ static bool emit_token(pti_engine *e, eng_slot *s, int32_t tok)
     }
     int32_t k = pti_detok_push(&s->detok, tok, s->piece, e->piece_cap);
     if (k < 0) {
-        pti_error(PT_ERR_FORMAT, "the model produced token %d, which the vocabulary of %d "
-                  "tokens has no text for", (int)tok, (int)pti_tokenizer_vocab_size(e->tok));
+        pti_error(PT_ERR_FORMAT,
+                  "the model produced token %d, which the vocabulary of %d "
+                  "tokens has no text for",
+                  (int)tok, (int)pti_tokenizer_vocab_size(e->tok));
         return false;
     }
     const char *out;
@@ -287,7 +292,8 @@ static void on_logits(pti_engine *e, eng_slot *s, const float *logits)
     s->next_tok = tok;
 }
 
-/* ---- embeddings -------------------------------------------------------------------------------- */
+/* ---- embeddings --------------------------------------------------------------------------------
+ */
 
 static void add_hidden(pti_engine *e, eng_slot *s, const float *rows, int32_t n)
 {
@@ -296,7 +302,8 @@ static void add_hidden(pti_engine *e, eng_slot *s, const float *rows, int32_t n)
             s->embd_sum[i] += rows[(int64_t)t * e->n_embd + i];
 }
 
-/* ---- one step ---------------------------------------------------------------------------------- */
+/* ---- one step ----------------------------------------------------------------------------------
+ */
 
 /* The slot still reading its prompt that was admitted first, after `after` in that order. */
 static eng_slot *next_prompt_slot(pti_engine *e, uint64_t after, bool first)
@@ -311,12 +318,16 @@ static eng_slot *next_prompt_slot(pti_engine *e, uint64_t after, bool first)
     return best;
 }
 
-static void add_run(pti_engine *e, int32_t *n_runs, int32_t *n_tok, eng_slot *s,
-                    const int32_t *ids, int32_t n, bool logits, bool hidden)
+static void add_run(pti_engine *e, int32_t *n_runs, int32_t *n_tok, eng_slot *s, const int32_t *ids,
+                    int32_t n, bool logits, bool hidden)
 {
     pti_llm_run *run = &e->runs[*n_runs];
-    *run = (pti_llm_run){.slot = s->index, .pos0 = s->n_hist, .t0 = *n_tok, .n = n,
-                         .want_logits = logits, .want_hidden = hidden};
+    *run = (pti_llm_run){.slot = s->index,
+                         .pos0 = s->n_hist,
+                         .t0 = *n_tok,
+                         .n = n,
+                         .want_logits = logits,
+                         .want_hidden = hidden};
     memcpy(e->tokens + *n_tok, ids, (size_t)n * sizeof *ids);
     e->run_slot[*n_runs] = s->index;
     *n_tok += n;
@@ -339,8 +350,7 @@ static int32_t build_batch(pti_engine *e, int32_t *n_tokens)
         int32_t left = s->r->n_ids - s->n_hist, room = e->o.n_batch - n_tok;
         int32_t n = left < room ? left : room;
         bool last = n == left;
-        add_run(e, &n_runs, &n_tok, s, s->r->ids + s->n_hist, n, last && !s->r->embed,
-                s->r->embed);
+        add_run(e, &n_runs, &n_tok, s, s->r->ids + s->n_hist, n, last && !s->r->embed, s->r->embed);
     }
     *n_tokens = n_tok;
     return n_runs;
@@ -411,8 +421,8 @@ void pti_eng_step(pti_engine *e)
     pt_scope_begin();
     pt_tensor *logits = NULL, *hidden = NULL;
     pthread_mutex_lock(&forward_lock);
-    pt_status st = pti_llm_forward_ex(e->m, e->cache, e->tokens, n_tokens, e->runs, n_runs,
-                                      &logits, &hidden);
+    pt_status st =
+        pti_llm_forward_ex(e->m, e->cache, e->tokens, n_tokens, e->runs, n_runs, &logits, &hidden);
     pthread_mutex_unlock(&forward_lock);
     uint64_t evaluated = 0, generated = 0;
     if (st != PT_OK) {
@@ -422,8 +432,7 @@ void pti_eng_step(pti_engine *e)
         pthread_mutex_lock(&e->mu);
         e->stats.prompt_evaluated += evaluated;
         pthread_mutex_unlock(&e->mu);
-        dispatch(e, n_runs, pt_data_ptr(logits), hidden ? pt_data_ptr(hidden) : NULL,
-                 &generated);
+        dispatch(e, n_runs, pt_data_ptr(logits), hidden ? pt_data_ptr(hidden) : NULL, &generated);
         pthread_mutex_lock(&e->mu);
         e->stats.gen_tokens += generated;
         pthread_mutex_unlock(&e->mu);

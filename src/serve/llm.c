@@ -48,7 +48,8 @@ pt_gen_opts pt_gen_opts_default(void)
     return o;
 }
 
-/* ---- loading ----------------------------------------------------------------------------------- */
+/* ---- loading -----------------------------------------------------------------------------------
+ */
 
 static char *name_of(const pt_gguf *g, const char *path)
 {
@@ -100,7 +101,8 @@ static bool check_opts(const pt_llm_opts *o)
         return false;
     }
     if (o->device.type != PT_DEVICE_CPU) {
-        pti_error(PT_ERR_UNSUPPORTED, "pt_llm_load: the LLM engine runs on the CPU only for now "
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: the LLM engine runs on the CPU only for now "
                   "(the CUDA backend lacks the quantized and attention kernels)");
         return false;
     }
@@ -117,8 +119,10 @@ static const char *store_path(const char *model, pti_model_files *files)
     if (stat(model, &st) == 0 || strstr(model, ".gguf") || !pti_model_name_parse(model, &name))
         return model; /* a path (pt_gguf_open reports a missing file) */
     if (!pti_model_store_root(root, sizeof root)) {
-        pti_error(PT_ERR_IO, "pt_llm_load: '%s' is not a file, and there is no model store "
-                  "(set OLLAMA_MODELS or HOME)", model);
+        pti_error(PT_ERR_IO,
+                  "pt_llm_load: '%s' is not a file, and there is no model store "
+                  "(set OLLAMA_MODELS or HOME)",
+                  model);
         return NULL;
     }
     return pti_model_store_resolve(root, &name, files) ? files->model : NULL;
@@ -176,7 +180,8 @@ static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32
     if (llm->num_ctx > hp->n_ctx_train)
         llm->num_ctx = hp->n_ctx_train;
     llm->n_batch = o.n_batch > 0 ? o.n_batch : DEFAULT_N_BATCH;
-    llm->cache = pti_kv_cache_new(llm->m, n_slots, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
+    llm->cache =
+        pti_kv_cache_new(llm->m, n_slots, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
     llm->cache_ids = pti_malloc((size_t)llm->num_ctx * sizeof *llm->cache_ids);
     llm->logits = pti_malloc((size_t)hp->n_vocab * sizeof *llm->logits);
     if (!llm->cache || !llm->cache_ids || !llm->logits || !llm->name) {
@@ -210,14 +215,33 @@ const pt_llm_info *pt_llm_get_info(const pt_llm *llm)
     return &llm->info;
 }
 
-const pti_tokenizer *pti_llm_tokenizer(const pt_llm *llm) { return llm->tok; }
-const pti_chat_template *pti_llm_template(const pt_llm *llm) { return llm->tmpl; }
-int32_t pti_llm_num_ctx(const pt_llm *llm) { return llm->num_ctx; }
-int32_t pti_llm_n_vocab(const pt_llm *llm) { return llm->m->hp.n_vocab; }
-const pti_llm_model *pti_llm_model_of(const pt_llm *llm) { return llm->m; }
-pti_kv_cache *pti_llm_cache_of(pt_llm *llm) { return llm->cache; }
+const pti_tokenizer *pti_llm_tokenizer(const pt_llm *llm)
+{
+    return llm->tok;
+}
+const pti_chat_template *pti_llm_template(const pt_llm *llm)
+{
+    return llm->tmpl;
+}
+int32_t pti_llm_num_ctx(const pt_llm *llm)
+{
+    return llm->num_ctx;
+}
+int32_t pti_llm_n_vocab(const pt_llm *llm)
+{
+    return llm->m->hp.n_vocab;
+}
+const pti_llm_model *pti_llm_model_of(const pt_llm *llm)
+{
+    return llm->m;
+}
+pti_kv_cache *pti_llm_cache_of(pt_llm *llm)
+{
+    return llm->cache;
+}
 
-/* ---- evaluation -------------------------------------------------------------------------------- */
+/* ---- evaluation --------------------------------------------------------------------------------
+ */
 
 const float *pt_llm_logits(const pt_llm *llm)
 {
@@ -229,23 +253,26 @@ pt_status pt_llm_eval(pt_llm *llm, const int32_t *ids, int32_t n, int32_t n_past
     if (!llm || (!ids && n > 0) || n < 1)
         return pti_error(PT_ERR_INVALID_ARG, "pt_llm_eval: no tokens to evaluate");
     if (n_past < 0 || n_past > llm->n_cached)
-        return pti_error(PT_ERR_INVALID_ARG, "pt_llm_eval: n_past %d is outside the %d cached "
-                         "positions", (int)n_past, (int)llm->n_cached);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_llm_eval: n_past %d is outside the %d cached "
+                         "positions",
+                         (int)n_past, (int)llm->n_cached);
     if (n > llm->num_ctx - n_past)
-        return pti_error(PT_ERR_INVALID_ARG, "pt_llm_eval: %d + %d tokens do not fit the "
-                         "context of %d (num_ctx)", (int)n_past, (int)n, (int)llm->num_ctx);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_llm_eval: %d + %d tokens do not fit the "
+                         "context of %d (num_ctx)",
+                         (int)n_past, (int)n, (int)llm->num_ctx);
     llm->n_cached = n_past;
     llm->has_logits = false;
     for (int32_t done = 0; done < n;) {
         int32_t chunk = n - done < llm->n_batch ? n - done : llm->n_batch;
         bool last = done + chunk == n;
-        pti_llm_run run = {.slot = 0, .pos0 = n_past + done, .t0 = 0, .n = chunk,
-                           .want_logits = last};
+        pti_llm_run run = {
+            .slot = 0, .pos0 = n_past + done, .t0 = 0, .n = chunk, .want_logits = last};
         pt_scope_begin();
         pt_tensor *logits = pti_llm_forward(llm->m, llm->cache, ids + done, chunk, &run, 1);
         if (logits && last)
-            memcpy(llm->logits, pt_data_ptr(logits),
-                   (size_t)llm->m->hp.n_vocab * sizeof(float));
+            memcpy(llm->logits, pt_data_ptr(logits), (size_t)llm->m->hp.n_vocab * sizeof(float));
         pt_scope_end();
         if (!logits)
             return pt_last_status();
@@ -265,7 +292,8 @@ int32_t pti_llm_cached(const pt_llm *llm, const int32_t *ids, int32_t n)
     return common;
 }
 
-/* ---- tokens and text --------------------------------------------------------------------------- */
+/* ---- tokens and text ---------------------------------------------------------------------------
+ */
 
 int64_t pt_llm_tokenize(const pt_llm *llm, const char *text, size_t len, bool add_bos,
                         bool parse_special, int32_t *out, int64_t cap)
@@ -292,7 +320,8 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
     if (pti_tokenizer_add_space_prefix(llm->tok))
         strip_at = n > 0 && ids[0] == pti_tokenizer_bos(llm->tok) ? 1 : 0;
     for (int64_t i = 0; piece && i <= n; i++) {
-        int32_t k = i < n ? pti_detok_push(&d, ids[i], piece, cap) : pti_detok_flush(&d, piece, cap);
+        int32_t k =
+            i < n ? pti_detok_push(&d, ids[i], piece, cap) : pti_detok_flush(&d, piece, cap);
         if (k < 0) {
             pti_error(PT_ERR_INVALID_ARG, "pt_llm_detokenize: token id %d is out of range",
                       (int)ids[i]);
@@ -325,7 +354,8 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
     return out;
 }
 
-/* ---- generation entry points ------------------------------------------------------------------- */
+/* ---- generation entry points -------------------------------------------------------------------
+ */
 
 static int32_t *tokenize_all(const pt_llm *llm, const char *text, bool add_bos, int64_t *n)
 {
@@ -343,8 +373,8 @@ static int32_t *tokenize_all(const pt_llm *llm, const char *text, bool add_bos, 
     return ids;
 }
 
-pt_status pt_llm_generate(pt_llm *llm, const char *prompt, const pt_gen_opts *opts,
-                          pt_token_cb cb, void *user)
+pt_status pt_llm_generate(pt_llm *llm, const char *prompt, const pt_gen_opts *opts, pt_token_cb cb,
+                          void *user)
 {
     if (!llm || !prompt)
         return pti_error(PT_ERR_INVALID_ARG, "pt_llm_generate: NULL llm or prompt");
@@ -353,9 +383,9 @@ pt_status pt_llm_generate(pt_llm *llm, const char *prompt, const pt_gen_opts *op
     int32_t *ids = tokenize_all(llm, prompt, !raw, &n);
     if (!ids)
         return pt_last_status();
-    pt_status st = n > INT32_MAX ? pti_error(PT_ERR_INVALID_ARG, "pt_llm_generate: prompt too long")
-                                 : pti_llm_generate_ids(llm, ids, (int32_t)n, opts, NULL, 0, cb,
-                                                        user);
+    pt_status st = n > INT32_MAX
+                       ? pti_error(PT_ERR_INVALID_ARG, "pt_llm_generate: prompt too long")
+                       : pti_llm_generate_ids(llm, ids, (int32_t)n, opts, NULL, 0, cb, user);
     free(ids);
     return st;
 }
@@ -397,8 +427,8 @@ char *pt_llm_chat_prompt(pt_llm *llm, const pt_chat_msg *msgs, int32_t n_msgs)
     return render_chat(llm, msgs, n_msgs);
 }
 
-pt_status pt_llm_chat(pt_llm *llm, const pt_chat_msg *msgs, int32_t n_msgs,
-                      const pt_gen_opts *opts, pt_token_cb cb, void *user)
+pt_status pt_llm_chat(pt_llm *llm, const pt_chat_msg *msgs, int32_t n_msgs, const pt_gen_opts *opts,
+                      pt_token_cb cb, void *user)
 {
     if (!llm)
         return pti_error(PT_ERR_INVALID_ARG, "pt_llm_chat: llm is NULL");
@@ -412,10 +442,9 @@ pt_status pt_llm_chat(pt_llm *llm, const pt_chat_msg *msgs, int32_t n_msgs,
         return pt_last_status();
     size_t n_extra = 0;
     const char *const *extra = pti_chat_stop_strings(pti_chat_template_family(llm->tmpl), &n_extra);
-    pt_status st = n > INT32_MAX
-                       ? pti_error(PT_ERR_INVALID_ARG, "pt_llm_chat: prompt too long")
-                       : pti_llm_generate_ids(llm, ids, (int32_t)n, opts, extra, (int32_t)n_extra,
-                                              cb, user);
+    pt_status st = n > INT32_MAX ? pti_error(PT_ERR_INVALID_ARG, "pt_llm_chat: prompt too long")
+                                 : pti_llm_generate_ids(llm, ids, (int32_t)n, opts, extra,
+                                                        (int32_t)n_extra, cb, user);
     free(ids);
     return st;
 }

@@ -14,10 +14,10 @@
 #include "../core/internal.h"
 #include "llm_model.h"
 
-/* ---- KV cache ---------------------------------------------------------------------------------- */
+/* ---- KV cache ----------------------------------------------------------------------------------
+ */
 
-pti_kv_cache *pti_kv_cache_new(const pti_llm_model *m, int32_t n_slots, int32_t n_ctx,
-                               pt_dtype dt)
+pti_kv_cache *pti_kv_cache_new(const pti_llm_model *m, int32_t n_slots, int32_t n_ctx, pt_dtype dt)
 {
     const pti_llm_hparams *hp = &m->hp;
     pti_kv_cache *c = pti_calloc(1, sizeof *c);
@@ -60,7 +60,8 @@ void pti_kv_cache_free(pti_kv_cache *c)
     free(c);
 }
 
-/* ---- one decoder block ------------------------------------------------------------------------- */
+/* ---- one decoder block -------------------------------------------------------------------------
+ */
 
 typedef struct fwd {
     const pti_llm_model *m;
@@ -221,7 +222,8 @@ static pt_tensor *decoder_block(const fwd *f, int il, pt_tensor *x)
     return out;
 }
 
-/* ---- the whole model ---------------------------------------------------------------------------- */
+/* ---- the whole model ----------------------------------------------------------------------------
+ */
 
 static bool check_batch(const pti_kv_cache *c, int32_t n_tokens, const pti_llm_run *runs,
                         int32_t n_runs)
@@ -231,9 +233,10 @@ static bool check_batch(const pti_kv_cache *c, int32_t n_tokens, const pti_llm_r
         const pti_llm_run *run = &runs[r];
         if (run->t0 != next || run->n < 1 || run->slot < 0 || run->slot >= c->n_slots ||
             run->pos0 < 0 || run->pos0 > c->n_ctx - run->n) {
-            pti_error(PT_ERR_INVALID_ARG, "pti_llm_forward: run %d (slot %d, positions %d..%d) "
-                      "does not fit the batch or the cache of %d positions", (int)r,
-                      (int)run->slot, (int)run->pos0, (int)(run->pos0 + run->n - 1),
+            pti_error(PT_ERR_INVALID_ARG,
+                      "pti_llm_forward: run %d (slot %d, positions %d..%d) "
+                      "does not fit the batch or the cache of %d positions",
+                      (int)r, (int)run->slot, (int)run->pos0, (int)(run->pos0 + run->n - 1),
                       (int)c->n_ctx);
             return false;
         }
@@ -249,8 +252,7 @@ static bool check_batch(const pti_kv_cache *c, int32_t n_tokens, const pti_llm_r
 
 /* int64 token ids [T] (checked against the vocabulary) and int32 positions [T]. */
 static bool batch_inputs(const pti_llm_model *m, const int32_t *tokens, int32_t n_tokens,
-                         const pti_llm_run *runs, int32_t n_runs, pt_tensor **ids,
-                         pt_tensor **pos)
+                         const pti_llm_run *runs, int32_t n_runs, pt_tensor **ids, pt_tensor **pos)
 {
     *ids = pt_empty(PT_SHAPE(n_tokens), PT_INT64, pt_cpu());
     *pos = pt_empty(PT_SHAPE(n_tokens), PT_INT32, pt_cpu());
@@ -260,8 +262,10 @@ static bool batch_inputs(const pti_llm_model *m, const int32_t *tokens, int32_t 
     int32_t *p = pt_data_ptr(*pos);
     for (int32_t t = 0; t < n_tokens; t++) {
         if (tokens[t] < 0 || tokens[t] >= m->hp.n_vocab) {
-            pti_error(PT_ERR_INVALID_ARG, "pti_llm_forward: token id %d is outside the "
-                      "vocabulary of %d", (int)tokens[t], (int)m->hp.n_vocab);
+            pti_error(PT_ERR_INVALID_ARG,
+                      "pti_llm_forward: token id %d is outside the "
+                      "vocabulary of %d",
+                      (int)tokens[t], (int)m->hp.n_vocab);
             return false;
         }
         id[t] = tokens[t];
@@ -297,8 +301,7 @@ static pt_tensor *logits_of(const pti_llm_model *m, const pt_tensor *x, const pt
         if (runs[r].want_logits)
             ri[j++] = runs[r].t0 + runs[r].n - 1;
     int64_t E = m->hp.n_embd;
-    pt_tensor *h = pt_rms_norm(pt_index_select(x, 0, rows), 1, &E, m->output_norm,
-                               m->hp.rms_eps);
+    pt_tensor *h = pt_rms_norm(pt_index_select(x, 0, rows), 1, &E, m->output_norm, m->hp.rms_eps);
     return pt_linear(h, m->output, NULL);
 }
 
@@ -373,7 +376,6 @@ pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_
                            int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs)
 {
     pt_tensor *logits = NULL;
-    return pti_llm_forward_ex(m, c, tokens, n_tokens, runs, n_runs, &logits, NULL) == PT_OK
-               ? logits
-               : NULL;
+    return pti_llm_forward_ex(m, c, tokens, n_tokens, runs, n_runs, &logits, NULL) == PT_OK ? logits
+                                                                                            : NULL;
 }

@@ -16,7 +16,8 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* ---- stop strings ------------------------------------------------------------------------------ */
+/* ---- stop strings ------------------------------------------------------------------------------
+ */
 
 bool pti_stopper_init(pti_stopper *s, const char *const *a, int32_t na, const char *const *b,
                       int32_t nb, size_t cap_hint)
@@ -118,7 +119,8 @@ void pti_stopper_flush(pti_stopper *s, const char **emit, size_t *n_emit)
     s->passed = s->n_pend;
 }
 
-/* ---- the loop ---------------------------------------------------------------------------------- */
+/* ---- the loop ----------------------------------------------------------------------------------
+ */
 
 typedef struct gen_state {
     pt_llm *llm;
@@ -190,9 +192,10 @@ static bool emit_token(gen_state *g, int32_t tok)
     }
     int32_t k = pti_detok_push(&g->detok, tok, g->piece, g->piece_cap);
     if (k < 0) { /* the model's output matrix has more rows than the vocabulary has tokens */
-        pti_error(PT_ERR_FORMAT, "pt_llm_generate: the model produced token %d, which the "
-                  "vocabulary of %d tokens has no text for", (int)tok,
-                  (int)pti_tokenizer_vocab_size(pti_llm_tokenizer(g->llm)));
+        pti_error(PT_ERR_FORMAT,
+                  "pt_llm_generate: the model produced token %d, which the "
+                  "vocabulary of %d tokens has no text for",
+                  (int)tok, (int)pti_tokenizer_vocab_size(pti_llm_tokenizer(g->llm)));
         g->st.done_reason = NULL;
         return false;
     }
@@ -265,16 +268,17 @@ static pt_status generate_loop(gen_state *g, int32_t n_prompt)
     return PT_OK;
 }
 
-pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n,
-                               const pt_gen_opts *opts, const char *const *extra_stop,
-                               int32_t n_extra_stop, pt_token_cb cb, void *user)
+pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n, const pt_gen_opts *opts,
+                               const char *const *extra_stop, int32_t n_extra_stop, pt_token_cb cb,
+                               void *user)
 {
     pt_gen_opts defaults = pt_gen_opts_default();
     const pt_gen_opts *o = opts ? opts : &defaults;
     if (n < 1)
         return pti_error(PT_ERR_INVALID_ARG, "pt_llm_generate: the prompt is empty");
     if (n > pti_llm_num_ctx(llm))
-        return pti_error(PT_ERR_INVALID_ARG, "pt_llm_generate: the prompt has %d tokens, more "
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_llm_generate: the prompt has %d tokens, more "
                          "than the context of %d (raise num_ctx; prompts are not truncated)",
                          (int)n, (int)pti_llm_num_ctx(llm));
     if (!check_gen_opts(o))

@@ -27,21 +27,22 @@ int32_t pti_llm_cached(const pt_llm *llm, const int32_t *ids, int32_t n);
 
 /* Generates after the prompt ids (reusing the cached prefix), with the stop strings of opts
  * plus extra_stop (a chat family's end-of-turn texts). */
-pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n,
-                               const pt_gen_opts *opts, const char *const *extra_stop,
-                               int32_t n_extra_stop, pt_token_cb cb, void *user);
+pt_status pti_llm_generate_ids(pt_llm *llm, const int32_t *ids, int32_t n, const pt_gen_opts *opts,
+                               const char *const *extra_stop, int32_t n_extra_stop, pt_token_cb cb,
+                               void *user);
 
 /* A sampler for generation options o (Ollama's repeat_last_n -1 is the whole context,
  * num_ctx); NULL with the error set (pti_sampler_new). */
 pti_sampler *pti_gen_sampler_new(const pt_gen_opts *o, int32_t num_ctx, int32_t n_vocab);
 
-/* ---- stop strings over a text stream ---------------------------------------------------------- */
+/* ---- stop strings over a text stream ----------------------------------------------------------
+ */
 
 /* Holds back generated text while it may be the start of a stop string. */
 typedef struct pti_stopper {
     const char *const *stops[2]; /* two lists: the caller's and the template's */
     int32_t n_stops[2];
-    char *pend;    /* text not yet passed on (from `passed` on) */
+    char *pend; /* text not yet passed on (from `passed` on) */
     size_t n_pend, cap;
     size_t passed; /* leading bytes of pend already handed out by the last call */
 } pti_stopper;

@@ -12,7 +12,8 @@
 #include "../core/internal.h"
 #include "llm_model.h"
 
-/* ---- metadata ---------------------------------------------------------------------------------- */
+/* ---- metadata ----------------------------------------------------------------------------------
+ */
 
 static int64_t find_arch_key(const pt_gguf *g, const char *arch, const char *suffix)
 {
@@ -34,15 +35,14 @@ static bool arch_int(const pt_gguf *g, const char *arch, const char *suffix, boo
     }
     if (pt_gguf_kv_type(g, i) == PT_GGUF_ARRAY) {
         pti_error(PT_ERR_UNSUPPORTED,
-                  "pt_llm_load: '%s.%s' varies per layer (an array); not supported", arch,
-                  suffix);
+                  "pt_llm_load: '%s.%s' varies per layer (an array); not supported", arch, suffix);
         return false;
     }
     if (pt_gguf_get_int(g, i, &v) != PT_OK)
         return false;
     if (v < lo || v > hi) {
-        pti_error(PT_ERR_FORMAT, "pt_llm_load: '%s.%s' = %lld is out of range [%lld, %lld]",
-                  arch, suffix, (long long)v, (long long)lo, (long long)hi);
+        pti_error(PT_ERR_FORMAT, "pt_llm_load: '%s.%s' = %lld is out of range [%lld, %lld]", arch,
+                  suffix, (long long)v, (long long)lo, (long long)hi);
         return false;
     }
     *out = (int32_t)v;
@@ -59,8 +59,8 @@ static bool arch_float(const pt_gguf *g, const char *arch, const char *suffix, f
     if (pt_gguf_get_float(g, i, &v) != PT_OK)
         return false;
     if (!(v >= lo && v <= hi)) {
-        pti_error(PT_ERR_FORMAT, "pt_llm_load: '%s.%s' = %g is out of range [%g, %g]", arch,
-                  suffix, v, (double)lo, (double)hi);
+        pti_error(PT_ERR_FORMAT, "pt_llm_load: '%s.%s' = %g is out of range [%g, %g]", arch, suffix,
+                  v, (double)lo, (double)hi);
         return false;
     }
     *out = (float)v;
@@ -79,9 +79,8 @@ static bool parse_arch(const pt_gguf *g, pti_llm_hparams *hp)
     static const struct {
         const char *name;
         pti_llm_arch arch;
-    } known[] = {{"llama", PTI_ARCH_LLAMA}, {"mistral", PTI_ARCH_LLAMA},
-                 {"qwen2", PTI_ARCH_QWEN2}, {"qwen3", PTI_ARCH_QWEN3},
-                 {"gemma3", PTI_ARCH_GEMMA3}, {"phi3", PTI_ARCH_PHI3}};
+    } known[] = {{"llama", PTI_ARCH_LLAMA}, {"mistral", PTI_ARCH_LLAMA}, {"qwen2", PTI_ARCH_QWEN2},
+                 {"qwen3", PTI_ARCH_QWEN3}, {"gemma3", PTI_ARCH_GEMMA3}, {"phi3", PTI_ARCH_PHI3}};
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
         if (strlen(known[k].name) == len && memcmp(known[k].name, name, len) == 0) {
             hp->arch = known[k].arch;
@@ -136,8 +135,10 @@ static bool parse_hparams(const pt_gguf *g, pti_llm_hparams *hp)
     int64_t ek = find_arch_key(g, a, "expert_count");
     int64_t experts = 0;
     if (ek >= 0 && pt_gguf_get_int(g, ek, &experts) == PT_OK && experts > 0) {
-        pti_error(PT_ERR_UNSUPPORTED, "pt_llm_load: mixture-of-experts models (%s.expert_count "
-                  "= %lld) are not supported", a, (long long)experts);
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: mixture-of-experts models (%s.expert_count "
+                  "= %lld) are not supported",
+                  a, (long long)experts);
         return false;
     }
     const int32_t big = 1 << 20;
@@ -158,8 +159,10 @@ static bool parse_hparams(const pt_gguf *g, pti_llm_hparams *hp)
         !arch_int(g, a, "rope.dimension_count", false, 2, hp->head_dim_k, &hp->n_rot))
         return false;
     if (hp->n_head % hp->n_head_kv != 0 || hp->n_rot % 2 != 0) {
-        pti_error(PT_ERR_FORMAT, "pt_llm_load: head_count %d is not a multiple of head_count_kv "
-                  "%d, or rope.dimension_count %d is odd", hp->n_head, hp->n_head_kv, hp->n_rot);
+        pti_error(PT_ERR_FORMAT,
+                  "pt_llm_load: head_count %d is not a multiple of head_count_kv "
+                  "%d, or rope.dimension_count %d is odd",
+                  hp->n_head, hp->n_head_kv, hp->n_rot);
         return false;
     }
     hp->rms_eps = 1e-5f;
@@ -178,8 +181,7 @@ static bool parse_hparams(const pt_gguf *g, pti_llm_hparams *hp)
             return false;
         /* llama.cpp: five sliding layers in six unless sliding_window_pattern says otherwise */
         hp->swa_pattern = 6;
-        if (!arch_int(g, a, "attention.sliding_window_pattern", false, 1, 4096,
-                      &hp->swa_pattern))
+        if (!arch_int(g, a, "attention.sliding_window_pattern", false, 1, 4096, &hp->swa_pattern))
             return false;
         if (hp->n_swa == 0)
             hp->swa_pattern = 1;
@@ -195,7 +197,8 @@ static bool parse_hparams(const pt_gguf *g, pti_llm_hparams *hp)
     return true;
 }
 
-/* ---- tensors ----------------------------------------------------------------------------------- */
+/* ---- tensors -----------------------------------------------------------------------------------
+ */
 
 typedef struct loader {
     pt_gguf *g;
@@ -230,18 +233,21 @@ static pt_tensor *load_tensor(loader *L, bool optional, int64_t d0, int64_t d1, 
     const int64_t *sh = pt_gguf_tensor_shape(L->g, i);
     bool ok = d1 < 0 ? (nd == 1 && sh[0] == d0) : (nd == 2 && sh[0] == d0 && sh[1] == d1);
     if (!ok) {
-        pti_error(PT_ERR_FORMAT, "pt_llm_load: tensor '%s' has shape %s%lld%s%lld%s, expected "
-                  "[%lld%s%lld]", name, "[", (long long)sh[0], nd > 1 ? ", " : "",
-                  nd > 1 ? (long long)sh[1] : 0LL, nd > 2 ? ", ...]" : "]", (long long)d0,
-                  d1 < 0 ? "" : ", ", d1 < 0 ? 0LL : (long long)d1);
+        pti_error(PT_ERR_FORMAT,
+                  "pt_llm_load: tensor '%s' has shape %s%lld%s%lld%s, expected "
+                  "[%lld%s%lld]",
+                  name, "[", (long long)sh[0], nd > 1 ? ", " : "", nd > 1 ? (long long)sh[1] : 0LL,
+                  nd > 2 ? ", ...]" : "]", (long long)d0, d1 < 0 ? "" : ", ",
+                  d1 < 0 ? 0LL : (long long)d1);
         L->failed = true;
         return NULL;
     }
     pt_dtype dt = pt_gguf_tensor_dtype(L->g, i);
     if (dt == PT_DTYPE_COUNT) {
-        pti_error(PT_ERR_UNSUPPORTED, "pt_llm_load: tensor '%s' has ggml type %s, which "
-                  "PromeTorch cannot compute with", name,
-                  pt_gguf_ggml_type_name(pt_gguf_tensor_ggml_type(L->g, i)));
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: tensor '%s' has ggml type %s, which "
+                  "PromeTorch cannot compute with",
+                  name, pt_gguf_ggml_type_name(pt_gguf_tensor_ggml_type(L->g, i)));
         L->failed = true;
         return NULL;
     }
@@ -285,8 +291,8 @@ static bool load_layer(loader *L, const pti_llm_hparams *hp, int il, pti_llm_lay
     l->ffn_post_norm = load_tensor(L, !gemma, E, -1, "blk.%d.post_ffw_norm.weight", il);
     l->w_gate = load_tensor(L, true, F, E, "blk.%d.ffn_gate.weight", il);
     /* without a gate tensor, ffn_up holds gate and up stacked (phi3) */
-    l->w_up = load_tensor(L, false, l->w_gate || L->failed ? F : 2 * F, E, "blk.%d.ffn_up.weight",
-                          il);
+    l->w_up =
+        load_tensor(L, false, l->w_gate || L->failed ? F : 2 * F, E, "blk.%d.ffn_up.weight", il);
     l->w_down = load_tensor(L, false, E, F, "blk.%d.ffn_down.weight", il);
     l->swa = hp->n_swa > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
     return !L->failed;
@@ -295,13 +301,13 @@ static bool load_layer(loader *L, const pti_llm_hparams *hp, int il, pti_llm_lay
 static const char *ftype_name(int64_t ft)
 {
     static const char *const names[] = {
-        [0] = "F32",     [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",
-        [8] = "Q5_0",    [9] = "Q5_1",    [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M",
-        [13] = "Q3_K_L", [14] = "Q4_K_S", [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M",
-        [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS",
-        [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL", [26] = "IQ3_S", [27] = "IQ3_M",
-        [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M", [32] = "BF16",
-        [36] = "TQ1_0",  [37] = "TQ2_0",  [38] = "MXFP4_MOE",
+        [0] = "F32",      [1] = "F16",      [2] = "Q4_0",       [3] = "Q4_1",    [7] = "Q8_0",
+        [8] = "Q5_0",     [9] = "Q5_1",     [10] = "Q2_K",      [11] = "Q3_K_S", [12] = "Q3_K_M",
+        [13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M",    [16] = "Q5_K_S", [17] = "Q5_K_M",
+        [18] = "Q6_K",    [19] = "IQ2_XXS", [20] = "IQ2_XS",    [21] = "Q2_K_S", [22] = "IQ3_XS",
+        [23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL",    [26] = "IQ3_S",  [27] = "IQ3_M",
+        [28] = "IQ2_S",   [29] = "IQ2_M",   [30] = "IQ4_XS",    [31] = "IQ1_M",  [32] = "BF16",
+        [36] = "TQ1_0",   [37] = "TQ2_0",   [38] = "MXFP4_MOE",
     };
     if (ft >= 0 && ft < (int64_t)(sizeof names / sizeof names[0]) && names[ft])
         return names[ft];
@@ -314,8 +320,7 @@ static void set_quant_name(pti_llm_model *m)
     if (i >= 0 && pt_gguf_get_int(m->gguf, i, &ft) == PT_OK)
         snprintf(m->quant_name, sizeof m->quant_name, "%s", ftype_name(ft));
     else /* older files: the type of the first attention weight */
-        snprintf(m->quant_name, sizeof m->quant_name, "%s",
-                 pt_dtype_name(m->layers[0].wo->dtype));
+        snprintf(m->quant_name, sizeof m->quant_name, "%s", pt_dtype_name(m->layers[0].wo->dtype));
 }
 
 pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g)
@@ -366,10 +371,16 @@ pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g)
 
 static void release_layer(pti_llm_layer *l)
 {
-    pt_tensor **all[] = {&l->attn_norm, &l->wq,     &l->wk,     &l->wv,          &l->wqkv,
-                         &l->wo,        &l->bq,     &l->bk,     &l->bv,          &l->bqkv,
-                         &l->bo,        &l->q_norm, &l->k_norm, &l->attn_post_norm,
-                         &l->ffn_norm,  &l->w_gate, &l->w_up,   &l->w_down,      &l->ffn_post_norm};
+    pt_tensor **all[] = {&l->attn_norm,    &l->wq,
+                         &l->wk,           &l->wv,
+                         &l->wqkv,         &l->wo,
+                         &l->bq,           &l->bk,
+                         &l->bv,           &l->bqkv,
+                         &l->bo,           &l->q_norm,
+                         &l->k_norm,       &l->attn_post_norm,
+                         &l->ffn_norm,     &l->w_gate,
+                         &l->w_up,         &l->w_down,
+                         &l->ffn_post_norm};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         pt_release(*all[i]);
         *all[i] = NULL;

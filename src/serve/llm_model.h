@@ -31,19 +31,19 @@ typedef struct pti_llm_hparams {
     /* RoPE */
     pt_rope_mode rope_mode;
     int32_t n_rot;
-    float rope_base;      /* global layers */
-    float rope_base_swa;  /* sliding-window layers (gemma3: 10000) */
-    float rope_scale;     /* freq_scale = 1 / rope.scaling.factor */
+    float rope_base;     /* global layers */
+    float rope_base_swa; /* sliding-window layers (gemma3: 10000) */
+    float rope_scale;    /* freq_scale = 1 / rope.scaling.factor */
     float rope_scale_swa;
     float yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
     int32_t yarn_n_ctx_orig;
     /* attention */
-    int32_t n_swa;         /* sliding window (0: none) */
-    int32_t swa_pattern;   /* layer il is sliding when il % swa_pattern < swa_pattern - 1 */
-    float attn_scale;      /* applied to q before attention (gemma3); 0: 1/sqrt(head_dim) in
-                            * the attention op */
-    bool embd_scale;       /* gemma3: embeddings times sqrt(n_embd) */
-    bool gelu_ffn;         /* gemma3: GeGLU (tanh GELU); otherwise SwiGLU */
+    int32_t n_swa;       /* sliding window (0: none) */
+    int32_t swa_pattern; /* layer il is sliding when il % swa_pattern < swa_pattern - 1 */
+    float attn_scale;    /* applied to q before attention (gemma3); 0: 1/sqrt(head_dim) in
+                          * the attention op */
+    bool embd_scale;     /* gemma3: embeddings times sqrt(n_embd) */
+    bool gelu_ffn;       /* gemma3: GeGLU (tanh GELU); otherwise SwiGLU */
 } pti_llm_hparams;
 
 typedef struct pti_llm_layer {
@@ -76,8 +76,7 @@ typedef struct pti_kv_cache {
     pt_tensor **k, **v; /* [n_layer] */
 } pti_kv_cache;
 
-pti_kv_cache *pti_kv_cache_new(const pti_llm_model *m, int32_t n_slots, int32_t n_ctx,
-                               pt_dtype dt);
+pti_kv_cache *pti_kv_cache_new(const pti_llm_model *m, int32_t n_slots, int32_t n_ctx, pt_dtype dt);
 void pti_kv_cache_free(pti_kv_cache *c);
 
 /* One run of a batch: tokens[t0 .. t0 + n) at positions pos0 .. pos0 + n - 1 of slot. */

@@ -18,7 +18,8 @@
 #define PART_MAX 80
 #define MANIFEST_MAX (1 << 20)
 
-/* ---- names ------------------------------------------------------------------------------------- */
+/* ---- names -------------------------------------------------------------------------------------
+ */
 
 typedef enum part_kind { PART_HOST, PART_NAMESPACE, PART_MODEL, PART_TAG } part_kind;
 
@@ -109,12 +110,14 @@ size_t pti_model_name_format(const pti_model_name *n, char *buf, size_t cap)
 bool pti_model_store_root(char *buf, size_t cap)
 {
     const char *env = getenv("OLLAMA_MODELS"), *home = getenv("HOME");
-    int k = env && *env ? snprintf(buf, cap, "%s", env)
-                        : home && *home ? snprintf(buf, cap, "%s/.ollama/models", home) : -1;
+    int k = env && *env     ? snprintf(buf, cap, "%s", env)
+            : home && *home ? snprintf(buf, cap, "%s/.ollama/models", home)
+                            : -1;
     return k > 0 && (size_t)k < cap;
 }
 
-/* ---- the store --------------------------------------------------------------------------------- */
+/* ---- the store ---------------------------------------------------------------------------------
+ */
 
 /* Appends component `part` to the directory path (size cap), matching an existing entry
  * case-insensitively when the exact name does not exist. */
@@ -204,8 +207,10 @@ static bool read_layers(const char *root, const cJSON *man, pti_model_files *out
     const cJSON *layer;
     cJSON_ArrayForEach(layer, layers)
     {
-        const char *type = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(layer, "mediaType"));
-        const char *digest = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(layer, "digest"));
+        const char *type =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(layer, "mediaType"));
+        const char *digest =
+            cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(layer, "digest"));
         for (size_t k = 0; type && k < sizeof kinds / sizeof kinds[0]; k++) {
             char *dst = (char *)out + kinds[k].offset;
             if (strcmp(type, kinds[k].type) == 0 && !blob_path(root, digest, dst, 4096))

@@ -35,7 +35,7 @@ bool pti_model_store_root(char *buf, size_t cap);
 
 /* The files one model of the store is made of (absolute paths; empty string: no such layer). */
 typedef struct pti_model_files {
-    char model[4096];    /* application/vnd.ollama.image.model: the GGUF file */
+    char model[4096]; /* application/vnd.ollama.image.model: the GGUF file */
     char template_[4096];
     char system[4096];
     char params[4096];

@@ -25,7 +25,10 @@ struct pt_fixture {
     fx_record *records;
 };
 
-static bool read_exact(FILE *f, void *dst, size_t n) { return fread(dst, 1, n, f) == n; }
+static bool read_exact(FILE *f, void *dst, size_t n)
+{
+    return fread(dst, 1, n, f) == n;
+}
 
 pt_fixture *fx_open(const char *area)
 {
@@ -85,7 +88,10 @@ static const fx_record *find(const pt_fixture *fx, const char *name)
     return NULL;
 }
 
-bool fx_has(const pt_fixture *fx, const char *name) { return find(fx, name) != NULL; }
+bool fx_has(const pt_fixture *fx, const char *name)
+{
+    return find(fx, name) != NULL;
+}
 
 void *pt_test_read_file(const char *path, size_t *len)
 {
@@ -106,7 +112,10 @@ void *pt_test_read_file(const char *path, size_t *len)
     return buf;
 }
 
-int fx_count(const pt_fixture *fx) { return fx->count; }
+int fx_count(const pt_fixture *fx)
+{
+    return fx->count;
+}
 
 const char *fx_name(const pt_fixture *fx, int i)
 {
@@ -178,7 +187,8 @@ void pt_test_assert_close(const pt_tensor *actual, const pt_tensor *expected, do
         _fail(file, line);
     }
     if (pt_ndim(actual) != pt_ndim(expected) ||
-        memcmp(pt_shape(actual), pt_shape(expected), sizeof(int64_t) * (size_t)pt_ndim(actual)) != 0) {
+        memcmp(pt_shape(actual), pt_shape(expected), sizeof(int64_t) * (size_t)pt_ndim(actual)) !=
+            0) {
         print_error("%s:%d: shape mismatch: ndim %d vs expected %d\n", file, line, pt_ndim(actual),
                     pt_ndim(expected));
         for (int i = 0; i < pt_ndim(actual); i++)
@@ -188,8 +198,8 @@ void pt_test_assert_close(const pt_tensor *actual, const pt_tensor *expected, do
         _fail(file, line);
     }
     if (same_dtype && pt_dtype_of(actual) != pt_dtype_of(expected)) {
-        print_error("%s:%d: dtype %s, expected %s\n", file, line, pt_dtype_name(pt_dtype_of(actual)),
-                    pt_dtype_name(pt_dtype_of(expected)));
+        print_error("%s:%d: dtype %s, expected %s\n", file, line,
+                    pt_dtype_name(pt_dtype_of(actual)), pt_dtype_name(pt_dtype_of(expected)));
         _fail(file, line);
     }
     pt_tensor *ha = pt_to(actual, pt_cpu()), *he = pt_to(expected, pt_cpu());
@@ -219,7 +229,8 @@ void pt_test_assert_error(const void *result, pt_status status, const char *subs
                           const char *file, int line)
 {
     if (result != NULL) {
-        print_error("%s:%d: expected the call to fail with %s\n", file, line, pt_status_name(status));
+        print_error("%s:%d: expected the call to fail with %s\n", file, line,
+                    pt_status_name(status));
         _fail(file, line);
     }
     pt_test_assert_status_error(pt_last_status(), status, substring, file, line);

@@ -33,32 +33,31 @@ void *pt_test_read_file(const char *path, size_t *len);
 /* Fails unless `actual` is non-NULL, has expected's shape and dtype, and every element
  * satisfies |a - e| <= atol + rtol * |e| (NaN matches NaN, inf matches same-sign inf).
  * Works for any device (values are copied to the host). */
-#define assert_tensor_close(actual, expected, rtol, atol) \
+#define assert_tensor_close(actual, expected, rtol, atol)                                          \
     pt_test_assert_close((actual), (expected), (rtol), (atol), true, __FILE__, __LINE__)
 /* Same, but the dtypes may differ (values compared as doubles). */
-#define assert_tensor_close_any_dtype(actual, expected, rtol, atol) \
+#define assert_tensor_close_any_dtype(actual, expected, rtol, atol)                                \
     pt_test_assert_close((actual), (expected), (rtol), (atol), false, __FILE__, __LINE__)
 /* Exact equality of shape, dtype and values. */
-#define assert_tensor_equal(actual, expected) \
+#define assert_tensor_equal(actual, expected)                                                      \
     pt_test_assert_close((actual), (expected), 0.0, 0.0, true, __FILE__, __LINE__)
 void pt_test_assert_close(const pt_tensor *actual, const pt_tensor *expected, double rtol,
                           double atol, bool same_dtype, const char *file, int line);
 
 /* Fails unless the call failed: `result` is NULL, pt_last_status() == status and the message
  * contains `substring`. Clears the error afterwards. */
-#define assert_pt_error(result, status, substring) \
+#define assert_pt_error(result, status, substring)                                                 \
     pt_test_assert_error((const void *)(result), (status), (substring), __FILE__, __LINE__)
 void pt_test_assert_error(const void *result, pt_status status, const char *substring,
                           const char *file, int line);
 /* Fails unless a pt_status-returning call failed with `status` and `substring`. */
-#define assert_pt_status_error(st, status, substring) \
+#define assert_pt_status_error(st, status, substring)                                              \
     pt_test_assert_status_error((st), (status), (substring), __FILE__, __LINE__)
 void pt_test_assert_status_error(pt_status st, pt_status status, const char *substring,
                                  const char *file, int line);
 
 /* Fails unless t is a non-NULL tensor with the given shape. */
-#define assert_shape(t, ...) \
-    pt_test_assert_shape((t), PT_SHAPE(__VA_ARGS__), __FILE__, __LINE__)
+#define assert_shape(t, ...) pt_test_assert_shape((t), PT_SHAPE(__VA_ARGS__), __FILE__, __LINE__)
 void pt_test_assert_shape(const pt_tensor *t, int ndim, const int64_t *shape, const char *file,
                           int line);
 

@@ -77,8 +77,7 @@ static bool read_ollama(const cJSON *req)
     /* the params layer of a store model is an options object too: the request's own options
      * serve as one here, applied twice as the layers are */
     const cJSON *options = cJSON_GetObjectItemCaseSensitive(req, "options");
-    bool ok = step(pti_api_apply_options(&o, options)) &&
-              step(pti_api_apply_options(&o, options));
+    bool ok = step(pti_api_apply_options(&o, options)) && step(pti_api_apply_options(&o, options));
     if (ok)
         check_opts(&o);
     pti_api_opts_free(&o);
@@ -88,18 +87,18 @@ static bool read_ollama(const cJSON *req)
         fail("keep_alive below -1 accepted");
     pti_api_format_kind kind;
     const cJSON *schema = NULL;
-    ok = ok && step(pti_api_format(cJSON_GetObjectItemCaseSensitive(req, "format"), &kind,
-                                   &schema));
+    ok =
+        ok && step(pti_api_format(cJSON_GetObjectItemCaseSensitive(req, "format"), &kind, &schema));
     if (ok && (kind == PTI_FORMAT_SCHEMA) != (schema != NULL))
         fail("format kind and schema disagree");
     int n_tools = 0;
     ok = ok && step(pti_api_tools(cJSON_GetObjectItemCaseSensitive(req, "tools"), &n_tools));
-    ok = ok && read_messages(pti_api_chat_messages,
-                             cJSON_GetObjectItemCaseSensitive(req, "messages"));
+    ok = ok &&
+         read_messages(pti_api_chat_messages, cJSON_GetObjectItemCaseSensitive(req, "messages"));
     if (ok) {
         int32_t n = 0;
-        int32_t *ids = pti_api_context_ids(cJSON_GetObjectItemCaseSensitive(req, "context"),
-                                           49152, &n);
+        int32_t *ids =
+            pti_api_context_ids(cJSON_GetObjectItemCaseSensitive(req, "context"), 49152, &n);
         if (n < 0)
             check_error();
         for (int32_t i = 0; i < n; i++)
@@ -131,13 +130,12 @@ static bool read_openai(const cJSON *req)
     cJSON_Delete(options);
     pti_api_format_kind kind;
     const cJSON *schema = NULL;
-    ok = ok && step(pti_api_openai_format(cJSON_GetObjectItemCaseSensitive(req,
-                                                                           "response_format"),
+    ok = ok && step(pti_api_openai_format(cJSON_GetObjectItemCaseSensitive(req, "response_format"),
                                           &kind, &schema));
     int n_tools = 0;
     ok = ok && step(pti_api_tools(cJSON_GetObjectItemCaseSensitive(req, "tools"), &n_tools));
-    ok = ok && read_messages(pti_api_openai_messages,
-                             cJSON_GetObjectItemCaseSensitive(req, "messages"));
+    ok = ok &&
+         read_messages(pti_api_openai_messages, cJSON_GetObjectItemCaseSensitive(req, "messages"));
     return ok;
 }
 
@@ -160,8 +158,7 @@ static void split_thinking(const uint8_t *data, size_t size)
         if (!pti_think_split_push(&t, (const char *)data + i, i + step < size ? step : size - i,
                                   false, count_part, &out))
             fail("the thinking splitter failed on a piece");
-    if (!pti_think_split_push(&t, "", 0, true, count_part, &out) || out > size ||
-        t.n_hold != 0)
+    if (!pti_think_split_push(&t, "", 0, true, count_part, &out) || out > size || t.n_hold != 0)
         fail("the thinking splitter lost or invented text");
 }
 

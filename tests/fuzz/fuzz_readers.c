@@ -59,7 +59,8 @@ static void check_accepted(int reader, const uint8_t *file, size_t size, const p
 static void check_rejected(void)
 {
     const char *msg = pt_last_error();
-    if (pt_last_status() == PT_OK || !msg || (!strstr(msg, input_path) && !strstr(msg, labels_path)))
+    if (pt_last_status() == PT_OK || !msg ||
+        (!strstr(msg, input_path) && !strstr(msg, labels_path)))
         abort();
 }
 
@@ -75,9 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     pt_tensor *a = NULL, *b = NULL;
     switch (data[0] % 3) {
-    case 0:
-        a = pt_read_idx(input_path);
-        break;
+    case 0: a = pt_read_idx(input_path); break;
     case 1: {
         const char *paths[1] = {input_path};
         pt_read_cifar10(1, paths, &a, &b);

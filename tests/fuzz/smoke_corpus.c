@@ -169,7 +169,8 @@ int main(int argc, char **argv)
         LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].size);
     if (fuzz_accepted != n) { /* the valid seeds must open, or the mutations test little */
         printf("fuzz smoke: only %d of the %d seed files in %s were accepted\n0 passed, 1 "
-               "failed\n", fuzz_accepted, n, argv[1]);
+               "failed\n",
+               fuzz_accepted, n, argv[1]);
         return 1;
     }
     uint8_t *buf = malloc(MAX_SIZE);
@@ -195,6 +196,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("fuzz smoke: %d seeds of %s + %d mutated inputs (%d of them accepted), %d past "
-           "findings replayed\n1 passed, 0 failed\n", n, argv[1], runs, accepted, regressions);
+           "findings replayed\n1 passed, 0 failed\n",
+           n, argv[1], runs, accepted, regressions);
     return 0;
 }

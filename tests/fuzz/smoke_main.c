@@ -84,7 +84,7 @@ static void mutate(const seed *in, seed *out)
         size_t pos = 1 + next_random() % body;
         switch (next_random() % 5) {
         case 0: out->data[pos] ^= (uint8_t)(1u << (next_random() % 8)); break;
-        case 1: out->size = 1 + next_random() % body; break;                 /* truncate */
+        case 1: out->size = 1 + next_random() % body; break;                          /* truncate */
         case 2: out->data[1 + next_random() % (body < 17 ? body : 17)] = 0xFF; break; /* header */
         case 3: out->data[1 + next_random() % (body < 17 ? body : 17)] = 0; break;
         default: /* random tail */

@@ -269,11 +269,10 @@ static void test_chat_messages(void **state)
     cJSON *fn = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(a, "tool_calls"), 0),
                                     "function");
     assert_int_equal(cJSON_GetObjectItem(fn, "index")->valueint, 0);
-    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(fn, "arguments"), "city")
-                            ->valuestring,
-                        "Paris");
     assert_string_equal(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(out, 3), "tool_name")->valuestring, "get");
+        cJSON_GetObjectItem(cJSON_GetObjectItem(fn, "arguments"), "city")->valuestring, "Paris");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(out, 3), "tool_name")->valuestring,
+                        "get");
     cJSON_Delete(out);
     cJSON_Delete(in);
 
@@ -488,8 +487,8 @@ static void split(bool enabled, const char *text, size_t step, const char *think
     if (step == 0)
         step = n ? n : 1;
     for (size_t i = 0; i < n; i += step)
-        assert_true(pti_think_split_push(&t, text + i, i + step < n ? step : n - i, false,
-                                         collect, &o));
+        assert_true(
+            pti_think_split_push(&t, text + i, i + step < n ? step : n - i, false, collect, &o));
     assert_true(pti_think_split_push(&t, "", 0, true, collect, &o));
     assert_string_equal(o.thinking, thinking);
     assert_string_equal(o.content, content);

@@ -27,7 +27,8 @@
 #define WAIT_S 120
 #define MAX_EMBD 4096
 
-/* ---- collecting a request's events ------------------------------------------------------------ */
+/* ---- collecting a request's events ------------------------------------------------------------
+ */
 
 typedef struct coll {
     pthread_mutex_t mu;
@@ -35,8 +36,8 @@ typedef struct coll {
     char text[16384];
     size_t len;
     int n_text, n_done;
-    int stop_after;   /* > 0: on_text returns false at that call */
-    bool gated;       /* on_text blocks until the gate opens */
+    int stop_after; /* > 0: on_text returns false at that call */
+    bool gated;     /* on_text blocks until the gate opens */
     bool gate_open;
     pt_status st;
     char msg[512];
@@ -108,7 +109,10 @@ static void wait_count(coll *c, const int *counter, int want)
     assert_true(ok);
 }
 
-static void wait_done(coll *c) { wait_count(c, &c->n_done, 1); }
+static void wait_done(coll *c)
+{
+    wait_count(c, &c->n_done, 1);
+}
 
 static void open_gate(coll *c)
 {
@@ -118,8 +122,7 @@ static void open_gate(coll *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-static pti_engine_request gen_request(const int32_t *ids, int32_t n, int32_t num_predict,
-                                      coll *c)
+static pti_engine_request gen_request(const int32_t *ids, int32_t n, int32_t num_predict, coll *c)
 {
     pti_engine_request q = {.ids = ids, .n_ids = n, .gen = pt_gen_opts_default()};
     q.gen.temperature = 0.0f;
@@ -128,7 +131,8 @@ static pti_engine_request gen_request(const int32_t *ids, int32_t n, int32_t num
     return q;
 }
 
-/* ---- models and prompts ------------------------------------------------------------------------ */
+/* ---- models and prompts ------------------------------------------------------------------------
+ */
 
 static const char *smol_path(void)
 {
@@ -258,10 +262,8 @@ static void test_batched_equals_sequential_tiny(void **state)
     /* n_batch 16: the longer prompts are read over several steps while others decode */
     check_batched_equals_sequential(TINY_LLAMA, 256, 16, 6, 24);
     check_batched_equals_sequential(TINY_QWEN3, 256, 512, 5, 24);
-    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 16, 5,
-                                    24);
-    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/phi3-q4_k_m.gguf", 256, 16, 5,
-                                    24);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 16, 5, 24);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/phi3-q4_k_m.gguf", 256, 16, 5, 24);
 }
 
 /* A long prompt is read in n_batch chunks over several steps while another request keeps
@@ -269,9 +271,8 @@ static void test_batched_equals_sequential_tiny(void **state)
 static void test_prompt_chunks_interleave(void **state)
 {
     (void)state;
-    pti_engine *e = pti_engine_load(TINY_QWEN3, &(pti_engine_opts){.n_parallel = 2,
-                                                                     .num_ctx = 256,
-                                                                     .n_batch = 8});
+    pti_engine *e = pti_engine_load(
+        TINY_QWEN3, &(pti_engine_opts){.n_parallel = 2, .num_ctx = 256, .n_batch = 8});
     assert_non_null(e);
     int32_t pa[256], na = make_prompt(pti_engine_llm(e), 1, pa, 256), pb[100];
     for (int i = 0; i < 100; i++)
@@ -317,14 +318,14 @@ static void test_batched_equals_sequential_smol(void **state)
     (void)state;
     const char *path = smol_path();
     if (!path) {
-        printf("skipped: %s not found in $PT_MODELS_DIR, data/models or /work/models\n",
-               SMOL_NAME);
+        printf("skipped: %s not found in $PT_MODELS_DIR, data/models or /work/models\n", SMOL_NAME);
         skip();
     }
     check_batched_equals_sequential(path, 512, 8, 6, 24);
 }
 
-/* ---- prefix reuse ------------------------------------------------------------------------------ */
+/* ---- prefix reuse ------------------------------------------------------------------------------
+ */
 
 static void test_prefix_reuse(void **state)
 {
@@ -381,7 +382,8 @@ static void test_prefix_reuse(void **state)
     coll_destroy(&c);
 }
 
-/* ---- stop strings ------------------------------------------------------------------------------ */
+/* ---- stop strings ------------------------------------------------------------------------------
+ */
 
 /* A stop string taken from the middle of the unstopped output, and the chat family's extra
  * stop strings, end generation as pti_llm_generate_ids ends it (the text before it). */
@@ -430,7 +432,8 @@ static void test_stop_strings(void **state)
     pt_llm_free(ref);
 }
 
-/* ---- the queue, cancelling --------------------------------------------------------------------- */
+/* ---- the queue, cancelling ---------------------------------------------------------------------
+ */
 
 static void test_queue_full_and_cancel(void **state)
 {
@@ -470,8 +473,8 @@ static void test_queue_full_and_cancel(void **state)
     assert_int_equal(pt_last_status(), PT_ERR_INVALID_ARG);
     assert_false(pti_engine_queue_full_error());
 
-    pti_engine_cancel(e, idb);    /* queued: removed */
-    pti_engine_cancel(e, 999999); /* unknown: ignored */
+    pti_engine_cancel(e, idb);      /* queued: removed */
+    pti_engine_cancel(e, 999999);   /* unknown: ignored */
     q = gen_request(ids, n, 4, &f); /* b's place in the queue is free again */
     uint64_t idf = pti_engine_submit(e, &q);
     assert_true(idf > 0);
@@ -527,8 +530,7 @@ static void test_on_text_false_cancels(void **state)
 static void test_bad_requests(void **state)
 {
     (void)state;
-    assert_pt_error(pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.n_parallel = 8,
-                                                                   .n_batch = 4}),
+    assert_pt_error(pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.n_parallel = 8, .n_batch = 4}),
                     PT_ERR_INVALID_ARG, "n_batch");
     assert_pt_error(pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.num_ctx = -1}),
                     PT_ERR_INVALID_ARG, "negative");
@@ -570,7 +572,8 @@ static void test_bad_requests(void **state)
     coll_destroy(&a);
 }
 
-/* ---- several engines, freeing in flight -------------------------------------------------------- */
+/* ---- several engines, freeing in flight --------------------------------------------------------
+ */
 
 static void test_two_engines_at_once(void **state)
 {
@@ -613,8 +616,8 @@ static void test_two_engines_at_once(void **state)
 static void test_free_in_flight(void **state)
 {
     (void)state;
-    pti_engine *e = pti_engine_load(TINY_QWEN3, &(pti_engine_opts){.n_parallel = 2,
-                                                                     .num_ctx = 256});
+    pti_engine *e =
+        pti_engine_load(TINY_QWEN3, &(pti_engine_opts){.n_parallel = 2, .num_ctx = 256});
     assert_non_null(e);
     enum { N = 6 };
     coll c[N];
@@ -638,7 +641,8 @@ static void test_free_in_flight(void **state)
     assert_true(cancelled >= N - 2); /* at most the two running ones could have ended */
 }
 
-/* ---- constraint -------------------------------------------------------------------------------- */
+/* ---- constraint --------------------------------------------------------------------------------
+ */
 
 typedef struct digits {
     int count;
@@ -663,8 +667,14 @@ static void digits_advance(void *st, const char *b, size_t n)
     ((digits *)st)->count += (int)n;
 }
 
-static bool digits_complete(const void *st) { return ((const digits *)st)->count == 5; }
-static bool digits_done(const void *st) { return ((const digits *)st)->count == 5; }
+static bool digits_complete(const void *st)
+{
+    return ((const digits *)st)->count == 5;
+}
+static bool digits_done(const void *st)
+{
+    return ((const digits *)st)->count == 5;
+}
 
 static void digits_free(void *st)
 {
@@ -674,15 +684,17 @@ static void digits_free(void *st)
 
 static pti_constraint digits_constraint(void)
 {
-    return (pti_constraint){.allows = digits_allows, .advance = digits_advance,
-                            .complete = digits_complete, .done = digits_done,
-                            .free = digits_free, .state = calloc(1, sizeof(digits))};
+    return (pti_constraint){.allows = digits_allows,
+                            .advance = digits_advance,
+                            .complete = digits_complete,
+                            .done = digits_done,
+                            .free = digits_free,
+                            .state = calloc(1, sizeof(digits))};
 }
 
 static void check_digits(const char *path, int32_t num_ctx, float temperature)
 {
-    pti_engine *e = pti_engine_load(path, &(pti_engine_opts){.n_parallel = 2,
-                                                            .num_ctx = num_ctx});
+    pti_engine *e = pti_engine_load(path, &(pti_engine_opts){.n_parallel = 2, .num_ctx = num_ctx});
     assert_non_null(e);
     int32_t ids[256], n = make_prompt(pti_engine_llm(e), 0, ids, 256);
     coll a, b;
@@ -731,8 +743,8 @@ static bool never(const void *st)
 /* A constraint that allows nothing ends its own request with an error, not its neighbour. */
 static void check_constraint_error(void)
 {
-    pti_engine *e = pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.n_parallel = 2,
-                                                                   .num_ctx = 256});
+    pti_engine *e =
+        pti_engine_load(TINY_LLAMA, &(pti_engine_opts){.n_parallel = 2, .num_ctx = 256});
     assert_non_null(e);
     int32_t ids[256], n = make_prompt(pti_engine_llm(e), 2, ids, 256);
     coll a, b;
@@ -771,12 +783,15 @@ static void test_constraint_digits(void **state)
         check_digits(path, 512, 0.0f);
 }
 
-/* ---- embeddings -------------------------------------------------------------------------------- */
+/* ---- embeddings --------------------------------------------------------------------------------
+ */
 
 static void embed_request(pti_engine *e, const int32_t *ids, int32_t n, coll *c)
 {
     coll_init(c);
-    pti_engine_request q = {.ids = ids, .n_ids = n, .embed = true,
+    pti_engine_request q = {.ids = ids,
+                            .n_ids = n,
+                            .embed = true,
                             .ev = {.on_text = on_text, .on_done = on_done, .user = c}};
     assert_true(pti_engine_submit(e, &q) > 0);
 }
@@ -791,8 +806,8 @@ static void slow_embedding(const char *path, const int32_t *ids, int32_t n, floa
     for (int32_t t = 0; t < n; t++) {
         pti_llm_run run = {.slot = 0, .pos0 = t, .t0 = 0, .n = 1, .want_hidden = true};
         pt_tensor *logits, *hidden;
-        assert_int_equal(pti_llm_forward_ex(pti_llm_model_of(llm), pti_llm_cache_of(llm),
-                                            ids + t, 1, &run, 1, &logits, &hidden),
+        assert_int_equal(pti_llm_forward_ex(pti_llm_model_of(llm), pti_llm_cache_of(llm), ids + t,
+                                            1, &run, 1, &logits, &hidden),
                          PT_OK);
         assert_shape(hidden, 1, n_embd);
         const float *h = pt_data_ptr(hidden);
@@ -813,8 +828,8 @@ static void slow_embedding(const char *path, const int32_t *ids, int32_t n, floa
 static void check_embeddings(const char *path)
 {
     /* n_batch 8: prompts are read in chunks, next to a generating request */
-    pti_engine *e = pti_engine_load(path, &(pti_engine_opts){.n_parallel = 3, .num_ctx = 256,
-                                                            .n_batch = 8});
+    pti_engine *e =
+        pti_engine_load(path, &(pti_engine_opts){.n_parallel = 3, .num_ctx = 256, .n_batch = 8});
     assert_non_null(e);
     int32_t n_embd = pt_llm_get_info(pti_engine_llm(e))->n_embd;
     assert_true(n_embd <= MAX_EMBD);
@@ -866,7 +881,8 @@ static void test_embeddings(void **state)
         check_embeddings(path);
 }
 
-/* ---- optional: decode speed -------------------------------------------------------------------- */
+/* ---- optional: decode speed --------------------------------------------------------------------
+ */
 
 static double run_concurrent(pti_engine *e, int n_req, int32_t num_predict)
 {
@@ -896,7 +912,8 @@ static double run_concurrent(pti_engine *e, int n_req, int32_t num_predict)
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
     printf("engine bench: %d concurrent x %d tokens: %lld generated in %.2f s wall = %.1f "
            "tokens/s aggregate (%.1f tokens/s over the longest gen_ns; %.1f tokens per CPU "
-           "second)\n", n_req, (int)num_predict, (long long)gen, wall, (double)gen / wall,
+           "second)\n",
+           n_req, (int)num_predict, (long long)gen, wall, (double)gen / wall,
            (double)gen / (1e-9 * (double)gen_ns), (double)gen / cpu);
     return (double)gen / wall;
 }
@@ -931,8 +948,7 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_on_text_false_cancels, pt_test_setup,
                                         pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_two_engines_at_once, pt_test_setup,
-                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_two_engines_at_once, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_free_in_flight, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_constraint_digits, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_embeddings, pt_test_setup, pt_test_teardown),

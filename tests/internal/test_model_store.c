@@ -37,8 +37,7 @@ static void test_names(void **state)
     expect_name("qwen3", "registry.ollama.ai", "library", "qwen3", "latest", "qwen3:latest");
     expect_name("me/m:v1", "registry.ollama.ai", "me", "m", "v1", "me/m:v1");
     expect_name("hf.co/u/r:Q4_K_M", "hf.co", "u", "r", "Q4_K_M", "hf.co/u/r:Q4_K_M");
-    expect_name("localhost:5000/ns/m:t", "localhost:5000", "ns", "m", "t",
-                "localhost:5000/ns/m:t");
+    expect_name("localhost:5000/ns/m:t", "localhost:5000", "ns", "m", "t", "localhost:5000/ns/m:t");
     expect_name("llama3.2:1b-instruct-q4_K_M@sha256:" HEX64, "registry.ollama.ai", "library",
                 "llama3.2", "1b-instruct-q4_K_M", "llama3.2:1b-instruct-q4_K_M");
     pti_model_name n;
@@ -46,8 +45,7 @@ static void test_names(void **state)
     assert_pt_error(pti_model_name_parse("qwen3:", &n) ? &n : NULL, PT_ERR_INVALID_ARG, "tag");
     assert_pt_error(pti_model_name_parse("../etc/passwd", &n) ? &n : NULL, PT_ERR_INVALID_ARG,
                     "host");
-    assert_pt_error(pti_model_name_parse("a.b/m", &n) ? &n : NULL, PT_ERR_INVALID_ARG,
-                    "namespace");
+    assert_pt_error(pti_model_name_parse("a.b/m", &n) ? &n : NULL, PT_ERR_INVALID_ARG, "namespace");
     assert_pt_error(pti_model_name_parse("a b", &n) ? &n : NULL, PT_ERR_INVALID_ARG, "' '");
     assert_pt_error(pti_model_name_parse(".hidden", &n) ? &n : NULL, PT_ERR_INVALID_ARG, "'.'");
     char longname[200];

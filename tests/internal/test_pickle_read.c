@@ -18,7 +18,6 @@
 #endif
 #define PK_DIR PT_FIXTURES_DIR "/pickle"
 
-
 /* ---- the persistent_load callback: storages from NAME.s<key>, or zeros ------------------ */
 
 typedef struct storage_ctx {

@@ -9,21 +9,37 @@
 
 typedef struct {
     const char *bytes;
-    size_t len;        /* expected pti_utf8_char_len at offset 0 (0: invalid) */
+    size_t len; /* expected pti_utf8_char_len at offset 0 (0: invalid) */
 } utf8_case;
 
 static void test_char_len(void **state)
 {
     (void)state;
     static const utf8_case cases[] = {
-        {"A", 1},                {"\x7F", 1},             {"\xC2\x80", 2},
-        {"\xDF\xBF", 2},         {"\xE0\xA0\x80", 3},     {"\xED\x9F\xBF", 3},
-        {"\xEE\x80\x80", 3},     {"\xEF\xBF\xBF", 3},     {"\xF0\x90\x80\x80", 4},
-        {"\xF4\x8F\xBF\xBF", 4}, {"\xC0\x80", 0},         {"\xC1\xBF", 0},
-        {"\xE0\x9F\xBF", 0},     {"\xED\xA0\x80", 0},     {"\xED\xBF\xBF", 0},
-        {"\xF0\x8F\xBF\xBF", 0}, {"\xF4\x90\x80\x80", 0}, {"\xF5\x80\x80\x80", 0},
-        {"\xFF", 0},             {"\x80", 0},             {"\xBF", 0},
-        {"\xE2\x82", 0},         {"\xF0\x9F\x98", 0},     {"\xE2\x28\xA1", 0},
+        {"A", 1},
+        {"\x7F", 1},
+        {"\xC2\x80", 2},
+        {"\xDF\xBF", 2},
+        {"\xE0\xA0\x80", 3},
+        {"\xED\x9F\xBF", 3},
+        {"\xEE\x80\x80", 3},
+        {"\xEF\xBF\xBF", 3},
+        {"\xF0\x90\x80\x80", 4},
+        {"\xF4\x8F\xBF\xBF", 4},
+        {"\xC0\x80", 0},
+        {"\xC1\xBF", 0},
+        {"\xE0\x9F\xBF", 0},
+        {"\xED\xA0\x80", 0},
+        {"\xED\xBF\xBF", 0},
+        {"\xF0\x8F\xBF\xBF", 0},
+        {"\xF4\x90\x80\x80", 0},
+        {"\xF5\x80\x80\x80", 0},
+        {"\xFF", 0},
+        {"\x80", 0},
+        {"\xBF", 0},
+        {"\xE2\x82", 0},
+        {"\xF0\x9F\x98", 0},
+        {"\xE2\x28\xA1", 0},
         {"\xF0\x9F\x98\x28", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

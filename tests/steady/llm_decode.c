@@ -51,7 +51,8 @@ int main(void)
     }
     unsigned long made = calls() - before;
     printf("llm_decode: %lu allocator calls in 20 steady-state decode steps, live bytes %zu -> "
-           "%zu\n", made, live, pt_memory_allocated());
+           "%zu\n",
+           made, live, pt_memory_allocated());
     if (made != 0)
         return fail("the steady-state decode steps called the allocator");
     if (pt_memory_allocated() != live)

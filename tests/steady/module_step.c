@@ -29,7 +29,7 @@ static bool lstm_step(pt_module *lstm, pt_module *head, pt_optim *opt, const pt_
                       const pt_tensor *y)
 {
     pt_scope_begin();
-    pt_tensor *out = pt_nn_forward(lstm, x);                   /* [T, B, H] */
+    pt_tensor *out = pt_nn_forward(lstm, x); /* [T, B, H] */
     pt_tensor *logits = pt_nn_forward(head, pt_reshape(out, PT_SHAPE(-1, 32)));
     pt_tensor *loss = pt_cross_entropy(logits, y);
     pt_optim_zero_grad(opt);
@@ -85,10 +85,15 @@ int main(void)
     pt_set_num_threads(1);
     pt_manual_seed(0);
 
-    pt_module *cnn_layers[] = {
-        pt_nn_conv2d(1, 8, 3, 1, 1, true), pt_nn_batch_norm2d(8), pt_nn_relu(),
-        pt_nn_max_pool2d(2, 2, 0), pt_nn_flatten(1, -1), pt_nn_linear(8 * 7 * 7, 32, true),
-        pt_nn_relu(), pt_nn_dropout(0.25), pt_nn_linear(32, 10, true)};
+    pt_module *cnn_layers[] = {pt_nn_conv2d(1, 8, 3, 1, 1, true),
+                               pt_nn_batch_norm2d(8),
+                               pt_nn_relu(),
+                               pt_nn_max_pool2d(2, 2, 0),
+                               pt_nn_flatten(1, -1),
+                               pt_nn_linear(8 * 7 * 7, 32, true),
+                               pt_nn_relu(),
+                               pt_nn_dropout(0.25),
+                               pt_nn_linear(32, 10, true)};
     job cnn = {.net = pt_nn_sequential(9, cnn_layers)};
     cnn.opt = pt_optim_adam(cnn.net, PT_ADAM_DEFAULTS);
     cnn.x = pt_randn(PT_SHAPE(16, 1, 14, 14), PT_FLOAT32, pt_cpu());

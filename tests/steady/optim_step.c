@@ -1,8 +1,9 @@
 /* Checks "no malloc in a steady-state training step" with the optimizers: an MLP step
  * (forward, cross-entropy, backward, pt_optim_step, pt_optim_zero_grad) for each algorithm in
- * include/prometorch/optim.h that steps without a closure (all but LBFGS), run under the malloc_counter LD_PRELOAD shim on one thread.
- * State tensors are allocated by the first steps; after warm-up, 10 more steps must make no
- * allocator call and leave pt_memory_allocated() unchanged. Prints the plain result line. */
+ * include/prometorch/optim.h that steps without a closure (all but LBFGS), run under the
+ * malloc_counter LD_PRELOAD shim on one thread. State tensors are allocated by the first steps;
+ * after warm-up, 10 more steps must make no allocator call and leave pt_memory_allocated()
+ * unchanged. Prints the plain result line. */
 #include <dlfcn.h>
 #include <prometorch/prometorch.h>
 #include <stdio.h>
@@ -54,7 +55,9 @@ static pt_optim *make(int which, pt_tensor *const *params, const char **name)
     case 10: *name = "Rprop"; return pt_optim_rprop_params(4, params, PT_RPROP_DEFAULTS);
     case 11: *name = "Lion"; return pt_optim_lion_params(4, params, PT_LION_DEFAULTS);
     case 12: *name = "LAMB"; return pt_optim_lamb_params(4, params, PT_LAMB_DEFAULTS);
-    case 13: *name = "Adafactor"; return pt_optim_adafactor_params(4, params, PT_ADAFACTOR_DEFAULTS);
+    case 13:
+        *name = "Adafactor";
+        return pt_optim_adafactor_params(4, params, PT_ADAFACTOR_DEFAULTS);
     default: *name = "SophiaG"; return pt_optim_sophia_params(4, params, PT_SOPHIA_DEFAULTS);
     }
 }

@@ -63,8 +63,8 @@ int main(void)
     for (int i = 0; i < 20; i++)
         step(w, b, x, y);
     unsigned long made = calls() - before;
-    printf("train_step: %lu allocator calls in 20 steady-state steps, live bytes %zu -> %zu\n", made,
-           live, pt_memory_allocated());
+    printf("train_step: %lu allocator calls in 20 steady-state steps, live bytes %zu -> %zu\n",
+           made, live, pt_memory_allocated());
     if (made != 0)
         return fail("the steady-state steps called the allocator");
     if (pt_memory_allocated() != live)

@@ -43,8 +43,9 @@ void ps_api_time(char *buf, size_t cap)
 
 static const char *openai_type(int status)
 {
-    return status == 400 ? "invalid_request_error" : status == 404 ? "not_found_error"
-                                                                   : "api_error";
+    return status == 400   ? "invalid_request_error"
+           : status == 404 ? "not_found_error"
+                           : "api_error";
 }
 
 void ps_api_fail(ps_request *r, bool openai, int status, const char *fmt, ...)
@@ -62,8 +63,7 @@ void ps_api_fail(ps_request *r, bool openai, int status, const char *fmt, ...)
 
 int ps_api_status_of(pt_status st)
 {
-    return st == PT_ERR_INVALID_ARG || st == PT_ERR_UNSUPPORTED || st == PT_ERR_FORMAT ? 400
-                                                                                       : 500;
+    return st == PT_ERR_INVALID_ARG || st == PT_ERR_UNSUPPORTED || st == PT_ERR_FORMAT ? 400 : 500;
 }
 
 const char *ps_api_model_name(ps_request *r, bool openai)
@@ -428,8 +428,8 @@ void ps_gen_run(ps_request *r, ps_gen *g, pti_engine_request *req, bool stream)
         return;
     }
     if (stream) {
-        g->stream = ps_reply_stream(r, g->style->openai ? "text/event-stream"
-                                                        : "application/x-ndjson");
+        g->stream =
+            ps_reply_stream(r, g->style->openai ? "text/event-stream" : "application/x-ndjson");
         if (!g->stream) {
             g->client_gone = true;
             pthread_mutex_unlock(&g->mu);
@@ -459,8 +459,8 @@ static void random_call_id(char *buf, size_t cap)
     static _Atomic uint64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^
-                 (++counter * 0x9E3779B97F4A7C15ull);
+    uint64_t x =
+        ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (++counter * 0x9E3779B97F4A7C15ull);
     char s[9];
     for (int i = 0; i < 8; i++) {
         x ^= x >> 29;

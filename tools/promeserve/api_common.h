@@ -39,17 +39,17 @@ struct ps_gen {
     ps_server *srv;
     ps_model *m;
     pti_engine *eng;
-    ps_stream *stream;     /* NULL: not streamed */
-    char model[512];       /* the name as the client gave it */
-    char id[64];           /* OpenAI: chatcmpl-/cmpl- id */
-    int64_t created;       /* unix seconds (OpenAI) */
-    int64_t t0_ns;         /* handler start (monotonic), for total_duration */
+    ps_stream *stream; /* NULL: not streamed */
+    char model[512];   /* the name as the client gave it */
+    char id[64];       /* OpenAI: chatcmpl-/cmpl- id */
+    int64_t created;   /* unix seconds (OpenAI) */
+    int64_t t0_ns;     /* handler start (monotonic), for total_duration */
     int64_t load_ns;
-    int64_t deadline_ns;   /* monotonic; 0 none */
-    bool include_usage;    /* OpenAI stream_options.include_usage */
-    bool sent_first;       /* OpenAI: the role chunk went out */
-    bool want_context;     /* /api/generate not raw: reply with context */
-    char *prompt_text;     /* the full prompt text (for context) */
+    int64_t deadline_ns; /* monotonic; 0 none */
+    bool include_usage;  /* OpenAI stream_options.include_usage */
+    bool sent_first;     /* OpenAI: the role chunk went out */
+    bool want_context;   /* /api/generate not raw: reply with context */
+    char *prompt_text;   /* the full prompt text (for context) */
     int32_t n_prompt_ids;
     /* collected output */
     char *text;
@@ -58,7 +58,7 @@ struct ps_gen {
     size_t n_thinking, cap_thinking;
     pti_think_split think; /* think: true splits thinking from content */
     pti_tool_parser *tools;
-    cJSON *calls;          /* every tool call so far (Ollama form) */
+    cJSON *calls; /* every tool call so far (Ollama form) */
     bool client_gone;
     /* completion */
     pthread_mutex_t mu;
@@ -136,9 +136,9 @@ bool ps_gen_write(ps_gen *g, cJSON *obj);
  * template layer or the chat family; system (nullable) overrides the system layer; a suffix
  * needs a template with .Suffix. NULL with *status / err on failure. */
 char *ps_api_generate_prompt(ps_model *m, const char *model_name, const char *prompt,
-                             const char *suffix, const char *system,
-                             const char *template_override, bool raw, bool think_set,
-                             bool think, int *status, char *err, size_t err_cap);
+                             const char *suffix, const char *system, const char *template_override,
+                             bool raw, bool think_set, bool think, int *status, char *err,
+                             size_t err_cap);
 /* Frees g (and releases its model). */
 void ps_gen_free(ps_gen *g);
 

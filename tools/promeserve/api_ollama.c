@@ -135,15 +135,14 @@ static void chat_finish(ps_gen *g)
 static cJSON *chat_whole(ps_gen *g)
 {
     cJSON *o = base_object(g);
-    cJSON_AddItemToObject(o, "message", chat_message(g->text, g->n_text, g->thinking,
-                                                     g->n_thinking, g->calls));
+    cJSON_AddItemToObject(o, "message",
+                          chat_message(g->text, g->n_text, g->thinking, g->n_thinking, g->calls));
     cJSON_AddTrueToObject(o, "done");
     add_metrics(o, g);
     return o;
 }
 
-static const ps_gen_style generate_style = {false, generate_chunk, generate_finish,
-                                            generate_whole};
+static const ps_gen_style generate_style = {false, generate_chunk, generate_finish, generate_whole};
 static const ps_gen_style chat_style = {false, chat_chunk, chat_finish, chat_whole};
 
 /* ---- shared request fields ------------------------------------------------------------------ */
@@ -167,12 +166,13 @@ static bool read_think(ps_request *r, common_fields *c)
         c->think = cJSON_IsTrue(v);
         return true;
     }
-    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "low") || !strcmp(v->valuestring, "medium")
-                              || !strcmp(v->valuestring, "high"))) {
+    if (cJSON_IsString(v) && (!strcmp(v->valuestring, "low") || !strcmp(v->valuestring, "medium") ||
+                              !strcmp(v->valuestring, "high"))) {
         c->think = true;
         return true;
     }
-    ps_reply_error(r, 400, "invalid think value: must be a boolean or \"low\", \"medium\", "
+    ps_reply_error(r, 400,
+                   "invalid think value: must be a boolean or \"low\", \"medium\", "
                    "\"high\"");
     return false;
 }
@@ -212,8 +212,8 @@ static void load_only(ps_request *r, const common_fields *c, bool chat)
     } else {
         int status = 500;
         char err[512] = "";
-        ps_model *m = ps_model_acquire(r->srv, c->model, 0, c->keep_alive, &status, err,
-                                       sizeof err);
+        ps_model *m =
+            ps_model_acquire(r->srv, c->model, 0, c->keep_alive, &status, err, sizeof err);
         if (!m) {
             ps_reply_error(r, status, "%s", err);
             return;
@@ -233,7 +233,6 @@ static void load_only(ps_request *r, const common_fields *c, bool chat)
     cJSON_AddStringToObject(o, "done_reason", reason);
     ps_reply_json(r, 200, o);
 }
-
 
 /* Tokenizes the prompt, builds the constraint and runs the generation (takes over g). */
 static void submit(ps_request *r, ps_gen *g, ps_model *m, pti_api_opts *opts, const char *prompt,
@@ -289,8 +288,7 @@ typedef struct generate_fields {
 /* The whole prompt text: the previous context's text, then the rendered prompt. NULL with
  * *status / err on failure. */
 static char *generate_prompt_text(ps_request *r, ps_model *m, const common_fields *c,
-                                  const generate_fields *f, int *status, char *err,
-                                  size_t err_cap)
+                                  const generate_fields *f, int *status, char *err, size_t err_cap)
 {
     char *before = context_text(r, m);
     if (!before) {
@@ -332,14 +330,14 @@ void ps_api_generate(ps_request *r)
         return;
     }
     const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(r->json, "context");
-    if (f.raw && ((f.tmpl && f.tmpl[0]) || (f.system && f.system[0]) ||
-                  cJSON_GetArraySize(ctx) > 0)) {
+    if (f.raw &&
+        ((f.tmpl && f.tmpl[0]) || (f.system && f.system[0]) || cJSON_GetArraySize(ctx) > 0)) {
         ps_reply_error(r, 400, "raw mode does not support template, system, or context");
         return;
     }
     bool images = false;
-    if (pti_api_images(cJSON_GetObjectItemCaseSensitive(r->json, "images"), "images",
-                       &images) != PT_OK) {
+    if (pti_api_images(cJSON_GetObjectItemCaseSensitive(r->json, "images"), "images", &images) !=
+        PT_OK) {
         ps_reply_error(r, 400, "%s", pt_last_error());
         return;
     }
@@ -352,9 +350,9 @@ void ps_api_generate(ps_request *r)
         return;
     }
     pti_api_opts opts;
-    ps_model *m = ps_api_load(r, false, c.model,
-                              cJSON_GetObjectItemCaseSensitive(r->json, "options"), c.keep_alive,
-                              &opts);
+    ps_model *m =
+        ps_api_load(r, false, c.model, cJSON_GetObjectItemCaseSensitive(r->json, "options"),
+                    c.keep_alive, &opts);
     if (!m)
         return;
     int status = 500;
@@ -384,8 +382,8 @@ void ps_api_chat(ps_request *r)
         return;
     bool images = false;
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(r->json, "messages");
-    cJSON *messages = in && !cJSON_IsNull(in) ? pti_api_chat_messages(in, &images)
-                                              : cJSON_CreateArray();
+    cJSON *messages =
+        in && !cJSON_IsNull(in) ? pti_api_chat_messages(in, &images) : cJSON_CreateArray();
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(r->json, "tools");
     int n_tools = 0;
     if (!messages || pti_api_tools(tools, &n_tools) != PT_OK) {
@@ -404,9 +402,9 @@ void ps_api_chat(ps_request *r)
         return;
     }
     pti_api_opts opts;
-    ps_model *m = ps_api_load(r, false, c.model,
-                              cJSON_GetObjectItemCaseSensitive(r->json, "options"), c.keep_alive,
-                              &opts);
+    ps_model *m =
+        ps_api_load(r, false, c.model, cJSON_GetObjectItemCaseSensitive(r->json, "options"),
+                    c.keep_alive, &opts);
     if (!m) {
         cJSON_Delete(messages);
         return;
@@ -444,9 +442,7 @@ static bool string_list(const cJSON *v)
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         return false;
     const cJSON *e;
-    cJSON_ArrayForEach(e, v)
-        if (!cJSON_IsString(e))
-            return false;
+    cJSON_ArrayForEach(e, v) if (!cJSON_IsString(e)) return false;
     return true;
 }
 
@@ -468,13 +464,13 @@ void ps_api_embed(ps_request *r)
     if (!ps_api_dimensions(r, false, &dims))
         return;
     if (input && !cJSON_IsNull(input) && !string_list(input)) {
-        ps_reply_error(r, 400, "invalid input type: input must be a string or a non-empty "
+        ps_reply_error(r, 400,
+                       "invalid input type: input must be a string or a non-empty "
                        "array of strings");
         return;
     }
     pti_api_opts opts;
-    ps_model *m = ps_api_load(r, false, name, cJSON_GetObjectItemCaseSensitive(r->json,
-                                                                              "options"),
+    ps_model *m = ps_api_load(r, false, name, cJSON_GetObjectItemCaseSensitive(r->json, "options"),
                               keep, &opts);
     if (!m)
         return;
@@ -491,9 +487,9 @@ void ps_api_embed(ps_request *r)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", name);
         cJSON_AddItemToObject(o, "embeddings", list);
-        cJSON_AddNumberToObject(o, "total_duration",
-                                (double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - t0 +
-                                         ps_model_load_ns(m)));
+        cJSON_AddNumberToObject(
+            o, "total_duration",
+            (double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - t0 + ps_model_load_ns(m)));
         cJSON_AddNumberToObject(o, "load_duration", (double)ps_model_load_ns(m));
         cJSON_AddNumberToObject(o, "prompt_eval_count", (double)tokens);
         r->tokens_in = tokens;
@@ -516,8 +512,7 @@ void ps_api_embeddings(ps_request *r)
         return;
     }
     pti_api_opts opts;
-    ps_model *m = ps_api_load(r, false, name, cJSON_GetObjectItemCaseSensitive(r->json,
-                                                                              "options"),
+    ps_model *m = ps_api_load(r, false, name, cJSON_GetObjectItemCaseSensitive(r->json, "options"),
                               keep, &opts);
     if (!m)
         return;

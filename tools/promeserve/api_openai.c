@@ -100,8 +100,8 @@ static cJSON *chat_chunk(ps_gen *g, const char *text, size_t len, const char *th
 static void finish_usage_done(ps_gen *g)
 {
     if (g->include_usage) {
-        cJSON *u = base(g, strncmp(g->id, "cmpl", 4) == 0 ? "text_completion"
-                                                           : "chat.completion.chunk");
+        cJSON *u =
+            base(g, strncmp(g->id, "cmpl", 4) == 0 ? "text_completion" : "chat.completion.chunk");
         cJSON_AddArrayToObject(u, "choices");
         cJSON_AddItemToObject(u, "usage", usage(g));
         ps_gen_write(g, u);
@@ -186,7 +186,7 @@ typedef struct v1_fields {
     bool stream, include_usage;
     pti_api_format_kind format;
     const cJSON *schema;
-    cJSON *options; /* Ollama form */
+    cJSON *options;        /* Ollama form */
     bool think_set, think; /* reasoning_effort / reasoning.effort, as Ollama maps them */
 } v1_fields;
 
@@ -211,7 +211,8 @@ static bool read_reasoning(ps_request *r, v1_fields *f)
             f->think = strcmp(v->valuestring, "none") != 0;
             return true;
         }
-    ps_reply_openai_error(r, 400, "invalid_request_error", "invalid reasoning value: must be "
+    ps_reply_openai_error(r, 400, "invalid_request_error",
+                          "invalid reasoning value: must be "
                           "\"low\", \"medium\", \"high\", \"max\" or \"none\"");
     return false;
 }
@@ -228,8 +229,8 @@ static bool read_v1(ps_request *r, v1_fields *f)
         return false;
     }
     if (pti_api_bool(r->json, "stream", false, &f->stream) != PT_OK ||
-        (so && !cJSON_IsNull(so) && pti_api_bool(so, "include_usage", false,
-                                                 &f->include_usage) != PT_OK) ||
+        (so && !cJSON_IsNull(so) &&
+         pti_api_bool(so, "include_usage", false, &f->include_usage) != PT_OK) ||
         pti_api_openai_format(cJSON_GetObjectItemCaseSensitive(r->json, "response_format"),
                               &f->format, &f->schema) != PT_OK ||
         !(f->options = pti_api_openai_options(r->json))) {
@@ -294,9 +295,8 @@ void ps_api_v1_chat(ps_request *r)
     bool images = false;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(r->json, "tools");
     int n_tools = 0;
-    cJSON *messages = pti_api_openai_messages(cJSON_GetObjectItemCaseSensitive(r->json,
-                                                                               "messages"),
-                                              &images);
+    cJSON *messages =
+        pti_api_openai_messages(cJSON_GetObjectItemCaseSensitive(r->json, "messages"), &images);
     if (!messages || pti_api_tools(tools, &n_tools) != PT_OK) {
         ps_reply_openai_error(r, 400, "invalid_request_error", "%s", pt_last_error());
         goto out;
@@ -316,8 +316,8 @@ void ps_api_v1_chat(ps_request *r)
         goto out;
     int status = 400;
     char err[512] = "";
-    char *prompt = ps_api_chat_prompt(m, f.model, messages, n_tools ? tools : NULL,
-                                      f.think_set, f.think, &status, err, sizeof err);
+    char *prompt = ps_api_chat_prompt(m, f.model, messages, n_tools ? tools : NULL, f.think_set,
+                                      f.think, &status, err, sizeof err);
     ps_gen *g = prompt ? ps_gen_new(r, &chat_style, f.model, m) : NULL;
     if (g)
         pti_think_split_init(&g->think, f.think_set && f.think);
@@ -351,8 +351,7 @@ void ps_api_v1_completions(ps_request *r)
     const char *suffix = NULL;
     if (!cJSON_IsString(p) || pti_api_string(r->json, "suffix", &suffix) != PT_OK) {
         ps_reply_openai_error(r, 400, "invalid_request_error", "%s",
-                              cJSON_IsString(p) ? pt_last_error()
-                                                : "prompt must be a string");
+                              cJSON_IsString(p) ? pt_last_error() : "prompt must be a string");
         cJSON_Delete(f.options);
         return;
     }
@@ -426,8 +425,7 @@ void ps_api_v1_embeddings(ps_request *r)
     bool ok = cJSON_IsString(input) || (cJSON_IsArray(input) && cJSON_GetArraySize(input) > 0);
     const cJSON *e;
     if (cJSON_IsArray(input))
-        cJSON_ArrayForEach(e, input)
-            ok = ok && cJSON_IsString(e);
+        cJSON_ArrayForEach(e, input) ok = ok && cJSON_IsString(e);
     if (!ok) {
         ps_reply_openai_error(r, 400, "invalid_request_error",
                               "invalid input: expected a string or a non-empty array of "
@@ -523,8 +521,9 @@ static cJSON *model_object(const cJSON *entry)
     owner_of(name ? name : "", owner, sizeof owner);
     cJSON_AddStringToObject(o, "id", name ? name : "");
     cJSON_AddStringToObject(o, "object", "model");
-    cJSON_AddNumberToObject(o, "created", (double)rfc3339_seconds(cJSON_GetStringValue(
-                                              cJSON_GetObjectItem(entry, "modified_at"))));
+    cJSON_AddNumberToObject(
+        o, "created",
+        (double)rfc3339_seconds(cJSON_GetStringValue(cJSON_GetObjectItem(entry, "modified_at"))));
     cJSON_AddStringToObject(o, "owned_by", owner);
     return o;
 }
@@ -532,8 +531,7 @@ static cJSON *model_object(const cJSON *entry)
 static cJSON *list_models(ps_request *r)
 {
     const ps_config *cfg = ps_server_config(r->srv);
-    return pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths,
-                          cfg->n_model_paths);
+    return pti_store_list(cfg->models_store, cfg->models_dir, cfg->model_paths, cfg->n_model_paths);
 }
 
 void ps_api_v1_models(ps_request *r)
@@ -547,8 +545,7 @@ void ps_api_v1_models(ps_request *r)
     cJSON_AddStringToObject(o, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(o, "data");
     const cJSON *e;
-    cJSON_ArrayForEach(e, list)
-        cJSON_AddItemToArray(data, model_object(e));
+    cJSON_ArrayForEach(e, list) cJSON_AddItemToArray(data, model_object(e));
     cJSON_Delete(list);
     ps_reply_json(r, 200, o);
 }
@@ -583,8 +580,7 @@ void ps_api_v1_model(ps_request *r)
         o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", id);
         cJSON_AddStringToObject(o, "object", "model");
-        cJSON_AddNumberToObject(o, "created",
-                                stat(ref.gguf, &st) == 0 ? (double)st.st_mtime : 0);
+        cJSON_AddNumberToObject(o, "created", stat(ref.gguf, &st) == 0 ? (double)st.st_mtime : 0);
         char owner[128];
         owner_of(id, owner, sizeof owner);
         cJSON_AddStringToObject(o, "owned_by", owner);

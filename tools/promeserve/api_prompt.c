@@ -41,11 +41,15 @@ const pti_gotmpl *ps_api_model_gotmpl(ps_model *m)
     char *copy = gotmpl_n < GOTMPL_CACHE ? strdup(text) : NULL;
     pti_gotmpl *t = copy ? pti_gotmpl_parse(text, strlen(text)) : NULL;
     if (!copy)
-        fprintf(stderr, "promeserve: warning: %s: too many distinct template layers to keep; "
-                "using the GGUF chat template\n", ps_model_get_ref(m)->name);
+        fprintf(stderr,
+                "promeserve: warning: %s: too many distinct template layers to keep; "
+                "using the GGUF chat template\n",
+                ps_model_get_ref(m)->name);
     else if (!t)
-        fprintf(stderr, "promeserve: warning: %s: the template layer does not parse (%s); using "
-                "the GGUF chat template\n", ps_model_get_ref(m)->name, pt_last_error());
+        fprintf(stderr,
+                "promeserve: warning: %s: the template layer does not parse (%s); using "
+                "the GGUF chat template\n",
+                ps_model_get_ref(m)->name, pt_last_error());
     if (copy) {
         gotmpl_cache[gotmpl_n].text = copy;
         gotmpl_cache[gotmpl_n].t = t;
@@ -127,8 +131,8 @@ static pti_chat_message *family_messages(const cJSON *messages, size_t *n_out, c
 {
     size_t n = (size_t)cJSON_GetArraySize(messages), total_calls = 0;
     const cJSON *m;
-    cJSON_ArrayForEach(m, messages)
-        total_calls += (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(m, "tool_calls"));
+    cJSON_ArrayForEach(m, messages) total_calls +=
+        (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(m, "tool_calls"));
     pti_chat_message *cm = calloc(n ? n : 1, sizeof *cm);
     pti_chat_tool_call *calls = calloc(total_calls ? total_calls : 1, sizeof *calls);
     char **args = calloc(total_calls ? total_calls : 1, sizeof *args);
@@ -188,8 +192,8 @@ static char *family_chat_prompt(ps_model *m, const char *model_name, const cJSON
     const char *sys = ps_model_system(m);
     bool has_system = false;
     const cJSON *e;
-    cJSON_ArrayForEach(e, msgs)
-        has_system |= strcmp(cJSON_GetObjectItem(e, "role")->valuestring, "system") == 0;
+    cJSON_ArrayForEach(e, msgs) has_system |=
+        strcmp(cJSON_GetObjectItem(e, "role")->valuestring, "system") == 0;
     if (sys && sys[0] && !has_system) {
         cJSON *s = cJSON_CreateObject();
         cJSON_AddStringToObject(s, "role", "system");
@@ -231,8 +235,7 @@ char *ps_api_chat_prompt(ps_model *m, const char *model_name, const cJSON *messa
 {
     const pti_gotmpl *t = ps_api_model_gotmpl(m);
     pti_chat_family f = ps_api_family(m);
-    if (think_set && think &&
-        !(t ? pti_gotmpl_references(t, "Think") : f == PTI_CHAT_QWEN3)) {
+    if (think_set && think && !(t ? pti_gotmpl_references(t, "Think") : f == PTI_CHAT_QWEN3)) {
         *status = 400;
         snprintf(err, err_cap, "\"%s\" does not support thinking", model_name);
         return NULL;
@@ -243,21 +246,23 @@ char *ps_api_chat_prompt(ps_model *m, const char *model_name, const cJSON *messa
             snprintf(err, err_cap, "\"%s\" does not support tools", model_name);
             return NULL;
         }
-        char *text = pti_ollama_chat_prompt(t, messages, tools, ps_model_system(m), think_set,
-                                            think, NULL);
+        char *text =
+            pti_ollama_chat_prompt(t, messages, tools, ps_model_system(m), think_set, think, NULL);
         if (text)
             return text;
-        fprintf(stderr, "promeserve: warning: %s: the template layer failed (%s); using the "
-                "GGUF chat template\n", model_name, pt_last_error());
+        fprintf(stderr,
+                "promeserve: warning: %s: the template layer failed (%s); using the "
+                "GGUF chat template\n",
+                model_name, pt_last_error());
     }
     return family_chat_prompt(m, model_name, messages, tools, think_set, think, status, err,
                               err_cap);
 }
 
 char *ps_api_generate_prompt(ps_model *m, const char *model_name, const char *prompt,
-                             const char *suffix, const char *system,
-                             const char *template_override, bool raw, bool think_set,
-                             bool think, int *status, char *err, size_t err_cap)
+                             const char *suffix, const char *system, const char *template_override,
+                             bool raw, bool think_set, bool think, int *status, char *err,
+                             size_t err_cap)
 {
     *status = 400;
     if (raw)
@@ -294,8 +299,10 @@ char *ps_api_generate_prompt(ps_model *m, const char *model_name, const char *pr
         pti_gotmpl_free(own);
         if (text || own)
             return text;
-        fprintf(stderr, "promeserve: warning: %s: the template layer failed (%s); using the "
-                "GGUF chat template\n", model_name, pt_last_error());
+        fprintf(stderr,
+                "promeserve: warning: %s: the template layer failed (%s); using the "
+                "GGUF chat template\n",
+                model_name, pt_last_error());
     }
     if (has_suffix) {
         snprintf(err, err_cap, "\"%s\" does not support insert", model_name);
@@ -367,8 +374,9 @@ int32_t *ps_api_tokenize(ps_model *m, const char *text, int32_t *n, char *err, s
     }
     int32_t limit = ps_api_context_limit(e);
     if (count < 1 || count > limit) {
-        snprintf(err, err_cap, count < 1 ? "the prompt is empty after tokenization"
-                 : "the prompt has %lld tokens, more than the context length %d",
+        snprintf(err, err_cap,
+                 count < 1 ? "the prompt is empty after tokenization"
+                           : "the prompt has %lld tokens, more than the context length %d",
                  (long long)count, (int)limit);
         free(ids);
         return NULL;

@@ -48,7 +48,7 @@ typedef struct layer_set {
 } layer_set;
 
 typedef struct entry {
-    ps_model_ref ref; /* as loaded: name and weights never change for an entry */
+    ps_model_ref ref;  /* as loaded: name and weights never change for an entry */
     layer_set *layers; /* current; NULL until loaded */
     pti_engine *eng;
     int num_ctx;
@@ -516,8 +516,8 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
         }
         entry *e = find_entry(reg, ref.name);
         /* other context size or other weights (re-created): reload once idle */
-        bool reload = e && !e->loading &&
-                      (e->num_ctx != want_ctx || strcmp(e->ref.gguf, ref.gguf) != 0);
+        bool reload =
+            e && !e->loading && (e->num_ctx != want_ctx || strcmp(e->ref.gguf, ref.gguf) != 0);
         if (e && (e->loading || (reload && e->in_use > 0))) {
             if (!e->loading)
                 e->remove_when_idle = true;

@@ -31,27 +31,27 @@
 /* ---- configuration (serve.c fills it from flags and OLLAMA_* variables) ------------------- */
 
 typedef struct ps_config {
-    char host[256];          /* bind address, default 127.0.0.1 */
-    int port;                /* default 11434 */
-    char models_store[4096]; /* Ollama store root ($OLLAMA_MODELS or ~/.ollama/models) */
-    char models_dir[4096];   /* --models DIR of .gguf files ("" none) */
+    char host[256];                 /* bind address, default 127.0.0.1 */
+    int port;                       /* default 11434 */
+    char models_store[4096];        /* Ollama store root ($OLLAMA_MODELS or ~/.ollama/models) */
+    char models_dir[4096];          /* --models DIR of .gguf files ("" none) */
     const char *const *model_paths; /* .gguf paths given on the command line */
     int n_model_paths;
-    int n_parallel;          /* --parallel, OLLAMA_NUM_PARALLEL; default 4 */
-    int max_queue;           /* --max-queue, OLLAMA_MAX_QUEUE; default 512 */
-    int max_loaded_models;   /* --max-loaded-models, OLLAMA_MAX_LOADED_MODELS; default 3 */
-    int64_t keep_alive_ns;   /* OLLAMA_KEEP_ALIVE; default 5 min; < 0 forever */
-    int num_ctx;             /* OLLAMA_CONTEXT_LENGTH; default 4096 */
-    int n_threads;           /* --threads; 0: all cores */
-    size_t max_body;         /* --max-body, bytes of a JSON request body; default 16 MiB */
-    size_t max_blob;         /* bytes of an uploaded blob; default 64 GiB */
+    int n_parallel;             /* --parallel, OLLAMA_NUM_PARALLEL; default 4 */
+    int max_queue;              /* --max-queue, OLLAMA_MAX_QUEUE; default 512 */
+    int max_loaded_models;      /* --max-loaded-models, OLLAMA_MAX_LOADED_MODELS; default 3 */
+    int64_t keep_alive_ns;      /* OLLAMA_KEEP_ALIVE; default 5 min; < 0 forever */
+    int num_ctx;                /* OLLAMA_CONTEXT_LENGTH; default 4096 */
+    int n_threads;              /* --threads; 0: all cores */
+    size_t max_body;            /* --max-body, bytes of a JSON request body; default 16 MiB */
+    size_t max_blob;            /* bytes of an uploaded blob; default 64 GiB */
     int64_t request_timeout_ns; /* --timeout; default 10 min; 0 none. Handlers enforce it;
                                  * stream writes fail 5 s past it as a backstop */
-    char api_key[256];       /* --api-key / PROMESERVE_API_KEY; "" none */
-    char origins[4096];      /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
-    bool quiet;              /* no access log */
-    int64_t header_timeout_ns; /* --header-timeout: a connection must send its request
-                                * headers within this (slow clients are cut); default 10 s */
+    char api_key[256];          /* --api-key / PROMESERVE_API_KEY; "" none */
+    char origins[4096];         /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
+    bool quiet;                 /* no access log */
+    int64_t header_timeout_ns;  /* --header-timeout: a connection must send its request
+                                 * headers within this (slow clients are cut); default 10 s */
 } ps_config;
 
 /* ---- requests and replies (http.c) --------------------------------------------------------- */
@@ -62,16 +62,16 @@ typedef struct ps_stream ps_stream;
 
 struct ps_request {
     ps_server *srv;
-    const char *method;      /* "GET", "POST", ... */
-    const char *path;        /* without the query string */
-    const char *param;       /* the rest of the path after a prefix route (/api/blobs/X: "X") */
-    const char *body;        /* NUL-terminated copy of the body ("" when none) */
+    const char *method; /* "GET", "POST", ... */
+    const char *path;   /* without the query string */
+    const char *param;  /* the rest of the path after a prefix route (/api/blobs/X: "X") */
+    const char *body;   /* NUL-terminated copy of the body ("" when none) */
     size_t body_len;
-    const char *body_file;   /* POST /api/blobs/..: the body was written to this temporary file
-                              * in <store>/blobs instead (body is ""); the handler renames or
-                              * removes it; http.c removes it if it still exists afterwards */
-    cJSON *json;             /* the parsed body for routes that take JSON (owned by http.c) */
-    void *internal;          /* http.c's connection state */
+    const char *body_file; /* POST /api/blobs/..: the body was written to this temporary file
+                            * in <store>/blobs instead (body is ""); the handler renames or
+                            * removes it; http.c removes it if it still exists afterwards */
+    cJSON *json;           /* the parsed body for routes that take JSON (owned by http.c) */
+    void *internal;        /* http.c's connection state */
     /* filled by handlers for the access log (optional) */
     char model[128];
     int64_t tokens_in, tokens_out;
@@ -129,13 +129,13 @@ bool ps_server_stopping(const ps_server *s);
 
 /* What a model name resolves to (store, --models DIR, command-line path), before loading. */
 typedef struct ps_model_ref {
-    char name[512];        /* the short name clients use ("qwen3:4b", "smollm2.gguf") */
-    char gguf[4096];       /* the weights */
-    char template_[4096];  /* store layers ("" none) */
+    char name[512];       /* the short name clients use ("qwen3:4b", "smollm2.gguf") */
+    char gguf[4096];      /* the weights */
+    char template_[4096]; /* store layers ("" none) */
     char system[4096];
     char params[4096];
-    char manifest[4096];   /* "" for plain files */
-    char digest[72];       /* sha256 hex of the manifest file, or of the path for plain files */
+    char manifest[4096]; /* "" for plain files */
+    char digest[72];     /* sha256 hex of the manifest file, or of the path for plain files */
 } ps_model_ref;
 
 /* Resolves a request's model name. False when unknown (the caller answers 404

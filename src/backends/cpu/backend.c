@@ -8,7 +8,10 @@
 
 #include "cpu.h"
 
-static int cpu_count(void) { return 1; }
+static int cpu_count(void)
+{
+    return 1;
+}
 static void *cpu_alloc(int index, size_t n)
 {
     (void)index;
@@ -43,13 +46,22 @@ static pt_backend cpu_backend = {
     .synchronize = cpu_sync,
 };
 
-const pt_backend *pti_cpu_backend(void) { return &cpu_backend; }
+const pt_backend *pti_cpu_backend(void)
+{
+    return &cpu_backend;
+}
 
 static bool avx2_enabled;
 static bool f16c_enabled;
 
-bool pti_cpu_has_avx2(void) { return avx2_enabled; }
-bool pti_cpu_has_f16c(void) { return f16c_enabled; }
+bool pti_cpu_has_avx2(void)
+{
+    return avx2_enabled;
+}
+bool pti_cpu_has_f16c(void)
+{
+    return f16c_enabled;
+}
 
 #if defined(__x86_64__)
 /* CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c"). */

@@ -40,7 +40,7 @@ typedef struct interp_axis {
  * general loop below, unrolled (the general loop costs as much as a convolution here). */
 #define POOL_MAX_2X2_STEP(v, k)                                                                    \
     {                                                                                              \
-        bool take = (v) > m || (v) != (v); /* written as selects: random data mispredicts */      \
+        bool take = (v) > m || (v) != (v); /* written as selects: random data mispredicts */       \
         m = take ? (v) : m;                                                                        \
         best = take ? (k) : best;                                                                  \
     }

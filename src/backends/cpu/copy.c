@@ -121,11 +121,10 @@ static void cast_f16_from_f32(char *dst, int64_t ds, const char *src, int64_t ss
         *(uint16_t *)(dst + i * ds) = pt_float_to_half(*(const float *)(src + i * ss));
 }
 
-
 static void cast_f32_from_bf16(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)*(const uint16_t *)(src + i * ss) << 16;
+        uint32_t u = (uint32_t) * (const uint16_t *)(src + i * ss) << 16;
         memcpy(dst + i * ds, &u, 4);
     }
 }
@@ -147,7 +146,7 @@ static void cast_bf16_from_f32(char *dst, int64_t ds, const char *src, int64_t s
  * generic path computes (int -> double is exact below 2^53; int64 -> float32 rounds once, as
  * PyTorch's static_cast), without the two per-element dtype switches. */
 #define DEFINE_INT_CAST(name, TD, TS)                                                              \
-    static void name(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)               \
+    static void name(char *dst, int64_t ds, const char *src, int64_t ss, int64_t n)                \
     {                                                                                              \
         for (int64_t i = 0; i < n; i++) {                                                          \
             TS v;                                                                                  \
@@ -178,8 +177,10 @@ typedef void (*cast_fn)(char *dst, int64_t ds, const char *src, int64_t ss, int6
 static cast_fn int_cast_for(pt_dtype to, pt_dtype from)
 {
 #define ROW(tn)                                                                                    \
-    {cast_##tn##_from_i64, cast_##tn##_from_i32, cast_##tn##_from_i16, cast_##tn##_from_i8,        \
-     cast_##tn##_from_u8}
+    {                                                                                              \
+        cast_##tn##_from_i64, cast_##tn##_from_i32, cast_##tn##_from_i16, cast_##tn##_from_i8,     \
+            cast_##tn##_from_u8                                                                    \
+    }
     static const cast_fn table[7][5] = {ROW(f32), ROW(f64), ROW(i64), ROW(i32),
                                         ROW(i16), ROW(i8),  ROW(u8)};
 #undef ROW
@@ -242,7 +243,8 @@ static void cast_loop(void *arg, char **data, const int64_t *strides, int64_t n)
  * dims are an outer loop (batched transposes). */
 #define TB 16  /* band height along b: a whole 64-byte src line of float32 */
 #define SB 64  /* bands are grouped into superbands of SB along b (the unit of threading) */
-#define BA 128 /* ... walked in blocks of BA along a, so one block's lines and pages stay cached */
+#define BA 128 /* ... walked in blocks of BA along a, so one block's lines and pages stay cached   \
+                */
 
 typedef struct transpose_job {
     char *dst;
@@ -256,9 +258,8 @@ typedef struct transpose_job {
 } transpose_job;
 
 /* dst[ia*es + ib*dsb] = src[ia*ssa + ib*es] for ia < h_a, ib < h_b, elements of type T. */
-#define DEFINE_TILE(name, T)                                                                      \
-    static void name(char *dst, const char *src, int64_t dsb, int64_t ssa, int64_t ha,             \
-                     int64_t hb)                                                                   \
+#define DEFINE_TILE(name, T)                                                                       \
+    static void name(char *dst, const char *src, int64_t dsb, int64_t ssa, int64_t ha, int64_t hb) \
     {                                                                                              \
         for (int64_t ib = 0; ib < hb; ib++) {                                                      \
             T *d = (T *)(dst + ib * dsb);                                                          \
@@ -286,8 +287,7 @@ static tile_fn tile_for(int64_t es)
 }
 
 /* One band [b0, b0+hb) of one outer position with the portable tiles. */
-static void band_scalar(const transpose_job *j, char *dst, const char *src, int64_t hb,
-                        int64_t na)
+static void band_scalar(const transpose_job *j, char *dst, const char *src, int64_t hb, int64_t na)
 {
     tile_fn tile = tile_for(j->es);
     for (int64_t a0 = 0; a0 < na; a0 += 8) {
@@ -347,8 +347,7 @@ __attribute__((target("avx2,fma"))) static inline void tile4x4_f64(char *dst, co
  * every dst row gets a whole 64-byte line per step (dst rows of a power-of-two size alias in
  * L1, half-lines would be evicted before their second half arrives); partial tiles go scalar. */
 __attribute__((target("avx2,fma"))) static void band_avx2(const transpose_job *j, char *dst,
-                                                          const char *src, int64_t hb,
-                                                          int64_t na)
+                                                          const char *src, int64_t hb, int64_t na)
 {
     int64_t es = j->es, dsb = j->dsb, ssa = j->ssa;
     int64_t t = es == 4 ? 8 : 4; /* tile edge */
@@ -423,9 +422,13 @@ static bool try_transpose_copy(const pti_iter *it, int64_t es)
     }
     if (a < 0 || b < 0 || a == b || it->shape[a] < 8 || it->shape[b] < 8)
         return false;
-    transpose_job j = {.dst = it->data[0], .src = it->data[1], .es = es,
-                       .na = it->shape[a], .nb = it->shape[b],
-                       .dsb = it->strides[b][0], .ssa = it->strides[a][1]};
+    transpose_job j = {.dst = it->data[0],
+                       .src = it->data[1],
+                       .es = es,
+                       .na = it->shape[a],
+                       .nb = it->shape[b],
+                       .dsb = it->strides[b][0],
+                       .ssa = it->strides[a][1]};
     j.nbands = (j.nb + SB - 1) / SB;
     j.nouter = 0;
     int64_t outer = 1;
@@ -439,8 +442,7 @@ static bool try_transpose_copy(const pti_iter *it, int64_t es)
         outer *= it->shape[d];
     }
     int64_t band_elems = SB * j.na;
-    pti_parallel_for(outer * j.nbands, PTI_GRAIN_ELEMENTWISE / band_elems + 1, transpose_range,
-                     &j);
+    pti_parallel_for(outer * j.nbands, PTI_GRAIN_ELEMENTWISE / band_elems + 1, transpose_range, &j);
     return true;
 }
 #undef TB

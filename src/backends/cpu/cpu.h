@@ -5,7 +5,8 @@
 
 #include "../../core/internal.h"
 
-/* ---- features --------------------------------------------------------------------------------- */
+/* ---- features ---------------------------------------------------------------------------------
+ */
 
 /* True when the CPU has AVX2 and FMA and PT_DISABLE_AVX2 is not set in the environment (the
  * portable scalar paths then run everywhere, which the tests use as the reference). */
@@ -13,7 +14,8 @@ bool pti_cpu_has_avx2(void);
 /* AVX2 as above and F16C (vcvtph2ps / vcvtps2ph). */
 bool pti_cpu_has_f16c(void);
 
-/* ---- iterator ---------------------------------------------------------------------------------- */
+/* ---- iterator ----------------------------------------------------------------------------------
+ */
 
 #define PTI_ITER_MAX_OPS 6
 
@@ -42,7 +44,8 @@ void pti_iter_for_each(const pti_iter *it, int64_t grain, pti_loop_fn fn, void *
 /* Default grain for cheap elementwise kernels (elements per task). */
 #define PTI_GRAIN_ELEMENTWISE 32768
 
-/* ---- registration ------------------------------------------------------------------------------- */
+/* ---- registration -------------------------------------------------------------------------------
+ */
 
 /* Each family fills its slots of the CPU kernel table (src/backends/cpu/<family>.c). */
 void pti_cpu_register_core(pti_kernel *table);

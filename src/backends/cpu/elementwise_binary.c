@@ -476,13 +476,31 @@ static pt_status cpu_ternary(const pti_call *c)
 void pti_cpu_register_elementwise_binary(pti_kernel *table)
 {
     static const pti_op binary_ops[] = {
-        PTI_OP_add,  PTI_OP_mul,         PTI_OP_div,        PTI_OP_pow,         PTI_OP_remainder,
-        PTI_OP_fmod, PTI_OP_maximum,     PTI_OP_minimum,    PTI_OP_atan2,       PTI_OP_hypot,
-        PTI_OP_eq,   PTI_OP_ne,          PTI_OP_lt,         PTI_OP_le,          PTI_OP_gt,
-        PTI_OP_ge,   PTI_OP_logical_and, PTI_OP_logical_or, PTI_OP_logical_xor,
+        PTI_OP_add,
+        PTI_OP_mul,
+        PTI_OP_div,
+        PTI_OP_pow,
+        PTI_OP_remainder,
+        PTI_OP_fmod,
+        PTI_OP_maximum,
+        PTI_OP_minimum,
+        PTI_OP_atan2,
+        PTI_OP_hypot,
+        PTI_OP_eq,
+        PTI_OP_ne,
+        PTI_OP_lt,
+        PTI_OP_le,
+        PTI_OP_gt,
+        PTI_OP_ge,
+        PTI_OP_logical_and,
+        PTI_OP_logical_or,
+        PTI_OP_logical_xor,
         /* fused activation backwards */
-        PTI_OP_threshold_backward, PTI_OP_tanh_backward, PTI_OP_sigmoid_backward,
-        PTI_OP_silu_backward, PTI_OP_gelu_backward,
+        PTI_OP_threshold_backward,
+        PTI_OP_tanh_backward,
+        PTI_OP_sigmoid_backward,
+        PTI_OP_silu_backward,
+        PTI_OP_gelu_backward,
     };
     for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
         table[binary_ops[i]] = cpu_binary;

@@ -241,8 +241,8 @@ AVX2 static void norm_affine_avx2(float *y, const float *x, int64_t n, float mea
 }
 
 /* layer_norm of rows [0, rows) of d columns; the weight-and-bias case has its own loop. */
-AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, int64_t d,
-                                      double eps, const float *w, const float *b)
+AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, int64_t d, double eps,
+                                      const float *w, const float *b)
 {
     for (int64_t r = 0; r < rows; r++, x += d, y += d) {
         double mean, var;
@@ -256,8 +256,8 @@ AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, in
         int64_t i = 0;
         for (; i + 8 <= d; i += 8) {
             __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vr);
-            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(w + i),
-                                                    _mm256_loadu_ps(b + i)));
+            _mm256_storeu_ps(y + i,
+                             _mm256_fmadd_ps(v, _mm256_loadu_ps(w + i), _mm256_loadu_ps(b + i)));
         }
         for (; i < d; i++)
             y[i] = (x[i] - fm) * fr * w[i] + b[i];

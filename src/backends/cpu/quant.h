@@ -12,18 +12,65 @@
 
 typedef uint16_t pti_half; /* IEEE binary16 bits (pt_half_to_float converts) */
 
-typedef struct { pti_half d; uint8_t qs[PTI_QK / 2]; } pti_block_q4_0;
-typedef struct { pti_half d, m; uint8_t qs[PTI_QK / 2]; } pti_block_q4_1;
-typedef struct { pti_half d; uint8_t qh[4]; uint8_t qs[PTI_QK / 2]; } pti_block_q5_0;
-typedef struct { pti_half d, m; uint8_t qh[4]; uint8_t qs[PTI_QK / 2]; } pti_block_q5_1;
-typedef struct { pti_half d; int8_t qs[PTI_QK]; } pti_block_q8_0;
-typedef struct { pti_half d, s; int8_t qs[PTI_QK]; } pti_block_q8_1;
-typedef struct { uint8_t scales[PTI_QK_K / 16]; uint8_t qs[PTI_QK_K / 4]; pti_half d, dmin; } pti_block_q2_k;
-typedef struct { uint8_t hmask[PTI_QK_K / 8]; uint8_t qs[PTI_QK_K / 4]; uint8_t scales[12]; pti_half d; } pti_block_q3_k;
-typedef struct { pti_half d, dmin; uint8_t scales[12]; uint8_t qs[PTI_QK_K / 2]; } pti_block_q4_k;
-typedef struct { pti_half d, dmin; uint8_t scales[12]; uint8_t qh[PTI_QK_K / 8]; uint8_t qs[PTI_QK_K / 2]; } pti_block_q5_k;
-typedef struct { uint8_t ql[PTI_QK_K / 2]; uint8_t qh[PTI_QK_K / 4]; int8_t scales[PTI_QK_K / 16]; pti_half d; } pti_block_q6_k;
-typedef struct { float d; int8_t qs[PTI_QK_K]; int16_t bsums[PTI_QK_K / 16]; } pti_block_q8_k;
+typedef struct {
+    pti_half d;
+    uint8_t qs[PTI_QK / 2];
+} pti_block_q4_0;
+typedef struct {
+    pti_half d, m;
+    uint8_t qs[PTI_QK / 2];
+} pti_block_q4_1;
+typedef struct {
+    pti_half d;
+    uint8_t qh[4];
+    uint8_t qs[PTI_QK / 2];
+} pti_block_q5_0;
+typedef struct {
+    pti_half d, m;
+    uint8_t qh[4];
+    uint8_t qs[PTI_QK / 2];
+} pti_block_q5_1;
+typedef struct {
+    pti_half d;
+    int8_t qs[PTI_QK];
+} pti_block_q8_0;
+typedef struct {
+    pti_half d, s;
+    int8_t qs[PTI_QK];
+} pti_block_q8_1;
+typedef struct {
+    uint8_t scales[PTI_QK_K / 16];
+    uint8_t qs[PTI_QK_K / 4];
+    pti_half d, dmin;
+} pti_block_q2_k;
+typedef struct {
+    uint8_t hmask[PTI_QK_K / 8];
+    uint8_t qs[PTI_QK_K / 4];
+    uint8_t scales[12];
+    pti_half d;
+} pti_block_q3_k;
+typedef struct {
+    pti_half d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[PTI_QK_K / 2];
+} pti_block_q4_k;
+typedef struct {
+    pti_half d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[PTI_QK_K / 8];
+    uint8_t qs[PTI_QK_K / 2];
+} pti_block_q5_k;
+typedef struct {
+    uint8_t ql[PTI_QK_K / 2];
+    uint8_t qh[PTI_QK_K / 4];
+    int8_t scales[PTI_QK_K / 16];
+    pti_half d;
+} pti_block_q6_k;
+typedef struct {
+    float d;
+    int8_t qs[PTI_QK_K];
+    int16_t bsums[PTI_QK_K / 16];
+} pti_block_q8_k;
 
 _Static_assert(sizeof(pti_block_q4_0) == 18, "q4_0 block");
 _Static_assert(sizeof(pti_block_q4_1) == 20, "q4_1 block");

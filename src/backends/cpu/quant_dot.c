@@ -9,8 +9,8 @@
  * Q4_1 and Q5_1 take Q8_1 activations, as llama.cpp does: Q8_0's values plus the float16
  * s = d * sum(q) (d before its own rounding to float16); the min term is m_w * s. Rounding s
  * loses a little, but it is llama.cpp's rounding, and its logits are what ours are checked
- * against (this alone moved SmolLM2-135M Q4_1's logits by up to 0.5). F16/BF16/F32 weights take float32 activations unquantized (llama.cpp rounds them to
- * the weight's type; we keep them exact).
+ * against (this alone moved SmolLM2-135M Q4_1's logits by up to 0.5). F16/BF16/F32 weights take
+ * float32 activations unquantized (llama.cpp rounds them to the weight's type; we keep them exact).
  *
  * Rounding: both quantizers round half to even, as llama.cpp's x86 path does (Q8_0:
  * _mm256_round_ps with id = 127 / amax; Q8_K: nearest_int with iscale = -127 / max). */
@@ -30,7 +30,10 @@ static inline int nearest_int(float f)
     return (i & 0x007fffff) - 0x00400000;
 }
 
-static inline int clamp127(int v) { return v > 127 ? 127 : v < -127 ? -127 : v; }
+static inline int clamp127(int v)
+{
+    return v > 127 ? 127 : v < -127 ? -127 : v;
+}
 
 /* ---- activation quantizers ------------------------------------------------------------------ */
 
@@ -95,18 +98,23 @@ void pti_quantize_row_q8_1(const float *x, pti_block_q8_1 *y, int64_t n)
 pt_dtype pti_quant_act_dtype(pt_dtype weight)
 {
     switch (weight) {
-    case PT_Q4_1: case PT_Q5_1:
-        return PT_Q8_1;
-    case PT_Q4_0: case PT_Q5_0: case PT_Q8_0:
-        return PT_Q8_0;
-    case PT_Q2_K: case PT_Q3_K: case PT_Q4_K: case PT_Q5_K: case PT_Q6_K: case PT_Q8_K:
-        return PT_Q8_K;
-    default:
-        return PT_FLOAT32;
+    case PT_Q4_1:
+    case PT_Q5_1: return PT_Q8_1;
+    case PT_Q4_0:
+    case PT_Q5_0:
+    case PT_Q8_0: return PT_Q8_0;
+    case PT_Q2_K:
+    case PT_Q3_K:
+    case PT_Q4_K:
+    case PT_Q5_K:
+    case PT_Q6_K:
+    case PT_Q8_K: return PT_Q8_K;
+    default: return PT_FLOAT32;
     }
 }
 
-/* ---- 32-value block formats x Q8_0 ------------------------------------------------------------ */
+/* ---- 32-value block formats x Q8_0 ------------------------------------------------------------
+ */
 
 static float dot_q4_0(const void *wv, const void *av, int64_t n)
 {
@@ -133,8 +141,8 @@ static float dot_q4_1(const void *wv, const void *av, int64_t n)
         int isum = 0;
         for (int j = 0; j < PTI_QK / 2; j++)
             isum += (w[b].qs[j] & 0xF) * a[b].qs[j] + (w[b].qs[j] >> 4) * a[b].qs[j + 16];
-        sum += (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) +
-               pti_h2f(w[b].m) * pti_h2f(a[b].s);
+        sum +=
+            (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) + pti_h2f(w[b].m) * pti_h2f(a[b].s);
     }
     return sum;
 }
@@ -172,8 +180,8 @@ static float dot_q5_1(const void *wv, const void *av, int64_t n)
             int q1 = (w[b].qs[j] >> 4) | (int)((h >> (j + 16)) & 1) << 4;
             isum += q0 * a[b].qs[j] + q1 * a[b].qs[j + 16];
         }
-        sum += (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) +
-               pti_h2f(w[b].m) * pti_h2f(a[b].s);
+        sum +=
+            (float)isum * (pti_h2f(w[b].d) * pti_h2f(a[b].d)) + pti_h2f(w[b].m) * pti_h2f(a[b].s);
     }
     return sum;
 }
@@ -192,7 +200,8 @@ static float dot_q8_0(const void *wv, const void *av, int64_t n)
     return sum;
 }
 
-/* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
+/* ---- K-quants x Q8_K
+ * ------------------------------------------------------------------------------ */
 
 /* Sum of q[i] * a[i] over 16 values. */
 static inline int dot16(const int8_t *q, const int8_t *a)
@@ -335,7 +344,8 @@ static float dot_q8_k(const void *wv, const void *av, int64_t n)
     return sum;
 }
 
-/* ---- float weights x float32 activations -------------------------------------------------------- */
+/* ---- float weights x float32 activations --------------------------------------------------------
+ */
 
 static float dot_f32(const void *wv, const void *av, int64_t n)
 {
@@ -370,7 +380,8 @@ static float dot_bf16(const void *wv, const void *av, int64_t n)
     return sum;
 }
 
-/* ---- selection ---------------------------------------------------------------------------------- */
+/* ---- selection ----------------------------------------------------------------------------------
+ */
 
 static pti_qdot_fn scalar_fn(pt_dtype dt)
 {

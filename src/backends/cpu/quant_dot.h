@@ -51,11 +51,11 @@ void pti_qgemm32_pack_act(const float *x, void *dst, int64_t k);
 
 typedef struct pti_qgemm32_args {
     pt_dtype dt;
-    const char *w;      /* weight row 0, [n] rows of w_row_bytes */
+    const char *w; /* weight row 0, [n] rows of w_row_bytes */
     size_t w_row_bytes;
-    const char *act;    /* m packed activation rows of act_row_bytes */
+    const char *act; /* m packed activation rows of act_row_bytes */
     size_t act_row_bytes;
-    float *y;           /* [m, n] */
+    float *y; /* [m, n] */
     int64_t m, n, k;
 } pti_qgemm32_args;
 

@@ -41,7 +41,10 @@ bool pti_quant_avx2_ok(void)
     return v;
 }
 
-AVX2 static inline float h2f(pti_half h) { return _cvtsh_ss(h); }
+AVX2 static inline float h2f(pti_half h)
+{
+    return _cvtsh_ss(h);
+}
 
 AVX2 static inline float hsum_ps(__m256 v)
 {
@@ -71,7 +74,8 @@ AVX2 static inline __m256i dot_ss(__m256i w, __m256i a)
     return dot_us(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
 }
 
-/* ---- 32-value formats x Q8_0 ------------------------------------------------------------------- */
+/* ---- 32-value formats x Q8_0 -------------------------------------------------------------------
+ */
 
 /* The R-row kernels below (R = 1 for the row dot products, PTI_QDOT_ROWS for pti_qdot_rows_fn)
  * decode each weight block once and use it for R activation rows; every row sees exactly the
@@ -93,8 +97,8 @@ ROWS_INLINE float q32_scale(const void *wv, int64_t b, bool q4)
 }
 
 /* Q4_0 / Q8_0 weight row x R Q8_0 activation rows (act_stride bytes apart). */
-ROWS_INLINE void q32_rows(const void *wv, const char *act, size_t act_stride, int64_t n,
-                          float *out, int R, bool q4)
+ROWS_INLINE void q32_rows(const void *wv, const char *act, size_t act_stride, int64_t n, float *out,
+                          int R, bool q4)
 {
     const pti_block_q8_0 *a[PTI_QDOT_ROWS];
     __m256 acc0[PTI_QDOT_ROWS], acc1[PTI_QDOT_ROWS];
@@ -169,13 +173,14 @@ AVX2 static float dot_q5_0(const void *wv, const void *av, int64_t n)
         __m256i hi = _mm256_andnot_si256(pti_bits32(w[b].qh), _mm256_set1_epi8((char)0xF0));
         __m256i q = _mm256_or_si256(pti_nibbles32(w[b].qs), hi);
         __m256i p = dot_ss(q, _mm256_loadu_si256((const __m256i *)a[b].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p),
-                              acc);
+        acc =
+            _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc);
     }
     return hsum_ps(acc);
 }
 
-/* ---- K-quants x Q8_K ------------------------------------------------------------------------------ */
+/* ---- K-quants x Q8_K
+ * ------------------------------------------------------------------------------ */
 
 /* The 6-bit scales of a Q4_K / Q5_K super-block as 16-bit lanes 0..7 of *sc (lanes 8..15:
  * the mins), and the 8 mins each repeated twice, as 16 16-bit lanes of *mn2, unpacked with
@@ -197,14 +202,14 @@ AVX2 static inline void kquant_scales16(const uint8_t s[12], __m256i *sc, __m256
 /* Shuffle pattern that broadcasts 16-bit lane j of each 128-bit half over that half. */
 AVX2 static inline __m256i bcast16_pattern(int lo, int hi)
 {
-    return _mm256_setr_epi8(
-        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
-        (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
-        (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo),
-        (char)(2 * lo + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
-        (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi),
-        (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
-        (char)(2 * hi), (char)(2 * hi + 1));
+    return _mm256_setr_epi8((char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * lo), (char)(2 * lo + 1), (char)(2 * lo), (char)(2 * lo + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1),
+                            (char)(2 * hi), (char)(2 * hi + 1), (char)(2 * hi), (char)(2 * hi + 1));
 }
 
 /* mins * (sums of the 32 activations of each sub-block), sub-block j in int32 lane j (exact:
@@ -270,7 +275,7 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
         const bool split = W * R <= 2;
         for (int p = 0; p < W * R; p++)
             sumi[p] = sumh[p] = _mm256_setzero_si256();
-        /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
+            /* kept a loop (not unrolled): unrolled, gcc defers the sumi additions and spills */
 #pragma GCC unroll 1
         for (int c = 0; c < 4; c++) {
             for (int w = 0; w < W; w++) {
@@ -315,8 +320,8 @@ ROWS_INLINE void q4_k_rows(const void *wv, size_t w_stride, const char *act, siz
             for (int r = 0; r < R; r++) {
                 int p = w * R + r;
                 float da = a[r][b].d;
-                acc[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[p]),
-                                         acc[p]);
+                acc[p] =
+                    _mm256_fmadd_ps(_mm256_set1_ps(da * dw), _mm256_cvtepi32_ps(sumi[p]), acc[p]);
                 accm[p] = _mm256_fmadd_ps(_mm256_set1_ps(da * dmin),
                                           _mm256_cvtepi32_ps(kquant_min_dot(mn2[w], a[r][b].bsums)),
                                           accm[p]);
@@ -435,15 +440,16 @@ AVX2 static float dot_q8_k(const void *wv, const void *av, int64_t n)
     for (int64_t b = 0; b < n / PTI_QK_K; b++) {
         __m256i sumi = _mm256_setzero_si256();
         for (int j = 0; j < PTI_QK_K; j += 32)
-            sumi = _mm256_add_epi32(sumi,
-                                    dot_ss(_mm256_loadu_si256((const __m256i *)(w[b].qs + j)),
-                                           _mm256_loadu_si256((const __m256i *)(a[b].qs + j))));
+            sumi =
+                _mm256_add_epi32(sumi, dot_ss(_mm256_loadu_si256((const __m256i *)(w[b].qs + j)),
+                                              _mm256_loadu_si256((const __m256i *)(a[b].qs + j))));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(w[b].d * a[b].d), _mm256_cvtepi32_ps(sumi), acc);
     }
     return hsum_ps(acc);
 }
 
-/* ---- float weights x float32 activations ---------------------------------------------------------- */
+/* ---- float weights x float32 activations
+ * ---------------------------------------------------------- */
 
 AVX2 static inline __m256 load_f16x8(const uint16_t *p)
 {
@@ -538,7 +544,10 @@ pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
 
 #else /* not x86: scalar only */
 
-bool pti_quant_avx2_ok(void) { return false; }
+bool pti_quant_avx2_ok(void)
+{
+    return false;
+}
 pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
 {
     (void)dt;

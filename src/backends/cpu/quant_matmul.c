@@ -31,9 +31,9 @@ typedef struct qlinear_ctx {
     pt_status status;   /* its result (PT_ERR_OOM only), set by the chunk that failed */
     pti_qdot_fn dot;
     pti_qdot_rows_fn dot_rows; /* NULL: row by row */
-    const char *w;      /* weight row 0 */
-    size_t w_row_bytes; /* bytes of one weight row */
-    const char *act;    /* quantized (or float) activation row 0 */
+    const char *w;             /* weight row 0 */
+    size_t w_row_bytes;        /* bytes of one weight row */
+    const char *act;           /* quantized (or float) activation row 0 */
     size_t act_row_bytes;
     const float *bias; /* [N] or NULL */
     float *y;          /* [M, N] */
@@ -151,8 +151,13 @@ static pt_status cpu_quant_linear(const pti_call *c)
     bool tiled = pti_qgemm32_supported(w->dtype);
     if (tiled) {
         q.act_row_bytes = pti_qgemm32_act_row_bytes(k);
-        q.g = (pti_qgemm32_args){.dt = w->dtype, .w = q.w, .w_row_bytes = q.w_row_bytes,
-                                 .act_row_bytes = q.act_row_bytes, .y = q.y, .m = m, .n = n,
+        q.g = (pti_qgemm32_args){.dt = w->dtype,
+                                 .w = q.w,
+                                 .w_row_bytes = q.w_row_bytes,
+                                 .act_row_bytes = q.act_row_bytes,
+                                 .y = q.y,
+                                 .m = m,
+                                 .n = n,
                                  .k = k};
     }
     char *scratch = NULL;

@@ -206,9 +206,8 @@ softmax_row_avx2(const float *x, float *y, int64_t n, bool lg)
 /* Rows [begin, end) of length n: the row body is inlined here so its constants (the exp
  * polynomial, masks) are set up once per call rather than once per row, which dominated
  * short rows. */
-__attribute__((target("avx2,fma"))) static void softmax_rows_avx2(const float *x, float *y,
-                                                                  int64_t n, int64_t begin,
-                                                                  int64_t end, bool lg)
+__attribute__((target("avx2,fma"))) static void
+softmax_rows_avx2(const float *x, float *y, int64_t n, int64_t begin, int64_t end, bool lg)
 {
     if (lg) {
         for (int64_t o = begin; o < end; o++)

@@ -200,8 +200,7 @@ static pt_status cuda_copy_d2h(int index, void *dst, const void *src, size_t n)
 
 static pt_status cuda_copy_d2d(int index, void *dst, const void *src, size_t n)
 {
-    return memcpy_on(index, dst, src, n, cudaMemcpyDeviceToDevice,
-                     "cudaMemcpy (device to device)");
+    return memcpy_on(index, dst, src, n, cudaMemcpyDeviceToDevice, "cudaMemcpy (device to device)");
 }
 
 static pt_status cuda_synchronize(int index)
@@ -281,9 +280,9 @@ static pt_status cuda_copy(const pti_call *c)
     const pt_tensor *ops[2] = {dst, src};
     pti_cuda_geom g;
     pti_cuda_geom_init(&g, 2, ops);
-    return pti_cuda_check(pti_cuda_launch_copy(&g, pti_cuda_ptr(dst), dst->dtype, pti_cuda_ptr(src),
-                                               src->dtype),
-                          "copy kernel launch");
+    return pti_cuda_check(
+        pti_cuda_launch_copy(&g, pti_cuda_ptr(dst), dst->dtype, pti_cuda_ptr(src), src->dtype),
+        "copy kernel launch");
 }
 
 static pt_status cuda_fill(const pti_call *c)
@@ -318,8 +317,10 @@ static pt_status binary(const pti_call *c, pti_cuda_binop op, const char *name)
         return pti_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
                          pt_dtype_name(out->dtype));
     if (a->ndim != out->ndim || b->ndim != out->ndim)
-        return pti_error(PT_ERR_SHAPE, "%s: cuda kernel needs inputs expanded to the output's "
-                         "shape %s", name, pti_shape_str(out->ndim, out->shape));
+        return pti_error(PT_ERR_SHAPE,
+                         "%s: cuda kernel needs inputs expanded to the output's "
+                         "shape %s",
+                         name, pti_shape_str(out->ndim, out->shape));
     if (out->numel == 0)
         return PT_OK;
     pt_status st = kernel_prologue(c);
@@ -333,8 +334,14 @@ static pt_status binary(const pti_call *c, pti_cuda_binop op, const char *name)
                           op == PTI_CUDA_ADD ? "add kernel launch" : "mul kernel launch");
 }
 
-static pt_status cuda_add(const pti_call *c) { return binary(c, PTI_CUDA_ADD, "add"); }
-static pt_status cuda_mul(const pti_call *c) { return binary(c, PTI_CUDA_MUL, "mul"); }
+static pt_status cuda_add(const pti_call *c)
+{
+    return binary(c, PTI_CUDA_ADD, "add");
+}
+static pt_status cuda_mul(const pti_call *c)
+{
+    return binary(c, PTI_CUDA_MUL, "mul");
+}
 
 /* ---- registration --------------------------------------------------------------------------- */
 

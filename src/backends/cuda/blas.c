@@ -100,8 +100,8 @@ static pt_status gemm_float(cublasHandle_t h, const gemm_args *g)
                             "cublasSgemm");
     return cublas_check(cublasSgemmStridedBatched(h, g->a.op, g->b.op, g->m, g->n, g->k, &alpha,
                                                   g->a.ptr, (int)g->a.ld, g->a.batch_stride,
-                                                  g->b.ptr, (int)g->b.ld, g->b.batch_stride,
-                                                  &beta, g->c, (int)g->ldc, g->c_stride, g->batch),
+                                                  g->b.ptr, (int)g->b.ld, g->b.batch_stride, &beta,
+                                                  g->c, (int)g->ldc, g->c_stride, g->batch),
                         "cublasSgemmStridedBatched");
 }
 
@@ -115,8 +115,8 @@ static pt_status gemm_double(cublasHandle_t h, const gemm_args *g)
                             "cublasDgemm");
     return cublas_check(cublasDgemmStridedBatched(h, g->a.op, g->b.op, g->m, g->n, g->k, &alpha,
                                                   g->a.ptr, (int)g->a.ld, g->a.batch_stride,
-                                                  g->b.ptr, (int)g->b.ld, g->b.batch_stride,
-                                                  &beta, g->c, (int)g->ldc, g->c_stride, g->batch),
+                                                  g->b.ptr, (int)g->b.ld, g->b.batch_stride, &beta,
+                                                  g->c, (int)g->ldc, g->c_stride, g->batch),
                         "cublasDgemmStridedBatched");
 }
 
@@ -130,13 +130,12 @@ static pt_status gemm_half(cublasHandle_t h, const gemm_args *g, cudaDataType_t 
                                          g->c, type, (int)g->ldc, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT),
                             "cublasGemmEx");
-    return cublas_check(cublasGemmStridedBatchedEx(h, g->a.op, g->b.op, g->m, g->n, g->k, &alpha,
-                                                   g->a.ptr, type, (int)g->a.ld, g->a.batch_stride,
-                                                   g->b.ptr, type, (int)g->b.ld, g->b.batch_stride,
-                                                   &beta, g->c, type, (int)g->ldc, g->c_stride,
-                                                   g->batch, CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT),
-                        "cublasGemmStridedBatchedEx");
+    return cublas_check(
+        cublasGemmStridedBatchedEx(h, g->a.op, g->b.op, g->m, g->n, g->k, &alpha, g->a.ptr, type,
+                                   (int)g->a.ld, g->a.batch_stride, g->b.ptr, type, (int)g->b.ld,
+                                   g->b.batch_stride, &beta, g->c, type, (int)g->ldc, g->c_stride,
+                                   g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx");
 }
 
 /* K == 0: A @ B is all zeros, so out = beta * out (PyTorch does not call cuBLAS either). */
@@ -145,9 +144,9 @@ static pt_status empty_product(pt_tensor *out, double beta)
     if (beta == 1.0)
         return PT_OK;
     if (beta == 0.0) /* zero bits are 0.0 in every float dtype; out's old values are ignored */
-        return pti_cuda_check(cudaMemset(pti_cuda_ptr(out), 0,
-                                         pti_dtype_nbytes(out->dtype, out->numel)),
-                              "cudaMemset");
+        return pti_cuda_check(
+            cudaMemset(pti_cuda_ptr(out), 0, pti_dtype_nbytes(out->dtype, out->numel)),
+            "cudaMemset");
     return pti_cuda_check(pti_cuda_launch_scale(out->dtype, out->numel, pti_cuda_ptr(out), beta),
                           "scale kernel launch");
 }
@@ -167,15 +166,24 @@ static pt_status run_gemm(const pti_call *c, const pt_tensor *a, const pt_tensor
     if (K == 0)
         return empty_product(out, c->scalar[1]);
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX)
-        return pti_error(PT_ERR_UNSUPPORTED, "%s: sizes M=%lld N=%lld K=%lld batch=%lld exceed "
-                         "cuBLAS's int range", name, (long long)M, (long long)N, (long long)K,
-                         (long long)batch);
-    gemm_args g = {.m = (int)N, .n = (int)M, .k = (int)K, .batch = (int)batch,
-                   .c = pti_cuda_ptr(out), .ldc = N, .c_stride = M * N,
-                   .alpha = c->scalar[0], .beta = c->scalar[1]};
+        return pti_error(PT_ERR_UNSUPPORTED,
+                         "%s: sizes M=%lld N=%lld K=%lld batch=%lld exceed "
+                         "cuBLAS's int range",
+                         name, (long long)M, (long long)N, (long long)K, (long long)batch);
+    gemm_args g = {.m = (int)N,
+                   .n = (int)M,
+                   .k = (int)K,
+                   .batch = (int)batch,
+                   .c = pti_cuda_ptr(out),
+                   .ldc = N,
+                   .c_stride = M * N,
+                   .alpha = c->scalar[0],
+                   .beta = c->scalar[1]};
     if (!operand_layout(b, &g.a) || !operand_layout(a, &g.b))
-        return pti_error(PT_ERR_INVALID_ARG, "%s: cuda kernel needs row- or column-major "
-                         "inputs", name);
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: cuda kernel needs row- or column-major "
+                         "inputs",
+                         name);
     cublasHandle_t h = handle_for(out->storage->device.index);
     if (!h)
         return pt_last_status();
@@ -198,8 +206,8 @@ static pt_status cuda_gemm(const pti_call *c, int nd, const char *name)
     if (out->ndim != nd || a->ndim != nd || b->ndim != nd)
         return pti_error(PT_ERR_SHAPE, "%s: cuda kernel needs %d-D operands", name, nd);
     if (a->dtype != out->dtype || b->dtype != out->dtype)
-        return pti_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s @ %s -> %s",
-                         name, pt_dtype_name(a->dtype), pt_dtype_name(b->dtype),
+        return pti_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s @ %s -> %s", name,
+                         pt_dtype_name(a->dtype), pt_dtype_name(b->dtype),
                          pt_dtype_name(out->dtype));
     if (out->dtype != PT_FLOAT32 && out->dtype != PT_FLOAT64 && out->dtype != PT_FLOAT16 &&
         out->dtype != PT_BFLOAT16)
@@ -222,8 +230,14 @@ static pt_status cuda_gemm(const pti_call *c, int nd, const char *name)
     return st;
 }
 
-static pt_status cuda_mm(const pti_call *c) { return cuda_gemm(c, 2, "mm"); }
-static pt_status cuda_bmm(const pti_call *c) { return cuda_gemm(c, 3, "bmm"); }
+static pt_status cuda_mm(const pti_call *c)
+{
+    return cuda_gemm(c, 2, "mm");
+}
+static pt_status cuda_bmm(const pti_call *c)
+{
+    return cuda_gemm(c, 3, "bmm");
+}
 
 void pti_cuda_register_blas(pti_kernel *table)
 {

@@ -41,14 +41,20 @@ static unsigned blocks_for(int64_t n)
     return (unsigned)(b < MAX_BLOCKS ? (b > 0 ? b : 1) : MAX_BLOCKS);
 }
 
-#define GRID_STRIDE_LOOP(i, n)                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                   \
+#define GRID_STRIDE_LOOP(i, n)                                                                     \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                      \
          i += (int64_t)gridDim.x * blockDim.x)
 
 /* ---- scalar conversions (same rules as src/core/dtype.c) ---------------------------------- */
 
-__device__ __forceinline__ uint32_t f32_bits(float f) { return __float_as_uint(f); }
-__device__ __forceinline__ float bits_f32(uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ uint32_t f32_bits(float f)
+{
+    return __float_as_uint(f);
+}
+__device__ __forceinline__ float bits_f32(uint32_t u)
+{
+    return __uint_as_float(u);
+}
 
 __device__ uint16_t float_to_half(float f)
 {
@@ -88,7 +94,10 @@ __device__ uint16_t float_to_bf16(float f)
     return (uint16_t)((x + rounding) >> 16);
 }
 
-__device__ __forceinline__ float bf16_to_float(uint16_t b) { return bits_f32((uint32_t)b << 16); }
+__device__ __forceinline__ float bf16_to_float(uint16_t b)
+{
+    return bits_f32((uint32_t)b << 16);
+}
 
 /* Truncation with NaN -> 0 and saturation at the int64 range, as the CPU does. */
 __device__ int64_t double_to_i64(double v)
@@ -217,8 +226,8 @@ __global__ void copy_cast_kernel(const __grid_constant__ pti_cuda_geom g, char *
     }
 }
 
-extern "C" int pti_cuda_launch_copy(const pti_cuda_geom *g, void *out, pt_dtype to,
-                                    const void *in, pt_dtype from)
+extern "C" int pti_cuda_launch_copy(const pti_cuda_geom *g, void *out, pt_dtype to, const void *in,
+                                    pt_dtype from)
 {
     size_t os = plain_size(to), is = plain_size(from);
     if (os == 0 || is == 0)
@@ -241,8 +250,8 @@ extern "C" int pti_cuda_launch_copy(const pti_cuda_geom *g, void *out, pt_dtype 
         }
     } else {
         bool via_int = !is_floating(to) && !is_floating(from);
-        copy_cast_kernel<<<nb, THREADS>>>(*g, (char *)out, (int)to, os, (const char *)in,
-                                          (int)from, is, via_int);
+        copy_cast_kernel<<<nb, THREADS>>>(*g, (char *)out, (int)to, os, (const char *)in, (int)from,
+                                          is, via_int);
     }
     return (int)cudaGetLastError();
 }
@@ -369,11 +378,11 @@ extern "C" int pti_cuda_launch_binary(pti_cuda_binop op, const pti_cuda_geom *g,
     case PT_FLOAT64: launch_binary_as<ty_f64>(op, g, out, a, b, alpha); break;
     case PT_FLOAT16: launch_binary_as<ty_f16>(op, g, out, a, b, (float)alpha); break;
     case PT_BFLOAT16: launch_binary_as<ty_bf16>(op, g, out, a, b, (float)alpha); break;
-    case PT_INT64: launch_binary_as<ty_int<int64_t> >(op, g, out, a, b, ialpha); break;
-    case PT_INT32: launch_binary_as<ty_int<int32_t> >(op, g, out, a, b, ialpha); break;
-    case PT_INT16: launch_binary_as<ty_int<int16_t> >(op, g, out, a, b, ialpha); break;
-    case PT_INT8: launch_binary_as<ty_int<int8_t> >(op, g, out, a, b, ialpha); break;
-    case PT_UINT8: launch_binary_as<ty_int<uint8_t> >(op, g, out, a, b, ialpha); break;
+    case PT_INT64: launch_binary_as<ty_int<int64_t>>(op, g, out, a, b, ialpha); break;
+    case PT_INT32: launch_binary_as<ty_int<int32_t>>(op, g, out, a, b, ialpha); break;
+    case PT_INT16: launch_binary_as<ty_int<int16_t>>(op, g, out, a, b, ialpha); break;
+    case PT_INT8: launch_binary_as<ty_int<int8_t>>(op, g, out, a, b, ialpha); break;
+    case PT_UINT8: launch_binary_as<ty_int<uint8_t>>(op, g, out, a, b, ialpha); break;
     default: return (int)cudaErrorInvalidValue;
     }
     return (int)cudaGetLastError();
@@ -394,9 +403,7 @@ extern "C" int pti_cuda_launch_scale(pt_dtype dt, int64_t n, void *out, double b
     switch (dt) {
     case PT_FLOAT32: scale_kernel<ty_f32><<<nb, THREADS>>>(n, (float *)out, (float)beta); break;
     case PT_FLOAT64: scale_kernel<ty_f64><<<nb, THREADS>>>(n, (double *)out, beta); break;
-    case PT_FLOAT16:
-        scale_kernel<ty_f16><<<nb, THREADS>>>(n, (uint16_t *)out, (float)beta);
-        break;
+    case PT_FLOAT16: scale_kernel<ty_f16><<<nb, THREADS>>>(n, (uint16_t *)out, (float)beta); break;
     case PT_BFLOAT16:
         scale_kernel<ty_bf16><<<nb, THREADS>>>(n, (uint16_t *)out, (float)beta);
         break;
