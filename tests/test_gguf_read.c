@@ -619,11 +619,15 @@ static void test_bad_tensors(void **state)
     header(&b, 3, 1, 0);
     tinfo(&b, "t", 2, ne, 4, 0); /* Q4_2, retired */
     pad_data(&b, 32, 64);
-    expect_bad(&b, PT_ERR_FORMAT, "tensor 't' has unknown ggml type 4");
+    expect_bad(&b, PT_ERR_UNSUPPORTED, "tensor 't' has unknown ggml type 4");
     header(&b, 3, 1, 0);
     tinfo(&b, "t", 2, ne, 1000, 0);
     pad_data(&b, 32, 64);
-    expect_bad(&b, PT_ERR_FORMAT, "unknown ggml type 1000");
+    expect_bad(&b, PT_ERR_UNSUPPORTED, "tensor 't' has unknown ggml type 1000");
+    header(&b, 3, 1, 0);
+    tinfo(&b, "t", 2, ne, 99, 0); /* beyond ggml's types today: unsupported, named */
+    pad_data(&b, 32, 64);
+    expect_bad(&b, PT_ERR_UNSUPPORTED, "tensor 't' has unknown ggml type 99");
     uint64_t ne16[1] = {16};
     header(&b, 3, 1, 0);
     tinfo(&b, "q", 1, ne16, 8, 0); /* Q8_0 needs multiples of 32 */

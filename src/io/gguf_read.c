@@ -278,8 +278,14 @@ static bool read_tensor_info(reader *r, gguf_tensor *t, uint32_t alignment)
         return false;
     const ggml_type_info *ti = ggml_type((uint32_t)v);
     if (v > UINT32_MAX || !ti) {
-        pti_error(PT_ERR_FORMAT, "%s: gguf: tensor '%s' has unknown ggml type %llu", r->file, name,
-                  (unsigned long long)v);
+        /* Unsupported, not a format error: ggml keeps adding types (a file written by a newer
+         * llama.cpp is well-formed), and the known types we cannot compute with are
+         * PT_ERR_UNSUPPORTED too. Without a block size the rest of the file cannot be laid out,
+         * so the whole file is refused here. */
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "%s: gguf: tensor '%s' has unknown ggml type %llu (not one this reader knows: "
+                  "a newer or retired type)",
+                  r->file, name, (unsigned long long)v);
         return false;
     }
     t->ggml_type = (uint32_t)v;
