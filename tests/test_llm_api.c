@@ -185,7 +185,42 @@ static void test_tokenize_roundtrip(void **state)
     free(back);
     int32_t bad = 1 << 30;
     assert_pt_error(pt_llm_detokenize(llm, &bad, 1, false), PT_ERR_INVALID_ARG, "out of range");
+    size_t len = 99;
+    assert_pt_error(pt_llm_detokenize_bytes(llm, &bad, 1, false, &len), PT_ERR_INVALID_ARG,
+                    "pt_llm_detokenize_bytes: token id 1073741824 is out of range");
+    assert_int_equal(len, 0);
+    assert_pt_error(pt_llm_detokenize_bytes(llm, ids, n, false, NULL), PT_ERR_INVALID_ARG,
+                    "NULL len");
     pt_llm_free(llm);
+}
+
+/* A NUL byte inside the text survives the round trip through pt_llm_detokenize_bytes: byte
+ * fallback (<0x00>, SentencePiece: phi3) and byte-level BPE (the piece for byte 0: qwen2). */
+static void test_detokenize_nul_bytes(void **state)
+{
+    (void)state;
+    static const char text[] = "a\0b c\0"; /* 6 bytes, two of them NUL */
+    const size_t text_len = sizeof text - 1;
+    const char *models[] = {TINY "phi3-q8_0.gguf", TINY "qwen2-q8_0.gguf"};
+    for (int m = 0; m < 2; m++) {
+        pt_llm *llm = load(models[m], 64);
+        int32_t ids[64];
+        int64_t n = pt_llm_tokenize(llm, text, text_len, false, false, ids, 64);
+        assert_true(n > 0 && n <= 64);
+        size_t len = 0;
+        char *back = pt_llm_detokenize_bytes(llm, ids, n, false, &len);
+        assert_non_null(back);
+        assert_int_equal(len, text_len);
+        assert_memory_equal(back, text, text_len);
+        assert_int_equal(back[len], '\0');
+        free(back);
+        /* the C-string variant stops at the first NUL, as documented */
+        char *cut = pt_llm_detokenize(llm, ids, n, false);
+        assert_non_null(cut);
+        assert_string_equal(cut, "a");
+        free(cut);
+        pt_llm_free(llm);
+    }
 }
 
 static void test_errors(void **state)
@@ -240,6 +275,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_seed_and_cancel, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_chat, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_tokenize_roundtrip, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_detokenize_nul_bytes, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -120,8 +120,14 @@ PT_API char *pt_llm_chat_prompt(pt_llm *llm, const pt_chat_msg *msgs, int32_t n_
  * than cap: call again with a bigger buffer), negative on error. */
 PT_API int64_t pt_llm_tokenize(const pt_llm *llm, const char *text, size_t len, bool add_bos,
                                bool parse_special, int32_t *out, int64_t cap);
-/* The text of n ids, as a new NUL-terminated string (free()); NULL on error. */
+/* The text of n ids, as a new NUL-terminated string (free()); NULL on error. A token that
+ * stands for byte 0 (byte fallback <0x00>, byte-level BPE) ends the C string there: use
+ * pt_llm_detokenize_bytes when the text may contain NUL bytes. */
 PT_API char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool special);
+/* Same, with the text's length in bytes in *len (NUL bytes included; the buffer has one more,
+ * a terminating NUL). NULL on error, *len then 0. */
+PT_API char *pt_llm_detokenize_bytes(const pt_llm *llm, const int32_t *ids, int64_t n, bool special,
+                                     size_t *len);
 
 /* The logits of the last position evaluated (n_vocab floats, valid until the next call), or
  * NULL before any evaluation. */

@@ -305,10 +305,13 @@ int64_t pt_llm_tokenize(const pt_llm *llm, const char *text, size_t len, bool ad
     return pti_tokenize(llm->tok, text, len, add_bos, parse_special, out, cap);
 }
 
-char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool special)
+/* The text of ids and its length in bytes (*len; it may contain NUL bytes: a byte-fallback or
+ * byte-level token can stand for byte 0). fn names the public function in errors. */
+static char *detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool special, size_t *len,
+                        const char *fn)
 {
     if (!llm || (!ids && n > 0) || n < 0) {
-        pti_error(PT_ERR_INVALID_ARG, "pt_llm_detokenize: NULL llm or ids");
+        pti_error(PT_ERR_INVALID_ARG, "%s: NULL llm or ids, or n < 0", fn);
         return NULL;
     }
     int32_t cap = pti_tokenizer_max_piece(llm->tok) + 8;
@@ -323,8 +326,7 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
         int32_t k =
             i < n ? pti_detok_push(&d, ids[i], piece, cap) : pti_detok_flush(&d, piece, cap);
         if (k < 0) {
-            pti_error(PT_ERR_INVALID_ARG, "pt_llm_detokenize: token id %d is out of range",
-                      (int)ids[i]);
+            pti_error(PT_ERR_INVALID_ARG, "%s: token id %d is out of range", fn, (int)ids[i]);
             free(out);
             out = NULL;
             break;
@@ -333,7 +335,7 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
             size_t want = (used + (size_t)k + 1) * 2;
             char *grown = realloc(out, want);
             if (!grown) {
-                pti_error(PT_ERR_OOM, "pt_llm_detokenize: out of memory");
+                pti_error(PT_ERR_OOM, "%s: out of memory", fn);
                 free(out);
                 out = NULL;
                 break;
@@ -350,8 +352,27 @@ char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
     }
     if (out == NULL && piece && n == 0)
         out = calloc(1, 1);
+    if (!piece)
+        pti_error(PT_ERR_OOM, "%s: out of memory", fn);
     free(piece);
+    *len = out ? used : 0;
     return out;
+}
+
+char *pt_llm_detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool special)
+{
+    size_t len;
+    return detokenize(llm, ids, n, special, &len, "pt_llm_detokenize");
+}
+
+char *pt_llm_detokenize_bytes(const pt_llm *llm, const int32_t *ids, int64_t n, bool special,
+                              size_t *len)
+{
+    if (!len) {
+        pti_error(PT_ERR_INVALID_ARG, "pt_llm_detokenize_bytes: NULL len");
+        return NULL;
+    }
+    return detokenize(llm, ids, n, special, len, "pt_llm_detokenize_bytes");
 }
 
 /* ---- generation entry points -------------------------------------------------------------------
