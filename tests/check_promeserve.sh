@@ -5,8 +5,9 @@
 # $PT_MODELS_DIR, $PT_TEST_MODELS_DIR/data/models or /work/models, and exits 77 (skipped) when
 # none has it: a greedy one-shot answer (non-empty, the same twice), a prompt piped on stdin,
 # a chat driven through a pipe (two turns, a slash command, /bye), --verbose's timing lines,
-# and Ctrl-C on a pseudo-terminal (check_promeserve_pty.py: it stops an answer and returns to
-# the prompt; at the prompt it ends the program).
+# and the terminal on a pseudo-terminal (check_promeserve_pty.py: the prompt's hint; Ctrl-C
+# stops an answer at once and returns to the prompt; at the prompt it keeps the chat and says
+# how to leave; an answer cut off by a full context says so).
 # Prints the usual "N passed, M failed" line.
 set -u
 bin=$1
@@ -101,7 +102,7 @@ fi
 
 # ---- Ctrl-C on a terminal (a pseudo-terminal driven by Python, when there is one) --------------
 if command -v python3 > /dev/null 2>&1; then
-    python3 "$(dirname "$0")/check_promeserve_pty.py" "$bin" "$model" && ok || bad "Ctrl-C"
+    python3 "$(dirname "$0")/check_promeserve_pty.py" "$bin" "$model" && ok || bad "terminal"
 fi
 
 echo "$pass passed, $fail failed"

@@ -13,8 +13,12 @@
  *
  * On a terminal, answers wrap at word boundaries to its width (--nowordwrap turns that off).
  * Ctrl-C stops the answer being generated (a SIGINT handler raises a flag that the token
- * callback reads) and returns to the prompt; at the prompt it ends the program. Errors print
- * "Error: <message>" on stderr and exit with status 1. */
+ * callback reads: no token after it is printed) and returns to the prompt. At the prompt the
+ * terminal is in raw mode (a small line editor: the grey hint on an empty line, backspace,
+ * Ctrl-U), where Ctrl-C discards the line and, on an empty one, says how to leave, as
+ * `ollama run` does; Ctrl-D on an empty line or /bye ends the chat. An answer cut off because
+ * the context is full says so. Errors print "Error: <message>" on stderr and exit with
+ * status 1. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -24,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -345,6 +350,10 @@ static bool on_token(int32_t token, const char *text, size_t len, void *user)
 {
     (void)token;
     stream *st = user;
+    /* A token sampled after Ctrl-C is not printed: the answer stops where the user saw it
+     * when the key was pressed (the engine then stops with done_reason "cancel"). */
+    if (g_interrupted)
+        return false;
     if (len && text) {
         if (st->width > 0)
             put_wrapped(st, text, len);
@@ -419,6 +428,30 @@ static void print_stats(const pt_gen_stats *st, int64_t total_ns, int64_t load_n
     fprintf(stderr, "eval rate:            %.2f tokens/s\n", gr);
 }
 
+/* Whether generation stopped because the context has no room for another token, rather than
+ * at num_predict ("length" stands for both). */
+static bool context_full(const session *s, const pt_gen_opts *g, const pt_gen_stats *st)
+{
+    if (!st->done_reason || strcmp(st->done_reason, "length") != 0)
+        return false;
+    if (g->num_predict >= 0 && st->gen_tokens >= g->num_predict)
+        return false;
+    const pt_llm_info *info = pt_llm_get_info(s->llm);
+    return info && st->prompt_tokens + st->gen_tokens > info->num_ctx - 1;
+}
+
+/* The answer was cut off mid-sentence: say why and what to do, instead of stopping silently. */
+static void report_context_full(const session *s)
+{
+    const pt_llm_info *info = pt_llm_get_info(s->llm);
+    fprintf(stderr, "[the answer was cut off: the context of %d tokens is full; %s]\n",
+            info ? info->num_ctx : 0,
+            s->interactive ? "/clear starts over, /set parameter num_ctx N makes it longer"
+                           : "--ctx N makes it longer");
+    if (s->interactive)
+        fputc('\n', stderr);
+}
+
 /* Answers the last user message of the history, streaming to stdout. The answer is added to
  * the history when it is kept (interactive). Returns 0, 1 on an error (printed), or 2 when
  * Ctrl-C cancelled it. */
@@ -456,6 +489,8 @@ static int answer(session *s)
     }
     fputs(s->interactive && !cancelled ? "\n\n" : "\n", stdout);
     fflush(stdout);
+    if (context_full(s, &g, &stats))
+        report_context_full(s);
     if (s->verbose) {
         int64_t load = s->load_reported ? 0 : s->load_ns;
         s->load_reported = true;
@@ -697,23 +732,134 @@ static bool read_line(strbuf *b)
     }
 }
 
+/* ---- the line editor of a terminal --------------------------------------------------------- */
+
+typedef enum read_result { READ_LINE, READ_EOF, READ_INTERRUPT } read_result;
+
+/* ollama's readline colours: the hint is grey, the cursor stays at its start. */
+#define HINT_COLOR "\033[38;5;245m"
+#define COLOR_RESET "\033[0m"
+
+static void show_hint(const char *hint)
+{
+    if (hint && *hint)
+        printf(HINT_COLOR "%s" COLOR_RESET "\033[%dD", hint, (int)strlen(hint));
+}
+
+/* Removes the last (UTF-8) character of b from the buffer and the screen. */
+static void erase_char(strbuf *b)
+{
+    if (!b->len)
+        return;
+    do
+        b->len--;
+    while (b->len && ((unsigned char)b->s[b->len] & 0xC0) == 0x80);
+    b->s[b->len] = '\0';
+    fputs("\b \b", stdout);
+}
+
+/* Skips the rest of an escape sequence (arrow keys and the like, which this editor ignores). */
+static void skip_escape(void)
+{
+    unsigned char c;
+    if (read(STDIN_FILENO, &c, 1) != 1 || (c != '[' && c != 'O'))
+        return;
+    while (read(STDIN_FILENO, &c, 1) == 1 && !(c >= 0x40 && c <= 0x7E))
+        ;
+}
+
+/* Reads one line on a terminal in raw mode, echoing it after `prompt` (printed here), with
+ * `hint` in grey while the line is empty. Ctrl-C is a key here, not a signal (ISIG off): it
+ * gives READ_INTERRUPT; Ctrl-D on an empty line READ_EOF. */
+static read_result edit_line(strbuf *b, const char *prompt, const char *hint)
+{
+    struct termios old, raw;
+    if (tcgetattr(STDIN_FILENO, &old) != 0)
+        return READ_EOF;
+    raw = old;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO | ISIG | IEXTEN);
+    raw.c_iflag &= ~(tcflag_t)(IXON | ICRNL);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    /* raw before the prompt shows: keys typed as soon as it appears are not echoed twice */
+    tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
+    b->len = 0;
+    sb_append(b, "", 0);
+    fputs(prompt, stdout);
+    show_hint(hint);
+    fflush(stdout);
+    read_result res;
+    for (;;) {
+        unsigned char c;
+        ssize_t r = read(STDIN_FILENO, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            res = READ_EOF;
+            break;
+        }
+        if (c == '\r' || c == '\n') {
+            res = READ_LINE;
+            break;
+        }
+        if (c == 3) { /* Ctrl-C */
+            res = READ_INTERRUPT;
+            break;
+        }
+        if (c == 4) { /* Ctrl-D: ends the chat on an empty line, else ignored */
+            if (!b->len) {
+                res = READ_EOF;
+                break;
+            }
+            continue;
+        }
+        if (c == 127 || c == 8) {
+            erase_char(b);
+            if (!b->len)
+                show_hint(hint);
+        } else if (c == 21) { /* Ctrl-U: the whole line */
+            while (b->len)
+                erase_char(b);
+            show_hint(hint);
+        } else if (c == 27) {
+            skip_escape();
+        } else if (c >= 32 || c == '\t') {
+            if (!b->len)
+                fputs("\033[K", stdout); /* the hint goes when typing starts */
+            if (!sb_append(b, (const char *)&c, 1)) {
+                res = READ_EOF;
+                break;
+            }
+            fputc(c, stdout);
+        }
+        fflush(stdout);
+    }
+    if (!b->len)
+        fputs("\033[K", stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    tcsetattr(STDIN_FILENO, TCSADRAIN, &old);
+    return res;
+}
+
 /* Reads the lines of a """ message after its first line (whose text after the opening quotes
  * is already in msg) up to the line that ends with """. */
-static bool read_multiline(strbuf *msg, strbuf *line, bool tty)
+static read_result read_multiline(strbuf *msg, strbuf *line, bool tty)
 {
     for (;;) {
         if (tty) {
-            fputs("... ", stdout);
-            fflush(stdout);
+            read_result r = edit_line(line, "... ", "Use \"\"\" to end multi-line input");
+            if (r != READ_LINE)
+                return r;
+        } else if (!read_line(line)) {
+            return READ_EOF;
         }
-        if (!read_line(line))
-            return false;
         size_t n = line->len;
         bool end = n >= 3 && !strcmp(line->s + n - 3, "\"\"\"");
         if (!sb_append(msg, "\n", 1) || !sb_append(msg, line->s, end ? n - 3 : n))
-            return false;
+            return READ_EOF;
         if (end)
-            return true;
+            return READ_LINE;
     }
 }
 
@@ -751,20 +897,36 @@ static int chat_loop(session *s)
     strbuf line = {0}, msg = {0};
     int status = 0;
     for (;;) {
-        fputs(">>> ", stdout);
-        fflush(stdout);
         g_interrupted = 0;
-        if (!read_line(&line)) {
-            fputc('\n', stdout);
-            break; /* EOF, Ctrl-D or Ctrl-C at the prompt */
+        read_result r;
+        if (tty) {
+            r = edit_line(&line, ">>> ", "Send a message (/? for help)");
+        } else {
+            fputs(">>> ", stdout);
+            fflush(stdout);
+            r = read_line(&line) ? READ_LINE : READ_EOF;
+            if (r == READ_EOF)
+                fputc('\n', stdout);
         }
+        if (r == READ_INTERRUPT) {
+            /* as ollama: Ctrl-C drops the line being typed and keeps the chat */
+            if (!line.len)
+                puts("Use Ctrl + d or /bye to exit.");
+            continue;
+        }
+        if (r == READ_EOF)
+            break; /* EOF or Ctrl-D */
         msg.len = 0;
         if (!strncmp(line.s, "\"\"\"", 3)) {
             size_t n = line.len;
             bool closed = n >= 6 && !strcmp(line.s + n - 3, "\"\"\"");
             sb_append(&msg, line.s + 3, closed ? n - 6 : n - 3);
-            if (!closed && !read_multiline(&msg, &line, tty)) {
-                fputc('\n', stdout);
+            r = closed ? READ_LINE : read_multiline(&msg, &line, tty);
+            if (r == READ_INTERRUPT)
+                continue; /* the multi-line message is dropped */
+            if (r == READ_EOF) {
+                if (!tty)
+                    fputc('\n', stdout);
                 break;
             }
         } else {
