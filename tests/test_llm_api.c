@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/testutil.h"
 
@@ -223,6 +224,109 @@ static void test_detokenize_nul_bytes(void **state)
     }
 }
 
+/* ---- batch invariance ------------------------------------------------------------------------
+ * docs/llm.md promises that a position's logits depend only on the tokens up to it: not on
+ * n_batch, on how the prompt is split over pt_llm_eval calls, or on a cached prefix being
+ * reused. Checked bitwise on the tiny model of each architecture and on SmolLM2 when present. */
+
+#define INV_N 40
+
+static float *last_logits(const pt_llm *llm)
+{
+    int32_t nv = pt_llm_get_info(llm)->n_vocab;
+    const float *l = pt_llm_logits(llm);
+    assert_non_null(l);
+    float *copy = malloc((size_t)nv * sizeof *copy);
+    assert_non_null(copy);
+    memcpy(copy, l, (size_t)nv * sizeof *copy);
+    return copy;
+}
+
+static void assert_same_logits(const pt_llm *llm, const float *want, const char *file,
+                               const char *how)
+{
+    int32_t nv = pt_llm_get_info(llm)->n_vocab;
+    const float *got = pt_llm_logits(llm);
+    assert_non_null(got);
+    for (int32_t i = 0; i < nv; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            fail_msg("%s: logit %d is %.9g %s, %.9g in one batch", file, (int)i, got[i], how,
+                     want[i]);
+}
+
+static pt_llm *load_batch(const char *file, int32_t n_batch)
+{
+    pt_llm_opts o = {.num_ctx = 128, .n_batch = n_batch};
+    pt_llm *llm = pt_llm_load(file, &o);
+    if (!llm)
+        fail_msg("pt_llm_load(%s): %s", file, pt_last_error());
+    return llm;
+}
+
+static void check_batch_invariance(const char *file)
+{
+    pt_llm *one = load_batch(file, 512);
+    int32_t nv = pt_llm_get_info(one)->n_vocab;
+    int32_t ids[INV_N];
+    uint32_t x = 12345;
+    for (int i = 0; i < INV_N; i++) { /* pseudo-random ids of the vocabulary */
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)nv);
+    }
+    assert_int_equal(pt_llm_eval(one, ids, INV_N, 0), PT_OK);
+    float *want = last_logits(one);
+
+    /* n_batch 7: the one call is processed in chunks of 7, 7, ..., 5 */
+    pt_llm *chunked = load_batch(file, 7);
+    assert_int_equal(pt_llm_eval(chunked, ids, INV_N, 0), PT_OK);
+    assert_same_logits(chunked, want, file, "with n_batch 7");
+    /* token by token, as decoding does */
+    for (int32_t i = 0; i < INV_N; i++)
+        assert_int_equal(pt_llm_eval(chunked, ids + i, 1, i), PT_OK);
+    assert_same_logits(chunked, want, file, "one token at a time");
+    pt_llm_free(chunked);
+
+    /* the cached prefix reused: 25 tokens, then the other 15 after them */
+    assert_int_equal(pt_llm_eval(one, ids, 25, 0), PT_OK);
+    assert_int_equal(pt_llm_eval(one, ids + 25, INV_N - 25, 25), PT_OK);
+    assert_same_logits(one, want, file, "after a cached prefix of 25");
+    /* the whole prompt cached but its last position, evaluated again (as generation does) */
+    assert_int_equal(pt_llm_eval(one, ids + INV_N - 1, 1, INV_N - 1), PT_OK);
+    assert_same_logits(one, want, file, "re-evaluating the last position");
+    /* a different cached tail is dropped: the logits are those of the new tokens alone */
+    int32_t other[10];
+    for (int i = 0; i < 10; i++)
+        other[i] = (ids[i] + 1) % nv;
+    assert_int_equal(pt_llm_eval(one, other, 10, 30), PT_OK);
+    assert_int_equal(pt_llm_eval(one, ids + 30, INV_N - 30, 30), PT_OK);
+    assert_same_logits(one, want, file, "after another tail was cached and dropped");
+    free(want);
+    pt_llm_free(one);
+}
+
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    const char *tiny[] = {"llama-q8_0", "llama-q4_k_m",  "qwen2-q6_k",
+                          "qwen3-q8_0", "gemma3-q4_k_m", "phi3-q6_k"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof tiny / sizeof *tiny; i++) {
+        snprintf(path, sizeof path, "%s%s.gguf", TINY, tiny[i]);
+        check_batch_invariance(path);
+    }
+    const char *dirs[] = {getenv("PT_MODELS_DIR"), PT_FIXTURES_DIR "/../../data/models"};
+    for (int i = 0; i < 2; i++) {
+        if (!dirs[i])
+            continue;
+        snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dirs[i]);
+        if (access(path, R_OK) == 0) {
+            check_batch_invariance(path);
+            return;
+        }
+    }
+    print_message("SmolLM2-135M-Instruct.Q4_1.gguf not found: only the tiny models checked\n");
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -276,6 +380,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chat, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_tokenize_roundtrip, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_detokenize_nul_bytes, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_invariance, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_errors, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
