@@ -12,12 +12,18 @@ check_promeserve.sh).
 3. Ctrl-C at the empty prompt keeps the chat and says "Use Ctrl + d or /bye to exit.";
    Ctrl-D then ends it with status 0.
 4. An answer cut off because the context (--ctx 96) is full says so.
+5. Input wraps counting the prompt's width: on a 30-column terminal a continuation line
+   ("... ", after a triple quote) of 30 characters breaks after 26, and backspace at the
+   start of the second row goes back up to the first (cursor up), not stuck on its row.
 Exit status 0 when all hold; the transcripts are printed on failure.
 """
 import os
 import pty
 import select
 import signal
+import struct
+import termios
+import fcntl
 import sys
 import time
 
@@ -145,6 +151,35 @@ def main():
     status = wait_exit(pid, 30)
     if status != 0:
         failures.append(f"one-shot with a full context: exit status {status}")
+    transcripts.append(buf)
+
+    # 5. the input wraps after the continuation prompt
+    pid, fd = spawn(argv)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 30, 0, 0))
+    buf = bytearray()
+    if read_until(fd, buf, b">>> ", 120):
+        time.sleep(0.2)
+        os.write(fd, b'\"\"\"\n')
+        read_until(fd, buf, b"... ", 10)
+        mark = len(buf)
+        os.write(fd, b"x" * 30)
+        read_until(fd, buf, b"xxxx", 10, mark + 26)
+        drain(fd, buf, 0.3)
+        # the terminal turns the editor's "\r\n" into "\r\r\n": compare without the "\r"s
+        if b"x" * 26 + b"\nxxxx" not in bytes(buf[mark:]).replace(b"\r", b""):
+            failures.append("a 30-character line after '... ' does not wrap after 26 characters")
+        mark = len(buf)
+        os.write(fd, b"\x7f" * 5)
+        if not read_until(fd, buf, b"\x1b[A", 10, mark):
+            failures.append("backspace at the start of a wrapped row does not go back up")
+        os.write(fd, b"\x03")
+        read_until(fd, buf, b">>> ", 10)
+        os.write(fd, b"\x04")
+        if wait_exit(pid, 30) != 0:
+            failures.append("Ctrl-D after the wrapped line: no clean exit")
+    else:
+        failures.append("no first prompt (wrap run)")
+        wait_exit(pid, 1)
     transcripts.append(buf)
 
     if failures:

@@ -746,16 +746,56 @@ static void show_hint(const char *hint)
         printf(HINT_COLOR "%s" COLOR_RESET "\033[%dD", hint, (int)strlen(hint));
 }
 
-/* Removes the last (UTF-8) character of b from the buffer and the screen. */
-static void erase_char(strbuf *b)
+/* A line being edited: its bytes and where they sit on the screen. The editor wraps the line
+ * itself (a line end when a row is full) so that it always knows the cursor's row: the first
+ * row holds width - prompt_cols characters (the prompt, ">>> " or the continuation prompt
+ * "... ", counts), the next rows width each. */
+typedef struct editor {
+    strbuf *b;
+    int prompt_cols; /* width of the prompt before the text */
+    int width;       /* the terminal's columns; 0: unknown, no wrapping */
+    int cols;        /* characters of the text (UTF-8 lead bytes; one column each) */
+} editor;
+
+/* Echoes byte c, appended to the text; a full row continues on the next one. */
+static bool put_char(editor *e, unsigned char c)
 {
+    if (!sb_append(e->b, (const char *)&c, 1))
+        return false;
+    fputc(c == '\t' ? ' ' : c, stdout); /* a tab would jump columns: shown as one space */
+    if ((c & 0xC0) == 0x80)
+        return true; /* a continuation byte: the same column */
+    e->cols++;
+    if (e->width > 0 && (e->prompt_cols + e->cols) % e->width == 0)
+        fputs("\r\n", stdout);
+    return true;
+}
+
+/* Removes the last (UTF-8) character from the text and the screen. */
+static void erase_char(editor *e)
+{
+    strbuf *b = e->b;
     if (!b->len)
         return;
     do
         b->len--;
     while (b->len && ((unsigned char)b->s[b->len] & 0xC0) == 0x80);
     b->s[b->len] = '\0';
-    fputs("\b \b", stdout);
+    if (e->width > 0 && (e->prompt_cols + e->cols) % e->width == 0) {
+        /* the cursor is at the start of a row: the character is the last of the row above */
+        printf("\033[A\r\033[%dC\033[K", e->width - 1);
+    } else {
+        fputs("\b \b", stdout);
+    }
+    e->cols--;
+}
+
+static int terminal_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col < 10)
+        return 0;
+    return ws.ws_col;
 }
 
 /* Skips the rest of an escape sequence (arrow keys and the like, which this editor ignores). */
@@ -785,6 +825,7 @@ static read_result edit_line(strbuf *b, const char *prompt, const char *hint)
     tcsetattr(STDIN_FILENO, TCSADRAIN, &raw);
     b->len = 0;
     sb_append(b, "", 0);
+    editor e = {.b = b, .prompt_cols = (int)strlen(prompt), .width = terminal_width()};
     fputs(prompt, stdout);
     show_hint(hint);
     fflush(stdout);
@@ -814,29 +855,29 @@ static read_result edit_line(strbuf *b, const char *prompt, const char *hint)
             continue;
         }
         if (c == 127 || c == 8) {
-            erase_char(b);
+            erase_char(&e);
             if (!b->len)
                 show_hint(hint);
         } else if (c == 21) { /* Ctrl-U: the whole line */
             while (b->len)
-                erase_char(b);
+                erase_char(&e);
             show_hint(hint);
         } else if (c == 27) {
             skip_escape();
         } else if (c >= 32 || c == '\t') {
             if (!b->len)
                 fputs("\033[K", stdout); /* the hint goes when typing starts */
-            if (!sb_append(b, (const char *)&c, 1)) {
+            if (!put_char(&e, c)) {
                 res = READ_EOF;
                 break;
             }
-            fputc(c, stdout);
         }
         fflush(stdout);
     }
     if (!b->len)
         fputs("\033[K", stdout);
-    fputc('\n', stdout);
+    if (!(e.width > 0 && e.cols > 0 && (e.prompt_cols + e.cols) % e.width == 0))
+        fputc('\n', stdout); /* (after a full row the cursor is on a new line already) */
     fflush(stdout);
     tcsetattr(STDIN_FILENO, TCSADRAIN, &old);
     return res;
