@@ -14,7 +14,7 @@ Checks, against `promeserve serve` over a temporary store with the tiny qwen3 fi
   400; numbers in show's parameters and Modelfile print as Go's %v does (top_k 40, 1e+06);
   a chunked body far over --max-body gets 413; /api/ps and /api/tags agree on parameter_size;
   unloading a model (keep_alive 0) gives its memory back (VmRSS); /v1 errors (401, 404, 405)
-  use OpenAI's error object.
+  use OpenAI's error object (401 with --api-key too).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or fixture is missing.
 """
 import hashlib
@@ -222,6 +222,20 @@ def check_origins(binary, store):
         srv.end(signal.SIGTERM, 15)
 
 
+def check_api_key_errors(binary, store):
+    srv = ServerProcess(binary, ["--quiet", "--api-key", "sekrit"], store=store)
+    try:
+        st, _, d = call(srv.port, "GET", "/v1/models")
+        e = (strict_json(d) or {}).get("error")
+        check(st == 401 and isinstance(e, dict) and e.get("message") == "unauthorized" and
+              "param" in e and "code" in e, "/v1 401 is OpenAI's error object (%d %r)" % (st, d))
+        st, _, d = call(srv.port, "GET", "/api/tags")
+        check(st == 401 and strict_json(d) == {"error": "unauthorized"},
+              "/api 401 stays Ollama's (%d %r)" % (st, d))
+    finally:
+        srv.end(signal.SIGTERM, 15)
+
+
 def check_prune(binary, store):
     """Leftovers of an interrupted upload and create are gone once the server started."""
     blobs = os.path.join(store, "blobs")
@@ -329,6 +343,7 @@ def main():
     try:
         check_prune(binary, store)
         check_origins(binary, store)
+        check_api_key_errors(binary, store)
     finally:
         shutil.rmtree(store, ignore_errors=True)
     if not failed():
