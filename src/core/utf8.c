@@ -1,6 +1,9 @@
 /* Strict UTF-8 checking (utf8.h). */
 #include "utf8.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 size_t pti_utf8_char_len(const uint8_t *s, size_t n)
 {
     uint8_t b = s[0];
@@ -34,4 +37,32 @@ size_t pti_utf8_invalid_at(const void *p, size_t n)
     while (i < n && (k = pti_utf8_char_len(s + i, n - i)) > 0)
         i += k;
     return i;
+}
+
+char *pti_utf8_repair(const void *p, size_t n, size_t *out_n)
+{
+    const uint8_t *s = p;
+    size_t i = pti_utf8_invalid_at(s, n);
+    if (i == n || n > (SIZE_MAX - 1) / 3)
+        return NULL;
+    char *out = malloc(n * 3 + 1); /* a bad byte grows to 3 */
+    if (!out)
+        return NULL;
+    memcpy(out, s, i);
+    size_t o = i;
+    while (i < n) {
+        size_t k = pti_utf8_char_len(s + i, n - i);
+        if (k) {
+            memcpy(out + o, s + i, k);
+            o += k;
+            i += k;
+        } else {
+            memcpy(out + o, "\xEF\xBF\xBD", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    *out_n = o;
+    return out;
 }

@@ -13,5 +13,9 @@ size_t pti_utf8_char_len(const uint8_t *s, size_t n);
 /* Index of the first byte of s[0 .. n) that does not start a valid character, n when the
  * text is valid. */
 size_t pti_utf8_invalid_at(const void *s, size_t n);
+/* s[0 .. n) with every byte that does not start a valid character replaced by U+FFFD, as Go
+ * does when it decodes or encodes JSON (one U+FFFD per bad byte): a new NUL-terminated buffer
+ * (free()) with its length in *out_n, or NULL when s is valid already or memory ran out. */
+char *pti_utf8_repair(const void *s, size_t n, size_t *out_n);
 
 #endif

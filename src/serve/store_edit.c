@@ -602,6 +602,15 @@ static int parse_create(const cJSON *req, create_req *r)
                                       "as they are; quantize with llama-quantize first");
         return PTI_STORE_BAD_REQUEST;
     }
+    /* LoRA adapters are not applied by the engine: a model made with them would silently run
+     * without them, so the request is refused (an empty object or null asks for none) */
+    const cJSON *adapters = cJSON_GetObjectItemCaseSensitive(req, "adapters");
+    if (adapters && !cJSON_IsNull(adapters) &&
+        !(cJSON_IsObject(adapters) && cJSON_GetArraySize(adapters) == 0)) {
+        pti_error(PT_ERR_UNSUPPORTED, "adapters are not supported: promeserve cannot apply LoRA "
+                                      "adapters; merge the adapter into the GGUF file first");
+        return PTI_STORE_BAD_REQUEST;
+    }
     r->files = cJSON_GetObjectItemCaseSensitive(req, "files");
     r->license = cJSON_GetObjectItemCaseSensitive(req, "license");
     r->parameters = cJSON_GetObjectItemCaseSensitive(req, "parameters");

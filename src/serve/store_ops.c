@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../core/internal.h"
 #include "model_store.h"
@@ -744,6 +745,30 @@ static void append_quoted(strbuf *sb, const char *s)
     strbuf_printf(sb, "%s%s%s", q, s, q);
 }
 
+/* A float64 as Go's %v prints it (strconv 'g' with the shortest precision): the fewest digits
+ * that read back the same, in %e form when the exponent is < -4 or >= 6 ("40", "0.5",
+ * "123456", "1e+06", "1e-05"). C's %g with that precision decides by the precision instead
+ * ("4e+01"). */
+static void go_format_float(double x, char *buf, size_t cap)
+{
+    if (!isfinite(x)) {
+        snprintf(buf, cap, "%s", isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
+        return;
+    }
+    int digits = 1;
+    char e[40];
+    for (; digits <= 17; digits++) {
+        snprintf(e, sizeof e, "%.*e", digits - 1, x);
+        if (strtod(e, NULL) == x)
+            break;
+    }
+    int exp = x == 0 ? 0 : atoi(strchr(e, 'e') + 1);
+    if (exp < -4 || exp >= 6)
+        snprintf(buf, cap, "%s", e); /* C's two-digit exponent is Go's too: 1e+06 */
+    else
+        snprintf(buf, cap, "%.*f", digits - 1 - exp > 0 ? digits - 1 - exp : 0, x);
+}
+
 /* Go's %v of a JSON value from a params layer: numbers in shortest form, strings bare. */
 static void format_go_value(const cJSON *v, bool go_quoted, char *buf, size_t cap)
 {
@@ -772,11 +797,7 @@ static void format_go_value(const cJSON *v, bool go_quoted, char *buf, size_t ca
         }
         snprintf(buf + k, cap - k, "\"");
     } else if (cJSON_IsNumber(v)) {
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, cap, "%.*g", prec, v->valuedouble);
-            if (strtod(buf, NULL) == v->valuedouble)
-                break;
-        }
+        go_format_float(v->valuedouble, buf, cap);
     } else if (cJSON_IsBool(v)) {
         snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
     } else {
@@ -1055,4 +1076,63 @@ cJSON *pti_store_show_file(const char *path, const char *shown, bool verbose, in
     free_parts(&p);
     pt_gguf_close(g);
     return r;
+}
+
+/* ---- leftovers of interrupted writes ------------------------------------------------------ */
+
+static bool is_blob_name(const char *name)
+{
+    if (strncmp(name, "sha256-", 7) || strlen(name) != 7 + 64)
+        return false;
+    for (const char *p = name + 7; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return false;
+    return true;
+}
+
+/* ".latest.tmp-123-4": write_file_atomic's temporary name */
+static bool is_atomic_tmp(const char *name)
+{
+    return name[0] == '.' && strstr(name, ".tmp-") != NULL;
+}
+
+static int prune_dir(const char *dir, bool blobs, int depth)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        char path[4352];
+        if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+            continue;
+        struct stat st;
+        if (lstat(path, &st) != 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (!blobs && depth < 8) /* manifests/host/namespace/model/tag */
+                removed += prune_dir(path, false, depth + 1);
+            continue;
+        }
+        if (!S_ISREG(st.st_mode))
+            continue;
+        bool junk = blobs ? !is_blob_name(e->d_name) : is_atomic_tmp(e->d_name);
+        if (junk && unlink(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+int pti_store_prune_temporaries(const char *root)
+{
+    char dir[4200];
+    int removed = 0;
+    if (snprintf(dir, sizeof dir, "%s/blobs", root) < (int)sizeof dir)
+        removed += prune_dir(dir, true, 0);
+    if (snprintf(dir, sizeof dir, "%s/manifests", root) < (int)sizeof dir)
+        removed += prune_dir(dir, false, 0);
+    return removed;
 }

@@ -127,5 +127,10 @@ cJSON *pti_store_read_manifest(const char *path, char hex[65]);
  * false to stop. */
 typedef bool (*pti_store_visit)(const char *name, const char *path, void *user);
 void pti_store_walk(const char *root, pti_store_visit visit, void *user);
+/* Removes the leftovers of interrupted uploads and creates under the store root: files in
+ * blobs/ not named sha256-<64 hex> (upload temporaries, as Ollama's PruneLayers removes them)
+ * and the ".NAME.tmp-PID-N" files of atomic writes in blobs/ and manifests/. Returns how many
+ * were removed. Run it at start, before anything writes to the store. */
+int pti_store_prune_temporaries(const char *root);
 
 #endif

@@ -2,6 +2,7 @@
  * the first and last code point of each length, overlong forms, surrogates, values past
  * U+10FFFF, stray continuation bytes, truncated sequences. The expected verdicts are Python's
  * bytes.decode('utf-8') (strict), which refuses exactly these. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/utf8.h"
@@ -64,11 +65,45 @@ static void test_invalid_at(void **state)
     assert_int_equal(pti_utf8_invalid_at(nul, 3), 3);
 }
 
+/* Go's utf8.DecodeRune gives RuneError with width 1 for every byte that does not start a
+ * character, so json.Marshal writes one U+FFFD per bad byte: "\xE2\x82c" is two of them. */
+static void test_repair(void **state)
+{
+    (void)state;
+    size_t n = 99;
+    assert_null(pti_utf8_repair("caf\xC3\xA9", 5, &n)); /* valid: nothing to repair */
+    assert_int_equal(n, 99);
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"a\xFF"
+         "b",
+         "a\xEF\xBF\xBD"
+         "b"},
+        {"a\xE2\x82"
+         "c",
+         "a\xEF\xBF\xBD\xEF\xBF\xBD"
+         "c"},
+        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* an encoded surrogate */
+        {"\xC0\xAF!", "\xEF\xBF\xBD\xEF\xBF\xBD!"},               /* overlong '/' */
+        {"\xF0\x9F\x98\x80\x80", "\xF0\x9F\x98\x80\xEF\xBF\xBD"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = pti_utf8_repair(cases[i].in, strlen(cases[i].in), &n);
+        assert_non_null(got);
+        assert_int_equal(n, strlen(cases[i].want));
+        assert_memory_equal(got, cases[i].want, n);
+        assert_int_equal(got[n], 0);
+        free(got);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_char_len),
         cmocka_unit_test(test_invalid_at),
+        cmocka_unit_test(test_repair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
 #include "serve_internal.h"
 
 #ifdef PS_HAVE_CHAT_PAGE
@@ -327,13 +328,27 @@ void ps_reply_status(ps_request *r, int status)
     ps_reply_text(r, status, NULL, "", 0);
 }
 
+/* cJSON_PrintUnformatted with every byte that is not UTF-8 made U+FFFD, as Go's encoder does:
+ * every JSON reply is valid UTF-8 whatever a model file, a stored prompt or a generated token
+ * held (cJSON escapes only control characters, so a bad byte can only be in a string). */
+static char *print_json_utf8(const cJSON *obj)
+{
+    char *text = cJSON_PrintUnformatted(obj);
+    size_t n = 0;
+    char *fixed = text ? pti_utf8_repair(text, strlen(text), &n) : NULL;
+    if (!fixed)
+        return text;
+    free(text);
+    return fixed;
+}
+
 void ps_reply_json(ps_request *r, int status, cJSON *body)
 {
     if (!body) {
         ps_reply_text(r, status, "application/json; charset=utf-8", "", 0);
         return;
     }
-    char *text = cJSON_PrintUnformatted(body);
+    char *text = print_json_utf8(body);
     cJSON_Delete(body);
     if (!text) {
         ps_reply_text(r, 500, "application/json; charset=utf-8", "{\"error\":\"out of memory\"}",
@@ -561,7 +576,7 @@ bool ps_stream_write(ps_stream *s, const char *data, size_t len)
 
 bool ps_stream_write_ndjson(ps_stream *s, cJSON *obj)
 {
-    char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    char *text = obj ? print_json_utf8(obj) : NULL;
     cJSON_Delete(obj);
     if (!text)
         return false;
@@ -583,7 +598,7 @@ bool ps_stream_write_sse(ps_stream *s, cJSON *obj)
 {
     if (!obj)
         return ps_stream_write(s, "data: [DONE]\n\n", 14);
-    char *text = cJSON_PrintUnformatted(obj);
+    char *text = print_json_utf8(obj);
     cJSON_Delete(obj);
     if (!text)
         return false;
@@ -742,12 +757,8 @@ static bool origin_allowed(const ps_config *cfg, const char *origin)
     for (int i = 0; DEFAULT_ORIGINS[i]; i++)
         if (glob_match(DEFAULT_ORIGINS[i], strlen(DEFAULT_ORIGINS[i]), origin))
             return true;
-    /* browser extensions, as gin-contrib/cors AllowBrowserExtensions */
-    static const char *const ext[] = {"chrome-extension://", "safari-extension://",
-                                      "moz-extension://", "ms-browser-extension://", NULL};
-    for (int i = 0; ext[i]; i++)
-        if (!strncmp(origin, ext[i], strlen(ext[i])))
-            return true;
+    /* browser extensions (chrome-extension://..) only when OLLAMA_ORIGINS lists them: Ollama's
+     * AllowBrowserExtensions only lets such entries be listed, it allows none by itself */
     const char *p = cfg->origins;
     while (*p) {
         while (*p == ',' || *p == ' ')
@@ -930,7 +941,11 @@ static bool parse_json_body(conn_state *cs)
         reply_bad_request(cs, 400, msg);
         return false;
     }
-    cJSON *j = cJSON_ParseWithLength(b, n);
+    size_t fixed_n = 0;
+    char *fixed = ps_json_normalize(b, n, &fixed_n); /* strings as Go reads them */
+    cJSON *j = cJSON_ParseWithLength(fixed ? fixed : b, fixed ? fixed_n : n);
+    free(fixed);
+    ps_json_last_key_wins(j);
     if (!j) {
         reply_bad_request(cs, 400, "invalid JSON (nested too deeply or too large)");
         return false;
@@ -938,6 +953,17 @@ static bool parse_json_body(conn_state *cs)
     if (!cJSON_IsObject(j)) {
         snprintf(msg, sizeof msg, "json: cannot unmarshal %s into Go value of type object",
                  json_type_name(j));
+        cJSON_Delete(j);
+        reply_bad_request(cs, 400, msg);
+        return false;
+    }
+    const char *bad_key = NULL;
+    if (!ps_json_names_ok(j, &bad_key)) {
+        /* "victim\u0000 x" must not reach the store as "victim" */
+        snprintf(msg, sizeof msg,
+                 "invalid model name in \"%s\": it holds a NUL or control character or bytes "
+                 "that are not UTF-8",
+                 bad_key);
         cJSON_Delete(j);
         reply_bad_request(cs, 400, msg);
         return false;
@@ -992,6 +1018,8 @@ static bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
+#define DRAIN_MAX ((size_t)16 << 20)
+
 /* Takes one piece of the body. False when the connection should be dropped. */
 static bool take_body(conn_state *cs, const char *data, size_t n)
 {
@@ -1000,8 +1028,11 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
     if (cs->body_too_large || cs->body_len + n > limit) {
         cs->body_too_large = true;
         cs->discarded += n;
-        /* keep reading a while so the client gets the 413; a body far past it is cut */
-        return cs->discarded <= (size_t)1 << 20;
+        /* keep reading (and dropping) the rest so that the client gets the 413: a chunked body
+         * has no Content-Length to refuse up front, and MHD cannot queue an answer in the
+         * middle of a body. Dropping is cheap, but a body more than DRAIN_MAX past the limit
+         * is cut (the client sees the connection close). */
+        return cs->discarded <= DRAIN_MAX;
     }
     if (cs->rt && cs->rt->body == BODY_FILE) {
         if (cs->body_fd < 0)
@@ -1077,6 +1108,11 @@ static bool host_header_present(conn_state *cs, const char *version)
     return false;
 }
 
+static bool is_openai_path(const char *path)
+{
+    return !strncmp(path, "/v1/", 4) || !strcmp(path, "/v1");
+}
+
 /* The checks of the first call. Returns false when the request was answered already. */
 static bool first_call_checks(conn_state *cs, const char *version)
 {
@@ -1101,8 +1137,18 @@ static bool first_call_checks(conn_state *cs, const char *version)
         cs->req.param = param;
     }
     bool open_route = cs->rt && (cs->rt->fn == handle_root || cs->rt->fn == handle_health);
+    bool v1 = is_openai_path(cs->path);
     if (!open_route && !key_ok(cs)) {
-        ps_reply_error(&cs->req, 401, "unauthorized");
+        if (v1)
+            ps_reply_openai_error(&cs->req, 401, "invalid_request_error", "unauthorized");
+        else
+            ps_reply_error(&cs->req, 401, "unauthorized");
+        return false;
+    }
+    if (!cs->rt && v1) { /* OpenAI's clients parse an error object on every /v1 failure */
+        ps_reply_openai_error(&cs->req, path_known ? 405 : 404, "invalid_request_error",
+                              path_known ? "Invalid method for URL (%s %s)" : "Invalid URL (%s %s)",
+                              cs->method, cs->path);
         return false;
     }
     if (!cs->rt) {
@@ -1178,7 +1224,10 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
             return MHD_NO;
         *con_cls = cs;
         if (atomic_load(&h->srv->stopping)) {
-            ps_reply_error(&cs->req, 503, "server is shutting down");
+            if (is_openai_path(cs->path))
+                ps_reply_openai_error(&cs->req, 503, "api_error", "server is shutting down");
+            else
+                ps_reply_error(&cs->req, 503, "server is shutting down");
             return MHD_YES;
         }
         if (first_call_checks(cs, version) && cs->rt->body == BODY_JSON)

@@ -25,14 +25,17 @@
  * and its loaded copy unloads when idle. */
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "prometorch/core.h"
 #include "serve/model_store.h"
 #include "serve/sha256.h"
+#include "serve/store_ops.h"
 #include "serve_internal.h"
 
 #define FULL_WAIT_S 30
@@ -260,6 +263,14 @@ static void entry_free(entry *e)
     pti_engine_free(e->eng);
     layers_free(layers_unref(e->layers));
     free(e);
+    /* unloading gives the memory back to the system, as Ollama's (its runner process exits):
+     * the caching allocator keeps freed tensor blocks (up to 4 GiB) for reuse, and glibc keeps
+     * freed heap pages (blocks below the mmap threshold, the worker threads' arenas). Other
+     * loaded models only lose cached free blocks, which they make again on demand. */
+    pt_empty_cache();
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }
 
 /* ---- the registry ---------------------------------------------------------------------------- */
@@ -700,18 +711,9 @@ int64_t ps_model_load_ns(const ps_model *m)
 
 /* ---- /api/ps, /health, /metrics -------------------------------------------------------------- */
 
-/* "135.0M" / "4.0B" as Ollama prints parameter sizes. */
-static void format_param_size(int64_t n, char *out, size_t cap)
-{
-    if (n >= 1000000000)
-        snprintf(out, cap, "%.1fB", (double)n / 1e9);
-    else if (n >= 1000000)
-        snprintf(out, cap, "%.1fM", (double)n / 1e6);
-    else
-        snprintf(out, cap, "%.1fK", (double)n / 1e3);
-}
-
-static cJSON *details_json(const pt_llm_info *info)
+/* /api/ps's details; parameter_size from the GGUF's facts, the function /api/tags and
+ * /api/show use (general.parameter_count, "135M"), so the three agree. */
+static cJSON *details_json(const pt_llm_info *info, const char *gguf_path)
 {
     cJSON *d = cJSON_CreateObject();
     cJSON_AddStringToObject(d, "parent_model", "");
@@ -721,10 +723,11 @@ static cJSON *details_json(const pt_llm_info *info)
     cJSON *fams = cJSON_AddArrayToObject(d, "families");
     if (fams && arch[0])
         cJSON_AddItemToArray(fams, cJSON_CreateString(arch));
-    char ps[32] = "";
-    if (info)
-        format_param_size(info->n_params, ps, sizeof ps);
-    cJSON_AddStringToObject(d, "parameter_size", ps);
+    pti_gguf_facts facts;
+    if (!pti_store_gguf_facts(gguf_path, &facts))
+        pti_store_human_number(info ? (uint64_t)info->n_params : 0, facts.parameter_size,
+                               sizeof facts.parameter_size);
+    cJSON_AddStringToObject(d, "parameter_size", facts.parameter_size);
     cJSON_AddStringToObject(d, "quantization_level",
                             info && info->quantization ? info->quantization : "");
     return d;
@@ -741,7 +744,7 @@ static cJSON *ps_entry_json(const entry *e, int64_t now_mono, int64_t now_wall)
     double size = (double)(info ? info->file_size : 0) + (double)st.kv_bytes;
     cJSON_AddNumberToObject(o, "size", size);
     cJSON_AddStringToObject(o, "digest", e->layers ? e->layers->ref.digest : e->ref.digest);
-    cJSON_AddItemToObject(o, "details", details_json(info));
+    cJSON_AddItemToObject(o, "details", details_json(info, e->ref.gguf));
     int64_t left; /* ns from now until it expires */
     if (e->keep_alive_ns < 0)
         left = INT64_MAX - now_wall; /* "forever", as Go's time.Now().Add(MaxInt64) */

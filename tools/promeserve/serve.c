@@ -18,6 +18,7 @@
 
 #include "promeserve.h"
 #include "serve/model_store.h"
+#include "serve/store_ops.h"
 #include "serve_internal.h"
 
 #define SHUTDOWN_GRACE_S 10
@@ -452,6 +453,9 @@ static int serve_run(ps_server *srv)
         fprintf(stderr, "Error: cannot create the signal pipe: %s\n", strerror(errno));
         return 1;
     }
+    /* what an interrupted upload or create left behind (as Ollama's PruneLayers does) */
+    if (srv->cfg.models_store[0])
+        pti_store_prune_temporaries(srv->cfg.models_store);
     if (!ps_metrics_init(srv) || !ps_registry_init(srv, err, sizeof err) ||
         !ps_http_start(srv, err, sizeof err)) {
         fprintf(stderr, "Error: %s\n", err[0] ? err : "out of memory");

@@ -70,5 +70,18 @@ bool ps_parse_duration(const char *s, int64_t *ns);
  * accepts trailing text, Go does not); if not, encoding/json's message ("invalid character
  * 'x' looking for beginning of value (offset 10)") is written to msg. */
 bool ps_json_syntax_ok(const char *b, size_t n, char *msg, size_t cap);
+/* A syntactically valid body (ps_json_syntax_ok) rewritten so that cJSON reads its strings as
+ * Go's encoding/json does: each byte that is not valid UTF-8 becomes U+FFFD, so does a lone
+ * surrogate escape (\ud800) and an escaped NUL (\u0000: a C string cannot hold it, and cJSON
+ * would end the string there). A new buffer (free()) of *out_n bytes, or NULL when the body
+ * needs no change (or memory ran out: then it is parsed as it is). */
+char *ps_json_normalize(const char *b, size_t n, size_t *out_n);
+/* Go's "the last of duplicate keys wins": removes every member of every object of j that a
+ * later member of the same name overrides (cJSON's lookups return the first). */
+void ps_json_last_key_wins(cJSON *j);
+/* The top-level name fields of a request ("model", "name", "source", "destination", "from")
+ * that are strings hold no control character and no U+FFFD (what a NUL or bytes that are not
+ * UTF-8 became): false with the offending key in *bad_key otherwise. */
+bool ps_json_names_ok(const cJSON *j, const char **bad_key);
 
 #endif
