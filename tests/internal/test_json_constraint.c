@@ -1011,18 +1011,13 @@ static void test_random_walks(void **state)
 #define SMOL "SmolLM2-135M-Instruct.Q4_1"
 #define GEMMA "gemma-3-270m-q4_k_m"
 
+/* The model in $PT_MODELS_DIR (pt_test_model_path: the running test fails without it). */
 static bool find_model(const char *stem, char *out, size_t cap)
 {
-    const char *dirs[] = {getenv("PT_MODELS_DIR"), "data/models", "/work/models"};
-    for (int i = 0; i < 3; i++) {
-        if (dirs[i] && *dirs[i]) {
-            snprintf(out, cap, "%s/%s.gguf", dirs[i], stem);
-            if (access(out, R_OK) == 0) {
-                return true;
-            }
-        }
-    }
-    return false;
+    char file[256];
+    snprintf(file, sizeof file, "%s.gguf", stem);
+    snprintf(out, cap, "%s", pt_test_model_path(file));
+    return true;
 }
 
 static double now_us(void)
