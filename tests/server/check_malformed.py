@@ -6,10 +6,10 @@ each one the server must still answer GET /api/version. Standard library only.
     check_malformed.py --bin build/bin/promeserve [--gguf SmolLM2-135M-Instruct.Q4_1.gguf]
     check_malformed.py --url http://127.0.0.1:11434 [--model smollm2:135m]
 
---bin starts `promeserve serve` on a free loopback port with an empty temporary store and, when
-the GGUF is found (--gguf, $PT_MODELS_DIR, <repo>/data/models, /work/models), creates the model
-through /api/blobs and /api/create so that the option-parsing paths behind a valid model name
-are reached too; without it those cases meet a 404 (still a 4xx) and a NOTE says so.
+--bin starts `promeserve serve` on a free loopback port with an empty temporary store and
+creates the model from the GGUF (--gguf, else $PT_MODELS_DIR, which ctest sets; the test fails
+without it) through /api/blobs and /api/create so that the option-parsing paths behind a valid
+model name are reached too.
 Exits 1 naming every case that failed.
 """
 import argparse
