@@ -6,7 +6,7 @@ once and recomputed (ggml_graph_compute_with_ctx, which sets up its threads per 
 llama.cpp's graph compute does per ubatch). Wall time is the best of 5 windows; CPU time is the
 process CPU time per call.
 
-    /work/venv-llama/bin/python benchmarks/attention_kv_vs_ggml.py [build dir (default build)]
+    PYTHON_WITH_LLAMA_CPP benchmarks/attention_kv_vs_ggml.py [build dir (default build)]
 """
 import ctypes as C
 import math

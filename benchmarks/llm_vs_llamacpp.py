@@ -3,9 +3,9 @@
 
 Exact command (as scripts/bench.sh runs it; docs/benchmarks.md has the results):
 
-    /work/venv-llama/bin/python benchmarks/llm_vs_llamacpp.py --bin build/bin/llm_bench \
+    PYTHON_WITH_LLAMA_CPP benchmarks/llm_vs_llamacpp.py --bin build/bin/llm_bench \
         --threads 2 --repeat 5 \
-        /work/models/SmolLM2-135M-Instruct.Q4_1.gguf /work/models/gemma-3-270m-q4_k_m.gguf
+        data/models/SmolLM2-135M-Instruct.Q4_1.gguf data/models/gemma-3-270m-q4_k_m.gguf
 
 For each model, both engines get the same 512 prompt token ids (llm_bench builds them from a
 fixed English text and writes them to a file; llama.cpp evaluates that list), the same threads,

@@ -19,7 +19,7 @@ every time includes freeing the loaded tree. Threads: torch.set_num_threads(T) a
 PT_NUM_THREADS=T. The table gives medians over all loads (ours/peer below 1 = ours faster).
 
     /usr/bin/python3 benchmarks/load_vs_torch.py --bin build/bin/load_vs_torch --threads 2 \
-        [--python2 /work/venv-torch2/bin/python] [--rounds 2] [--repeat 2] [--markdown]
+        [--python2 PYTHON_WITH_TORCH2] [--rounds 2] [--repeat 2] [--markdown]
 """
 import argparse
 import json

@@ -8,7 +8,7 @@ its time also covers attention, norms and the rest; and our quantized GEMM alone
 (build/bin/bench_qgemm: every weight matrix of the model at M = 512 through pt_linear), as
 GOP/s. Prints both and their ratio (ours / llama.cpp's).
 
-    /work/venv-llama/bin/python benchmarks/qgemm_vs_llama.py [--bench build/bin/bench_qgemm]
+    PYTHON_WITH_LLAMA_CPP benchmarks/qgemm_vs_llama.py [--bench build/bin/bench_qgemm]
 """
 import argparse
 import re
@@ -17,8 +17,8 @@ import sys
 import time
 
 MODELS = [
-    ("gemma-3-270m-q4_k_m", "/work/models/gemma-3-270m-q4_k_m.gguf"),
-    ("SmolLM2-135M-Q4_1", "/work/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+    ("gemma-3-270m-q4_k_m", "data/models/gemma-3-270m-q4_k_m.gguf"),
+    ("SmolLM2-135M-Q4_1", "data/models/SmolLM2-135M-Instruct.Q4_1.gguf"),
 ]
 
 

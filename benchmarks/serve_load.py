@@ -2,7 +2,7 @@
 """Load benchmark for promeserve (issue 7, item 9): concurrent streaming chats over loopback.
 
     serve_load.py --url http://127.0.0.1:11434 --model smollm2:135m
-    serve_load.py --bin build/bin/promeserve --gguf /work/models/SmolLM2-135M-Instruct.Q4_1.gguf
+    serve_load.py --bin build/bin/promeserve --gguf data/models/SmolLM2-135M-Instruct.Q4_1.gguf
     serve_load.py ... --quick          (10 s main run, 5 s per scaling step: a smoke check)
 
 Main run: --concurrency (16) workers each send streaming POST /api/chat requests back to back
@@ -192,7 +192,7 @@ def main():
     ap.add_argument("--url", help="a running server")
     ap.add_argument("--pid", type=int, help="its process id, for RSS (with --url)")
     ap.add_argument("--bin", help="start this promeserve instead")
-    ap.add_argument("--gguf", default="/work/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ap.add_argument("--gguf", default="data/models/SmolLM2-135M-Instruct.Q4_1.gguf",
                     help="the model file to create in the started server's store")
     ap.add_argument("--model", default="smollm2:135m", help="model name to chat with")
     ap.add_argument("--parallel", type=int, default=4, help="slots of the started server")

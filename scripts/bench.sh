@@ -21,8 +21,8 @@ for py in ${PT_TORCH_PYTHONS:-}; do py2=(--python2 "$py"); break; done
 echo "== LLM prompt processing and generation vs llama.cpp (llama-cpp-python) =="
 # The models of issue 6 from $PT_MODELS_DIR; llama-cpp-python (with gguf and numpy) from the
 # interpreter $PT_LLAMA_PYTHON. Skipped when either is missing.
-models_dir="${PT_MODELS_DIR:-/work/models}"
-llama_py="${PT_LLAMA_PYTHON:-/work/venv-llama/bin/python}"
+models_dir="${PT_MODELS_DIR:-data/models}" # where `make models` puts them
+llama_py="${PT_LLAMA_PYTHON:-}" # a python with llama-cpp-python, gguf and numpy
 llm_models=()
 for m in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
   if [ -f "$models_dir/$m" ]; then llm_models+=("$models_dir/$m"); fi

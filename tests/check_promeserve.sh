@@ -2,8 +2,7 @@
 # Checks `promeserve run` end to end (run by ctest; see tools/CMakeLists.txt).
 #   check_promeserve.sh PROMESERVE
 # Usage and error paths need no model. The rest runs SmolLM2-135M-Instruct.Q4_1.gguf from
-# $PT_MODELS_DIR, $PT_TEST_MODELS_DIR/data/models or /work/models, and exits 77 (skipped) when
-# none has it: a greedy one-shot answer (non-empty, the same twice), a prompt piped on stdin,
+# $PT_MODELS_DIR (ctest sets it from the CMake variable PT_MODELS_DIR) and fails without it: a greedy one-shot answer (non-empty, the same twice), a prompt piped on stdin,
 # a chat driven through a pipe (two turns, a slash command, /bye), --verbose's timing lines,
 # and the terminal on a pseudo-terminal (check_promeserve_pty.py: the prompt's hint; Ctrl-C
 # stops an answer at once and returns to the prompt; at the prompt it keeps the chat and says
@@ -39,18 +38,11 @@ run 1 run "$tmp/missing.gguf" hello && grep -q "^Error: " "$tmp/err" && ok || ba
 run 1 run && grep -q "^Error: " "$tmp/err" && ok || bad "no model argument"
 run 0 run --help && grep -q -- "--num-predict" "$tmp/out" && ok || bad "run --help"
 
-model=""
-for dir in "${PT_MODELS_DIR:-}" "${PT_TEST_MODELS_DIR:+$PT_TEST_MODELS_DIR/data/models}" \
-           /work/models; do
-    if [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
-        model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf"
-        break
-    fi
-done
-if [ -z "$model" ]; then
-    echo "$pass passed, $fail failed; SmolLM2-135M-Instruct.Q4_1.gguf not found:" \
-         "model tests skipped"
-    [ $fail = 0 ] && exit 77
+model="${PT_MODELS_DIR:-}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -z "${PT_MODELS_DIR:-}" ] || [ ! -f "$model" ]; then
+    echo "FAIL: SmolLM2-135M-Instruct.Q4_1.gguf is not in PT_MODELS_DIR" \
+         "(${PT_MODELS_DIR:-unset}): run make models"
+    echo "$pass passed, $((fail + 1)) failed"
     exit 1
 fi
 greedy="--temperature 0 --num-predict 16 --threads 2 --ctx 1024"

@@ -1240,11 +1240,10 @@ static void test_conversions_are_differentiable(void **state)
 
 static char *read_text(const char *rel)
 {
+    /* rel is relative to the source tree: PT_FIXTURES_DIR (tests/fixtures, the absolute path
+     * CMake passes) is two levels below it */
     char path[4096];
-    const char *file = __FILE__, *cut = strstr(file, "tests/test_autograd.c");
-    if (!cut)
-        return NULL;
-    snprintf(path, sizeof path, "%.*s%s", (int)(cut - file), file, rel);
+    snprintf(path, sizeof path, "%s/../../%s", PT_FIXTURES_DIR, rel);
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -1281,8 +1280,8 @@ static void test_doc_example_runs_and_is_in_the_doc(void **state)
     assert_int_equal(autograd_doc_example_main(), 0);
     const char *code = read_text("docs/examples/autograd_custom_op.c");
     const char *doc = read_text("docs/autograd.md");
-    if (!code || !doc)
-        skip(); /* built from a copy without the sources next to it */
+    assert_non_null(code);
+    assert_non_null(doc);
     assert_non_null(strstr(doc, code));
 }
 

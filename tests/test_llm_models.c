@@ -4,8 +4,9 @@
  * last-token logits agree, and greedy decoding (argmax each step, as the generator did)
  * produces llama.cpp's tokens.
  *
- * Real models are looked up in $PT_MODELS_DIR, else data/models of the source tree (`make
- * models` fetches them); a missing model skips its test with a message. The reference files
+ * Real models are looked up in $PT_MODELS_DIR, which ctest sets from the CMake variable
+ * PT_MODELS_DIR (default data/models of the source tree, where `make models` fetches them); a
+ * missing model fails its test. The reference files
  * are committed, so no Python is needed here.
  *
  * Logit tolerance: both sides quantize activations the same way and read the same quantized
@@ -37,14 +38,6 @@ typedef struct ref_prompt {
     float *logits; /* every logit, when recorded (tiny models) */
     int64_t n_logits;
 } ref_prompt;
-
-static char *models_dir(void)
-{
-    static char dir[1024];
-    const char *env = getenv("PT_MODELS_DIR");
-    snprintf(dir, sizeof dir, "%s", env ? env : PT_FIXTURES_DIR "/../../data/models");
-    return dir;
-}
 
 static char *unhex(const char *h, size_t n)
 {
@@ -283,12 +276,11 @@ static bool agree_with(const char *model_path, const char *ref_path, pt_llm_opts
 
 static void real_model(const char *file, const char *ref)
 {
-    char model[2048], refp[2048];
-    snprintf(model, sizeof model, "%s/%s", models_dir(), file);
+    char model[4096], refp[2048];
+    snprintf(model, sizeof model, "%s", pt_test_model_path(file)); /* fails when missing */
     snprintf(refp, sizeof refp, "%s/llm/%s", PT_FIXTURES_DIR, ref);
     pt_llm_opts o = {.num_ctx = 512};
-    if (!agree_with(model, refp, o))
-        skip();
+    assert_true(agree_with(model, refp, o));
 }
 
 static void test_smollm2(void **state)

@@ -105,7 +105,7 @@ PT_API int64_t pt_nn_num_parameters(pt_module *m);
 /* Calls the module's forward (with its hooks). Returns a new reference. */
 PT_API pt_tensor *pt_nn_forward(pt_module *m, const pt_tensor *x);
 /* Several inputs/outputs (LSTM: in = {x, h0, c0}, out = {y, h_n, c_n}). */
-PT_API pt_status pt_nn_forward_n(pt_module *m, int n_in, const pt_tensor *const *in, int n_out,
+PT_API pt_status pt_nn_forward_n(pt_module *m, int n_in, pt_tensor_list in, int n_out,
                                  pt_tensor **out);
 
 /* Runs before forward with the inputs (return non-OK to abort the call with that status). */

@@ -87,17 +87,17 @@ PT_API pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask);
  * PT_ERR_INDEX for an index out of range, too many indices, a mask whose shape does not match
  * the dims it indexes, or index tensors that do not broadcast; PT_ERR_DTYPE for another index
  * dtype. */
-PT_API pt_tensor *pt_index(const pt_tensor *t, int n, const pt_tensor *const *indices);
+PT_API pt_tensor *pt_index(const pt_tensor *t, int n, pt_tensor_list indices);
 
 /* t[indices] = values (accumulate = false) or t[indices] += values (true; duplicates all add
  * up) on a copy of t (torch.index_put). values has t's dtype and broadcasts to the shape
  * pt_index(t, n, indices) would have. Without accumulate, which of several values written to
  * one element lands is unspecified (here: the last in row-major order). */
-PT_API pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
+PT_API pt_tensor *pt_index_put(const pt_tensor *t, int n, pt_tensor_list indices,
                                const pt_tensor *values, bool accumulate);
 /* In place (torch.Tensor.index_put_). */
-PT_API pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
-                               const pt_tensor *values, bool accumulate);
+PT_API pt_status pt_index_put_(pt_tensor *t, int n, pt_tensor_list indices, const pt_tensor *values,
+                               bool accumulate);
 
 /* torch.nonzero(t): the coordinates of non-zero elements as an int64 tensor [count, ndim], in
  * row-major order (NaN counts as non-zero). */

@@ -90,9 +90,9 @@ PT_API int pt_unbind(const pt_tensor *t, int64_t dim, pt_tensor ***out);
 
 /* The n tensors joined along dim (torch.cat); their dtypes promote, sizes must match except
  * in dim; 1-D empty tensors (shape [0]) are skipped as in PyTorch. Copy. */
-PT_API pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim);
+PT_API pt_tensor *pt_cat(int n, pt_tensor_list ts, int64_t dim);
 /* The n same-shaped tensors joined along a new dim (torch.stack), dim in [-ndim-1, ndim]. Copy. */
-PT_API pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim);
+PT_API pt_tensor *pt_stack(int n, pt_tensor_list ts, int64_t dim);
 /* t repeated reps[i] times along each dim (torch.Tensor.repeat); nreps >= ndim, extra leading
  * reps add dims. Copy. */
 PT_API pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps);

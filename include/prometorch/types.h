@@ -83,6 +83,25 @@ typedef struct pt_device {
 /* Opaque, reference-counted n-dimensional array (a strided view over a pt_storage). */
 typedef struct pt_tensor pt_tensor;
 
+/* An array of tensors an op reads (pt_cat, pt_stack, pt_index, pt_index_put(_),
+ * pt_nn_forward_n). C converts neither pt_tensor ** nor pt_tensor *arr[] to
+ * const pt_tensor *const * without a cast (gcc 14 makes it an error), so with GCC and clang the
+ * parameter is a transparent union: a pt_tensor **, pt_tensor *const *, const pt_tensor ** or
+ * const pt_tensor *const * (an array of either, NULL) passes as it is, with the same calling
+ * convention as a plain pointer. C++ converts all of these implicitly. Under a strict ISO
+ * dialect (-std=c11, where -Wpedantic would flag the union conversion at every call) it stays
+ * the plain const pointer. */
+#if defined(__GNUC__) && !defined(__cplusplus) && !defined(__STRICT_ANSI__)
+typedef union pt_tensor_list {
+    const pt_tensor *const *c;
+    pt_tensor *const *m;
+} pt_tensor_list __attribute__((transparent_union));
+#define PT_TENSOR_LIST_PTR(l) ((l).c)
+#else
+typedef const pt_tensor *const *pt_tensor_list;
+#define PT_TENSOR_LIST_PTR(l) (l)
+#endif
+
 /* PT_SHAPE(2, 3) expands to `2, (const int64_t[]){2, 3}`: the (ndim, dims) argument pair.
  * PT_DIMS is the same for dimension lists. Up to 16 entries. */
 #define PT_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, N, ...) N

@@ -488,9 +488,9 @@ static void release_outputs(int n_out, pt_tensor **out)
     }
 }
 
-pt_status pt_nn_forward_n(pt_module *m, int n_in, const pt_tensor *const *in, int n_out,
-                          pt_tensor **out)
+pt_status pt_nn_forward_n(pt_module *m, int n_in, pt_tensor_list in_arg, int n_out, pt_tensor **out)
 {
+    const pt_tensor *const *in = PT_TENSOR_LIST_PTR(in_arg);
     if (!m)
         return pti_error(PT_ERR_NULL, "pt_nn_forward_n: module is NULL");
     if (n_in < 0 || n_out < 1 || !out || (n_in > 0 && !in))

@@ -504,8 +504,9 @@ static pt_status index_backward(pti_node *n, pt_tensor *const *go, pt_tensor **g
     return done(gi[0]);
 }
 
-pt_tensor *pt_index(const pt_tensor *t, int n, const pt_tensor *const *indices)
+pt_tensor *pt_index(const pt_tensor *t, int n, pt_tensor_list indices_in)
 {
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
     if (!pti_grad_recording(1, &t))
         return pti_fwd_index(t, n, indices);
     pt_no_grad_begin();
@@ -553,9 +554,10 @@ static pt_status index_put_backward(pti_node *n, pt_tensor *const *go, pt_tensor
     return PT_OK;
 }
 
-pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
+pt_tensor *pt_index_put(const pt_tensor *t, int n, pt_tensor_list indices_in,
                         const pt_tensor *values, bool accumulate)
 {
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
     const pt_tensor *ins[2] = {t, values};
     if (!pti_grad_recording(2, ins))
         return pti_fwd_index_put(t, n, indices, values, accumulate);
@@ -580,9 +582,10 @@ pt_tensor *pt_index_put(const pt_tensor *t, int n, const pt_tensor *const *indic
     return finish(node, out);
 }
 
-pt_status pt_index_put_(pt_tensor *t, int n, const pt_tensor *const *indices,
-                        const pt_tensor *values, bool accumulate)
+pt_status pt_index_put_(pt_tensor *t, int n, pt_tensor_list indices_in, const pt_tensor *values,
+                        bool accumulate)
 {
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
     const pt_tensor *ins[2] = {t, values};
     if (!t || !pti_grad_recording(2, ins))
         return pti_fwd_index_put_(t, n, indices, values, accumulate);

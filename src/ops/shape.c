@@ -815,8 +815,9 @@ pt_tensor *pti_fwd_cat(int n, const pt_tensor *const *ts, int64_t dim)
     return out;
 }
 
-pt_tensor *pt_stack(int n, const pt_tensor *const *ts, int64_t dim)
+pt_tensor *pt_stack(int n, pt_tensor_list ts_in, int64_t dim)
 {
+    const pt_tensor *const *ts = PT_TENSOR_LIST_PTR(ts_in);
     const char *op = "pt_stack";
     if (n <= 0 || !ts)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_stack: expected a non-empty list of "

@@ -324,8 +324,9 @@ static pt_tensor *cat_grouped(int n, const pt_tensor *const *ts, int64_t dim)
     return out;
 }
 
-pt_tensor *pt_cat(int n, const pt_tensor *const *ts, int64_t dim)
+pt_tensor *pt_cat(int n, pt_tensor_list ts_in, int64_t dim)
 {
+    const pt_tensor *const *ts = PT_TENSOR_LIST_PTR(ts_in);
     if (n <= 0 || !ts || !pti_grad_recording(n, ts))
         return pti_fwd_cat(n, ts, dim);
     if (n > PTI_NODE_MAX_IN)

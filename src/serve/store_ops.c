@@ -146,7 +146,7 @@ void pti_store_rfc3339(int64_t sec, long nsec, char *buf, size_t cap)
     if (nsec > 0 && nsec < 1000000000L) {
         snprintf(frac, sizeof frac, ".%09ld", nsec);
         size_t n = strlen(frac);
-        while (frac[n - 1] == '0')
+        while (n > 1 && frac[n - 1] == '0') /* frac[0] is the '.'; keeps gcc's bounds in view */
             frac[--n] = '\0';
     }
     int off = (int)(tm.tm_gmtoff % 86400);

@@ -2,8 +2,8 @@
 # The official `ollama` and `openai` Python clients and curl against a real promeserve (issue 7,
 # item 8), run by ctest (tools/CMakeLists.txt: promeserve_clients).
 #   run_clients.sh PROMESERVE
-# 1. Finds SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR, <repo>/data/models, /work/models);
-#    exits 77 (skipped) when it is absent.
+# 1. Finds SmolLM2-135M-Instruct.Q4_1.gguf in $PT_MODELS_DIR (ctest sets it from the CMake
+#    variable PT_MODELS_DIR); fails (exit 1) when it is absent.
 # 2. Makes a virtual environment ($PT_CLIENTS_VENV, default $TMPDIR/promeserve-clients-venv;
 #    reused while requirements.txt is unchanged) and pip-installs requirements.txt. A failing
 #    pip fails the test (exit 1) unless PT_OFFLINE=1, which turns it into a skip (77).
@@ -16,19 +16,12 @@
 set -u
 bin=$1
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
 
-model=""
-for dir in "${PT_MODELS_DIR:-}" "$repo/data/models" /work/models; do
-    if [ -n "$dir" ] && [ -f "$dir/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
-        model="$dir/SmolLM2-135M-Instruct.Q4_1.gguf"
-        break
-    fi
-done
-if [ -z "$model" ]; then
-    echo "SmolLM2-135M-Instruct.Q4_1.gguf not found (PT_MODELS_DIR, data/models, /work/models):" \
-         "client tests skipped"
-    exit 77
+model="${PT_MODELS_DIR:-}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -z "${PT_MODELS_DIR:-}" ] || [ ! -f "$model" ]; then
+    echo "FAIL: SmolLM2-135M-Instruct.Q4_1.gguf is not in PT_MODELS_DIR" \
+         "(${PT_MODELS_DIR:-unset}): run make models"
+    exit 1
 fi
 if [ ! -x "$bin" ]; then
     echo "FAIL: $bin is not an executable"

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef PT_FIXTURES_DIR
 #define PT_FIXTURES_DIR "tests/fixtures"
@@ -311,4 +312,17 @@ int pt_test_teardown(void **state)
         return -1;
     }
     return 0;
+}
+
+const char *pt_test_model_path(const char *file)
+{
+    static char path[4096];
+    const char *dir = getenv("PT_MODELS_DIR");
+    if (!dir || !*dir)
+        dir = PT_TEST_MODELS_DIR;
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (access(path, R_OK) != 0)
+        fail_msg("%s is missing: run `make models` (it fetches the test models into %s)", path,
+                 dir);
+    return path;
 }

@@ -30,6 +30,13 @@ pt_tensor *fx_get_on(const pt_fixture *fx, const char *name, pt_device dev);
  * *len bytes; fails the running test if it cannot be read. */
 void *pt_test_read_file(const char *path, size_t *len);
 
+/* The path of a real model that `make models` fetches (file: its name, such as
+ * "SmolLM2-135M-Instruct.Q4_1.gguf") in $PT_MODELS_DIR, which ctest sets from the CMake cache
+ * variable PT_MODELS_DIR (default: data/models of the source tree; compiled in as the fallback
+ * for a test run by hand). Static buffer. Fails the running test when the file is missing: a
+ * model the set-up should have fetched is never a reason to skip. */
+const char *pt_test_model_path(const char *file);
+
 /* Fails unless `actual` is non-NULL, has expected's shape and dtype, and every element
  * satisfies |a - e| <= atol + rtol * |e| (NaN matches NaN, inf matches same-sign inf).
  * Works for any device (values are copied to the host). */

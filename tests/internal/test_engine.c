@@ -4,7 +4,7 @@
  * request, prompts longer than the context refused, two engines at once, freeing with
  * requests in flight, a constraint (digits only), embeddings against a token-by-token
  * reference, and the statistics. Uses the committed tiny models, and SmolLM2-135M when
- * $PT_MODELS_DIR, data/models or /work/models has it (skipped politely otherwise).
+ * $PT_MODELS_DIR has it (`make models`; the test fails without it).
  *
  * PT_ENGINE_BENCH=1 also prints the aggregate decode speed of SmolLM2 with 1 and 4 concurrent
  * greedy requests of 128 tokens. */
@@ -134,18 +134,10 @@ static pti_engine_request gen_request(const int32_t *ids, int32_t n, int32_t num
 /* ---- models and prompts ------------------------------------------------------------------------
  */
 
+/* $PT_MODELS_DIR/SmolLM2 (see pt_test_model_path); the running test fails without it. */
 static const char *smol_path(void)
 {
-    static char path[1024];
-    const char *dirs[] = {getenv("PT_MODELS_DIR"), "data/models", "/work/models"};
-    for (int i = 0; i < 3; i++) {
-        if (!dirs[i])
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dirs[i], SMOL_NAME);
-        if (access(path, R_OK) == 0)
-            return path;
-    }
-    return NULL;
+    return pt_test_model_path(SMOL_NAME);
 }
 
 /* Prompt k of a set: for a real model the tokens of a sentence, else pseudo-random ids. */
@@ -317,10 +309,6 @@ static void test_batched_equals_sequential_smol(void **state)
 {
     (void)state;
     const char *path = smol_path();
-    if (!path) {
-        printf("skipped: %s not found in $PT_MODELS_DIR, data/models or /work/models\n", SMOL_NAME);
-        skip();
-    }
     check_batched_equals_sequential(path, 512, 8, 6, 24);
 }
 
@@ -390,7 +378,7 @@ static void test_prefix_reuse(void **state)
 static void test_stop_strings(void **state)
 {
     (void)state;
-    const char *path = smol_path() ? smol_path() : TINY_LLAMA;
+    const char *path = smol_path();
     pti_engine *e = pti_engine_load(path, &(pti_engine_opts){.n_parallel = 2, .num_ctx = 256});
     assert_non_null(e);
     pt_llm *ref = pt_llm_load(path, &(pt_llm_opts){.num_ctx = 256});

@@ -21,11 +21,9 @@
 
 static void fixture_path(char *out, size_t cap, const char *fname)
 {
-    /* tests/fixtures/zip/, found from this source file's own path */
-    const char *src = __FILE__;
-    const char *slash = strrchr(src, '/');
-    int dir_len = slash ? (int)(slash - src) : 1;
-    snprintf(out, cap, "%.*s/../fixtures/zip/%s", dir_len, slash ? src : ".", fname);
+    /* tests/fixtures/zip/ from PT_FIXTURES_DIR, the absolute path CMake passes (__FILE__ may be
+     * relative to the build folder, which is not where ctest runs the test) */
+    snprintf(out, cap, "%s/zip/%s", PT_FIXTURES_DIR, fname);
 }
 
 typedef struct zbuf {

@@ -4,7 +4,7 @@
     check_api.py PROMESERVE [FIXTURES_DIR]
 
 Starts `promeserve serve` on a free loopback port with the tiny fixture models and, when
-present, SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR, data/models or /work/models), and
+SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR; the test fails without it), and
 checks with the standard library only, against Ollama's documented behaviour
 (ollama-api.md sections 0-2):
   /api/generate and /api/chat: stream vs "stream": false (same text at temperature 0 with a
@@ -924,11 +924,7 @@ def main():
         print("tiny fixture models missing; skipped")
         return 77
     smol_path = find_model("SmolLM2-135M-Instruct.Q4_1.gguf")
-    args = ["--threads", "2", "--parallel", "4", tiny_qwen3, tiny_llama]
-    if smol_path:
-        args.append(smol_path)
-    else:
-        print("SmolLM2-135M-Instruct.Q4_1.gguf not found: checking with the tiny models only")
+    args = ["--threads", "2", "--parallel", "4", tiny_qwen3, tiny_llama, smol_path]
     srv = Server(binary, args, tiny_gguf=tiny_llama, tools_gguf=smol_path)
     smol = "SmolLM2-135M-Instruct.Q4_1" if smol_path else None
     model = smol or "llama-q8_0"

@@ -272,14 +272,10 @@ def direct_chat(base, model, messages, options):
 def find_model(arg):
     if arg:
         return arg
-    dirs = [os.environ.get("PT_MODELS_DIR", ""), os.path.join(REPO, "data", "models"),
-            "/work/models"]
-    for d in dirs:
-        p = os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf") if d else ""
-        if p and os.path.isfile(p):
-            return p
-    tiny = os.path.join(REPO, "tests", "fixtures", "llm", "tiny", "llama-q8_0.gguf")
-    return tiny if os.path.isfile(tiny) else None
+    # $PT_MODELS_DIR: ctest sets it from the CMake variable PT_MODELS_DIR (`make models`)
+    d = os.environ.get("PT_MODELS_DIR", "")
+    p = os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf") if d else ""
+    return p if p and os.path.isfile(p) else None
 
 
 def start_server(binary, model, log_path, extra=()):
@@ -731,8 +727,9 @@ def main():
                 return SKIP
             model = find_model(args.model)
             if not model:
-                print("skipped: no model (SmolLM2-135M-Instruct.Q4_1.gguf or the tiny fixture)")
-                return SKIP
+                print("FAIL: SmolLM2-135M-Instruct.Q4_1.gguf is not in PT_MODELS_DIR: run "
+                      "`make models`")
+                return 1
             print("model:", model)
             server, base = start_server(args.server, model, os.path.join(tmp, "server.log"))
         browser, ws_url = start_chromium(chromium, os.path.join(tmp, "profile"),

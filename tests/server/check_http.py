@@ -18,8 +18,8 @@ standard library:
   blob uploads through a temporary file (none left behind, 413 past --max-blob);
   OLLAMA_HOST forms, flags over variables, bad flags and variables, a port in use;
   a slow client cut after --header-timeout (and a dripped body after 6 of them) while others
-  are served; with SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR, data/models or
-  /work/models; skipped without it): a client hanging up mid-stream frees its slot, and
+  are served; with SmolLM2-135M-Instruct.Q4_1.gguf ($PT_MODELS_DIR; a failure without
+  it): a client hanging up mid-stream frees its slot, and
   SIGTERM with a stream open ends the server with status 0 within seconds.
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or model is missing.
 Under a sanitizer build any sanitizer report in the server's stderr fails the test.
@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 
-from srvtest import ServerProcess, check, free_port, summary
+from srvtest import ServerProcess, check, find_model, free_port, summary
 
 
 
@@ -584,10 +584,7 @@ def check_recreate_loaded(s, model_path):
 
 
 def find_smollm():
-    for d in [os.environ.get("PT_MODELS_DIR"), "data/models", "/work/models"]:
-        if d and os.path.isfile(os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")):
-            return os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
-    return None
+    return find_model("SmolLM2-135M-Instruct.Q4_1.gguf")  # exits 1 when missing
 
 
 def open_stream(s, model, n):
@@ -602,9 +599,6 @@ def open_stream(s, model, n):
 
 def check_disconnect_and_sigterm(binary):
     path = find_smollm()
-    if not path:
-        print("skip: SmolLM2-135M-Instruct.Q4_1.gguf not found: no disconnect/SIGTERM stream test")
-        return
     s = Server(binary, ["--quiet", path])
     model = "SmolLM2-135M-Instruct.Q4_1"
     # /health says 503 {"status":"loading"} while the model loads (about a second here)

@@ -6,10 +6,10 @@ each one the server must still answer GET /api/version. Standard library only.
     check_malformed.py --bin build/bin/promeserve [--gguf SmolLM2-135M-Instruct.Q4_1.gguf]
     check_malformed.py --url http://127.0.0.1:11434 [--model smollm2:135m]
 
---bin starts `promeserve serve` on a free loopback port with an empty temporary store and, when
-the GGUF is found (--gguf, $PT_MODELS_DIR, <repo>/data/models, /work/models), creates the model
-through /api/blobs and /api/create so that the option-parsing paths behind a valid model name
-are reached too; without it those cases meet a 404 (still a 4xx) and a NOTE says so.
+--bin starts `promeserve serve` on a free loopback port with an empty temporary store and
+creates the model from the GGUF (--gguf, else $PT_MODELS_DIR, which ctest sets; the test fails
+without it) through /api/blobs and /api/create so that the option-parsing paths behind a valid
+model name are reached too.
 Exits 1 naming every case that failed.
 """
 import argparse
@@ -479,11 +479,10 @@ def slowloris(srv, limit, results):
 def find_gguf(arg):
     if arg:
         return arg if os.path.isfile(arg) else None
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for d in (os.environ.get("PT_MODELS_DIR"), os.path.join(repo, "data", "models"),
-              "/work/models"):
-        if d and os.path.isfile(os.path.join(d, MODEL_FILE)):
-            return os.path.join(d, MODEL_FILE)
+    # $PT_MODELS_DIR: ctest sets it from the CMake variable PT_MODELS_DIR (`make models`)
+    d = os.environ.get("PT_MODELS_DIR")
+    if d and os.path.isfile(os.path.join(d, MODEL_FILE)):
+        return os.path.join(d, MODEL_FILE)
     return None
 
 
@@ -572,7 +571,10 @@ def main():
     else:
         srv = start_server(args.bin, tmpdir)
         gguf = find_gguf(args.gguf)
-        why = create_model(srv, gguf, args.model) if gguf else f"{MODEL_FILE} not found"
+        if not gguf:
+            print(f"FAIL: {MODEL_FILE} is not in PT_MODELS_DIR (or --gguf): run `make models`")
+            return 1
+        why = create_model(srv, gguf, args.model)
         if why:
             print(f"NOTE: no model in the store ({why}): the cases behind a valid model name "
                   "meet a 404 instead of reaching option parsing")

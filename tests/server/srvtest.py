@@ -5,6 +5,7 @@ library only."""
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -38,11 +39,14 @@ def free_port():
 
 
 def find_model(name):
-    """A real model file: $PT_MODELS_DIR, data/models or /work/models; None when absent."""
-    for d in (os.environ.get("PT_MODELS_DIR", ""), "data/models", "/work/models"):
-        if d and os.path.isfile(os.path.join(d, name)):
-            return os.path.join(d, name)
-    return None
+    """A real model file that `make models` fetches, in $PT_MODELS_DIR (ctest sets it from the
+    CMake variable PT_MODELS_DIR). Exits 1 (a failure, not a skip) when it is missing."""
+    d = os.environ.get("PT_MODELS_DIR", "")
+    path = os.path.join(d, name) if d else ""
+    if not path or not os.path.isfile(path):
+        print(f"FAIL: {name} is not in PT_MODELS_DIR ({d or 'unset'}): run `make models`")
+        sys.exit(1)
+    return path
 
 
 class ServerProcess:

@@ -109,23 +109,25 @@ static void file_name_of(const char *name, char *out, size_t cap)
     snprintf(out, cap, "%.*s%s", (int)n, name, has_ext ? "" : ".gguf");
 }
 
-static void fill_plain_ref(const char *path, ps_model_ref *out)
+/* false when the path or its file name does not fit the reference (never a truncated path). */
+static bool fill_plain_ref(const char *path, ps_model_ref *out)
 {
     memset(out, 0, sizeof *out);
-    snprintf(out->name, sizeof out->name, "%s", base_name(path));
-    snprintf(out->gguf, sizeof out->gguf, "%s", path);
+    int n = snprintf(out->name, sizeof out->name, "%s", base_name(path));
+    int m = snprintf(out->gguf, sizeof out->gguf, "%s", path);
+    if (n < 0 || (size_t)n >= sizeof out->name || m < 0 || (size_t)m >= sizeof out->gguf)
+        return false;
     uint8_t d[32];
     pti_sha256(path, strlen(path), d);
     pti_sha256_hex(d, out->digest);
+    return true;
 }
 
 static bool resolve_command_line(const ps_config *cfg, const char *file, ps_model_ref *out)
 {
     for (int i = 0; i < cfg->n_model_paths; i++) {
-        if (!strcmp(base_name(cfg->model_paths[i]), file)) {
-            fill_plain_ref(cfg->model_paths[i], out);
-            return true;
-        }
+        if (!strcmp(base_name(cfg->model_paths[i]), file))
+            return fill_plain_ref(cfg->model_paths[i], out);
     }
     return false;
 }
@@ -138,8 +140,7 @@ static bool resolve_models_dir(const ps_config *cfg, const char *file, ps_model_
     int n = snprintf(path, sizeof path, "%s/%s", cfg->models_dir, file);
     if (n < 0 || (size_t)n >= sizeof out->gguf || !is_regular_file(path))
         return false;
-    fill_plain_ref(path, out);
-    return true;
+    return fill_plain_ref(path, out);
 }
 
 static bool resolve_store(const ps_config *cfg, const char *name, ps_model_ref *out)

@@ -241,10 +241,10 @@ static void cast_loop(void *arg, char **data, const int64_t *strides, int64_t n)
  * is unit-stride in src: walked in bands of TB positions along b, each band in tiles of 8
  * along a, so both sides touch whole cache lines instead of one element per line. The other
  * dims are an outer loop (batched transposes). */
-#define TB 16  /* band height along b: a whole 64-byte src line of float32 */
-#define SB 64  /* bands are grouped into superbands of SB along b (the unit of threading) */
-#define BA 128 /* ... walked in blocks of BA along a, so one block's lines and pages stay cached   \
-                */
+#define TB 16 /* band height along b: a whole 64-byte src line of float32 */
+#define SB 64 /* bands are grouped into superbands of SB along b (the unit of threading) */
+/* ... walked in blocks of BA along a, so one block's lines and pages stay cached */
+#define BA 128
 
 typedef struct transpose_job {
     char *dst;
