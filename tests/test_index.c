@@ -459,10 +459,26 @@ static void test_index_add_large_threads(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, pt_test_setup, pt_test_teardown)
 
+/* torch.topk raises "topk does not support bool dtypes on CPU", even for k = 0. */
+static void test_topk_bool_refused(void **state)
+{
+    (void)state;
+    pt_tensor *b = pt_ones(PT_SHAPE(3), PT_BOOL, pt_cpu());
+    pt_tensor *e = pt_ones(PT_SHAPE(0), PT_BOOL, pt_cpu());
+    pt_tensor *idx = NULL;
+    assert_pt_error(pt_topk(b, 2, 0, true, true, &idx), PT_ERR_DTYPE,
+                    "pt_topk: topk does not support bool");
+    assert_null(idx);
+    assert_pt_error(pt_topk(e, 0, 0, true, true, NULL), PT_ERR_DTYPE, "pt_topk");
+    pt_release(b);
+    pt_release(e);
+}
+
 int main(void)
 {
     fx = fx_open("index");
     const struct CMUnitTest tests[] = {
+        T(test_topk_bool_refused),
         T(test_index_select),
         T(test_index_select_errors),
         T(test_embedding),

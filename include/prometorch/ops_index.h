@@ -107,7 +107,7 @@ PT_API pt_tensor *pt_nonzero(const pt_tensor *t);
  * dim; *indices (may be NULL) receives their int64 positions (a new reference). The results
  * are always sorted (sorted = false is allowed to give any order in PyTorch). Among equal
  * values the one with the lower index comes first; NaN counts as larger than every number.
- * k must be in [0, size of dim]. */
+ * k must be in [0, size of dim]. A bool t is PT_ERR_DTYPE (as PyTorch on the CPU). */
 PT_API pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
                           pt_tensor **indices);
 
