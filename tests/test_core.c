@@ -260,10 +260,27 @@ static void test_threads_setting(void **state)
     assert_int_equal(pt_get_num_threads(), n);
 }
 
+/* torch.arange(..., dtype=torch.bool) has no kernel (even empty); torch.linspace has none
+ * either, but steps = 0 needs none and returns an empty bool tensor. */
+static void test_arange_linspace_bool(void **state)
+{
+    (void)state;
+    assert_pt_error(pt_arange(0, 2, 1, PT_BOOL, pt_cpu()), PT_ERR_DTYPE,
+                    "pt_arange: not implemented for dtype bool");
+    assert_pt_error(pt_arange(0, 0, 1, PT_BOOL, pt_cpu()), PT_ERR_DTYPE, "pt_arange");
+    assert_pt_error(pt_linspace(0, 1, 3, PT_BOOL, pt_cpu()), PT_ERR_DTYPE,
+                    "pt_linspace: not implemented for dtype bool");
+    pt_tensor *e = pt_linspace(0, 1, 0, PT_BOOL, pt_cpu());
+    assert_shape(e, 0);
+    assert_int_equal(pt_dtype_of(e), PT_BOOL);
+    pt_release(e);
+}
+
 int main(void)
 {
     fx = fx_open("core");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_arange_linspace_bool, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_rounding_matches_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_bfloat16_rounding_matches_torch, pt_test_setup,

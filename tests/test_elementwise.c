@@ -653,10 +653,48 @@ static void test_small_ints_and_bfloat16(void **state)
     assert_pt_status_error(pt_exp_(ex), PT_ERR_INVALID_ARG, "single memory location");
 }
 
+/* Refusals PyTorch 2.x makes and we once skipped: F.hardtanh(x, 2, 1) raises "min_val cannot
+ * be greater than max_val" (even for an empty x), torch.clamp(bool, min=t, max=t) has no bool
+ * kernel (one bound alone works: it is maximum / minimum). */
+static void test_hardtanh_clamp_refusals(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_ones(PT_SHAPE(2, 3), PT_FLOAT32, pt_cpu());
+    pt_tensor *e = pt_ones(PT_SHAPE(0), PT_FLOAT32, pt_cpu());
+    assert_pt_error(pt_hardtanh(x, 2.0, 1.0), PT_ERR_INVALID_ARG,
+                    "pt_hardtanh: min_val cannot be greater than max_val");
+    assert_pt_error(pt_hardtanh(e, 2.0, 1.0), PT_ERR_INVALID_ARG, "pt_hardtanh: min_val");
+    assert_pt_status_error(pt_hardtanh_(x, 2.0, 1.0), PT_ERR_INVALID_ARG,
+                           "pt_hardtanh_: min_val cannot be greater than max_val");
+    pt_tensor *same = pt_hardtanh(x, 1.0, 1.0); /* equal bounds are fine */
+    assert_non_null(same);
+    pt_tensor *b = pt_ones(PT_SHAPE(3), PT_BOOL, pt_cpu());
+    assert_pt_error(pt_clamp_tensor(b, b, b), PT_ERR_DTYPE,
+                    "pt_clamp_tensor: not implemented for a bool");
+    pt_tensor *lo = pt_clamp_tensor(b, b, NULL), *hi = pt_clamp_tensor(b, NULL, b);
+    assert_non_null(lo);
+    assert_non_null(hi);
+    assert_int_equal(pt_dtype_of(lo), PT_BOOL);
+    pt_tensor *xi = pt_ones(PT_SHAPE(3), PT_INT64, pt_cpu());
+    pt_tensor *ib = pt_clamp_tensor(xi, b, b); /* bool bounds on an int64 input: int64 */
+    assert_non_null(ib);
+    assert_int_equal(pt_dtype_of(ib), PT_INT64);
+    pt_release(x);
+    pt_release(e);
+    pt_release(same);
+    pt_release(b);
+    pt_release(lo);
+    pt_release(hi);
+    pt_release(xi);
+    pt_release(ib);
+}
+
 int main(void)
 {
     fx = fx_open("elementwise");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_hardtanh_clamp_refusals, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_float_math, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_accuracy_grid, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_binary_vector_paths, pt_test_setup, pt_test_teardown),

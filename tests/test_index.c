@@ -106,7 +106,9 @@ static void test_gather(void **state)
     assert_pt_error(pt_gather(g, 1, pt_full(PT_SHAPE(1, 1), 4, PT_INT64, pt_cpu())), PT_ERR_INDEX,
                     "pt_gather: index 4 is out of bounds for dimension 1 with size 4");
     assert_pt_error(pt_gather(g, 1, i64(2, (int64_t[]){0, 1})), PT_ERR_SHAPE, "as many dims");
-    assert_pt_error(pt_gather(g, 1, pt_to_dtype(F("gather.i1"), PT_INT32)), PT_ERR_DTYPE, "int64");
+    /* int32 is accepted since PyTorch 2.x (test_int32_index_gather_scatter); int16 is not */
+    assert_pt_error(pt_gather(g, 1, pt_to_dtype(F("gather.i1"), PT_INT16)), PT_ERR_DTYPE,
+                    "int64 or int32");
     pt_tensor *neg = pt_full(PT_SHAPE(1, 1), -1, PT_INT64, pt_cpu());
     assert_pt_error(pt_gather(g, 1, neg), PT_ERR_INDEX,
                     "index -1 is out of bounds for dimension 1 with size 4");
@@ -459,10 +461,71 @@ static void test_index_add_large_threads(void **state)
 
 #define T(fn) cmocka_unit_test_setup_teardown(fn, pt_test_setup, pt_test_teardown)
 
+/* torch.topk raises "topk does not support bool dtypes on CPU", even for k = 0. */
+static void test_topk_bool_refused(void **state)
+{
+    (void)state;
+    pt_tensor *b = pt_ones(PT_SHAPE(3), PT_BOOL, pt_cpu());
+    pt_tensor *e = pt_ones(PT_SHAPE(0), PT_BOOL, pt_cpu());
+    pt_tensor *idx = NULL;
+    assert_pt_error(pt_topk(b, 2, 0, true, true, &idx), PT_ERR_DTYPE,
+                    "pt_topk: topk does not support bool");
+    assert_null(idx);
+    assert_pt_error(pt_topk(e, 0, 0, true, true, NULL), PT_ERR_DTYPE, "pt_topk");
+    pt_release(b);
+    pt_release(e);
+}
+
+/* PyTorch 2.x's gather, scatter (tensor and scalar) and scatter_add take int32 index tensors
+ * as well as int64 ones (index_select, index_add and embedding already did); int16, int8,
+ * uint8 and bool indices stay refused ("Expected dtype int32/int64 for index"). */
+static void test_int32_index_gather_scatter(void **state)
+{
+    (void)state;
+    pt_fixture *f32 = fx_open("index_i32");
+    assert_non_null(f32);
+#define G(name) fx_get(f32, name)
+    pt_tensor *x = G("x"), *src = G("src");
+    assert_int_equal(pt_dtype_of(G("i")), PT_INT32);
+    assert_tensor_equal(pt_gather(x, 1, G("i")), G("gather1"));
+    assert_tensor_equal(pt_gather(x, 0, G("i0")), G("gather0"));
+    assert_tensor_equal(pt_gather(x, 1, pt_test_noncontig(G("i"))), G("gather1"));
+    assert_tensor_equal(pt_scatter(x, 1, G("iu"), src), G("scatter1"));
+    assert_tensor_equal(pt_scatter_scalar(x, 1, G("iu"), 2.5), G("scatter_val1"));
+    assert_tensor_close(pt_scatter_add(x, 1, G("i"), src), G("scatter_add1"), 1e-6, 1e-6);
+    pt_tensor *y = pt_clone(x);
+    assert_int_equal(pt_scatter_add_(y, 1, G("i"), src), PT_OK);
+    assert_tensor_close(y, G("scatter_add1"), 1e-6, 1e-6);
+    pt_release(y);
+    /* the backward of gather scatters the gradient through the same int32 index */
+    pt_tensor *xg = pt_clone(x);
+    pt_set_requires_grad(xg, true);
+    pt_tensor *out = pt_gather(xg, 1, G("i"));
+    assert_int_equal(pt_backward(out, G("gather1_grad_out"), false, false), PT_OK);
+    assert_tensor_close(pt_grad(xg), G("gather1_grad_x"), 1e-6, 1e-6);
+    pt_release(out);
+    pt_release(xg);
+    const pt_dtype refused[4] = {PT_INT16, PT_INT8, PT_UINT8, PT_BOOL};
+    for (int k = 0; k < 4; k++) {
+        pt_tensor *bad = pt_zeros(PT_SHAPE(3, 3), refused[k], pt_cpu());
+        assert_pt_error(pt_gather(x, 1, bad), PT_ERR_DTYPE,
+                        "pt_gather: expected an int64 or int32");
+        assert_pt_error(pt_scatter(x, 1, bad, src), PT_ERR_DTYPE, "pt_scatter");
+        assert_pt_error(pt_scatter_add(x, 1, bad, src), PT_ERR_DTYPE, "pt_scatter_add");
+        assert_pt_error(pt_index_select(x, 1, pt_reshape(bad, PT_SHAPE(9))), PT_ERR_DTYPE,
+                        "pt_index_select");
+        pt_release(bad);
+    }
+#undef G
+    fx_close(f32);
+}
+
 int main(void)
 {
     fx = fx_open("index");
     const struct CMUnitTest tests[] = {
+        T(test_topk_bool_refused),
+        T(test_int32_index_gather_scatter),
         T(test_index_select),
         T(test_index_select_errors),
         T(test_embedding),

@@ -330,10 +330,38 @@ static void test_dropout_edge_cases(void **state)
     assert_pt_error(pt_dropout(NULL, 0.5, true), PT_ERR_NULL, "pt_dropout");
 }
 
+/* F.group_norm refuses empty groups, even when N = 0: "Expected number of channels to be greater
+ * than 0, got 0" (checked first) and "Expected HxW to be greater than 0, got 0". */
+static void test_group_norm_empty_groups(void **state)
+{
+    (void)state;
+    pt_tensor *c0 = pt_zeros(PT_SHAPE(2, 0, 3, 3), PT_FLOAT32, pt_cpu());
+    pt_tensor *c0s0 = pt_zeros(PT_SHAPE(0, 0, 0), PT_FLOAT32, pt_cpu());
+    pt_tensor *s0 = pt_zeros(PT_SHAPE(2, 4, 0, 3), PT_FLOAT32, pt_cpu());
+    pt_tensor *n0s0 = pt_zeros(PT_SHAPE(0, 4, 0), PT_FLOAT32, pt_cpu());
+    pt_tensor *n0 = pt_zeros(PT_SHAPE(0, 4, 3), PT_FLOAT32, pt_cpu());
+    assert_pt_error(pt_group_norm(c0, 1, NULL, NULL, 1e-5), PT_ERR_SHAPE,
+                    "pt_group_norm: expected the number of channels to be greater than 0");
+    assert_pt_error(pt_group_norm(c0s0, 1, NULL, NULL, 1e-5), PT_ERR_SHAPE, "number of channels");
+    assert_pt_error(pt_group_norm(s0, 2, NULL, NULL, 1e-5), PT_ERR_SHAPE,
+                    "pt_group_norm: expected HxW");
+    assert_pt_error(pt_group_norm(n0s0, 2, NULL, NULL, 1e-5), PT_ERR_SHAPE, "HxW");
+    pt_tensor *y = pt_group_norm(n0, 2, NULL, NULL, 1e-5); /* N = 0 alone is fine */
+    assert_shape(y, 0, 4, 3);
+    pt_release(c0);
+    pt_release(c0s0);
+    pt_release(s0);
+    pt_release(n0s0);
+    pt_release(n0);
+    pt_release(y);
+}
+
 int main(void)
 {
     fx = fx_open("nn");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_group_norm_empty_groups, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_matches_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batch_norm_float64, pt_test_setup, pt_test_teardown),

@@ -603,10 +603,49 @@ static void test_prelu_scalar_input(void **state)
     pt_nn_free(m);
 }
 
+/* PyTorch 2.x has no integer or bool kernel for CELU (elu_cpu), GLU, Hardshrink and Softshrink
+ * and no bool kernel for Threshold ("... not implemented for 'Long'"); integer Threshold works. */
+static void test_integer_inputs_refused(void **state)
+{
+    (void)state;
+    pt_tensor *xi = pt_ones(PT_SHAPE(2, 2), PT_INT64, pt_cpu());
+    pt_tensor *xu = pt_ones(PT_SHAPE(2, 2), PT_UINT8, pt_cpu());
+    pt_tensor *xb = pt_ones(PT_SHAPE(2, 2), PT_BOOL, pt_cpu());
+    pt_tensor *xs[3] = {xi, xu, xb};
+    struct {
+        pt_module *m;
+        const char *name;
+    } mods[4] = {{pt_nn_celu(1.0), "CELU: not implemented for dtype"},
+                 {pt_nn_glu(-1), "GLU: not implemented for dtype"},
+                 {pt_nn_hardshrink(0.5), "Hardshrink: not implemented for dtype"},
+                 {pt_nn_softshrink(0.5), "Softshrink: not implemented for dtype"}};
+    for (int k = 0; k < 4; k++) {
+        for (int j = 0; j < 3; j++)
+            assert_pt_error(pt_nn_forward(mods[k].m, xs[j]), PT_ERR_DTYPE, mods[k].name);
+        pt_nn_free(mods[k].m);
+    }
+    pt_module *th = pt_nn_threshold(1.0, 20.0);
+    assert_pt_error(pt_nn_forward(th, xb), PT_ERR_DTYPE,
+                    "Threshold: not implemented for dtype bool");
+    pt_tensor *yi = pt_nn_forward(th, xi); /* torch: int64 in, int64 out, 1 <= 1 -> 20 */
+    assert_non_null(yi);
+    assert_int_equal(pt_dtype_of(yi), PT_INT64);
+    pt_tensor *want = pt_full(PT_SHAPE(2, 2), 20, PT_INT64, pt_cpu());
+    assert_tensor_equal(yi, want);
+    pt_nn_free(th);
+    pt_release(yi);
+    pt_release(want);
+    pt_release(xi);
+    pt_release(xu);
+    pt_release(xb);
+}
+
 int main(void)
 {
     fx = fx_open("nn_act_loss");
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_integer_inputs_refused, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_activations_match_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_activations_noncontiguous, pt_test_setup,

@@ -78,10 +78,13 @@ PT_API pt_module *pt_nn_softplus(double beta, double threshold);
  * Repr "Hardtanh(min_val=-1.0, max_val=1.0)". */
 PT_API pt_module *pt_nn_hardtanh(double min_val, double max_val);
 /* nn.Threshold(threshold, value) (no defaults in PyTorch): x if x > threshold else value.
+ * Integer inputs work (result in their dtype); a bool input is PT_ERR_DTYPE, as in PyTorch.
  * Repr "Threshold(threshold=0.1, value=20.0)". */
 PT_API pt_module *pt_nn_threshold(double threshold, double value);
 /* nn.Softshrink(lambd=0.5): x - lambd if x > lambd, x + lambd if x < -lambd, else 0.
- * PT_ERR_INVALID_ARG when lambd < 0 (PyTorch refuses it at forward). Repr "Softshrink(0.5)". */
+ * PT_ERR_INVALID_ARG when lambd < 0 (PyTorch refuses it at forward). Repr "Softshrink(0.5)".
+ * CELU, GLU, Hardshrink and Softshrink need a floating input: an integer or bool one is
+ * PT_ERR_DTYPE (PyTorch has no kernel for them). */
 PT_API pt_module *pt_nn_softshrink(double lambd);
 /* nn.Hardshrink(lambd=0.5): x if |x| > lambd else 0. Repr "Hardshrink(0.5)". */
 PT_API pt_module *pt_nn_hardshrink(double lambd);

@@ -77,7 +77,9 @@ PT_API pt_tensor *pt_silu(const pt_tensor *t);                              /* t
 PT_API pt_tensor *pt_mish(const pt_tensor *t); /* t * tanh(softplus(t)) */
 /* log(1 + e^(beta t)) / beta, or t where beta t > threshold (PyTorch: beta 1, threshold 20). */
 PT_API pt_tensor *pt_softplus(const pt_tensor *t, double beta, double threshold);
-PT_API pt_tensor *pt_hardtanh(const pt_tensor *t, double min_val, double max_val); /* -1, 1 */
+/* clamp(t, min_val, max_val) (PyTorch's defaults -1, 1); min_val > max_val is
+ * PT_ERR_INVALID_ARG, for pt_hardtanh_ too (F.hardtanh raises the same). */
+PT_API pt_tensor *pt_hardtanh(const pt_tensor *t, double min_val, double max_val);
 PT_API pt_tensor *pt_hardsigmoid(const pt_tensor *t);
 PT_API pt_tensor *pt_hardswish(const pt_tensor *t);
 
@@ -230,7 +232,9 @@ PT_API pt_status pt_clamp_(pt_tensor *t, bool has_min, double min, bool has_max,
 PT_API pt_tensor *pt_clamp_min(const pt_tensor *t, double min);
 PT_API pt_tensor *pt_clamp_max(const pt_tensor *t, double max);
 /* Tensor bounds, broadcast with t: min(max(t, min), max), NaN propagating. A NULL bound means
- * none (so a failed call producing a bound must be checked first); at least one is required. */
+ * none (so a failed call producing a bound must be checked first); at least one is required.
+ * A bool t with both bounds is PT_ERR_DTYPE (PyTorch's clamp kernel has no bool loop; one
+ * bound alone is maximum / minimum, which accept bool). */
 PT_API pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_tensor *max);
 /* start + weight * (end - start); start and end of one floating dtype (torch.lerp). */
 PT_API pt_tensor *pt_lerp(const pt_tensor *start, const pt_tensor *end, const pt_tensor *weight);

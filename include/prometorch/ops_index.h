@@ -7,9 +7,10 @@
  * with a message naming the op, the index value and the size, e.g.
  * `pt_gather: index 7 is out of bounds for dimension 1 with size 4`. Negative index values
  * wrap (i + size) only where PyTorch allows them: pt_index / pt_index_put. Index tensors must
- * be int64 (int32 is also accepted by index_select, index_add and embedding, as in PyTorch);
- * another dtype is PT_ERR_DTYPE. Data may have any plain (non-block) dtype and any strides.
- * Dims may be negative (counted from the end). */
+ * be int64 (int32 is also accepted by index_select, index_add, embedding, gather, scatter and
+ * scatter_add, as in PyTorch 2.x); another dtype (uint8, int8, int16, bool) is PT_ERR_DTYPE.
+ * Data may have any plain (non-block) dtype and any strides. Dims may be negative (counted from
+ * the end). */
 #ifndef PROMETORCH_OPS_INDEX_H
 #define PROMETORCH_OPS_INDEX_H
 
@@ -23,8 +24,9 @@ extern "C" {
  * one position) along dim. Output shape = t's with dim replaced by numel(index). */
 PT_API pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index);
 
-/* torch.gather(t, dim, index): out[i][j][k] = t[index[i][j][k]][j][k] (dim 0). index (int64)
- * has t's ndim and index.size(d) <= t.size(d) for d != dim; the output has index's shape. */
+/* torch.gather(t, dim, index): out[i][j][k] = t[index[i][j][k]][j][k] (dim 0). index (int64
+ * or int32) has t's ndim and index.size(d) <= t.size(d) for d != dim; the output has index's
+ * shape. */
 PT_API pt_tensor *pt_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index);
 
 /* torch.scatter(t, dim, index, src): a copy of t with t[index[i][j]][j] = src[i][j] (dim 0).
@@ -107,7 +109,7 @@ PT_API pt_tensor *pt_nonzero(const pt_tensor *t);
  * dim; *indices (may be NULL) receives their int64 positions (a new reference). The results
  * are always sorted (sorted = false is allowed to give any order in PyTorch). Among equal
  * values the one with the lower index comes first; NaN counts as larger than every number.
- * k must be in [0, size of dim]. */
+ * k must be in [0, size of dim]. A bool t is PT_ERR_DTYPE (as PyTorch on the CPU). */
 PT_API pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
                           pt_tensor **indices);
 

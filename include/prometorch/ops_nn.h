@@ -67,7 +67,8 @@ PT_API pt_tensor *pt_layer_norm(const pt_tensor *x, int n_normalized_dims,
 
 /* F.group_norm(x, num_groups, weight, bias, eps): x is [N, C, *]; C must be divisible by
  * num_groups; statistics over each group's C/num_groups channels and the spatial dims;
- * weight and bias (nullable) are [C] per-channel affine parameters. */
+ * weight and bias (nullable) are [C] per-channel affine parameters. C = 0, or an empty
+ * spatial size, is PT_ERR_SHAPE (PyTorch refuses them, even for N = 0). */
 PT_API pt_tensor *pt_group_norm(const pt_tensor *x, int64_t num_groups, const pt_tensor *weight,
                                 const pt_tensor *bias, double eps);
 

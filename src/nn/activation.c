@@ -334,9 +334,13 @@ static void alpha_repr(const pt_module *self, char *buf, size_t cap)
     repr_float1(self, buf, cap, "alpha");
 }
 
+static bool check_floating_input(const pt_tensor *x, const char *op);
+
 /* celu(x, alpha) = alpha * elu(x / alpha, 1) */
 static pt_tensor *celu_forward(pt_module *self, const pt_tensor *x)
 {
+    if (!check_floating_input(x, "CELU"))
+        return NULL;
     double alpha = ctx_of(self)->a;
     pt_tensor *xs = pt_div_scalar(x, alpha);
     pt_tensor *e = pt_elu(xs, 1.0);
@@ -381,6 +385,20 @@ static void hardtanh_repr(const pt_module *self, char *buf, size_t cap)
     repr_float2(self, buf, cap, "min_val", "max_val");
 }
 
+/* x is given and floating: PyTorch has no integer or bool kernel for CELU (elu), GLU,
+ * Hardshrink and Softshrink, though the compositions here would run on integers. */
+static bool check_floating_input(const pt_tensor *x, const char *op)
+{
+    if (!PTI_CHECK_ARG(x, op, "input"))
+        return false;
+    if (!pti_dtypes[x->dtype].is_floating) {
+        pti_error(PT_ERR_DTYPE, "%s: not implemented for dtype %s (expected a floating input)", op,
+                  pt_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
 /* A 0-dim tensor holding v in x's dtype and device, for pt_where's other branch. */
 static pt_tensor *scalar_like(const pt_tensor *x, double v)
 {
@@ -392,6 +410,8 @@ static pt_tensor *threshold_forward(pt_module *self, const pt_tensor *x)
 {
     if (!PTI_CHECK_ARG(x, "Threshold", "input"))
         return NULL;
+    if (x->dtype == PT_BOOL) /* PyTorch's threshold kernel has no bool loop */
+        return pti_error_null(PT_ERR_DTYPE, "Threshold: not implemented for dtype bool");
     pt_tensor *low = pt_le_scalar(x, ctx_of(self)->a);
     pt_tensor *value = scalar_like(x, ctx_of(self)->b);
     pt_tensor *y = low && value ? pt_where(low, value, x) : NULL;
@@ -408,7 +428,7 @@ static void threshold_repr(const pt_module *self, char *buf, size_t cap)
 /* where(x > l, x - l, where(x < -l, x + l, 0)) */
 static pt_tensor *softshrink_forward(pt_module *self, const pt_tensor *x)
 {
-    if (!PTI_CHECK_ARG(x, "Softshrink", "input"))
+    if (!check_floating_input(x, "Softshrink"))
         return NULL;
     double l = ctx_of(self)->a;
     pt_tensor *hi = pt_gt_scalar(x, l), *lo = pt_lt_scalar(x, -l);
@@ -428,7 +448,7 @@ static pt_tensor *softshrink_forward(pt_module *self, const pt_tensor *x)
 /* where(|x| <= l, 0, x): NaN stays NaN, as PyTorch's kernel. */
 static pt_tensor *hardshrink_forward(pt_module *self, const pt_tensor *x)
 {
-    if (!PTI_CHECK_ARG(x, "Hardshrink", "input"))
+    if (!check_floating_input(x, "Hardshrink"))
         return NULL;
     pt_tensor *ax = pt_abs(x);
     pt_tensor *inside = pt_le_scalar(ax, ctx_of(self)->a);
@@ -607,7 +627,7 @@ pt_module *pt_nn_prelu(int64_t num_parameters, double init)
 /* a * sigmoid(b), a and b the halves of x along dim */
 static pt_tensor *glu_forward(pt_module *self, const pt_tensor *x)
 {
-    if (!PTI_CHECK_ARG(x, "GLU", "input"))
+    if (!check_floating_input(x, "GLU"))
         return NULL;
     int64_t dim = ctx_of(self)->dim;
     int nd = pt_ndim(x);

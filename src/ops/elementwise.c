@@ -464,8 +464,22 @@ pt_tensor *pt_softplus(const pt_tensor *t, double beta, double threshold)
                       (double[4]){beta, threshold, 0, 0}, NULL, -1);
 }
 
+/* F.hardtanh refuses min_val > max_val before looking at the input (relu6 shares the kernel
+ * with fixed bounds 0, 6 and so never needs it). */
+static bool hardtanh_bounds_ok(const char *op, double min_val, double max_val)
+{
+    if (min_val > max_val) {
+        pti_error(PT_ERR_INVALID_ARG, "%s: min_val cannot be greater than max_val (got %g > %g)",
+                  op, min_val, max_val);
+        return false;
+    }
+    return true;
+}
+
 pt_tensor *pt_hardtanh(const pt_tensor *t, double min_val, double max_val)
 {
+    if (!hardtanh_bounds_ok("pt_hardtanh", min_val, max_val))
+        return NULL;
     return unary_impl("pt_hardtanh", PTI_OP_hardtanh, t, U_NO_BOOL,
                       (double[4]){min_val, max_val, 0, 0}, NULL, -1);
 }
@@ -612,6 +626,8 @@ pt_status pt_softplus_(pt_tensor *t, double beta, double threshold)
 }
 pt_status pt_hardtanh_(pt_tensor *t, double min_val, double max_val)
 {
+    if (!hardtanh_bounds_ok("pt_hardtanh_", min_val, max_val))
+        return PT_ERR_INVALID_ARG;
     return unary_("pt_hardtanh_", PTI_OP_hardtanh, t, U_NO_BOOL,
                   (double[4]){min_val, max_val, 0, 0});
 }

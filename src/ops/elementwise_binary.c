@@ -620,6 +620,12 @@ pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_te
     if (!min && !max)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_clamp_tensor: at least one of 'min' or 'max' must be given");
+    /* PyTorch's clamp kernel (both bounds) has no bool loop; one bound alone is maximum /
+     * minimum, which accept bool */
+    if (t->dtype == PT_BOOL && min && max)
+        return pti_error_null(PT_ERR_DTYPE,
+                              "pt_clamp_tensor: not implemented for a bool input with both "
+                              "'min' and 'max' tensors");
     /* min(max(t, lo), hi): NaN in any operand propagates, lo > hi gives hi (as PyTorch); the
      * gradient is clamp's own (recorded below), not that of maximum/minimum */
     const pt_tensor *ts[3] = {t, min, max};

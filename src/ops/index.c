@@ -192,7 +192,7 @@ pt_tensor *pti_fwd_gather(const pt_tensor *t, int64_t dim, const pt_tensor *inde
     if (!pti_index_check_data(op, t, 2, ts) || !wrap_dim(op, dim, t, &d) ||
         !check_gather_shapes(op, t, d, index, NULL))
         return NULL;
-    pt_tensor *idx = pti_index_as_i64(op, "index", index, false);
+    pt_tensor *idx = pti_index_as_i64(op, "index", index, true);
     pt_tensor *src = at_least_1d(t);
     pt_tensor *idx1 = idx ? at_least_1d(idx) : NULL;
     pt_tensor *out = NULL;
@@ -227,7 +227,7 @@ static pt_status scatter_inplace(const char *op, pti_op kop, pt_tensor *t, int64
                          pt_dtype_name(src->dtype), pt_dtype_name(t->dtype));
     if (!check_gather_shapes(op, t, d, index, src))
         return pt_last_status();
-    pt_tensor *idx = pti_index_as_i64(op, "index", index, false);
+    pt_tensor *idx = pti_index_as_i64(op, "index", index, true);
     pt_tensor *idx1 = idx ? at_least_1d(idx) : NULL;
     pt_tensor *self1 = at_least_1d(t);
     pt_tensor *src1 = src ? at_least_1d(src) : NULL;

@@ -644,6 +644,10 @@ pt_tensor *pt_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable
 pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
                    pt_tensor **indices)
 {
+    if (!PTI_CHECK_ARG(t, "pt_topk", "t"))
+        return NULL;
+    if (t->dtype == PT_BOOL) /* as PyTorch on the CPU, even for k = 0 */
+        return pti_error_null(PT_ERR_DTYPE, "pt_topk: topk does not support bool inputs");
     if (!pti_grad_recording(1, &t))
         return pti_fwd_topk(t, k, dim, largest, sorted, indices);
     pt_tensor *idx = NULL;

@@ -467,6 +467,17 @@ static pt_tensor *group_norm_impl(const pt_tensor *x, int64_t num_groups, const 
                               op, (long long)p.c, (long long)num_groups);
     for (int d = 2; d < x->ndim; d++)
         p.s *= x->shape[d];
+    /* PyTorch refuses empty groups (even with N = 0): channels first, then the spatial size */
+    if (p.c == 0)
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: expected the number of channels to be greater than 0, got 0 "
+                              "(x %s)",
+                              op, pti_shape_str(x->ndim, x->shape));
+    if (p.s == 0)
+        return pti_error_null(PT_ERR_SHAPE,
+                              "%s: expected HxW (the product of x's dims after C) to be greater "
+                              "than 0, got 0 (x %s)",
+                              op, pti_shape_str(x->ndim, x->shape));
     if (!check_channel_param(op, "weight", weight, p.c) ||
         !check_channel_param(op, "bias", bias, p.c))
         return NULL;
