@@ -485,6 +485,14 @@ static void stream_response_freed(void *cls)
     stream_unref(s);
 }
 
+bool ps_request_client_gone(ps_request *r)
+{
+    conn_state *cs = r->internal;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(cs->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci && client_hung_up(ci->connect_fd);
+}
+
 ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
 {
     conn_state *cs = r->internal;
