@@ -396,6 +396,7 @@ struct ps_stream {
     bool closed;   /* the writer is done */
     bool dead;     /* the client is gone or the server stops: writes are refused */
     bool shutdown; /* the server stops: end once the buffer is sent */
+    bool sse;      /* text/event-stream (OpenAI) rather than NDJSON: the shape of the last line */
     char *buf;
     size_t len, cap, off;
     int fd;                        /* the connection's socket, to notice a client that hung up */
@@ -528,6 +529,7 @@ ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
         ps_reply_error(r, 500, "out of memory");
         return s;
     }
+    s->sse = strstr(content_type, "event-stream") != NULL;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     queue_reply(r, 200, resp, (size_t)-1);
@@ -642,6 +644,27 @@ void ps_stream_close(ps_stream *s)
     stream_unref(s);
 }
 
+/* The last line of a stream the server ends (under s->lock): the client learns why it ended
+ * rather than seeing the connection close after a partial answer. Every write is a whole
+ * NDJSON line or SSE event, so the line starts on a boundary. */
+static void stream_append_shutdown_line(ps_stream *s)
+{
+    static const char ndjson[] = "{\"error\":\"server is shutting down\"}\n";
+    static const char sse[] = "data: {\"error\":{\"message\":\"server is shutting down\","
+                              "\"type\":\"api_error\",\"param\":null,\"code\":null}}\n\n";
+    const char *line = s->sse ? sse : ndjson;
+    size_t len = s->sse ? sizeof sse - 1 : sizeof ndjson - 1;
+    if (s->len + len > s->cap) {
+        char *nb = realloc(s->buf, s->len + len);
+        if (!nb)
+            return;
+        s->buf = nb;
+        s->cap = s->len + len;
+    }
+    memcpy(s->buf + s->len, line, len);
+    s->len += len;
+}
+
 void ps_http_close_streams(ps_server *srv)
 {
     ps_http *h = srv->http;
@@ -651,6 +674,8 @@ void ps_http_close_streams(ps_server *srv)
     h->streams_closed = true;
     for (ps_stream *s = h->streams; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
+        if (!s->dead && !s->closed)
+            stream_append_shutdown_line(s);
         s->dead = s->shutdown = true;
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->lock);
