@@ -50,11 +50,20 @@
 enum conn_phase { PHASE_HEADERS, PHASE_BODY, PHASE_REQUEST };
 #define BODY_TIMEOUT_FACTOR 6 /* a JSON body must arrive within 6 header timeouts */
 
+/* Connections still sending their request (headers, or a JSON body) or idle between
+ * keep-alive requests: at most this many per client address and in all. A new connection past
+ * either bound cuts the oldest such connection of that client (of anyone for the total), so
+ * connections that trickle bytes cannot hold every place of --parallel/--max-queue's
+ * connection limit (thread per connection) while the watchdog waits out their timeout. */
+#define PENDING_PER_CLIENT 64
+#define PENDING_MAX 256
+
 typedef struct conn_rec {
     int fd;
     int phase;
     int64_t since;
     bool cut;
+    uint8_t addr[17]; /* the client's address: family byte, then 4 or 16 bytes */
     struct conn_rec *prev, *next;
 } conn_rec;
 
@@ -104,6 +113,50 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+static bool conn_pending(const conn_rec *c)
+{
+    return !c->cut && (c->phase == PHASE_HEADERS || c->phase == PHASE_BODY);
+}
+
+static void conn_addr(struct MHD_Connection *connection, uint8_t addr[17])
+{
+    memset(addr, 0, 17);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        addr[0] = 4;
+        memcpy(addr + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        addr[0] = 6;
+        memcpy(addr + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    }
+}
+
+/* Under h->lock, c just added: applies PENDING_PER_CLIENT and PENDING_MAX. */
+static void cut_oldest_pending(ps_http *h, const conn_rec *c)
+{
+    int same = 0, all = 0;
+    conn_rec *oldest_same = NULL, *oldest = NULL;
+    for (conn_rec *o = h->conns; o; o = o->next) {
+        if (!conn_pending(o))
+            continue;
+        all++;
+        if (o != c && (!oldest || o->since < oldest->since))
+            oldest = o;
+        if (!memcmp(o->addr, c->addr, sizeof c->addr)) {
+            same++;
+            if (o != c && (!oldest_same || o->since < oldest_same->since))
+                oldest_same = o;
+        }
+    }
+    conn_rec *victim = same > PENDING_PER_CLIENT ? oldest_same : all > PENDING_MAX ? oldest : NULL;
+    if (victim && victim->fd >= 0) {
+        shutdown(victim->fd, SHUT_RDWR); /* its thread sees EOF and ends */
+        victim->cut = true;
+    }
+}
+
 static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                               enum MHD_ConnectionNotificationCode toe)
 {
@@ -118,11 +171,13 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
         c->fd = ci ? ci->connect_fd : -1;
         c->phase = PHASE_HEADERS;
         c->since = ps_now_ns();
+        conn_addr(connection, c->addr);
         pthread_mutex_lock(&h->lock);
         c->next = h->conns;
         if (h->conns)
             h->conns->prev = c;
         h->conns = c;
+        cut_oldest_pending(h, c);
         pthread_mutex_unlock(&h->lock);
     } else {
         conn_rec *c = *socket_context;
