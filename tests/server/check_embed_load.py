@@ -84,7 +84,8 @@ def test_chat_not_starved(port):
             "model": MODEL, "stream": False, "messages": [{"role": "user", "content": "hi"}],
             "options": {"num_predict": 4}}))
 
-    # 8 concurrent chats: as many as --max-queue, which the batch alone used to fill
+    # 8 concurrent chats: half of --max-queue, all of which the batch alone used to fill (the
+    # other half leaves room for the batch's own next input waiting for a slot)
     ts = [threading.Thread(target=chat) for _ in range(8)]
     for c in ts:
         c.start()
@@ -145,7 +146,7 @@ def main():
     if not os.path.isfile(gguf):
         print("tiny fixture models missing; skipped")
         return 77
-    srv = ServerProcess(sys.argv[1], ["--threads", "2", "--parallel", "2", "--max-queue", "8",
+    srv = ServerProcess(sys.argv[1], ["--threads", "2", "--parallel", "2", "--max-queue", "16",
                                       gguf])
     try:
         test_small_batch(srv.port)
