@@ -143,13 +143,22 @@ static void enter_value(const jc_schema *s, state *st, thread *t, int32_t node, 
     }
 }
 
-static bool take_ws(thread *t)
+/* One gap between tokens, bounded as llama.cpp's JSON grammars bound it (grammars/json.gbnf
+ * and json-schema-to-grammar's SPACE_RULE: `| " " | "\n" [ \t]{0,20}`): nothing, one blank,
+ * or one newline followed by at most PTI_JSON_MAX_INDENT blanks or tabs. A looser bound (any
+ * 16 of " \t\n\r") let small models fill every gap with "\r\n" until num_predict. t->ws:
+ * 0 nothing yet, 1 after the blank, 2 + k after the newline and k indent bytes. */
+static bool take_ws(thread *t, uint8_t b)
 {
-    if (t->ws >= PTI_JSON_MAX_WS) {
-        return false;
+    if (t->ws == 0 && (b == ' ' || b == '\n')) {
+        t->ws = b == ' ' ? 1 : 2;
+        return true;
     }
-    t->ws++;
-    return true;
+    if (t->ws >= 2 && t->ws < 2 + PTI_JSON_MAX_INDENT && (b == ' ' || b == '\t')) {
+        t->ws++;
+        return true;
+    }
+    return false;
 }
 
 /* The candidates of mask whose text has byte b at pos. */
@@ -238,7 +247,7 @@ static bool open_container(const jc_schema *s, state *st, thread *t, bool is_arr
 static bool step_value(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
     if (is_ws(b)) {
-        return take_ws(t);
+        return take_ws(t, b);
     }
     if (t->flags & F_ARR_FIRST) {
         frame *f = top(t);
@@ -500,7 +509,7 @@ static bool step_string(thread *t, uint8_t b)
 static bool step_after(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
     if (is_ws(b)) {
-        return take_ws(t);
+        return take_ws(t, b);
     }
     if (t->depth == 0) {
         return false;
@@ -546,7 +555,7 @@ static uint64_t key_candidates(const jc_node *nd, uint32_t from)
 static bool step_object(const jc_schema *s, thread *t, uint8_t b)
 {
     if (is_ws(b)) {
-        return take_ws(t);
+        return take_ws(t, b);
     }
     frame *f = top(t);
     const jc_node *nd = &s->nodes[f->node];
@@ -618,7 +627,7 @@ static bool step_thread(const jc_schema *s, state *st, thread *t, uint8_t b)
     case M_KEY: return step_key(s, t, b);
     case M_COLON:
         if (is_ws(b)) {
-            return take_ws(t);
+            return take_ws(t, b);
         }
         if (b != ':') {
             return false;

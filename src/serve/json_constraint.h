@@ -36,10 +36,12 @@
  * Bounds: 64 properties per object, 64 enum values, 8192 schema nodes, 4096 bytes per key or
  *   enum text, schemas nested 128 deep (beyond: an error at creation).
  *
- * Whitespace: at most a bounded run (PTI_JSON_MAX_WS) between tokens, so a model cannot
- * loop on blanks forever; strings may not contain raw control characters; escapes are
- * checked (\uXXXX surrogates must pair); numbers follow the JSON grammar (no leading zeros,
- * no NaN, any number of digits); nesting depth is bounded (PTI_JSON_MAX_DEPTH containers).
+ * Whitespace: bounded as in llama.cpp's JSON grammars (`ws ::= | " " | "\n" [ \t]{0,20}`):
+ * each gap between tokens (and before the value) holds nothing, one blank, or one newline
+ * and at most PTI_JSON_MAX_INDENT blanks or tabs; never '\r'. So a model cannot fill the
+ * gaps with blank lines until num_predict. Strings may not contain raw control characters;
+ * escapes are checked (\uXXXX surrogates must pair); numbers follow the JSON grammar (no leading
+ * zeros, no NaN, any number of digits); nesting depth is bounded (PTI_JSON_MAX_DEPTH containers).
  * The text must be valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
  *
  * Threads and memory: a matcher is used by one thread at a time (allows() does not change
@@ -59,8 +61,8 @@
 #include "engine.h"
 
 #define PTI_JSON_MAX_DEPTH 64
-#define PTI_JSON_MAX_WS 16
-#define PTI_JSON_MAX_ALTS 8 /* alternatives of one union; readings followed at once */
+#define PTI_JSON_MAX_INDENT 20 /* blanks or tabs after the newline of one gap */
+#define PTI_JSON_MAX_ALTS 8    /* alternatives of one union; readings followed at once */
 
 typedef struct pti_json_matcher pti_json_matcher;
 

@@ -142,7 +142,8 @@ static void test_valid_documents(void **state)
         {"true", 1},
         {"false", 1},
         {"null", 1},
-        {" \t\n\r{ \"a\" : [ true , false , null ] } \n", 1},
+        {" { \"a\" : [ true , false , null ] } ", 1},
+        {"{\n  \"a\":\n\t\t[\n    1,\n    2\n  ]\n}\n", 1},
         {"[[[]]]", 1},
         {"{\"a\":{\"b\":{\"c\":[]}},\"d\":\"\"}", 1},
         {"\"\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u0041 \\u00e9\"", 1},
@@ -150,7 +151,7 @@ static void test_valid_documents(void **state)
         {"\"\\uD83D\\uDE00\\uFFFF\\u0000\"", 1},
         {"\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf\xed\x9f\xbf\xee\x80\x80\"", 1},
         {"\"\x7f\"", 1},
-        {"[1                ]", 1}, /* 16 blanks: the bound */
+        {"[1\n                    ]", 1}, /* a newline and 20 blanks: the bound */
         {"{\"\":{\"\":[{},[],\"\",0,-1.5E-0,true]}}", 1},
         {"12 ", 1}, /* a number followed by a blank has ended */
         {"[-0,0.0,10,1e1,1E+1,1e-1,-12.5e10]", 1},
@@ -213,7 +214,12 @@ static void test_invalid_documents(void **state)
         {"\"\xc3\"", 2}, /* truncated */
         {"\"\xe2\x82\"", 3},
         {"\"\xff\"", 1},
-        {"[                 ]", 17}, /* 17 blanks */
+        {"[\n                     ]", 22}, /* a newline and 21 blanks */
+        {"[  ]", 2},                       /* two blanks */
+        {"[\n\n]", 2},                     /* two newlines */
+        {"[\r\n]", 1},                     /* a carriage return */
+        {"[\t]", 1},                       /* a gap starting with a tab */
+        {"[ \n]", 2},                      /* a blank, then a newline */
         {"{\"a\" 1}", 5},
         {"{\"a\":1 \"b\":2}", 7},
         {"[1 2]", 3},
@@ -257,16 +263,43 @@ static void test_whitespace_bound(void **state)
 {
     (void)state;
     char text[64];
-    /* 16 blanks allowed at every place between tokens, the 17th refused */
+    /* at every place between tokens (llama.cpp's `ws ::= | " " | "\n" [ \t]{0,20}`): one
+     * blank, or a newline and 20 blanks or tabs; a 21st indent byte, a second blank, a second
+     * newline or a carriage return is refused */
     const char *fmt[] = {"%s{\"a\":1}", "{%s\"a\":1}", "{\"a\"%s:1}", "{\"a\":%s1}",
                          "{\"a\":1%s}", "[1%s,2]",     "[1,%s2]",     "{\"a\":1}%s"};
+    static const struct {
+        const char *gap;
+        long bad; /* offset of the refused byte in the gap; -1: valid */
+    } gaps[] = {
+        {" ", -1},
+        {"\n", -1},
+        {"\n \t \t \t \t \t \t \t \t \t \t", -1}, /* 20 indent bytes */
+        {"\n \t \t \t \t \t \t \t \t \t \t ", 21},
+        {"  ", 1},
+        {"\n\n", 1},
+        {"\r\n", 0},
+        {"\n\r", 1},
+        {" \n", 1},
+        {"\t", 0},
+    };
     for (size_t i = 0; i < sizeof fmt / sizeof fmt[0]; i++) {
-        snprintf(text, sizeof text, fmt[i], "  \t\n\r  \n   \t  \r ");
-        expect_valid(NULL, text, -1);
-        snprintf(text, sizeof text, fmt[i], "  \t\n\r  \n   \t  \r  ");
-        long at = (long)(strstr(text, "  \t\n\r") - text) + PTI_JSON_MAX_WS;
-        expect_invalid(NULL, text, at);
+        for (size_t g = 0; g < sizeof gaps / sizeof gaps[0]; g++) {
+            snprintf(text, sizeof text, fmt[i], gaps[g].gap);
+            if (gaps[g].bad < 0) {
+                expect_valid(NULL, text, -1);
+            } else {
+                long at = (long)(strstr(text, gaps[g].gap) - text) + gaps[g].bad;
+                expect_invalid(NULL, text, at);
+            }
+        }
     }
+    /* a schema's gaps have the same bound */
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                         "\"integer\"}},\"required\":[\"a\"]}";
+    expect_valid(schema, "{\n  \"a\": 1\n}", 1);
+    expect_invalid(schema, "{\r\n  \"a\": 1}", 1);
+    expect_invalid(schema, "{\"a\":  1}", 6);
     /* blanks inside strings are characters, not whitespace */
     memset(text, ' ', 40);
     text[0] = '"';

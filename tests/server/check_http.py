@@ -629,26 +629,50 @@ def check_disconnect_and_sigterm(binary):
     while time.time() - t0 < 5 and metric(s, "promeserve_busy_slots") != 0:
         time.sleep(0.1)
     check(metric(s, "promeserve_busy_slots") == 0, "slot freed after the client hung up")
-    # SIGTERM while a stream is open: the stream ends, the server exits 0 within seconds
+    # SIGTERM while streams are open (NDJSON and SSE): each ends with a last line saying so,
+    # and the server exits 0 within seconds
     c, r, first = open_stream(s, model, 3000)
     check(r.status == 200, "second stream started")
+    c2 = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    c2.request("POST", "/v1/chat/completions", body=json.dumps(
+        {"model": model, "stream": True, "max_tokens": 3000,
+         "messages": [{"role": "user", "content": "Count to ten thousand."}]}))
+    r2 = c2.getresponse()
+    first2 = r2.readline()
+    check(r2.status == 200 and first2.startswith(b"data: "), "SSE stream started %r" % first2)
     t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
-    rest = b""
-    try:
-        rest = r.read()
-    except (OSError, http.client.IncompleteRead) as ex:
-        rest = getattr(ex, "partial", b"")
-    c.close()
+    rests = []
+    for conn, resp in ((c, r), (c2, r2)):
+        try:
+            rests.append(resp.read())
+        except (OSError, http.client.IncompleteRead) as ex:
+            rests.append(getattr(ex, "partial", b""))
+        conn.close()
     try:
         rc = s.proc.wait(15)
     except subprocess.TimeoutExpired:
         rc = None
     took = time.time() - t0
     s.stop()
-    check(rc == 0 and took < 8, "SIGTERM with an open stream: status %r after %.1f s" % (rc, took))
-    check(not rest.endswith(b"\n") or b"\n" in rest, "stream ended cleanly")
-
+    check(rc == 0 and took < 8, "SIGTERM with open streams: status %r after %.1f s" % (rc, took))
+    lines = [ln for ln in (first + rests[0]).split(b"\n") if ln.strip()]
+    try:
+        last = json.loads(lines[-1])
+    except (ValueError, IndexError):
+        last = None
+    check(isinstance(last, dict) and (last.get("error") == "server is shutting down" or
+                                      (last.get("done") is True and last.get("done_reason"))),
+          "NDJSON stream's last line says it ended: %r" % (lines[-1:] or None))
+    events = [ev for ev in (first2 + rests[1]).split(b"\n\n") if ev.strip()]
+    last_ev = events[-1] if events else b""
+    try:
+        last2 = json.loads(last_ev[len(b"data: "):]) if last_ev != b"data: [DONE]" else "done"
+    except ValueError:
+        last2 = None
+    check(last2 == "done" or (isinstance(last2, dict) and "error" in last2 and
+                              "shutting down" in last2["error"].get("message", "")),
+          "SSE stream's last event says it ended: %r" % last_ev[-200:])
 
 def main():
     binary = sys.argv[1]

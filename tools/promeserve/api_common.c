@@ -550,8 +550,26 @@ static int32_t *embed_ids(pti_engine *e, const char *text, bool truncate, int32_
     return ids;
 }
 
+/* Appends v as the shortest decimal that reads back as the same float32 (what Go's JSON
+ * encoder writes for a float32; ".9g" always round-trips). */
+static void put_float(char *out, size_t *len, float v)
+{
+    if (!isfinite(v)) {
+        v = 0.0f; /* JSON has no NaN or infinity */
+    }
+    for (int prec = 6; prec <= 9; prec++) {
+        int n = snprintf(out + *len, 24, "%.*g", prec, (double)v);
+        if (prec == 9 || strtof(out + *len, NULL) == v) {
+            *len += (size_t)n;
+            return;
+        }
+    }
+}
+
 /* The vector of a finished embedding request (cut to dims and normalised again when
- * 0 < dims < its length), or NULL with *status / err. */
+ * 0 < dims < its length) as one raw JSON array node: its text is written directly, so a
+ * request with many inputs holds one node per input, not one per number. NULL with
+ * *status / err. */
 static cJSON *embed_result(ps_gen *g, int dims, int *status, char *err, size_t err_cap)
 {
     if (g->st != PT_OK || !g->embedding) {
@@ -569,7 +587,28 @@ static cJSON *embed_result(ps_gen *g, int dims, int *status, char *err, size_t e
             g->embedding[i] *= scale;
         n_out = dims;
     }
-    return cJSON_CreateFloatArray(g->embedding, n_out);
+    char *text = malloc((size_t)n_out * 24 + 3);
+    if (!text) {
+        *status = 500;
+        snprintf(err, err_cap, "out of memory");
+        return NULL;
+    }
+    size_t len = 0;
+    text[len++] = '[';
+    for (int i = 0; i < n_out; i++) {
+        if (i)
+            text[len++] = ',';
+        put_float(text, &len, g->embedding[i]);
+    }
+    text[len++] = ']';
+    text[len] = '\0';
+    cJSON *v = cJSON_CreateRaw(text);
+    free(text);
+    if (!v) {
+        *status = 500;
+        snprintf(err, err_cap, "out of memory");
+    }
+    return v;
 }
 
 /* Submits an embedding request for ids; false with *status / err when it is refused. */
@@ -592,50 +631,105 @@ static bool embed_submit(ps_gen *g, const int32_t *ids, int32_t n, int *status, 
     return false;
 }
 
+/* How many inputs of one request are in the engine at once: its fair share, the slots
+ * (--parallel). Submitting every input at once filled the queue, so concurrent chats got 503
+ * until the whole batch was done; with a window, a chat queued meanwhile is admitted as soon
+ * as a slot frees (the queue is FIFO), between two of the batch's inputs. */
+static int embed_window(const ps_request *r, int count)
+{
+    int w = ps_server_config(r->srv)->n_parallel > 0 ? ps_server_config(r->srv)->n_parallel : 1;
+    return w < count ? w : count;
+}
+
+/* The batch stops when the client has gone or the server stops. */
+static bool embed_cancelled(ps_request *r, int *status, char *err, size_t err_cap)
+{
+    if (ps_server_stopping(r->srv)) {
+        *status = 503;
+        snprintf(err, err_cap, "server is shutting down");
+        return true;
+    }
+    if (ps_request_client_gone(r)) {
+        *status = 499;
+        snprintf(err, err_cap, "the client closed the connection");
+        return true;
+    }
+    return false;
+}
+
+/* Tokenizes and checks every input before any work (a bad input is a 400 at once). */
+static bool embed_tokenize_all(pti_engine *e, const cJSON *inputs, int count, bool truncate,
+                               int32_t **ids, int32_t *n_ids, int64_t *prompt_tokens, int *status,
+                               char *err, size_t err_cap)
+{
+    bool single = cJSON_IsString(inputs);
+    const cJSON *in = single ? inputs : inputs->child;
+    for (int i = 0; i < count; i++, in = single ? NULL : in->next) {
+        ids[i] = embed_ids(e, in->valuestring, truncate, &n_ids[i], status, err, err_cap);
+        if (!ids[i])
+            return false;
+        *prompt_tokens += n_ids[i];
+    }
+    return true;
+}
+
 cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
                            bool truncate, int dims, int64_t *prompt_tokens)
 {
     pti_engine *e = ps_model_engine(m);
-    bool single = cJSON_IsString(inputs);
-    int count = single ? 1 : cJSON_GetArraySize(inputs);
-    ps_gen **gens = calloc((size_t)(count > 0 ? count : 1), sizeof *gens);
+    int count = cJSON_IsString(inputs) ? 1 : cJSON_GetArraySize(inputs);
+    int win = embed_window(r, count > 0 ? count : 1);
+    int32_t **ids = calloc((size_t)(count > 0 ? count : 1), sizeof *ids);
+    int32_t *n_ids = calloc((size_t)(count > 0 ? count : 1), sizeof *n_ids);
+    ps_gen **ring = calloc((size_t)win, sizeof *ring); /* input i lives in ring[i % win] */
     cJSON *list = cJSON_CreateArray();
-    int status = 500, submitted = 0, waited = 0;
+    int status = 500, submitted = 0, finished = 0;
     char err[512] = "out of memory";
-    bool ok = gens && list;
     *prompt_tokens = 0;
-    /* every input is tokenized and checked first, then all are submitted at once so the
-     * engine evaluates them in parallel slots */
-    const cJSON *in = single ? inputs : inputs->child;
-    for (int i = 0; ok && i < count; i++, in = single ? NULL : in->next) {
-        int32_t n = 0;
-        int32_t *ids = embed_ids(e, in->valuestring, truncate, &n, &status, err, sizeof err);
-        gens[i] = ids ? ps_gen_new(r, &embed_style, "", m) : NULL;
-        ok = gens[i] != NULL;
-        if (ok) {
-            gens[i]->m = NULL; /* the caller holds the model */
-            /* more inputs than the queue holds: wait for earlier ones to make room */
-            while (!(ok = embed_submit(gens[i], ids, n, &status, err, sizeof err)) &&
-                   status == 503 && waited < submitted)
-                wait_done(gens[waited++]);
-            submitted += ok;
-            *prompt_tokens += n;
+    bool ok = ids && n_ids && ring && list &&
+              embed_tokenize_all(e, inputs, count, truncate, ids, n_ids, prompt_tokens, &status,
+                                 err, sizeof err);
+    while (ok && finished < count) {
+        /* keep the window full, then take the oldest result in input order */
+        while (ok && submitted < count && submitted - finished < win) {
+            ps_gen *g = ps_gen_new(r, &embed_style, "", m);
+            ok = g != NULL;
+            if (!ok)
+                break;
+            g->m = NULL; /* the caller holds the model */
+            ring[submitted % win] = g;
+            ok = embed_submit(g, ids[submitted], n_ids[submitted], &status, err, sizeof err);
+            if (!ok) {
+                ps_gen_free(g);
+                ring[submitted % win] = NULL;
+                break;
+            }
+            free(ids[submitted]);
+            ids[submitted++] = NULL;
         }
-        free(ids);
-    }
-    if (!ok)
-        for (int i = 0; i < submitted; i++)
-            pti_engine_cancel(e, gens[i]->req_id);
-    for (int i = 0; i < submitted; i++) {
-        wait_done(gens[i]);
-        cJSON *v = ok ? embed_result(gens[i], dims, &status, err, sizeof err) : NULL;
-        ok = ok && v;
+        if (!ok || embed_cancelled(r, &status, err, sizeof err)) {
+            ok = false;
+            break;
+        }
+        ps_gen *g = ring[finished % win];
+        wait_done(g);
+        cJSON *v = embed_result(g, dims, &status, err, sizeof err);
+        ok = v != NULL;
         if (v)
             cJSON_AddItemToArray(list, v);
+        ps_gen_free(g);
+        ring[finished++ % win] = NULL;
     }
-    for (int i = 0; gens && i < count; i++)
-        ps_gen_free(gens[i]);
-    free(gens);
+    for (int i = finished; ring && i < submitted; i++) { /* a failed or cancelled batch */
+        pti_engine_cancel(e, ring[i % win]->req_id);
+        wait_done(ring[i % win]);
+        ps_gen_free(ring[i % win]);
+    }
+    for (int i = 0; ids && i < count; i++)
+        free(ids[i]);
+    free(ids);
+    free(n_ids);
+    free(ring);
     if (!ok) {
         cJSON_Delete(list);
         ps_api_fail(r, openai, status, "%s", err);

@@ -380,11 +380,17 @@ void ps_api_v1_completions(ps_request *r)
 /* ---- /v1/embeddings ------------------------------------------------------------------------- */
 
 /* The vector as base64 of little-endian float32 values (encoding_format "base64", which the
- * official openai Python client asks for by default). */
+ * official openai Python client asks for by default). vec is the raw JSON array text
+ * ps_api_embed_inputs writes (each number reads back as the exact float32). */
 static char *base64_floats(const cJSON *vec)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t n = (size_t)cJSON_GetArraySize(vec), nb = n * 4;
+    const char *text = cJSON_IsRaw(vec) ? vec->valuestring : "[]";
+    size_t n = 0;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    n += strcmp(text, "[]") != 0;
+    size_t nb = n * 4;
     unsigned char *bytes = malloc(nb ? nb : 1);
     char *out = malloc((nb + 2) / 3 * 4 + 1);
     if (!bytes || !out) {
@@ -393,10 +399,11 @@ static char *base64_floats(const cJSON *vec)
         return NULL;
     }
     size_t k = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, vec)
-    {
-        float f = (float)e->valuedouble;
+    const char *p = text + 1;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        float f = strtof(p, &end);
+        p = end + 1; /* past ',' (or the closing ']') */
         uint32_t u;
         memcpy(&u, &f, 4);
         for (int b = 0; b < 4; b++)

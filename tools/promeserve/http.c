@@ -51,11 +51,20 @@
 enum conn_phase { PHASE_HEADERS, PHASE_BODY, PHASE_REQUEST };
 #define BODY_TIMEOUT_FACTOR 6 /* a JSON body must arrive within 6 header timeouts */
 
+/* Connections still sending their request (headers, or a JSON body) or idle between
+ * keep-alive requests: at most this many per client address and in all. A new connection past
+ * either bound cuts the oldest such connection of that client (of anyone for the total), so
+ * connections that trickle bytes cannot hold every place of --parallel/--max-queue's
+ * connection limit (thread per connection) while the watchdog waits out their timeout. */
+#define PENDING_PER_CLIENT 64
+#define PENDING_MAX 256
+
 typedef struct conn_rec {
     int fd;
     int phase;
     int64_t since;
     bool cut;
+    uint8_t addr[17]; /* the client's address: family byte, then 4 or 16 bytes */
     struct conn_rec *prev, *next;
 } conn_rec;
 
@@ -105,6 +114,50 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+static bool conn_pending(const conn_rec *c)
+{
+    return !c->cut && (c->phase == PHASE_HEADERS || c->phase == PHASE_BODY);
+}
+
+static void conn_addr(struct MHD_Connection *connection, uint8_t addr[17])
+{
+    memset(addr, 0, 17);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) {
+        addr[0] = 4;
+        memcpy(addr + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa && sa->sa_family == AF_INET6) {
+        addr[0] = 6;
+        memcpy(addr + 1, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+    }
+}
+
+/* Under h->lock, c just added: applies PENDING_PER_CLIENT and PENDING_MAX. */
+static void cut_oldest_pending(ps_http *h, const conn_rec *c)
+{
+    int same = 0, all = 0;
+    conn_rec *oldest_same = NULL, *oldest = NULL;
+    for (conn_rec *o = h->conns; o; o = o->next) {
+        if (!conn_pending(o))
+            continue;
+        all++;
+        if (o != c && (!oldest || o->since < oldest->since))
+            oldest = o;
+        if (!memcmp(o->addr, c->addr, sizeof c->addr)) {
+            same++;
+            if (o != c && (!oldest_same || o->since < oldest_same->since))
+                oldest_same = o;
+        }
+    }
+    conn_rec *victim = same > PENDING_PER_CLIENT ? oldest_same : all > PENDING_MAX ? oldest : NULL;
+    if (victim && victim->fd >= 0) {
+        shutdown(victim->fd, SHUT_RDWR); /* its thread sees EOF and ends */
+        victim->cut = true;
+    }
+}
+
 static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                               enum MHD_ConnectionNotificationCode toe)
 {
@@ -119,11 +172,13 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
         c->fd = ci ? ci->connect_fd : -1;
         c->phase = PHASE_HEADERS;
         c->since = ps_now_ns();
+        conn_addr(connection, c->addr);
         pthread_mutex_lock(&h->lock);
         c->next = h->conns;
         if (h->conns)
             h->conns->prev = c;
         h->conns = c;
+        cut_oldest_pending(h, c);
         pthread_mutex_unlock(&h->lock);
     } else {
         conn_rec *c = *socket_context;
@@ -411,6 +466,7 @@ struct ps_stream {
     bool closed;   /* the writer is done */
     bool dead;     /* the client is gone or the server stops: writes are refused */
     bool shutdown; /* the server stops: end once the buffer is sent */
+    bool sse;      /* text/event-stream (OpenAI) rather than NDJSON: the shape of the last line */
     char *buf;
     size_t len, cap, off;
     int fd;                        /* the connection's socket, to notice a client that hung up */
@@ -500,6 +556,14 @@ static void stream_response_freed(void *cls)
     stream_unref(s);
 }
 
+bool ps_request_client_gone(ps_request *r)
+{
+    conn_state *cs = r->internal;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(cs->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci && client_hung_up(ci->connect_fd);
+}
+
 ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
 {
     conn_state *cs = r->internal;
@@ -535,6 +599,7 @@ ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
         ps_reply_error(r, 500, "out of memory");
         return s;
     }
+    s->sse = strstr(content_type, "event-stream") != NULL;
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     queue_reply(r, 200, resp, (size_t)-1);
@@ -649,6 +714,27 @@ void ps_stream_close(ps_stream *s)
     stream_unref(s);
 }
 
+/* The last line of a stream the server ends (under s->lock): the client learns why it ended
+ * rather than seeing the connection close after a partial answer. Every write is a whole
+ * NDJSON line or SSE event, so the line starts on a boundary. */
+static void stream_append_shutdown_line(ps_stream *s)
+{
+    static const char ndjson[] = "{\"error\":\"server is shutting down\"}\n";
+    static const char sse[] = "data: {\"error\":{\"message\":\"server is shutting down\","
+                              "\"type\":\"api_error\",\"param\":null,\"code\":null}}\n\n";
+    const char *line = s->sse ? sse : ndjson;
+    size_t len = s->sse ? sizeof sse - 1 : sizeof ndjson - 1;
+    if (s->len + len > s->cap) {
+        char *nb = realloc(s->buf, s->len + len);
+        if (!nb)
+            return;
+        s->buf = nb;
+        s->cap = s->len + len;
+    }
+    memcpy(s->buf + s->len, line, len);
+    s->len += len;
+}
+
 void ps_http_close_streams(ps_server *srv)
 {
     ps_http *h = srv->http;
@@ -658,6 +744,8 @@ void ps_http_close_streams(ps_server *srv)
     h->streams_closed = true;
     for (ps_stream *s = h->streams; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
+        if (!s->dead && !s->closed)
+            stream_append_shutdown_line(s);
         s->dead = s->shutdown = true;
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->lock);

@@ -124,6 +124,9 @@ const ps_config *ps_server_config(const ps_server *s);
  * generation should cancel it then (its on_text returning false when this is true): shutdown
  * waits 10 s for requests in flight before it closes connections and unloads models. */
 bool ps_server_stopping(const ps_server *s);
+/* The client of r closed its connection (a long non-streamed handler checks this between
+ * pieces of work). */
+bool ps_request_client_gone(ps_request *r);
 
 /* ---- loaded models (registry.c) ------------------------------------------------------------ */
 
