@@ -9,6 +9,15 @@
 
 /* ---- a user-defined module: y = x * w (+ count buffer, non-persistent tmp) ------------------- */
 
+/* Sets a parameter as torch.no_grad(): p.fill_(v) (filling a leaf that requires grad is an
+ * error while grad mode is on, as in PyTorch). */
+static void fill_param(pt_tensor *p, double v)
+{
+    pt_no_grad_begin();
+    assert_int_equal(pt_fill_(p, v), PT_OK);
+    pt_no_grad_end();
+}
+
 static pt_tensor *scale_forward(pt_module *self, const pt_tensor *x)
 {
     return pt_mul(x, pt_nn_direct_param_ref(self, 0, NULL));
@@ -143,8 +152,8 @@ static void test_sequential_forward_and_backward(void **state)
     (void)state;
     pt_module *net = net_new();
     pt_module *body = pt_nn_child_ref(net, "body");
-    pt_fill_(pt_nn_param_ref(net, "body.0.w"), 2.0);
-    pt_fill_(pt_nn_param_ref(net, "body.1.w"), 3.0);
+    fill_param(pt_nn_param_ref(net, "body.0.w"), 2.0);
+    fill_param(pt_nn_param_ref(net, "body.1.w"), 3.0);
     pt_tensor *x = pt_arange(0, 3, 1, PT_FLOAT32, pt_cpu());
     pt_tensor *y = pt_nn_forward(body, x);
     pt_tensor *want = pt_mul_scalar(x, 6.0);
@@ -249,7 +258,7 @@ static void test_to_dtype_keeps_tensor_identity(void **state)
     (void)state;
     pt_module *net = net_new();
     pt_tensor *w = pt_nn_param_ref(net, "head.w");
-    pt_fill_(w, 1.5);
+    fill_param(w, 1.5);
     pt_tensor *g = pt_full(PT_SHAPE(3), 0.25, PT_FLOAT32, pt_cpu());
     assert_int_equal(pt_set_grad(w, g), PT_OK);
     pt_release(g);
@@ -331,7 +340,7 @@ static void test_load_state_dict_roundtrip(void **state)
 {
     (void)state;
     pt_module *a = net_new(), *b = net_new();
-    pt_fill_(pt_nn_param_ref(a, "body.1.w"), 4.0);
+    fill_param(pt_nn_param_ref(a, "body.1.w"), 4.0);
     pt_fill_(pt_nn_buffer_ref(a, "head.count"), 9.0);
     pt_value *sd = pt_nn_state_dict(a);
     pt_tensor *w = pt_nn_param_ref(b, "body.1.w");
@@ -355,7 +364,7 @@ static void test_load_state_dict_errors_like_torch(void **state)
     pt_tensor *z1 = pt_zeros(PT_SHAPE(1), PT_FLOAT32, pt_cpu());
     pt_value_dict_set_str(sd, "bias", pt_value_tensor(z4));
     pt_value_dict_set_str(sd, "x", pt_value_tensor(z1));
-    pt_fill_(pt_nn_param_ref(net, "bias"), 5.0);
+    fill_param(pt_nn_param_ref(net, "bias"), 5.0);
     pt_status st = pt_nn_load_state_dict(net, sd, true);
     assert_int_equal(st, PT_ERR_INVALID_ARG);
     assert_string_equal(

@@ -89,9 +89,12 @@ PT_API pt_tensor *pt_from_data(const void *data, int ndim, const int64_t *shape,
                                pt_device dev);
 /* A 0-dim tensor holding v. */
 PT_API pt_tensor *pt_scalar_tensor(double v, pt_dtype dt, pt_device dev);
-/* Values start, start+step, ... < end (torch.arange). */
+/* Values start, start+step, ... < end (torch.arange). The length is ceil((end - start) / step);
+ * an integer dt truncates start and step first, as PyTorch (arange(0.5, 5.3, 1.2) as int64 is
+ * 0, 1, 2, 3). */
 PT_API pt_tensor *pt_arange(double start, double end, double step, pt_dtype dt, pt_device dev);
-/* n evenly spaced values from start to end inclusive (torch.linspace). */
+/* n evenly spaced values from start to end inclusive (torch.linspace); steps = 1 gives
+ * [start]. An integer dt truncates start and end first and each value again (PyTorch). */
 PT_API pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt, pt_device dev);
 /* An n x m identity matrix (torch.eye). */
 PT_API pt_tensor *pt_eye(int64_t n, int64_t m, pt_dtype dt, pt_device dev);

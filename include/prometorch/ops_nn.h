@@ -32,7 +32,8 @@ extern "C" {
  * training: normalizes with the batch statistics (mean and biased variance over N and the
  * spatial dims) and, when the running stats are given, updates them in place:
  * running = (1 - momentum) * running + momentum * batch, using the UNBIASED batch variance for
- * running_var (PyTorch's rule). Needs more than one value per channel. PyTorch's
+ * running_var (PyTorch's rule). Needs more than one value per channel, except an empty batch,
+ * which gives an empty output and leaves the running stats as they are. PyTorch's
  * momentum=None (a cumulative average, which needs num_batches_tracked) is the caller's to
  * express: pass momentum = 1 / num_batches_tracked.
  * !training: normalizes with running_mean/running_var, which are then required.

@@ -157,6 +157,25 @@ static pt_status copy_data(pt_tensor *dst, const pt_tensor *src)
     return st;
 }
 
+/* PyTorch's FillBackward: the old value of the filled tensor gets a zero gradient (not none:
+ * y = 2*x; y.fill_(5); y.sum().backward() leaves x.grad all zeros). */
+static pt_status fill_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    if (!pti_node_needs_grad(n, 0))
+        return PT_OK;
+    grad_in[0] = pt_zeros_like(grad_out[0]);
+    return grad_in[0] ? PT_OK : pt_last_status();
+}
+
+static pt_status fill_data(pt_tensor *t, double v)
+{
+    pti_bump_version(t);
+    if (t->numel == 0)
+        return PT_OK;
+    pti_call c = {.n_out = 1, .out = {t}, .scalar = {v}};
+    return pti_dispatch(PTI_OP_fill, &c);
+}
+
 pt_status pt_fill_(pt_tensor *t, double v)
 {
     if (!PTI_CHECK_ARG(t, "pt_fill_", "t"))
@@ -164,11 +183,25 @@ pt_status pt_fill_(pt_tensor *t, double v)
     if (pti_dtypes[t->dtype].is_block)
         return pti_error(PT_ERR_DTYPE, "pt_fill_: cannot fill a %s (block) tensor",
                          pt_dtype_name(t->dtype));
-    pti_bump_version(t);
-    if (t->numel == 0)
-        return PT_OK;
-    pti_call c = {.n_out = 1, .out = {t}, .scalar = {v}};
-    return pti_dispatch(PTI_OP_fill, &c);
+    const pt_tensor *ins[1] = {t};
+    if (!pti_grad_recording(1, ins))
+        return fill_data(t, v);
+    /* In place under autograd: a leaf that requires grad is refused; a non-leaf is rebased onto
+     * a fill node, so its old history gets a zero gradient (docs/autograd.md). */
+    pt_status st = pti_inplace_check("pt_fill_", t);
+    if (st != PT_OK)
+        return st;
+    pti_node *n = pti_node_new("fill_", fill_backward, 1, ins);
+    if (!n)
+        return pt_last_status();
+    pt_set_grad_enabled(false);
+    st = fill_data(t, v);
+    pt_set_grad_enabled(true);
+    if (st != PT_OK) {
+        pti_node_release(n);
+        return st;
+    }
+    return pti_node_finish(n, 1, &t);
 }
 
 pt_status pt_zero_(pt_tensor *t)

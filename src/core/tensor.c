@@ -503,7 +503,10 @@ pt_tensor *pt_arange(double start, double end, double step, pt_dtype dt, pt_devi
     double count = ceil((end - start) / step);
     if (count > (double)(INT64_C(1) << 40))
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_arange: %g elements is too many", count);
-    double p[2] = {start, step};
+    /* The length comes from the bounds as given, but like PyTorch an integer dtype truncates
+     * start and step to that type first (arange(0.5, 5.3, 1.2, int64) is 0, 1, 2, 3). */
+    bool integral = pti_dtype_valid(dt) && pti_dtypes[dt].is_integral;
+    double p[2] = {integral ? trunc(start) : start, integral ? trunc(step) : step};
     return host_sequence("pt_arange", (int64_t)count, dt, dev, arange_at, p);
 }
 
@@ -513,6 +516,8 @@ static double linspace_at(const double *p, int64_t i)
     int64_t steps = (int64_t)p[2];
     double step = p[3];
     int64_t half = steps / 2;
+    if (steps == 1)
+        return p[0]; /* PyTorch fills a single step with start, not end */
     return i < half ? p[0] + step * (double)i : p[1] - step * (double)(steps - 1 - i);
 }
 
@@ -523,6 +528,12 @@ pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt, pt_
     if (steps < 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_linspace: steps must be >= 0, got %lld",
                               (long long)steps);
+    /* Like PyTorch, an integer dtype truncates both bounds to that type first; the step between
+     * them stays fractional and every value truncates again on the store. */
+    if (pti_dtype_valid(dt) && pti_dtypes[dt].is_integral) {
+        start = trunc(start);
+        end = trunc(end);
+    }
     double p[4] = {start, end, (double)steps, steps > 1 ? (end - start) / (double)(steps - 1) : 0};
     return host_sequence("pt_linspace", steps, dt, dev, linspace_at, p);
 }

@@ -425,22 +425,26 @@ static void threshold_repr(const pt_module *self, char *buf, size_t cap)
     repr_float2(self, buf, cap, "threshold", "value");
 }
 
-/* where(x > l, x - l, where(x < -l, x + l, 0)) */
+/* where(x > l, x - l, where(x < -l, x + l, where(isnan(x), x, 0))): NaN fails both
+ * comparisons but stays NaN, as in PyTorch's kernel. */
 static pt_tensor *softshrink_forward(pt_module *self, const pt_tensor *x)
 {
     if (!check_floating_input(x, "Softshrink"))
         return NULL;
     double l = ctx_of(self)->a;
-    pt_tensor *hi = pt_gt_scalar(x, l), *lo = pt_lt_scalar(x, -l);
+    pt_tensor *hi = pt_gt_scalar(x, l), *lo = pt_lt_scalar(x, -l), *nan = pt_isnan(x);
     pt_tensor *xm = pt_sub_scalar(x, l), *xp = pt_add_scalar(x, l);
     pt_tensor *zero = scalar_like(x, 0.0);
-    pt_tensor *inner = lo && xp && zero ? pt_where(lo, xp, zero) : NULL;
+    pt_tensor *mid = nan && zero ? pt_where(nan, x, zero) : NULL;
+    pt_tensor *inner = lo && xp && mid ? pt_where(lo, xp, mid) : NULL;
     pt_tensor *y = hi && xm && inner ? pt_where(hi, xm, inner) : NULL;
     pt_release(hi);
     pt_release(lo);
+    pt_release(nan);
     pt_release(xm);
     pt_release(xp);
     pt_release(zero);
+    pt_release(mid);
     pt_release(inner);
     return y;
 }

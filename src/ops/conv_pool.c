@@ -204,9 +204,7 @@ static pt_tensor *avg_pool_impl(const pt_tensor *x, const int64_t kernel[2],
     if (!check_image(op, x, true) || !check_kernel_arg(op, kernel))
         return NULL;
     pt_avg_pool2d_opts o = opts ? *opts : (pt_avg_pool2d_opts){0};
-    if (o.divisor_override < 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: divisor must be not zero (got %lld)", op,
-                              (long long)o.divisor_override);
+    /* A negative divisor_override is accepted and divides by it, as in PyTorch (0 = none). */
     pti_pool_params p = {.count_include_pad = !o.exclude_pad,
                          .divisor_override = o.divisor_override};
     for (int i = 0; i < 2; i++) {
@@ -395,9 +393,7 @@ static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_ten
         p.dilation[i] = 1;
     }
     int64_t out[2];
-    if (o.divisor_override < 0)
-        return pti_error_null(PT_ERR_INVALID_ARG, "%s: divisor must be not zero (got %lld)", op,
-                              (long long)o.divisor_override);
+    /* A negative divisor_override is accepted and divides by it, as in PyTorch (0 = none). */
     if (!pool_setup(op, x, &p, o.ceil_mode, out))
         return NULL;
     return run_pool_backward(op, PTI_OP_avg_pool2d_backward, grad_out, x, NULL, out[0], out[1], &p);

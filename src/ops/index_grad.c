@@ -436,6 +436,10 @@ static pt_status masked_select_backward(pti_node *n, pt_tensor *const *go, pt_te
     gi[0] = NULL;
     if (pti_broadcast_shapes("masked_select_backward", (int)n->d[7], n->i + SHAPE_AT, mask->ndim,
                              mask->shape, &nd, shape)) {
+        /* index_put refuses a 0-dim bool index: a 0-dim self and mask scatter through [1]
+         * (summed back to 0 dims below) */
+        if (nd == 0)
+            shape[nd++] = 1;
         pt_tensor *me = pt_expand(mask, nd, shape);
         pt_tensor *z = me ? pt_zeros(nd, shape, go[0]->dtype, pt_device_of(go[0])) : NULL;
         const pt_tensor *idx[1] = {me};

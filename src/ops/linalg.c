@@ -408,7 +408,10 @@ static pt_status outer_backward(pti_node *n, pt_tensor *const *grad_out, pt_tens
 static pt_tensor *matmul_shared_b_grad(const pt_tensor *a2, const pt_tensor *g2, const pt_tensor *b)
 {
     int64_t m = pt_size(a2, -1), p = pt_size(g2, -1);
-    int64_t rows = m ? pt_numel(a2) / m : 0;
+    /* the product of the leading dims, not numel / m: a [B, n, 0] input still has B*n rows */
+    int64_t rows = 1;
+    for (int d = 0; d < pt_ndim(a2) - 1; d++)
+        rows *= pt_size(a2, d);
     pt_tensor *af = pt_reshape(a2, 2, (const int64_t[]){rows, m});
     pt_tensor *gf = pt_reshape(g2, 2, (const int64_t[]){rows, p});
     pt_tensor *at = pt_t(af);

@@ -168,7 +168,29 @@ static bool check_float_linear(const char *op, const pt_tensor *x, const pt_tens
     return true;
 }
 
-/* PyTorch's own split: addmm for a 2-D input with bias, else matmul then add. */
+/* A contiguous [*, K] input with a bias as one addmm on its [rows, K] flattening (PyTorch's
+ * _flatten_nd_linear): the product and the bias add round to float16/bfloat16 once. */
+static pt_tensor *flat_addmm(const pt_tensor *x, const pt_tensor *wt, const pt_tensor *bias)
+{
+    int64_t k = x->shape[x->ndim - 1], rows = 1;
+    for (int d = 0; d < x->ndim - 1; d++)
+        rows *= x->shape[d];
+    pt_tensor *x2 = pt_reshape(x, PT_SHAPE(rows, k));
+    pt_tensor *y2 = x2 ? pt_addmm(bias, x2, wt) : NULL;
+    pt_release(x2);
+    if (!y2)
+        return NULL;
+    int64_t shape[PT_MAX_DIMS];
+    for (int d = 0; d < x->ndim - 1; d++)
+        shape[d] = x->shape[d];
+    shape[x->ndim - 1] = wt->shape[1];
+    pt_tensor *y = pt_reshape(y2, x->ndim, shape);
+    pt_release(y2);
+    return y;
+}
+
+/* PyTorch's own split: addmm for a 2-D input with bias (and, flattened, for a contiguous
+ * input of more dims with a 1-D bias), else matmul then add. */
 static pt_tensor *float_linear(const pt_tensor *x, const pt_tensor *w, const pt_tensor *bias)
 {
     pt_tensor *wt = pt_t(w);
@@ -177,6 +199,8 @@ static pt_tensor *float_linear(const pt_tensor *x, const pt_tensor *w, const pt_
     pt_tensor *y;
     if (bias && x->ndim == 2 && w->ndim == 2) {
         y = pt_addmm(bias, x, wt);
+    } else if (bias && x->ndim > 2 && w->ndim == 2 && bias->ndim == 1 && pt_is_contiguous(x)) {
+        y = flat_addmm(x, wt, bias);
     } else {
         y = pt_matmul(x, wt);
         if (y && bias) {

@@ -214,7 +214,7 @@ static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
                               "%s: running_mean and running_var are required when training is "
                               "false",
                               op);
-    if (training && p.n * p.s <= 1)
+    if (training && p.n * p.s == 1)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: expected more than 1 value per channel when training, got "
                               "input size %s",
@@ -225,8 +225,11 @@ static pt_tensor *batch_norm_impl(const pt_tensor *x, pt_tensor *running_mean,
     if (xc && (!weight || wc) && (!bias || bc)) {
         out = pti_tensor_new(x->ndim, x->shape, cdt, x->storage->device);
         if (out) {
-            pt_tensor *rm_out = training ? running_mean : NULL;
-            pt_tensor *rv_out = training ? running_var : NULL;
+            /* An empty batch leaves the running stats as they are (PyTorch), rather than
+             * blending in the NaN statistics of zero values. */
+            bool update = training && p.n * p.s > 0;
+            pt_tensor *rm_out = update ? running_mean : NULL;
+            pt_tensor *rv_out = update ? running_var : NULL;
             if (rm_out)
                 pti_bump_version(rm_out);
             if (rv_out)
