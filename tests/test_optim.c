@@ -713,6 +713,27 @@ static void test_state_dict_round_trip(void **state)
     }
 }
 
+/* A state dict missing any key the algorithm's step reads is refused at load, naming it
+ * (it used to load and crash, or step silently, at the next step). */
+static void test_load_refuses_missing_state_keys(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof(sd_cases) / sizeof(sd_cases[0]); c++) {
+        if (sd_cases[c].steps == 0 && strcmp(sd_cases[c].name, "adagrad_fresh") != 0)
+            continue;
+        print_message("  %s\n", sd_cases[c].name);
+        problem pr = problem_new();
+        pt_optim *opt = sd_cases[c].make(pr.W, pr.b);
+        run_steps(opt, &pr, sd_cases[c].steps);
+        pt_value *sd = pt_optim_state_dict(opt);
+        optim_test_missing_keys(sd_cases[c].make, sd, pr.W, pr.b, "momentum_buffer");
+        pt_value_free(sd);
+        pt_optim_free(opt);
+        pt_release(pr.W);
+        pt_release(pr.b);
+    }
+}
+
 static void test_load_state_dict_errors(void **state)
 {
     (void)state;
@@ -735,6 +756,18 @@ static void test_load_state_dict_errors(void **state)
     assert_pt_status_error(pt_optim_load_state_dict(swapped, sd2), PT_ERR_SHAPE,
                            "'exp_avg' has shape [5, 4] but the parameter has shape [5]");
     assert_true(pt_optim_get_lr(swapped, 0) == 0.5); /* unchanged after the failure */
+    /* a state buffer of an integer dtype is refused (a floating one is cast, as torch does) */
+    pt_value *sd_int = pt_value_copy(sd2);
+    pt_tensor *ints = pt_zeros(PT_SHAPE(5, 4), PT_INT64, pt_cpu());
+    assert_int_equal(pt_value_dict_set_str(pt_value_path_ref(sd_int, "state.0"), "exp_avg",
+                                           pt_value_tensor(ints)),
+                     PT_OK);
+    pt_release(ints);
+    pt_optim *fresh_int = mk_adam_two_groups(pr.W, pr.b);
+    assert_pt_status_error(pt_optim_load_state_dict(fresh_int, sd_int), PT_ERR_DTYPE,
+                           "'exp_avg' must be a floating tensor");
+    pt_optim_free(fresh_int);
+    pt_value_free(sd_int);
     pt_value *sd_sw = pt_optim_state_dict(swapped);
     assert_int_equal(pt_value_len(pt_value_get_str_ref(sd_sw, "state")), 0);
     /* group size mismatch */
@@ -894,6 +927,7 @@ int main(void)
         T(test_state_dict_layout_matches_torch),
         T(test_state_dict_round_trip),
         T(test_load_state_dict_errors),
+        T(test_load_refuses_missing_state_keys),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
