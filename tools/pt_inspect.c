@@ -216,10 +216,35 @@ static char *describe(const pt_value *v, bool all)
 }
 
 /* A dict key as text: a str as is, anything else as its repr. */
+/* A name (dict key, metadata key, tensor name) as printed in text mode: control characters
+ * and backslashes as \xNN / \\ escapes, so a name cannot move the cursor, clear the screen or
+ * forge lines. Returns a malloc'd string (NULL when s is NULL or out of memory). */
+static char *escape_name(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t len = strlen(s);
+    char *out = malloc(len * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\')
+            n += (size_t)sprintf(out + n, "\\\\");
+        else if (c < 0x20 || c == 0x7F)
+            n += (size_t)sprintf(out + n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 static char *key_text(const pt_value *k)
 {
     if (pt_value_kind_of(k) == PT_VALUE_STR)
-        return strdup(pt_value_as_str(k, NULL));
+        return escape_name(pt_value_as_str(k, NULL));
     return pt_value_to_string(k, 8);
 }
 
@@ -350,7 +375,9 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
             size_t len = 0;
             const char *s = pt_value_as_str(pt_value_item_ref(meta, i), &len);
             char *q = s ? quote(s, len, o->all) : NULL;
-            printf("  %s: %s\n", pt_value_as_str(pt_value_key_ref(meta, i), NULL), q ? q : "?");
+            char *k = escape_name(pt_value_as_str(pt_value_key_ref(meta, i), NULL));
+            printf("  %s: %s\n", k ? k : "?", q ? q : "?");
+            free(k);
             free(q);
         }
     }
@@ -442,17 +469,19 @@ static void gguf_print(const options *o, pt_gguf *g)
            pt_gguf_version(g), pt_gguf_alignment(g), pt_gguf_kv_count(g), pt_gguf_tensor_count(g));
     printf("metadata:\n");
     for (int64_t i = 0; i < pt_gguf_kv_count(g); i++) {
-        const char *key = pt_gguf_kv_key(g, i, NULL);
+        char *key = escape_name(pt_gguf_kv_key(g, i, NULL));
         pt_gguf_type t = pt_gguf_kv_type(g, i);
         if (t != PT_GGUF_ARRAY) {
             char *v = gguf_scalar_text(g, i, o->all);
-            printf("  %s: %s %s\n", key, pt_gguf_type_name(t), v ? v : "?");
+            printf("  %s: %s %s\n", key ? key : "?", pt_gguf_type_name(t), v ? v : "?");
             free(v);
+            free(key);
             continue;
         }
         pt_gguf_type et = pt_gguf_arr_type(g, i);
         int64_t n = pt_gguf_arr_count(g, i);
-        printf("  %s: array[%s] (%" PRId64 ")", key, pt_gguf_type_name(et), n);
+        printf("  %s: array[%s] (%" PRId64 ")", key ? key : "?", pt_gguf_type_name(et), n);
+        free(key);
         int64_t shown = o->all || n <= SHORT_LIST ? n : SHORT_LIST;
         for (int64_t j = 0; j < shown; j++) {
             char *e = gguf_elem_text(g, i, j, et, o->all);
@@ -465,10 +494,11 @@ static void gguf_print(const options *o, pt_gguf *g)
     for (int64_t t = 0; t < pt_gguf_tensor_count(g); t++) {
         char shape[256];
         shape_text(shape, sizeof shape, pt_gguf_tensor_ndim(g, t), pt_gguf_tensor_shape(g, t));
-        printf("  %s: %s %s %" PRIu64 " bytes at offset %" PRIu64 "\n",
-               pt_gguf_tensor_name(g, t, NULL),
+        char *name = escape_name(pt_gguf_tensor_name(g, t, NULL));
+        printf("  %s: %s %s %" PRIu64 " bytes at offset %" PRIu64 "\n", name ? name : "?",
                pt_gguf_ggml_type_name(pt_gguf_tensor_ggml_type(g, t)), shape,
                pt_gguf_tensor_nbytes(g, t), pt_gguf_tensor_offset(g, t));
+        free(name);
     }
     totals tot = {0};
     gguf_totals(g, &tot);
