@@ -13,7 +13,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 JOBS ?= $(shell nproc)
 
 FUZZ_SECONDS ?= 60
-FUZZ_FORMATS := zip pickle safetensors gguf pt_load api_request
+FUZZ_FORMATS := zip pickle safetensors gguf pt_load optim_state api_request
 
 MODELS_DIR ?= data/models
 LLM_MODELS := SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf

@@ -3,6 +3,7 @@
 #   check_inspect.sh PT_INSPECT FILE EXPECTED [OPTION]   every line of EXPECTED (written by the
 #       fixture generator) occurs in the text output (of `pt-inspect FILE OPTION`), and the --json
 #       document's totals match the expected "total:" line, if there is one (and python3)
+#   check_inspect.sh --escape PT_INSPECT   control characters in names are printed escaped
 #   check_inspect.sh --errors PT_INSPECT FIXTURES_DIR   broken and unknown files exit 1 with a
 #       message on stderr naming the file
 # Prints the usual "N passed, M failed" line.
@@ -30,6 +31,27 @@ if [ "$1" = "--errors" ]; then
             echo "bad message for $path:"; cat "$tmp/err"; fail=1
         fi
     done
+    if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
+    exit $fail
+fi
+
+if [ "$1" = "--escape" ]; then
+    # a safetensors tensor named "a<ESC>[2Jb<LF>forged: line": the text output shows the name
+    # escaped (no ESC byte, no line of its own for "forged"), the --json document still parses
+    tool=$2
+    hdr='{"a\u001b[2Jb\nforged: line":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}'
+    len=$(printf '%s' "$hdr" | wc -c)
+    { printf "\\$(printf %03o "$len")\000\000\000\000\000\000\000"; printf '%s' "$hdr"
+      printf '\000\000\000\000'; } > "$tmp/esc.safetensors"
+    "$tool" "$tmp/esc.safetensors" > "$tmp/out" 2> "$tmp/err" || { cat "$tmp/err"; fail=1; }
+    esc=$(printf '\033')
+    if grep -q "$esc" "$tmp/out"; then echo "raw ESC in the output"; fail=1; fi
+    if grep -q '^forged' "$tmp/out"; then echo "a name forged a line"; fail=1; fi
+    grep -qF 'a\x1b[2Jb\x0aforged: line' "$tmp/out" || { echo "name not escaped:"; cat "$tmp/out"; fail=1; }
+    if command -v python3 > /dev/null; then
+        "$tool" "$tmp/esc.safetensors" --json | python3 -c 'import json,sys; json.load(sys.stdin)' ||
+            { echo "--json is not valid JSON"; fail=1; }
+    fi
     if [ $fail = 0 ]; then echo "1 passed, 0 failed"; else echo "0 passed, 1 failed"; fi
     exit $fail
 fi

@@ -444,6 +444,14 @@ static void test_state_dict_keys(void **state)
                            "base_lrs must be a list of 2");
     assert_int_equal(pt_lr_scheduler_last_epoch(s), 0);
     pt_value_free(sd);
+
+    /* a period of 0 is refused at load (it used to divide by zero at the next step) */
+    sd = pt_lr_scheduler_state_dict(s);
+    pt_value_dict_set_str(sd, "step_size", pt_value_int(0));
+    assert_pt_status_error(pt_lr_scheduler_load_state_dict(s, sd), PT_ERR_INVALID_ARG,
+                           "step_size must be a positive int, got 0");
+    pt_value_free(sd);
+    assert_int_equal(pt_lr_scheduler_step(s), PT_OK);
     assert_string_equal(pt_lr_scheduler_name(s), "StepLR");
     pt_lr_scheduler_free(s);
 

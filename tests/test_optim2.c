@@ -316,6 +316,24 @@ static void test_state_dict_round_trip(void **state)
         run_case(&cases[i], true);
 }
 
+/* A state dict missing any key the algorithm's step reads is refused at load, naming it. */
+static void test_load_refuses_missing_state_keys(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++) {
+        print_message("  %s\n", cases[i].name);
+        problem pr = problem_new();
+        pt_optim *opt = cases[i].make(pr.W, pr.b);
+        for (int k = 0; k < 2; k++)
+            one_step(&cases[i], opt, &pr, k);
+        pt_value *sd = pt_optim_state_dict(opt);
+        optim_test_missing_keys(cases[i].make, sd, pr.W, pr.b, NULL);
+        pt_value_free(sd);
+        pt_optim_free(opt);
+        problem_free(&pr);
+    }
+}
+
 /* ASGD's averaged parameter ax (and eta, mu) after STEPS steps, read from the state dict. */
 static void check_asgd_average(const char *name)
 {
@@ -693,6 +711,7 @@ int main(void)
         T(test_trajectories_match_reference),
         T(test_trajectories_generic_path),
         T(test_state_dict_round_trip),
+        T(test_load_refuses_missing_state_keys),
         T(test_float64_params),
         T(test_asgd_average),
         T(test_lbfgs_matches_torch),

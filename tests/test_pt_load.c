@@ -839,6 +839,7 @@ static const refusal REFUSALS[] = {
     {"no_data_pkl.pt", PT_ERR_FORMAT, "data.pkl"},
     {"truncated.pt", PT_ERR_FORMAT, NULL},
     {"legacy_truncated.pt", PT_ERR_FORMAT, NULL},
+    {"legacy_bad_magic.pt", PT_ERR_FORMAT, "no magic number, or a wrong one"},
     {"zip_size_past_end.pt", PT_ERR_FORMAT, "data/0"},
     {"bad_memo.pt", PT_ERR_FORMAT, NULL},
     {"no_stop.pt", PT_ERR_FORMAT, NULL},

@@ -461,6 +461,9 @@ static void test_errors(void **state)
     free(read_all(path, &before_len));
     assert_pt_status_error(pt_save("/nonexistent-dir/m.pt", ok), PT_ERR_IO,
                            "/nonexistent-dir/m.pt");
+    /* the error names the OS reason */
+    assert_pt_status_error(pt_save("/nonexistent-dir/m.pt", ok), PT_ERR_IO,
+                           "m.pt': No such file or directory");
     assert_pt_status_error(pt_save(NULL, ok), PT_ERR_INVALID_ARG, "path");
     assert_pt_status_error(pt_save(path, NULL), PT_ERR_INVALID_ARG, "value");
     /* a GGUF block tensor */

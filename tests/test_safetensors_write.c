@@ -147,6 +147,9 @@ static void test_errors(void **state)
                            "metadata entry 0");
     assert_pt_status_error(pt_save_safetensors("/nonexistent-dir/m.safetensors", sd, NULL),
                            PT_ERR_IO, "/nonexistent-dir/m.safetensors");
+    /* the error names the OS reason */
+    assert_pt_status_error(pt_save_safetensors("/nonexistent-dir/m.safetensors", sd, NULL),
+                           PT_ERR_IO, "m.safetensors': No such file or directory");
     assert_pt_status_error(pt_save_safetensors(NULL, sd, NULL), PT_ERR_INVALID_ARG, "path");
     /* a failed save leaves the existing file alone and no temporary behind */
     size_t len;

@@ -23,10 +23,19 @@
 
 /* Totals count each tensor once, however often the tree refers to it (tied weights, a module
  * pickled whole listing its parameters twice): `seen` is an open-addressing set of them. */
+/* A set of pointers (open addressing): the tensors seen, or their data. */
+typedef struct ptr_set {
+    const void **seen;
+    size_t seen_cap, seen_len;
+} ptr_set;
+
+/* tensors: every distinct tensor; params and bytes: each distinct data (a storage shared by
+ * two keys, as tied weights, counts once), outside optimizer state (in_optimizer > 0 while
+ * inside an "optimizer" / "optimizer_state_dict" entry). */
 typedef struct totals {
     int64_t tensors, params, bytes;
-    const pt_tensor **seen;
-    size_t seen_cap, seen_len;
+    ptr_set tensor_set, data_set;
+    int in_optimizer;
 } totals;
 
 typedef struct options {
@@ -125,11 +134,11 @@ static int64_t tensor_bytes(const pt_tensor *t)
 }
 
 /* Adds t to the set; false if it was there already (or memory ran out: then it is counted). */
-static bool first_sight(totals *tot, const pt_tensor *t)
+static bool first_sight(ptr_set *tot, const void *t)
 {
     if (2 * (tot->seen_len + 1) > tot->seen_cap) {
         size_t cap = tot->seen_cap ? 2 * tot->seen_cap : 1024;
-        const pt_tensor **grown = calloc(cap, sizeof *grown);
+        const void **grown = calloc(cap, sizeof *grown);
         if (!grown)
             return true;
         for (size_t i = 0; i < tot->seen_cap; i++) {
@@ -155,11 +164,22 @@ static bool first_sight(totals *tot, const pt_tensor *t)
 
 static void count_tensor(const pt_tensor *t, totals *tot)
 {
-    if (!first_sight(tot, t))
+    if (!first_sight(&tot->tensor_set, t))
         return;
     tot->tensors++;
-    tot->params += pt_numel(t);
+    const void *data = pt_numel(t) > 0 ? pt_data_ptr(t) : NULL;
+    if (data && !first_sight(&tot->data_set, data))
+        return; /* another key's tensor over the same data */
     tot->bytes += tensor_bytes(t);
+    if (tot->in_optimizer == 0)
+        tot->params += pt_numel(t);
+}
+
+/* Whether a dict key names a checkpoint's optimizer state (not parameters). */
+static bool is_optimizer_key(const pt_value *k)
+{
+    const char *s = pt_value_as_str(k, NULL);
+    return s && (strcmp(s, "optimizer") == 0 || strcmp(s, "optimizer_state_dict") == 0);
 }
 
 /* The one-line description of a value: "tensor float32 [2, 3] 24 bytes", "int 3", "dict (2)". */
@@ -216,10 +236,35 @@ static char *describe(const pt_value *v, bool all)
 }
 
 /* A dict key as text: a str as is, anything else as its repr. */
+/* A name (dict key, metadata key, tensor name) as printed in text mode: control characters
+ * and backslashes as \xNN / \\ escapes, so a name cannot move the cursor, clear the screen or
+ * forge lines. Returns a malloc'd string (NULL when s is NULL or out of memory). */
+static char *escape_name(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t len = strlen(s);
+    char *out = malloc(len * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\')
+            n += (size_t)sprintf(out + n, "\\\\");
+        else if (c < 0x20 || c == 0x7F)
+            n += (size_t)sprintf(out + n, "\\x%02x", c);
+        else
+            out[n++] = (char)c;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 static char *key_text(const pt_value *k)
 {
     if (pt_value_kind_of(k) == PT_VALUE_STR)
-        return strdup(pt_value_as_str(k, NULL));
+        return escape_name(pt_value_as_str(k, NULL));
     return pt_value_to_string(k, 8);
 }
 
@@ -242,6 +287,8 @@ static void print_tree(const pt_value *v, int indent, bool all, totals *tot)
                 printf("%*s... (%" PRId64 " more)\n", indent, "", n - SHORT_LIST);
             continue;
         }
+        bool opt = is_dict && is_optimizer_key(pt_value_key_ref(v, i));
+        tot->in_optimizer += opt;
         if (pt_value_kind_of(item) == PT_VALUE_TENSOR)
             count_tensor(pt_value_tensor_ref(item), tot);
         if (indent >= 0) {
@@ -255,6 +302,7 @@ static void print_tree(const pt_value *v, int indent, bool all, totals *tot)
             free(d);
         }
         print_tree(item, indent >= 0 ? indent + 2 : -1, all, tot);
+        tot->in_optimizer -= opt;
     }
 }
 
@@ -309,7 +357,10 @@ static cJSON *json_tree(const pt_value *v, bool all, totals *tot)
         cJSON *o = cJSON_CreateObject();
         for (int64_t i = 0; i < pt_value_len(v); i++) {
             char *k = key_text(pt_value_key_ref(v, i));
+            bool opt = is_optimizer_key(pt_value_key_ref(v, i));
+            tot->in_optimizer += opt;
             cJSON_AddItemToObject(o, k ? k : "?", json_tree(pt_value_item_ref(v, i), all, tot));
+            tot->in_optimizer -= opt;
             free(k);
         }
         return o;
@@ -339,7 +390,8 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
             cJSON_AddItemToObject(doc, "metadata", json_tree(meta, true, &tot));
         cJSON_AddItemToObject(doc, "value", json_tree(v, o->all, &tot));
         cJSON_AddItemToObject(doc, "totals", json_totals(&tot));
-        free(tot.seen);
+        free(tot.tensor_set.seen);
+        free(tot.data_set.seen);
         emit_json(doc);
         return 0;
     }
@@ -350,7 +402,9 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
             size_t len = 0;
             const char *s = pt_value_as_str(pt_value_item_ref(meta, i), &len);
             char *q = s ? quote(s, len, o->all) : NULL;
-            printf("  %s: %s\n", pt_value_as_str(pt_value_key_ref(meta, i), NULL), q ? q : "?");
+            char *k = escape_name(pt_value_as_str(pt_value_key_ref(meta, i), NULL));
+            printf("  %s: %s\n", k ? k : "?", q ? q : "?");
+            free(k);
             free(q);
         }
     }
@@ -361,7 +415,8 @@ static int inspect_value(const options *o, const char *format, pt_value *v, pt_v
         count_tensor(pt_value_tensor_ref(v), &tot);
     print_tree(v, 2, o->all, &tot);
     print_totals(&tot);
-    free(tot.seen);
+    free(tot.tensor_set.seen);
+    free(tot.data_set.seen);
     return 0;
 }
 
@@ -442,17 +497,19 @@ static void gguf_print(const options *o, pt_gguf *g)
            pt_gguf_version(g), pt_gguf_alignment(g), pt_gguf_kv_count(g), pt_gguf_tensor_count(g));
     printf("metadata:\n");
     for (int64_t i = 0; i < pt_gguf_kv_count(g); i++) {
-        const char *key = pt_gguf_kv_key(g, i, NULL);
+        char *key = escape_name(pt_gguf_kv_key(g, i, NULL));
         pt_gguf_type t = pt_gguf_kv_type(g, i);
         if (t != PT_GGUF_ARRAY) {
             char *v = gguf_scalar_text(g, i, o->all);
-            printf("  %s: %s %s\n", key, pt_gguf_type_name(t), v ? v : "?");
+            printf("  %s: %s %s\n", key ? key : "?", pt_gguf_type_name(t), v ? v : "?");
             free(v);
+            free(key);
             continue;
         }
         pt_gguf_type et = pt_gguf_arr_type(g, i);
         int64_t n = pt_gguf_arr_count(g, i);
-        printf("  %s: array[%s] (%" PRId64 ")", key, pt_gguf_type_name(et), n);
+        printf("  %s: array[%s] (%" PRId64 ")", key ? key : "?", pt_gguf_type_name(et), n);
+        free(key);
         int64_t shown = o->all || n <= SHORT_LIST ? n : SHORT_LIST;
         for (int64_t j = 0; j < shown; j++) {
             char *e = gguf_elem_text(g, i, j, et, o->all);
@@ -465,10 +522,11 @@ static void gguf_print(const options *o, pt_gguf *g)
     for (int64_t t = 0; t < pt_gguf_tensor_count(g); t++) {
         char shape[256];
         shape_text(shape, sizeof shape, pt_gguf_tensor_ndim(g, t), pt_gguf_tensor_shape(g, t));
-        printf("  %s: %s %s %" PRIu64 " bytes at offset %" PRIu64 "\n",
-               pt_gguf_tensor_name(g, t, NULL),
+        char *name = escape_name(pt_gguf_tensor_name(g, t, NULL));
+        printf("  %s: %s %s %" PRIu64 " bytes at offset %" PRIu64 "\n", name ? name : "?",
                pt_gguf_ggml_type_name(pt_gguf_tensor_ggml_type(g, t)), shape,
                pt_gguf_tensor_nbytes(g, t), pt_gguf_tensor_offset(g, t));
+        free(name);
     }
     totals tot = {0};
     gguf_totals(g, &tot);

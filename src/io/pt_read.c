@@ -534,8 +534,8 @@ static pt_value *load_legacy(load_ctx *c, pti_unpickle_opts *po)
     if (size < sizeof legacy_magic ||
         memcmp(pti_file_map_data(c->map), legacy_magic, sizeof legacy_magic) != 0)
         return pti_error_null(PT_ERR_FORMAT,
-                              "%s: not a legacy torch.save file (no magic "
-                              "number)",
+                              "%s: not a legacy torch.save file (no magic number, "
+                              "or a wrong one: corrupt file?)",
                               c->what);
     c->legacy = true;
     pti_unpickle_opts plain = *po;
@@ -558,6 +558,12 @@ static pt_file_format detect_format(const uint8_t *d, size_t n)
     if (n >= 4 && memcmp(d, "PK\x03\x04", 4) == 0)
         return PT_FORMAT_PT_ZIP;
     if (n >= sizeof legacy_magic && memcmp(d, legacy_magic, sizeof legacy_magic) == 0)
+        return PT_FORMAT_PT_LEGACY;
+    /* A pickled 10-byte int followed by more pickles: a legacy file whose magic number is
+     * wrong. The legacy loader refuses it, as torch.load does (read as a plain pickle it
+     * would load as that int). A lone pickled int ends at its STOP and stays a pickle. */
+    if (n > sizeof legacy_magic && memcmp(d, legacy_magic, 4) == 0 &&
+        d[sizeof legacy_magic - 1] == legacy_magic[sizeof legacy_magic - 1])
         return PT_FORMAT_PT_LEGACY;
     if (n >= 9 && d[8] == '{')
         return PT_FORMAT_SAFETENSORS;

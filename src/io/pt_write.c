@@ -11,6 +11,7 @@
  * of it (tests/python/check_torch_load.py checks this): every tuple and REDUCE result gets a
  * BINPUT; a tensor or container reached twice is written once and fetched with BINGET the
  * second time, so shared objects stay shared; globals and strings are memoized by content. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -746,13 +747,14 @@ pt_status pt_save(const char *path, const pt_value *v)
         memcpy(tmp + plen, ".tmp", 5);
         FILE *f = fopen(tmp, "wb");
         if (!f) {
-            st = pti_error(PT_ERR_IO, OP ": cannot write '%s'", path);
+            st = pti_error(PT_ERR_IO, OP ": cannot write '%s': %s", path, strerror(errno));
         } else {
             st = write_archive(f, path, &pk);
             if (fclose(f) != 0 && st == PT_OK)
-                st = pti_error(PT_ERR_IO, OP ": cannot write '%s'", path);
+                st = pti_error(PT_ERR_IO, OP ": cannot write '%s': %s", path, strerror(errno));
             if (st == PT_OK && rename(tmp, path) != 0)
-                st = pti_error(PT_ERR_IO, OP ": cannot rename '%s' to '%s'", tmp, path);
+                st = pti_error(PT_ERR_IO, OP ": cannot rename '%s' to '%s': %s", tmp, path,
+                               strerror(errno));
             if (st != PT_OK)
                 remove(tmp);
         }

@@ -7,6 +7,7 @@
  *               zip64 end of central directory, zip64 locator, end of central directory.
  *
  * The padding rule is PyTorch's getPadding (caffe2/serialize/inline_container.cc). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -60,7 +61,7 @@ void pti_zip_free(pti_zip_writer *z)
 static pt_status zwrite(pti_zip_writer *z, const void *p, size_t n)
 {
     if (n && fwrite(p, 1, n, z->f) != n)
-        return pti_error(PT_ERR_IO, "%s: cannot write '%s'", z->op, z->path);
+        return pti_error(PT_ERR_IO, "%s: cannot write '%s': %s", z->op, z->path, strerror(errno));
     z->pos += n;
     return PT_OK;
 }

@@ -5,6 +5,7 @@
  * relative to the end of the header, covering the data without holes), then the data. The
  * header is padded with spaces to a multiple of 8 bytes, as the reference writer does. */
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,7 +138,8 @@ static pt_status write_data(FILE *f, const pt_value *sd, const char *path)
             return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory (%zu bytes)", nbytes);
         pt_status st = pt_copy_to_host(t, buf, nbytes);
         if (st == PT_OK && fwrite(buf, 1, nbytes, f) != nbytes)
-            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
+            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s': %s", path,
+                           strerror(errno));
         free(buf);
         if (st != PT_OK)
             return st;
@@ -167,19 +169,23 @@ pt_status pt_save_safetensors(const char *path, const pt_value *state_dict,
     memcpy(tmp + plen, ".tmp", 5);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
+        st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s': %s", path,
+                       strerror(errno));
     } else {
         unsigned char len8[8];
         for (int i = 0; i < 8; i++)
             len8[i] = (unsigned char)((uint64_t)header.len >> (8 * i));
         if (fwrite(len8, 1, 8, f) != 8 || fwrite(header.data, 1, header.len, f) != header.len)
-            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
+            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s': %s", path,
+                           strerror(errno));
         if (st == PT_OK)
             st = write_data(f, state_dict, path);
         if (fclose(f) != 0 && st == PT_OK)
-            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s'", path);
+            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot write '%s': %s", path,
+                           strerror(errno));
         if (st == PT_OK && rename(tmp, path) != 0)
-            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot rename '%s' to '%s'", tmp, path);
+            st = pti_error(PT_ERR_IO, "pt_save_safetensors: cannot rename '%s' to '%s': %s", tmp,
+                           path, strerror(errno));
         if (st != PT_OK)
             remove(tmp);
     }

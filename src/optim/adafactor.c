@@ -269,6 +269,7 @@ static const pt_value *dict_get(const pt_value *d, const char *key)
 static pt_status adafactor_load(pt_optim *o, int group, int i, const pt_value *sv)
 {
     const pt_tensor *p = o->groups[group].params[i];
+    const pt_adafactor_opts *go = o->groups[group].opts;
     pti_param_state ns = {0};
     pt_status st = PT_OK;
     if (sv && !pt_value_is(sv, PT_VALUE_DICT))
@@ -282,6 +283,19 @@ static pt_status adafactor_load(pt_optim *o, int group, int i, const pt_value *s
         for (int k = 0; k < (int)(sizeof(adafactor_state) / sizeof(adafactor_state[0])); k++) {
             const pti_state_entry *e = &adafactor_state[k];
             const pt_value *v = dict_get(sv, e->name);
+            /* the step reads these: a missing one would be a NULL buffer there (exp_avg only
+             * with beta1; the group's options as they are, the saved ones are not in yet) */
+            bool needed = e->kind != PTI_ST_BUF;
+            if (e->index == BUF_EXP_AVG)
+                needed = needed || !isnan(go->beta1);
+            else
+                needed = needed || (nd >= 2 ? e->index == BUF_ROW || e->index == BUF_COL
+                                            : e->index == BUF_SQ);
+            if (!v && needed && st == PT_OK)
+                st = pti_error(PT_ERR_FORMAT,
+                               "pt_optim_load_state_dict: Adafactor state has no '%s' (the "
+                               "algorithm needs it)",
+                               e->name);
             if (!v || st != PT_OK)
                 continue;
             if (e->kind == PTI_ST_STEP_INT)

@@ -213,6 +213,17 @@ static pt_status adam_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
     return adam_run(&a, p, g, s);
 }
 
+/* max_exp_avg_sq is in torch's state only with amsgrad */
+static bool adam_buf_needed(const void *opts, int index)
+{
+    return index != BUF_MAX_EXP_AVG_SQ || ((const pt_adam_opts *)opts)->amsgrad;
+}
+
+static bool adamw_buf_needed(const void *opts, int index)
+{
+    return index != BUF_MAX_EXP_AVG_SQ || ((const pt_adamw_opts *)opts)->amsgrad;
+}
+
 static const pti_optim_def adam_def = {
     .name = "Adam",
     .opts_size = sizeof(pt_adam_opts),
@@ -222,6 +233,7 @@ static const pti_optim_def adam_def = {
     .state = adam_state,
     .check_opts = adam_check,
     .init_state = adam_init,
+    .buf_needed = adam_buf_needed,
     .update = adam_update,
 };
 
@@ -279,6 +291,7 @@ static const pti_optim_def adamw_def = {
     .state = adam_state,
     .check_opts = adamw_check,
     .init_state = adamw_init,
+    .buf_needed = adamw_buf_needed,
     .update = adamw_update,
 };
 

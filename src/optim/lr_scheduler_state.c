@@ -9,6 +9,8 @@
 
 typedef enum field_kind {
     F_INT,     /* int64_t *  */
+    F_POS,     /* int64_t *, a period or a count that is divided by: must be >= 1 */
+    F_NONNEG,  /* int64_t *, a count: must be >= 0 */
     F_FLOAT,   /* double *   */
     F_BOOL,    /* bool *     */
     F_LIST,    /* double[ng] */
@@ -48,7 +50,7 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
     int n = 0;
     switch (s->kind) {
     case PTI_SCHED_STEP:
-        n = add(f, n, "step_size", F_INT, &s->step_size);
+        n = add(f, n, "step_size", F_POS, &s->step_size);
         n = add(f, n, "gamma", F_FLOAT, &s->gamma);
         break;
     case PTI_SCHED_MULTISTEP:
@@ -58,27 +60,27 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         break;
     case PTI_SCHED_EXPONENTIAL: n = add(f, n, "gamma", F_FLOAT, &s->gamma); break;
     case PTI_SCHED_COSINE:
-        n = add(f, n, "T_max", F_INT, &s->T_max);
+        n = add(f, n, "T_max", F_POS, &s->T_max);
         n = add(f, n, "eta_min", F_FLOAT, &s->eta_min);
         break;
     case PTI_SCHED_WARM_RESTARTS:
-        n = add(f, n, "T_0", F_INT, &s->T_0);
-        n = add(f, n, "T_i", F_INT, &s->T_i);
-        n = add(f, n, "T_mult", F_INT, &s->T_mult);
+        n = add(f, n, "T_0", F_POS, &s->T_0);
+        n = add(f, n, "T_i", F_POS, &s->T_i);
+        n = add(f, n, "T_mult", F_POS, &s->T_mult);
         n = add(f, n, "eta_min", F_FLOAT, &s->eta_min);
         n = add(f, n, "T_cur", F_FLOAT, &s->T_cur);
         break;
     case PTI_SCHED_LINEAR:
         n = add(f, n, "start_factor", F_FLOAT, &s->start_factor);
         n = add(f, n, "end_factor", F_FLOAT, &s->end_factor);
-        n = add(f, n, "total_iters", F_INT, &s->total_iters);
+        n = add(f, n, "total_iters", F_POS, &s->total_iters);
         break;
     case PTI_SCHED_CONSTANT:
         n = add(f, n, "factor", F_FLOAT, &s->factor);
-        n = add(f, n, "total_iters", F_INT, &s->total_iters);
+        n = add(f, n, "total_iters", F_NONNEG, &s->total_iters);
         break;
     case PTI_SCHED_POLYNOMIAL:
-        n = add(f, n, "total_iters", F_INT, &s->total_iters);
+        n = add(f, n, "total_iters", F_POS, &s->total_iters);
         n = add(f, n, "power", F_FLOAT, &s->power);
         break;
     case PTI_SCHED_CYCLIC:
@@ -100,7 +102,7 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         }
         break;
     case PTI_SCHED_ONE_CYCLE:
-        n = add(f, n, "total_steps", F_INT, &s->total_steps);
+        n = add(f, n, "total_steps", F_POS, &s->total_steps);
         n = add(f, n, "cycle_momentum", F_BOOL, &s->cycle_momentum);
         n = add(f, n, "use_beta1", F_BOOL, &s->use_beta1);
         break;
@@ -117,15 +119,15 @@ static int sched_fields(pt_lr_scheduler *s, field *f)
     case PTI_SCHED_PLATEAU:
         n = add(f, n, "factor", F_FLOAT, &s->factor);
         n = add(f, n, "min_lrs", F_LIST, s->min_lrs);
-        n = add(f, n, "patience", F_INT, &s->patience);
+        n = add(f, n, "patience", F_NONNEG, &s->patience);
         n = add(f, n, "verbose", F_FALSE, NULL);
-        n = add(f, n, "cooldown", F_INT, &s->cooldown);
-        n = add(f, n, "cooldown_counter", F_INT, &s->cooldown_counter);
+        n = add(f, n, "cooldown", F_NONNEG, &s->cooldown);
+        n = add(f, n, "cooldown_counter", F_NONNEG, &s->cooldown_counter);
         n = add_str(f, n, "mode", s->mode_max ? "max" : "min");
         n = add(f, n, "threshold", F_FLOAT, &s->threshold);
         n = add_str(f, n, "threshold_mode", s->threshold_abs ? "abs" : "rel");
         n = add(f, n, "best", F_FLOAT, &s->best);
-        n = add(f, n, "num_bad_epochs", F_INT, &s->num_bad_epochs);
+        n = add(f, n, "num_bad_epochs", F_NONNEG, &s->num_bad_epochs);
         n = add(f, n, "mode_worse", F_FLOAT, &s->mode_worse);
         n = add(f, n, "eps", F_FLOAT, &s->eps);
         n = add(f, n, "last_epoch", F_INT, &s->last_epoch);
@@ -172,7 +174,9 @@ static pt_value *float_list(const double *v, int n)
 static pt_value *save_field(const pt_lr_scheduler *s, const field *f)
 {
     switch (f->kind) {
-    case F_INT: return pt_value_int(*(const int64_t *)f->ptr);
+    case F_INT:
+    case F_POS:
+    case F_NONNEG: return pt_value_int(*(const int64_t *)f->ptr);
     case F_FLOAT: return pt_value_float(*(const double *)f->ptr);
     case F_BOOL: return pt_value_bool(*(const bool *)f->ptr);
     case F_LIST: return float_list(f->ptr, s->ng);
@@ -229,10 +233,19 @@ static pt_status load_field(pt_lr_scheduler *s, const field *f, const pt_value *
 {
     const char *op = "pt_lr_scheduler_load_state_dict";
     switch (f->kind) {
-    case F_INT: {
+    case F_INT:
+    case F_POS:
+    case F_NONNEG: {
         int64_t x;
         if (pt_value_as_int(v, &x) != PT_OK)
             return pti_error(PT_ERR_DTYPE, "%s: %s must be an int", op, f->name);
+        /* a period of 0 would divide by zero at the next step (SIGFPE in StepLR) */
+        if (f->kind == F_POS && x < 1)
+            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be a positive int, got %lld", op,
+                             f->name, (long long)x);
+        if (f->kind == F_NONNEG && x < 0)
+            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be >= 0, got %lld", op, f->name,
+                             (long long)x);
         if (apply)
             *(int64_t *)f->ptr = x;
         return PT_OK;

@@ -142,9 +142,10 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     double bc2 = 1.0 - pow(o->betas[1], t);
     double mu = b1 * (1.0 - 0.5 * pow(0.96, t * o->momentum_decay));
     double mu_next = b1 * (1.0 - 0.5 * pow(0.96, (t + 1.0) * o->momentum_decay));
-    /* torch keeps mu_product in a float32 tensor: each product rounds to float */
+    /* torch keeps mu_product in a float32 tensor: each product rounds to float; the next
+     * product is a Python float, mu_product.item() * mu_next (mu enters it once, not twice) */
     float mu_product = (float)s->scalar[SCALAR_MU_PRODUCT] * (float)mu;
-    float mu_product_next = mu_product * (float)mu * (float)mu_next;
+    double mu_product_next = (double)mu_product * mu_next;
     s->scalar[SCALAR_MU_PRODUCT] = mu_product;
     double coef_g = -o->lr * (1.0 - mu) / (1.0 - (double)mu_product);
     double coef_m = -o->lr * mu_next / (1.0 - (double)mu_product_next);

@@ -138,6 +138,10 @@ struct pti_optim_def {
      * the saved entry (NULL when absent); it runs after every group check passed. */
     pt_status (*save_param_state)(pt_optim *o, int group, int i, int gi, pt_value **out);
     pt_status (*load_param_state)(pt_optim *o, int group, int i, const pt_value *st);
+    /* Optional: whether buffer `index` must be in a loaded parameter state under the group's
+     * options (Adam's max_exp_avg_sq only with amsgrad). NULL: every PTI_ST_BUF is needed.
+     * Step and scalar entries are always needed; PTI_ST_BUF_OR_NONE never is. */
+    bool (*buf_needed)(const void *opts, int index);
 };
 
 /* Builds an optimizer with one group of n params and the given options (validated with

@@ -343,13 +343,19 @@ static pt_status load_group_opts(const pt_optim *o, const pti_optim_group *g, co
     return o->def->check_opts(OP, lg->opts);
 }
 
-/* A copy of a saved state tensor with p's shape, dtype and device. */
+/* A copy of a saved state tensor with p's shape, dtype and device. A floating tensor of
+ * another dtype is cast to p's, as torch's load_state_dict does; any other dtype is refused. */
 static pt_tensor *load_buf(const pt_value *v, const pt_tensor *p, const char *key, int gi)
 {
     pt_tensor *t = pt_value_tensor_ref(v);
     if (!t)
         return pti_error_null(PT_ERR_FORMAT, "%s: state %d '%s' must be a tensor, got %s", OP, gi,
                               key, pt_value_kind_name(pt_value_kind_of(v)));
+    if (!pt_dtype_is_floating(pt_dtype_of(t)))
+        return pti_error_null(PT_ERR_DTYPE,
+                              "%s: state %d '%s' must be a floating tensor like the parameter "
+                              "(%s), got %s",
+                              OP, gi, key, pti_tensor_desc(p), pti_tensor_desc(t));
     if (pt_ndim(t) != pt_ndim(p) ||
         memcmp(pt_shape(t), pt_shape(p), sizeof(int64_t) * (size_t)pt_ndim(p)) != 0)
         return pti_error_null(PT_ERR_SHAPE,
@@ -365,8 +371,19 @@ static pt_tensor *load_buf(const pt_value *v, const pt_tensor *p, const char *ke
     return dst;
 }
 
-static pt_status load_param_state(const pt_optim *o, const pt_value *sv, const pt_tensor *p, int gi,
-                                  pti_param_state *s)
+/* Whether entry e must be in a loaded parameter state under the group's options: the
+ * algorithm's next step reads it (a missing buffer would be dereferenced as NULL). */
+static bool entry_needed(const pti_optim_def *def, const pti_state_entry *e, const void *opts)
+{
+    switch (e->kind) {
+    case PTI_ST_BUF: return !def->buf_needed || def->buf_needed(opts, e->index);
+    case PTI_ST_BUF_OR_NONE: return false;
+    default: return true;
+    }
+}
+
+static pt_status load_param_state(const pt_optim *o, const void *opts, const pt_value *sv,
+                                  const pt_tensor *p, int gi, pti_param_state *s)
 {
     if (!pt_value_is(sv, PT_VALUE_DICT))
         return pti_error(PT_ERR_FORMAT, "%s: state %d must be a dict", OP, gi);
@@ -374,6 +391,10 @@ static pt_status load_param_state(const pt_optim *o, const pt_value *sv, const p
     for (int k = 0; k < o->def->n_state; k++) {
         const pti_state_entry *e = &o->def->state[k];
         const pt_value *v = find_str(sv, e->name);
+        bool needed = entry_needed(o->def, e, opts);
+        if (needed && (!v || pt_value_is(v, PT_VALUE_NONE)))
+            return pti_error(PT_ERR_FORMAT, "%s: %s state %d has no '%s' (the algorithm needs it)",
+                             OP, o->def->name, gi, e->name);
         if (!v)
             continue;
         pt_status st = PT_OK;
@@ -446,7 +467,7 @@ static pt_status load_group_state(pt_optim *o, int g, const pt_value *sg, const 
         const pt_value *sv = find_int(state, id);
         if (!sv)
             continue;
-        pt_status st = load_param_state(o, sv, grp->params[i], (int)id, &lg->state[i]);
+        pt_status st = load_param_state(o, lg->opts, sv, grp->params[i], (int)id, &lg->state[i]);
         if (st != PT_OK)
             return st;
     }

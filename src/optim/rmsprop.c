@@ -218,6 +218,14 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
     return PT_OK;
 }
 
+/* torch's state has momentum_buffer only with momentum > 0 and grad_avg only when centered */
+static bool rmsprop_buf_needed(const void *opts, int index)
+{
+    const pt_rmsprop_opts *o = opts;
+    bool need[3] = {true, o->momentum > 0.0, o->centered};
+    return need[index];
+}
+
 static const pti_optim_def rmsprop_def = {
     .name = "RMSprop",
     .opts_size = sizeof(pt_rmsprop_opts),
@@ -227,6 +235,7 @@ static const pti_optim_def rmsprop_def = {
     .state = rmsprop_state,
     .check_opts = rmsprop_check,
     .init_state = rmsprop_init,
+    .buf_needed = rmsprop_buf_needed,
     .update = rmsprop_update,
 };
 
