@@ -1,7 +1,8 @@
 # PromeTorch: thin wrapper over scripts/ and CMake.
 #   make run    set up, build, train the MLP of examples/mnist_mlp.c for one epoch on
 #               Fashion-MNIST (build/bin/tensor_demo is the smaller tensor demo)
-#   make test   set up, build, fetch the test LLMs (make models), run the whole suite (ctest)
+#   make test   set up, build, fetch the test LLMs (make models), make the official clients' venv
+#               in the build tree (scripts/setup-venv.sh), run the whole suite (ctest)
 #   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz   libFuzzer on each file parser and the server's request parser for FUZZ_SECONDS
@@ -39,6 +40,7 @@ models:
 	@for m in $(LLM_MODELS); do [ -f $(MODELS_DIR)/$$m ] || { scripts/get-models.sh $(MODELS_DIR); break; }; done
 
 test: build models
+	@scripts/setup-venv.sh $(BUILD)/clients-venv
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: setup

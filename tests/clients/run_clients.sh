@@ -4,9 +4,8 @@
 #   run_clients.sh PROMESERVE
 # 1. Finds SmolLM2-135M-Instruct.Q4_1.gguf in $PT_MODELS_DIR (ctest sets it from the CMake
 #    variable PT_MODELS_DIR); fails (exit 1) when it is absent.
-# 2. Makes a virtual environment ($PT_CLIENTS_VENV, default $TMPDIR/promeserve-clients-venv;
-#    reused while requirements.txt is unchanged) and pip-installs requirements.txt. A failing
-#    pip fails the test (exit 1) unless PT_OFFLINE=1, which turns it into a skip (77).
+# 2. Uses the virtual environment scripts/setup-venv.sh made ($PT_CLIENTS_VENV: ctest sets
+#    BUILD/clients-venv; `make test` makes it before ctest runs); a failing set-up fails the test.
 # 3. Starts `promeserve serve` on a free loopback port with an empty temporary OLLAMA_MODELS
 #    store; test_ollama_client.py --create puts the model into it through the API (blob upload
 #    and /api/create, twice: the GGUF as is, and with a tool-calling template).
@@ -29,23 +28,11 @@ if [ ! -x "$bin" ]; then
 fi
 
 # ---- the clients' virtual environment ---------------------------------------------------------
+# made by scripts/setup-venv.sh (`make test` runs it first; here it only checks it is up to date)
 venv=${PT_CLIENTS_VENV:-${TMPDIR:-/tmp}/promeserve-clients-venv}
-want=$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)
-pip_failed() {
-    if [ "${PT_OFFLINE:-0}" = 1 ]; then
-        echo "PT_OFFLINE=1 and $1: client tests skipped"
-        exit 77
-    fi
-    echo "FAIL: $1 (set PT_OFFLINE=1 to skip these tests on a machine without PyPI)"
+if ! sh "$here/../../scripts/setup-venv.sh" "$venv"; then
+    echo "FAIL: scripts/setup-venv.sh $venv failed (python3-venv and PyPI are needed)"
     exit 1
-}
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]
-then
-    rm -rf "$venv"
-    python3 -m venv "$venv" || pip_failed "python3 -m venv $venv failed"
-    "$venv/bin/python" -m pip install -q -r "$here/requirements.txt" ||
-        pip_failed "pip install -r tests/clients/requirements.txt failed"
-    echo "$want" > "$venv/.requirements.sha256"
 fi
 py="$venv/bin/python"
 
