@@ -1,9 +1,9 @@
 /* Integer convolutions and pooling against PyTorch 2.x on the CPU (tests/fixtures/gen/
  * conv_int.py): conv1d / conv2d and max_pool2d for int64, int32, int16, int8 and uint8,
  * conv_transpose2d and avg_pool2d for int64, with strides, padding, dilation (int64 only, as
- * PyTorch), groups, biases and values spanning each dtype's range so that sums and products
- * wrap; results compared bit for bit. Then the dtypes PyTorch refuses: bool everywhere, the
- * narrower integers for conv_transpose2d, avg_pool2d and dilated convolutions. */
+ * PyTorch), groups, padding="same", biases and values spanning each dtype's range so that sums and
+ * products wrap; results compared bit for bit. Then the dtypes PyTorch refuses: bool everywhere,
+ * the narrower integers for conv_transpose2d, avg_pool2d and dilated convolutions. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -73,6 +73,22 @@ static void test_conv2d_int(void **state)
                          key("conv2d", i, "noncontig"));
     }
     assert_int_equal(n, 10); /* two cases for each of the five integer dtypes */
+}
+
+/* padding="same" with an even kernel: the extra padding cell goes after, as in PyTorch */
+static void test_conv2d_same_int(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (int i = 0; fx_has(fx, key("conv2d_same", i, "cfg")); i++, n++) {
+        const pt_tensor *cfg = fx_get(fx, key("conv2d_same", i, "cfg"));
+        pt_conv_opts o = {.dilation = {cfg_i(cfg, 0), cfg_i(cfg, 1)},
+                          .padding_mode = PT_CONV_PADDING_SAME};
+        assert_int_exact(pt_conv2d_ex(fx_get(fx, key("conv2d_same", i, "x")),
+                                      fx_get(fx, key("conv2d_same", i, "w")), NULL, &o),
+                         fx_get(fx, key("conv2d_same", i, "y")), key("conv2d_same", i, "y"));
+    }
+    assert_int_equal(n, 3);
 }
 
 static void test_conv1d_int(void **state)
@@ -220,8 +236,10 @@ int main(void)
     }
 #define T(f) cmocka_unit_test_setup_teardown(f, pt_test_setup, pt_test_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_conv2d_int),     T(test_conv1d_int),       T(test_conv_transpose2d_int64),
-        T(test_max_pool2d_int), T(test_avg_pool2d_int64), T(test_refused_dtypes),
+        T(test_conv2d_int),     T(test_conv2d_same_int),
+        T(test_conv1d_int),     T(test_conv_transpose2d_int64),
+        T(test_max_pool2d_int), T(test_avg_pool2d_int64),
+        T(test_refused_dtypes),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
