@@ -511,8 +511,9 @@ static void test_conv_errors(void **state)
         PT_ERR_SHAPE, "expected bias to be 1-dimensional with 4 elements");
     assert_pt_error(pt_conv2d(x, pt_to_dtype(w, PT_FLOAT64), b, NULL, NULL, NULL, 1), PT_ERR_DTYPE,
                     "same dtype");
+    /* integer convolutions run (tests/test_conv_int.c); bool ones are refused as in PyTorch */
     assert_pt_error(
-        pt_conv2d(pt_to_dtype(x, PT_INT64), pt_to_dtype(w, PT_INT64), NULL, NULL, NULL, NULL, 1),
+        pt_conv2d(pt_to_dtype(x, PT_BOOL), pt_to_dtype(w, PT_BOOL), NULL, NULL, NULL, NULL, 1),
         PT_ERR_DTYPE, "floating");
     assert_pt_error(
         pt_conv2d(pt_zeros(PT_SHAPE(8, 8), PT_FLOAT32, pt_cpu()), w, NULL, NULL, NULL, NULL, 1),
@@ -564,7 +565,7 @@ static void test_pool_pad_interp_errors(void **state)
     assert_pt_error(pt_max_pool2d(x, NULL, NULL, NULL), PT_ERR_NULL, "kernel_size");
     assert_pt_error(pt_max_pool2d(NULL, (const int64_t[]){2, 2}, NULL, NULL), PT_ERR_NULL,
                     "pt_max_pool2d");
-    assert_pt_error(pt_max_pool2d(pt_to_dtype(x, PT_INT64), (const int64_t[]){2, 2}, NULL, NULL),
+    assert_pt_error(pt_max_pool2d(pt_to_dtype(x, PT_BOOL), (const int64_t[]){2, 2}, NULL, NULL),
                     PT_ERR_DTYPE, "floating");
     assert_pt_error(pt_avg_pool2d(pt_zeros(PT_SHAPE(8, 8), PT_FLOAT32, pt_cpu()),
                                   (const int64_t[]){2, 2}, NULL, NULL),

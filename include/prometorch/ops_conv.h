@@ -2,9 +2,13 @@
  * average, adaptive average), padding and interpolation, with torch.nn.functional semantics.
  *
  * Layout is NCHW (NCL for 1-D). Where PyTorch accepts an unbatched input (CHW / CL) so do
- * these ops, and the result is unbatched too. Float dtypes only (float32, float64; float16 and
- * bfloat16 are computed in float32 and rounded back), as PyTorch's CPU kernels; pt_pad takes
- * every plain dtype.
+ * these ops, and the result is unbatched too. Float dtypes (float32, float64; float16 and
+ * bfloat16 are computed in float32 and rounded back); pt_pad takes every plain dtype. Integer
+ * inputs work where PyTorch 2.x's CPU kernels take them (forward only: integer tensors cannot
+ * require grad): conv1d / conv2d and max_pool2d for int64, int32, int16, int8 and uint8
+ * (dilation > 1 for int64 only), conv_transpose2d and avg_pool2d for int64 only. The result
+ * keeps the input's dtype and wraps on overflow as PyTorch's does (a uint8 result of -5 is
+ * 251); integer avg_pool2d truncates the quotient toward zero. Bool is refused by all of them.
  *
  * Gradients for autograd sit beside each op: pt_conv2d_input_grad / pt_conv2d_weight_grad
  * (torch.nn.grad), the 1-D versions, pt_max_pool2d_backward, pt_avg_pool2d_backward,
@@ -22,7 +26,8 @@
  * error set (see core.h); a NULL tensor argument propagates the earlier error. Errors:
  * PT_ERR_SHAPE for shapes that do not fit (the message names them), PT_ERR_INVALID_ARG for bad
  * window parameters (stride <= 0, negative padding, groups that do not divide the channels),
- * PT_ERR_DTYPE for integer inputs or mixed dtypes, PT_ERR_DEVICE for mixed devices. */
+ * PT_ERR_DTYPE for dtypes an op does not take (above) or mixed dtypes, PT_ERR_DEVICE for mixed
+ * devices. */
 #ifndef PROMETORCH_OPS_CONV_H
 #define PROMETORCH_OPS_CONV_H
 

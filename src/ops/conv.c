@@ -38,6 +38,23 @@ pt_tensor *pti_conv_finish(pt_tensor *out, int ndim, const int64_t *shape, pt_dt
     return r;
 }
 
+bool pti_conv_check_dtype(const char *op, const char *arg, const pt_tensor *t, pti_conv_ints ints)
+{
+    const pti_dtype_info *d = &pti_dtypes[t->dtype];
+    if (d->is_floating || (d->is_integral && ints == PTI_CONV_INTS_ALL) ||
+        (t->dtype == PT_INT64 && ints == PTI_CONV_INTS_INT64))
+        return true;
+    if (!d->is_integral || ints == PTI_CONV_INTS_NONE)
+        return pti_error(PT_ERR_DTYPE, "%s: expected a floating point%s tensor for '%s', got %s",
+                         op, ints == PTI_CONV_INTS_NONE ? "" : " or integer", arg,
+                         pt_dtype_name(t->dtype)) == PT_OK;
+    /* PyTorch's CPU kernel of this op exists for int64 only */
+    return pti_error(PT_ERR_DTYPE,
+                     "%s: integer '%s' must be int64 (the only integer dtype this op supports), "
+                     "got %s",
+                     op, arg, pt_dtype_name(t->dtype)) == PT_OK;
+}
+
 /* ---- convolution --------------------------------------------------------------------------- */
 
 /* Everything a convolution call needs, resolved from the user's arguments. */
@@ -63,7 +80,8 @@ static bool check_conv_tensors(const conv_args *a, const pt_tensor *x, const pt_
                                const pt_tensor *bias, bool *batched)
 {
     const pt_tensor *ts[3] = {x, w, bias};
-    if (!pti_check_same_device(a->op, 3, ts) || !pti_check_floating(a->op, "input", x))
+    pti_conv_ints ints = a->transposed ? PTI_CONV_INTS_INT64 : PTI_CONV_INTS_ALL;
+    if (!pti_check_same_device(a->op, 3, ts) || !pti_conv_check_dtype(a->op, "input", x, ints))
         return false;
     if (w->dtype != x->dtype || (bias && bias->dtype != x->dtype))
         return pti_error(PT_ERR_DTYPE,
@@ -88,6 +106,15 @@ static bool check_conv_tensors(const conv_args *a, const pt_tensor *x, const pt_
     if (a->groups <= 0)
         return pti_error(PT_ERR_INVALID_ARG, "%s: non-positive groups is not supported (got %lld)",
                          a->op, (long long)a->groups) == PT_OK;
+    /* PyTorch's dilated CPU convolution ("slow_conv_dilated") has no kernel for the narrower
+     * integer dtypes; its undilated one has. */
+    bool dilated = a->dilation[0] != 1 || a->dilation[1] != 1;
+    if (dilated && pti_dtypes[x->dtype].is_integral && x->dtype != PT_INT64)
+        return pti_error(PT_ERR_DTYPE,
+                         "%s: a dilated convolution (dilation %lld) of integer input must be "
+                         "int64, got %s",
+                         a->op, (long long)(a->dilation[0] != 1 ? a->dilation[0] : a->dilation[1]),
+                         pt_dtype_name(x->dtype)) == PT_OK;
     return true;
 }
 

@@ -1,6 +1,7 @@
 /* Kernel parameters of the conv family, shared by the front-ends (src/ops/conv*.c) and the
  * kernels of every backend (src/backends/<device>/conv*.c). The front-end has validated every
- * value and allocated the output; inputs reach kernels contiguous, in float32 or float64. */
+ * value and allocated the output; inputs reach kernels contiguous, in float32 or float64, or in
+ * int64 for the integer forward ops (conv2d, conv_transpose2d, max_pool2d, avg_pool2d). */
 #ifndef PT_OPS_CONV_H
 #define PT_OPS_CONV_H
 
@@ -47,11 +48,25 @@ typedef struct pti_interp_params {
 /* ---- helpers shared by the front-ends (src/ops/conv*.c) ----------------------------------------
  */
 
-/* The dtype kernels compute in: float64 stays, every other float dtype runs in float32. */
+/* The dtype kernels compute in: float64 stays, every other float dtype runs in float32 and
+ * every integer dtype in int64 (the result is narrowed back, wrapping as PyTorch's does). The
+ * front-ends refuse the dtypes an op does not take before asking. */
 static inline pt_dtype pti_conv_compute_dtype(pt_dtype dt)
 {
+    if (pti_dtypes[dt].is_integral)
+        return PT_INT64;
     return dt == PT_FLOAT64 ? PT_FLOAT64 : PT_FLOAT32;
 }
+
+/* Which integer dtypes a conv-family forward op takes besides the floats (PyTorch 2.x CPU). */
+typedef enum pti_conv_ints {
+    PTI_CONV_INTS_NONE,  /* floats only */
+    PTI_CONV_INTS_INT64, /* int64 only: conv_transpose2d, avg_pool2d */
+    PTI_CONV_INTS_ALL,   /* every integer width: conv1d/conv2d, max_pool2d */
+} pti_conv_ints;
+
+/* Checks that `arg` of op has a float dtype or an integer dtype that `ints` admits. */
+bool pti_conv_check_dtype(const char *op, const char *arg, const pt_tensor *t, pti_conv_ints ints);
 /* t converted to dt and made contiguous (a new reference; t itself when already so). */
 pt_tensor *pti_conv_prepare(const pt_tensor *t, pt_dtype dt);
 /* A contiguous view of contiguous t with another shape of the same numel. */

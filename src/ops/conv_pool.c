@@ -10,10 +10,11 @@
 /* ---- shared input handling ---------------------------------------------------------------------
  */
 
-/* Checks a pooling/interpolation input: float, [N, C, H, W] (or [C, H, W] when allow_3d). */
-static bool check_image(const char *op, const pt_tensor *x, bool allow_3d)
+/* Checks a pooling/interpolation input: float (or an integer dtype `ints` admits), [N, C, H, W]
+ * (or [C, H, W] when allow_3d). */
+static bool check_image(const char *op, const pt_tensor *x, bool allow_3d, pti_conv_ints ints)
 {
-    if (!PTI_CHECK_ARG(x, op, "input") || !pti_check_floating(op, "input", x))
+    if (!PTI_CHECK_ARG(x, op, "input") || !pti_conv_check_dtype(op, "input", x, ints))
         return false;
     if (x->ndim != 4 && !(allow_3d && x->ndim == 3))
         return pti_error(PT_ERR_SHAPE, "%s: expected %sinput of shape [N, C, H, W], got %s", op,
@@ -154,7 +155,7 @@ static pt_tensor *max_pool_impl(const pt_tensor *x, const int64_t kernel[2],
     const char *op = "pt_max_pool2d";
     if (indices)
         *indices = NULL;
-    if (!check_image(op, x, true) || !check_kernel_arg(op, kernel))
+    if (!check_image(op, x, true, PTI_CONV_INTS_ALL) || !check_kernel_arg(op, kernel))
         return NULL;
     pt_max_pool2d_opts o = opts ? *opts : (pt_max_pool2d_opts){0};
     pti_pool_params p = {.count_include_pad = true};
@@ -201,7 +202,7 @@ static pt_tensor *avg_pool_impl(const pt_tensor *x, const int64_t kernel[2],
                                 const pt_avg_pool2d_opts *opts)
 {
     const char *op = "pt_avg_pool2d";
-    if (!check_image(op, x, true) || !check_kernel_arg(op, kernel))
+    if (!check_image(op, x, true, PTI_CONV_INTS_INT64) || !check_kernel_arg(op, kernel))
         return NULL;
     pt_avg_pool2d_opts o = opts ? *opts : (pt_avg_pool2d_opts){0};
     /* A negative divisor_override is accepted and divides by it, as in PyTorch (0 = none). */
@@ -247,7 +248,7 @@ pt_tensor *pt_adaptive_avg_pool2d(const pt_tensor *x, const int64_t output_size[
 static pt_tensor *adaptive_avg_impl(const pt_tensor *x, const int64_t output_size[2])
 {
     const char *op = "pt_adaptive_avg_pool2d";
-    if (!check_image(op, x, true))
+    if (!check_image(op, x, true, PTI_CONV_INTS_NONE))
         return NULL;
     if (!output_size)
         return pti_error_null(PT_ERR_NULL, "%s: output_size is NULL", op);
@@ -351,7 +352,7 @@ static pt_tensor *max_pool_backward_impl(const pt_tensor *grad_out, const pt_ten
 {
     const char *op = "pt_max_pool2d_backward";
     if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !PTI_CHECK_ARG(indices, op, "indices") ||
-        !check_image(op, x, true))
+        !check_image(op, x, true, PTI_CONV_INTS_NONE))
         return NULL;
     int64_t oh = grad_out->ndim >= 2 ? grad_out->shape[grad_out->ndim - 2] : -1;
     int64_t ow = grad_out->ndim >= 2 ? grad_out->shape[grad_out->ndim - 1] : -1;
@@ -380,8 +381,8 @@ static pt_tensor *avg_pool_backward_impl(const pt_tensor *grad_out, const pt_ten
                                          const int64_t kernel[2], const pt_avg_pool2d_opts *opts)
 {
     const char *op = "pt_avg_pool2d_backward";
-    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true) ||
-        !check_kernel_arg(op, kernel))
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") ||
+        !check_image(op, x, true, PTI_CONV_INTS_NONE) || !check_kernel_arg(op, kernel))
         return NULL;
     pt_avg_pool2d_opts o = opts ? *opts : (pt_avg_pool2d_opts){0};
     pti_pool_params p = {.count_include_pad = !o.exclude_pad,
@@ -418,7 +419,8 @@ pt_tensor *pt_adaptive_avg_pool2d_backward(const pt_tensor *grad_out, const pt_t
 static pt_tensor *adaptive_avg_backward_impl(const pt_tensor *grad_out, const pt_tensor *x)
 {
     const char *op = "pt_adaptive_avg_pool2d_backward";
-    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") || !check_image(op, x, true))
+    if (!PTI_CHECK_ARG(grad_out, op, "grad_output") ||
+        !check_image(op, x, true, PTI_CONV_INTS_NONE))
         return NULL;
     if (grad_out->ndim != x->ndim)
         return pti_error_null(PT_ERR_SHAPE, "%s: grad_output of size %s for input %s", op,
@@ -666,7 +668,8 @@ static pt_tensor *interpolate_impl(const pt_tensor *x, const pt_interpolate_opts
     const char *op = "pt_interpolate";
     pti_interp_params p;
     int64_t out[2];
-    if (!check_image(op, x, false) || !interp_resolve(op, x->shape + 2, opts, &p, out))
+    if (!check_image(op, x, false, PTI_CONV_INTS_NONE) ||
+        !interp_resolve(op, x->shape + 2, opts, &p, out))
         return NULL;
     pt_tensor *x4 = image_4d(x);
     if (!x4)

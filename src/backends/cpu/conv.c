@@ -13,7 +13,9 @@
  * - conv2d_weight_grad: im2col per chunk as in conv2d, then gw += grad * col^T per group.
  * im2col/col2im/bias loops run on the thread pool; GEMMs use OpenBLAS's threads (never both
  * at once). float32 and float64 (float32 loops also built for AVX2+FMA, chosen at run time);
- * the front-end has converted everything else. Pooling, padding and interpolation kernels are
+ * the front-end has converted every other float dtype. Integer forward convolutions arrive in
+ * int64 and run plain direct loops (conv_int64 below): exact, and fast enough for what integer
+ * convolutions are used for. Pooling, padding and interpolation kernels are
  * in conv_pool.c. */
 #include <cblas.h>
 #include <stdlib.h>
@@ -440,6 +442,100 @@ static pt_status conv_im2col(const conv_geom *g, const char *x, const char *w, c
     return PT_OK;
 }
 
+/* ---- integer reference path (int64) ---------------------------------------------------------- */
+
+/* Integer convolutions wrap around like PyTorch's: the front-end widens every integer dtype to
+ * int64 and narrows the result back, and sums/products mod 2^64 truncated to n bits equal the
+ * same sums/products mod 2^n. The arithmetic runs in uint64_t, where wrap-around is defined. */
+typedef struct int_conv_task {
+    const conv_geom *g;
+    const int64_t *x, *w, *bias;
+    int64_t *y;
+} int_conv_task;
+
+/* The weight element [co, ci, kh, kw] of a conv2d ([Co, Cg, kH, kW]) or of a transposed one
+ * ([C, Cog, kH, kW]: ci is the input channel, co the output channel within its group). */
+static uint64_t int_w(const int_conv_task *t, bool transposed, int64_t co, int64_t ci, int64_t i,
+                      int64_t j)
+{
+    const conv_geom *g = t->g;
+    int64_t k = i * g->kw + j;
+    if (transposed)
+        return (uint64_t)t->w[(ci * g->Cog + co % g->Cog) * g->kh * g->kw + k];
+    return (uint64_t)t->w[(co * g->Cg + ci % g->Cg) * g->kh * g->kw + k];
+}
+
+/* Input tap of output position o along one axis for kernel offset k: conv2d reads
+ * o*s - p + k*d; a transposed conv reads i with i*s - p + k*d == o. -1 when there is none. */
+static int64_t int_tap(bool transposed, int64_t o, int64_t k, int64_t s, int64_t p, int64_t d,
+                       int64_t n)
+{
+    int64_t i = o * s - p + k * d;
+    if (transposed) {
+        int64_t num = o + p - k * d;
+        if (num < 0 || num % s != 0)
+            return -1;
+        i = num / s;
+    }
+    return i >= 0 && i < n ? i : -1;
+}
+
+/* One output element y[n, co, oy, ox]. */
+static int64_t int_conv_point(const int_conv_task *t, bool transposed, int64_t n, int64_t co,
+                              int64_t oy, int64_t ox)
+{
+    const conv_geom *g = t->g;
+    int64_t grp = co / g->Cog;
+    uint64_t acc = t->bias ? (uint64_t)t->bias[co] : 0;
+    for (int64_t cig = 0; cig < g->Cg; cig++) {
+        int64_t ci = grp * g->Cg + cig;
+        const int64_t *xp = t->x + (n * g->C + ci) * g->HW;
+        for (int64_t i = 0; i < g->kh; i++) {
+            int64_t iy = int_tap(transposed, oy, i, g->sh, g->ph, g->dh, g->H);
+            for (int64_t j = 0; iy >= 0 && j < g->kw; j++) {
+                int64_t ix = int_tap(transposed, ox, j, g->sw, g->pw, g->dw, g->W);
+                if (ix >= 0)
+                    acc += (uint64_t)xp[iy * g->W + ix] * int_w(t, transposed, co, ci, i, j);
+            }
+        }
+    }
+    return (int64_t)acc;
+}
+
+static void int_conv_planes(const int_conv_task *t, bool transposed, int64_t q0, int64_t q1)
+{
+    const conv_geom *g = t->g;
+    for (int64_t q = q0; q < q1; q++) /* plane q = (n, co) */
+        for (int64_t oy = 0; oy < g->OH; oy++)
+            for (int64_t ox = 0; ox < g->OW; ox++)
+                t->y[q * g->P + oy * g->OW + ox] =
+                    int_conv_point(t, transposed, q / g->Co, q % g->Co, oy, ox);
+}
+
+static void int_conv_task_fn(void *arg, int64_t q0, int64_t q1)
+{
+    int_conv_planes(arg, false, q0, q1);
+}
+
+static void int_conv_transpose_task_fn(void *arg, int64_t q0, int64_t q1)
+{
+    int_conv_planes(arg, true, q0, q1);
+}
+
+/* conv2d (transposed = false) or conv_transpose2d on int64 tensors. */
+static pt_status conv_int64(const pti_call *c, bool transposed)
+{
+    conv_geom g = make_geom(c);
+    int_conv_task t = {.g = &g,
+                       .x = pti_data(c->in[0]),
+                       .w = pti_data(c->in[1]),
+                       .bias = c->in[2] ? pti_data(c->in[2]) : NULL,
+                       .y = pti_data(c->out[0])};
+    pti_parallel_for(g.N * g.Co, plane_grain(g.P * g.Cg * g.kh * g.kw),
+                     transposed ? int_conv_transpose_task_fn : int_conv_task_fn, &t);
+    return PT_OK;
+}
+
 /* Picks the conv2d strategy for geometry g (also used by stride-1 transposed convolutions). */
 static pt_status conv2d_run(const conv_geom *g, const char *x, const char *w, const void *bias,
                             char *y)
@@ -460,6 +556,8 @@ static pt_status conv2d_run(const conv_geom *g, const char *x, const char *w, co
 
 static pt_status cpu_conv2d(const pti_call *c)
 {
+    if (c->in[0]->dtype == PT_INT64)
+        return conv_int64(c, false);
     conv_geom g = make_geom(c);
     return conv2d_run(&g, pti_data(c->in[0]), pti_data(c->in[1]),
                       c->in[2] ? pti_data(c->in[2]) : NULL, pti_data(c->out[0]));
@@ -469,6 +567,8 @@ static pt_status cpu_conv2d(const pti_call *c)
 
 static pt_status cpu_conv_transpose2d(const pti_call *c)
 {
+    if (c->in[0]->dtype == PT_INT64)
+        return conv_int64(c, true);
     conv_geom g = make_geom(c);
     size_t es = g.es;
     const char *x = pti_data(c->in[0]), *w = pti_data(c->in[1]);

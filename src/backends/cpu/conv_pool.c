@@ -222,6 +222,86 @@ static void run_planes(void *arg, int64_t q0, int64_t q1)
     }
 }
 
+/* ---- integer pooling (int64) -------------------------------------------------------------------
+ * Integer max/avg pooling arrive widened to int64 (max pooling from any integer dtype, avg
+ * pooling only from int64, as in PyTorch). The same windows as the float loops above. */
+
+static void max_plane_i64(const plane_task *t, const pti_pool_params *p, const int64_t *x,
+                          int64_t *y, int64_t *ind)
+{
+    for (int64_t oh = 0; oh < t->OH; oh++) {
+        int64_t ih0 = oh * p->stride[0] - p->pad[0];
+        int64_t ih1 = ih0 + (p->kernel[0] - 1) * p->dilation[0] + 1;
+        ih1 = ih1 < t->H ? ih1 : t->H;
+        while (ih0 < 0)
+            ih0 += p->dilation[0];
+        for (int64_t ow = 0; ow < t->OW; ow++) {
+            int64_t iw0 = ow * p->stride[1] - p->pad[1];
+            int64_t iw1 = iw0 + (p->kernel[1] - 1) * p->dilation[1] + 1;
+            iw1 = iw1 < t->W ? iw1 : t->W;
+            while (iw0 < 0)
+                iw0 += p->dilation[1];
+            int64_t best = ih0 * t->W + iw0, m = INT64_MIN;
+            for (int64_t ih = ih0; ih < ih1; ih += p->dilation[0])
+                for (int64_t iw = iw0; iw < iw1; iw += p->dilation[1])
+                    if (x[ih * t->W + iw] > m) { /* the first maximum wins, as in PyTorch */
+                        m = x[ih * t->W + iw];
+                        best = ih * t->W + iw;
+                    }
+            y[oh * t->OW + ow] = m;
+            if (ind)
+                ind[oh * t->OW + ow] = best;
+        }
+    }
+}
+
+/* The sum wraps mod 2^64 (uint64_t) and the quotient truncates toward zero, both as PyTorch's
+ * int64 kernel computes them. */
+static void avg_plane_i64(const plane_task *t, const pti_pool_params *p, const int64_t *x,
+                          int64_t *y)
+{
+    for (int64_t oh = 0; oh < t->OH; oh++) {
+        int64_t ih0 = oh * p->stride[0] - p->pad[0], ih1 = ih0 + p->kernel[0];
+        ih1 = ih1 < t->H + p->pad[0] ? ih1 : t->H + p->pad[0];
+        for (int64_t ow = 0; ow < t->OW; ow++) {
+            int64_t iw0 = ow * p->stride[1] - p->pad[1], iw1 = iw0 + p->kernel[1];
+            iw1 = iw1 < t->W + p->pad[1] ? iw1 : t->W + p->pad[1];
+            int64_t pool_size = (ih1 - ih0) * (iw1 - iw0);
+            int64_t h0 = ih0 > 0 ? ih0 : 0, w0 = iw0 > 0 ? iw0 : 0;
+            int64_t h1 = ih1 < t->H ? ih1 : t->H, w1 = iw1 < t->W ? iw1 : t->W;
+            int64_t *dst = y + oh * t->OW + ow;
+            if (h0 >= h1 || w0 >= w1) {
+                *dst = 0;
+                continue;
+            }
+            uint64_t sum = 0;
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++)
+                    sum += (uint64_t)x[ih * t->W + iw];
+            int64_t div = p->divisor_override    ? p->divisor_override
+                          : p->count_include_pad ? pool_size
+                                                 : (h1 - h0) * (w1 - w0);
+            *dst = (int64_t)sum / div;
+        }
+    }
+}
+
+static void run_planes_i64(void *arg, int64_t q0, int64_t q1)
+{
+    const plane_task *t = arg;
+    const pti_call *c = t->c;
+    int64_t in_n = t->H * t->W, out_n = t->OH * t->OW;
+    for (int64_t q = q0; q < q1; q++) {
+        const int64_t *x = (const int64_t *)pti_data(c->in[0]) + q * in_n;
+        int64_t *y = (int64_t *)pti_data(c->out[0]) + q * out_n;
+        int64_t *ind = c->n_out > 1 ? (int64_t *)pti_data(c->out[1]) + q * out_n : NULL;
+        if (c->op == PTI_OP_max_pool2d)
+            max_plane_i64(t, c->params, x, y, ind);
+        else
+            avg_plane_i64(t, c->params, x, y);
+    }
+}
+
 static pt_status cpu_pool(const pti_call *c)
 {
     plane_task t = make_task(c);
@@ -232,7 +312,8 @@ static pt_status cpu_pool(const pti_call *c)
     } else {
         work *= (t.H / (t.OH ? t.OH : 1) + 1) * (t.W / (t.OW ? t.OW : 1) + 1);
     }
-    pti_parallel_for(planes, plane_grain(work), run_planes, &t);
+    pti_parallel_for(planes, plane_grain(work),
+                     c->in[0]->dtype == PT_INT64 ? run_planes_i64 : run_planes, &t);
     return PT_OK;
 }
 
