@@ -797,6 +797,20 @@ static void test_nn_load_old_batch_norm(void **state)
                            "Missing key(s) in state_dict: \"num_batches_tracked\"");
     assert_true(((float *)pt_data_ptr(w))[0] == 1.0f); /* nothing changed */
     pt_nn_free(bn);
+
+    /* in a Sequential: the version is the child's (_metadata["0"]), not the root's */
+    pt_module *kids[] = {pt_nn_batch_norm2d(4)};
+    pt_module *seq = pt_nn_sequential(1, kids);
+    pt_fill_(pt_nn_buffer_ref(seq, "0.num_batches_tracked"), 5.0);
+    assert_int_equal(pt_nn_load(seq, PT_FIXTURES_DIR "/bn_metadata/seq_v1.pt", true), PT_OK);
+    assert_int_equal((int64_t)pt_item(pt_nn_buffer_ref(seq, "0.num_batches_tracked")), 0);
+    pt_tensor *want = fx_get(fx, "v1.running_mean");
+    assert_tensor_equal(pt_nn_buffer_ref(seq, "0.running_mean"), want);
+    pt_release(want);
+    assert_pt_status_error(pt_nn_load(seq, PT_FIXTURES_DIR "/bn_metadata/seq_v2_missing.pt", true),
+                           PT_ERR_INVALID_ARG,
+                           "Missing key(s) in state_dict: \"0.num_batches_tracked\"");
+    pt_nn_free(seq);
     fx_close(fx);
 }
 
