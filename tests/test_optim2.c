@@ -515,6 +515,79 @@ static void test_lbfgs_state_dict_round_trip(void **state)
 }
 
 /* torch's layout: everything under state[0]; max_eval resolved at construction. */
+/* A state dict whose LBFGS state lacks a key the next step reads is refused naming it, one
+ * with a non-floating or misshapen vector too, and the optimizer keeps the state it had. 'al'
+ * (scratch) and prev_loss (overwritten before use) may be absent, as in torch. Before, a
+ * missing d, t, history or prev_flat_grad loaded as zeros and the step went on from them. */
+static void test_lbfgs_load_refuses_bad_state(void **state)
+{
+    (void)state;
+    problem pr = problem_new();
+    pr.convex = true;
+    pt_lbfgs_opts o = lbfgs_case_opts("lbfgs_wolfe");
+    pt_optim *opt = pt_optim_lbfgs_params(PARAMS(pr.W, pr.b), o);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pt_optim_step_closure(opt, lbfgs_closure, &pr, NULL), PT_OK);
+    pt_value *sd = pt_optim_state_dict(opt);
+    pt_optim *fresh = pt_optim_lbfgs_params(PARAMS(pr.W, pr.b), o);
+    assert_int_equal(pt_optim_load_state_dict(fresh, sd), PT_OK);
+    pt_value *before_sd = pt_optim_state_dict(fresh);
+    char *before = pt_value_to_string(before_sd, 0);
+    pt_value_free(before_sd);
+    const pt_value *st0 = pt_value_path_ref(sd, "state.0");
+    assert_true(pt_value_len(pt_value_get_str_ref(st0, "old_dirs")) > 0);
+    for (int64_t k = 0; k < pt_value_len(st0); k++) {
+        const char *key = pt_value_as_str(pt_value_key_ref(st0, k), NULL);
+        bool optional = strcmp(key, "al") == 0 || strcmp(key, "prev_loss") == 0;
+        print_message("    without '%s'\n", key);
+        pt_value *bad = pt_value_copy(sd);
+        assert_int_equal(pt_value_dict_del_str(pt_value_path_ref(bad, "state.0"), key), PT_OK);
+        pt_optim *other = pt_optim_lbfgs_params(PARAMS(pr.W, pr.b), o);
+        if (optional) {
+            assert_int_equal(pt_optim_load_state_dict(other, bad), PT_OK);
+        } else {
+            char want[96];
+            snprintf(want, sizeof want, "has no '%s'", key);
+            assert_pt_status_error(pt_optim_load_state_dict(fresh, bad), PT_ERR_FORMAT, want);
+        }
+        pt_optim_free(other);
+        pt_value_free(bad);
+    }
+    /* wrong dtype, wrong length, a history that is not a list */
+    pt_tensor *ints = pt_zeros(PT_SHAPE(25), PT_INT64, pt_cpu());
+    pt_tensor *short_vec = pt_zeros(PT_SHAPE(3), PT_FLOAT32, pt_cpu());
+    struct {
+        const char *key;
+        pt_tensor *t;
+        pt_status st;
+        const char *msg;
+    } cases[] = {
+        {"d", ints, PT_ERR_DTYPE, "'d' must be a floating tensor"},
+        {"prev_flat_grad", short_vec, PT_ERR_SHAPE, "'prev_flat_grad' must be a tensor of 25"},
+        {"old_dirs", short_vec, PT_ERR_FORMAT, "must be lists"}};
+    for (int c = 0; c < 3; c++) {
+        pt_value *bad = pt_value_copy(sd);
+        assert_int_equal(pt_value_dict_set_str(pt_value_path_ref(bad, "state.0"), cases[c].key,
+                                               pt_value_tensor(cases[c].t)),
+                         PT_OK);
+        assert_pt_status_error(pt_optim_load_state_dict(fresh, bad), cases[c].st, cases[c].msg);
+        pt_value_free(bad);
+    }
+    pt_release(ints);
+    pt_release(short_vec);
+    /* every failed load left fresh as it was */
+    pt_value *after_sd = pt_optim_state_dict(fresh);
+    char *after = pt_value_to_string(after_sd, 0);
+    assert_string_equal(after, before);
+    free(after);
+    free(before);
+    pt_value_free(after_sd);
+    pt_value_free(sd);
+    pt_optim_free(fresh);
+    pt_optim_free(opt);
+    problem_free(&pr);
+}
+
 static void test_lbfgs_state_dict_layout(void **state)
 {
     (void)state;
@@ -717,6 +790,7 @@ int main(void)
         T(test_lbfgs_matches_torch),
         T(test_lbfgs_state_dict_round_trip),
         T(test_lbfgs_state_dict_layout),
+        T(test_lbfgs_load_refuses_bad_state),
         T(test_lbfgs_errors),
         T(test_state_dict_layouts),
         T(test_lamb_group_step),

@@ -769,6 +769,51 @@ static void test_nn_load_strict_errors(void **state)
     pt_nn_free(m);
 }
 
+/* torch <= 0.4 BatchNorm state dicts (gen_bn_metadata.py): no num_batches_tracked and
+ * _metadata version 1 load strictly with the counter at 0, as _NormBase does; at version 2 the
+ * missing key is an error, as in torch. Before, both were "Missing key(s)". */
+static void test_nn_load_old_batch_norm(void **state)
+{
+    (void)state;
+    pt_fixture *fx = fx_open("bn_metadata");
+    pt_module *bn = pt_nn_batch_norm2d(4);
+    pt_fill_(pt_nn_buffer_ref(bn, "num_batches_tracked"), 5.0);
+    assert_int_equal(pt_nn_load(bn, PT_FIXTURES_DIR "/bn_metadata/bn_v1.pt", true), PT_OK);
+    const char *names[] = {"weight", "bias", "running_mean", "running_var", "num_batches_tracked"};
+    for (int i = 0; i < 5; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "v1.%s", names[i]);
+        pt_tensor *want = fx_get(fx, key);
+        pt_tensor *got = i < 2 ? pt_nn_param_ref(bn, names[i]) : pt_nn_buffer_ref(bn, names[i]);
+        assert_tensor_equal(got, want);
+        pt_release(want);
+    }
+    pt_nn_free(bn);
+
+    bn = pt_nn_batch_norm2d(4);
+    pt_tensor *w = pt_nn_param_ref(bn, "weight");
+    assert_pt_status_error(pt_nn_load(bn, PT_FIXTURES_DIR "/bn_metadata/bn_v2_missing.pt", true),
+                           PT_ERR_INVALID_ARG,
+                           "Missing key(s) in state_dict: \"num_batches_tracked\"");
+    assert_true(((float *)pt_data_ptr(w))[0] == 1.0f); /* nothing changed */
+    pt_nn_free(bn);
+
+    /* in a Sequential: the version is the child's (_metadata["0"]), not the root's */
+    pt_module *kids[] = {pt_nn_batch_norm2d(4)};
+    pt_module *seq = pt_nn_sequential(1, kids);
+    pt_fill_(pt_nn_buffer_ref(seq, "0.num_batches_tracked"), 5.0);
+    assert_int_equal(pt_nn_load(seq, PT_FIXTURES_DIR "/bn_metadata/seq_v1.pt", true), PT_OK);
+    assert_int_equal((int64_t)pt_item(pt_nn_buffer_ref(seq, "0.num_batches_tracked")), 0);
+    pt_tensor *want = fx_get(fx, "v1.running_mean");
+    assert_tensor_equal(pt_nn_buffer_ref(seq, "0.running_mean"), want);
+    pt_release(want);
+    assert_pt_status_error(pt_nn_load(seq, PT_FIXTURES_DIR "/bn_metadata/seq_v2_missing.pt", true),
+                           PT_ERR_INVALID_ARG,
+                           "Missing key(s) in state_dict: \"0.num_batches_tracked\"");
+    pt_nn_free(seq);
+    fx_close(fx);
+}
+
 static void test_nn_save_then_load(void **state)
 {
     (void)state;
@@ -912,6 +957,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nn_load_strict_errors, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nn_save_then_load, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_nn_load_old_batch_norm, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_malicious_files_refused, pt_test_setup,
                                         pt_test_teardown),
     };

@@ -12,8 +12,10 @@
  * laughs"); nothing here recurses on the C stack, and at STOP one linear pass over the tracked
  * containers (Kahn's topological sort) finds cycles, and a second computes, for the part
  * reachable from the result, its nesting depth and its size counted as if unshared, both
- * checked against PTI_PICKLE_MAX_DEPTH / PTI_PICKLE_MAX_EXPANDED. On any failure every
- * tracked container is emptied first, which breaks all cycles, and then released: no leaks.
+ * checked against PTI_PICKLE_MAX_DEPTH / PTI_PICKLE_MAX_EXPANDED. Depth is also checked as
+ * containers are filled (pk_track.depth, a lower bound), so that a file of nested containers
+ * fails at the level past the limit instead of building millions of them first. On any failure
+ * every tracked container is emptied first, which breaks all cycles, and then released: no leaks.
  * The same final pass turns the internal forms into public kinds: sets (dicts {item: None}
  * while the VM runs, for Python's dedup and hashability) become lists in place, globals left
  * in the result become their name as a str, or are refused. */
@@ -127,7 +129,7 @@ static bool track(pk_vm *vm, pt_value *v, uint32_t flags, uint32_t tuple_size)
         vm->tr = t;
         vm->tr_cap = cap;
     }
-    vm->tr[vm->ntr] = (pk_track){pt_value_retain(v), flags, tuple_size};
+    vm->tr[vm->ntr] = (pk_track){pt_value_retain(v), flags, tuple_size, 1};
     vm->ntr++;
     map_insert(vm, v, vm->ntr);
     return true;
@@ -171,11 +173,40 @@ static void empty_container(pt_value *v)
 
 /* ---- container helpers -------------------------------------------------------------------- */
 
+/* The message the final pass gives too, so both checks read the same to a user. */
+static bool too_deep(pk_vm *vm)
+{
+    return pk_fail(vm, "containers nested deeper than %d levels", PTI_PICKLE_MAX_DEPTH);
+}
+
+/* Recorded depth of a value: 0 for anything the VM did not make as a container. */
+static uint32_t depth_of(pk_vm *vm, const pt_value *v)
+{
+    pk_track *t = pk_tracked(vm, v);
+    return t ? t->depth : 0;
+}
+
+/* Raises the recorded depth of parent for a child going into it; false (the final pass's
+ * error) when that passes the limit. Nothing is taken. */
+static bool pk_nest(pk_vm *vm, const pt_value *parent, const pt_value *child)
+{
+    pk_track *p = pk_tracked(vm, parent);
+    uint32_t d = depth_of(vm, child) + 1;
+    if (!p || d <= p->depth)
+        return true;
+    p->depth = d;
+    return d <= PTI_PICKLE_MAX_DEPTH || too_deep(vm);
+}
+
 bool pk_list_append(pk_vm *vm, pt_value *list, pt_value *item)
 {
     if (item == list) {
         pt_value_free(item);
         return pk_fail(vm, "reference cycle: a list cannot contain itself");
+    }
+    if (!pk_nest(vm, list, item)) {
+        pt_value_free(item);
+        return false;
     }
     if (pt_value_append(list, item) != PT_OK)
         return false; /* OOM only: kinds were checked by the caller */
@@ -208,7 +239,7 @@ bool pk_dict_set(pk_vm *vm, pt_value *dict, pt_value *key, pt_value *val)
     if (val == dict || key == dict)
         ok = pk_fail(vm, "reference cycle: a dict cannot contain itself");
     else
-        ok = key_hashable(vm, key);
+        ok = key_hashable(vm, key) && pk_nest(vm, dict, key) && pk_nest(vm, dict, val);
     if (!ok) {
         pt_value_free(key);
         pt_value_free(val);
@@ -365,9 +396,26 @@ static bool memo_get(pk_vm *vm, uint64_t idx)
 /* ---- containers --------------------------------------------------------------------------------
  */
 
+/* *depth: the recorded depth of a container made of stack[from..sp); false when that is
+ * beyond the limit (the stack is left as it was). */
+static bool items_depth(pk_vm *vm, size_t from, uint32_t *depth)
+{
+    uint32_t d = 0;
+    for (size_t k = from; k < vm->sp; k++) {
+        uint32_t c = depth_of(vm, vm->stack[k]);
+        if (c > d)
+            d = c;
+    }
+    *depth = d + 1;
+    return *depth <= PTI_PICKLE_MAX_DEPTH || too_deep(vm);
+}
+
 /* A tuple of the n values at the top of the stack (moved into it). */
 static bool make_tuple(pk_vm *vm, size_t n)
 {
+    uint32_t depth = 0;
+    if (!items_depth(vm, vm->sp - n, &depth))
+        return false;
     pt_value *t = pk_new_container(vm, PT_VALUE_TUPLE, 0);
     if (!t)
         return false;
@@ -385,7 +433,9 @@ static bool make_tuple(pk_vm *vm, size_t n)
     }
     t->u.seq.len = (int64_t)n;
     vm->sp -= n;
-    pk_tracked(vm, t)->tuple_size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+    pk_track *tt = pk_tracked(vm, t);
+    tt->tuple_size = size > UINT32_MAX ? UINT32_MAX : (uint32_t)size;
+    tt->depth = depth;
     return pk_push(vm, t);
 }
 
@@ -400,7 +450,8 @@ static bool op_tuple_mark(pk_vm *vm)
 static bool op_list_mark(pk_vm *vm)
 {
     size_t base = 0;
-    if (!pop_mark(vm, &base))
+    uint32_t depth = 0;
+    if (!pop_mark(vm, &base) || !items_depth(vm, base, &depth))
         return false;
     pt_value *l = pk_new_container(vm, PT_VALUE_LIST, 0);
     size_t n = vm->sp - base;
@@ -412,6 +463,7 @@ static bool op_list_mark(pk_vm *vm)
     if (n)
         memcpy(l->u.seq.items, vm->stack + base, n * sizeof(pt_value *));
     l->u.seq.len = (int64_t)n;
+    pk_tracked(vm, l)->depth = depth;
     vm->sp = base;
     return pk_push(vm, l);
 }
@@ -952,7 +1004,7 @@ static bool check_and_convert(pk_vm *vm, pt_value *result, const size_t *order)
         size[i] = s;
         depth[i] = d + 1;
         if (depth[i] > PTI_PICKLE_MAX_DEPTH)
-            ok = pk_fail(vm, "containers nested deeper than %d levels", PTI_PICKLE_MAX_DEPTH);
+            ok = too_deep(vm);
         else if (s > cap)
             ok = pk_fail(vm,
                          "the result holds more than %llu nodes (counting shared ones each "

@@ -888,6 +888,36 @@ static bool merge_into_stub(pk_vm *vm, pt_value *stub, const pt_value *state)
     return true;
 }
 
+/* Keeps a state_dict's _metadata ({prefix: {"version": int, ...}}) on the OrderedDict as
+ * {prefix: version}: module loaders (BatchNorm's num_batches_tracked) need the version. A
+ * fresh untracked dict of scalars, so it adds no cycle and no depth; entries of other shapes
+ * are left out, as PyTorch takes them for absent. */
+static bool keep_metadata(pk_vm *vm, pt_value *inst, const pt_value *dstate)
+{
+    const pt_value *md = pt_value_get_str_ref(dstate, "_metadata");
+    if (pt_value_kind_of(md) != PT_VALUE_DICT)
+        return true;
+    if (!pk_charge(vm, (uint64_t)md->u.dict.len)) /* one memoized _metadata BUILT again and again */
+        return false;
+    pt_value *kept = pt_value_dict();
+    if (!kept)
+        return false;
+    for (int64_t k = 0; k < md->u.dict.len; k++) {
+        const pti_dict_entry *e = &md->u.dict.entries[k];
+        const pt_value *ver = pt_value_kind_of(e->val) == PT_VALUE_DICT
+                                  ? pt_value_get_str_ref(e->val, "version")
+                                  : NULL;
+        if (e->key->kind != PT_VALUE_STR || pt_value_kind_of(ver) != PT_VALUE_INT)
+            continue;
+        if (pt_value_dict_set_str(kept, e->key->u.s.data, pt_value_int(ver->u.i)) != PT_OK) {
+            pt_value_free(kept);
+            return false;
+        }
+    }
+    pti_value_dict_set_meta(inst, kept);
+    return true;
+}
+
 bool pk_build(pk_vm *vm, pt_value *inst, pt_value *state)
 {
     pk_track *t = pk_tracked(vm, inst);
@@ -906,11 +936,12 @@ bool pk_build(pk_vm *vm, pt_value *inst, pt_value *state)
             return false;
         return !slots || slots->kind != PT_VALUE_DICT || merge_into_stub(vm, inst, slots);
     }
-    if (flags & PK_ODICT) { /* attributes such as a state_dict's _metadata: dropped */
+    if (flags & PK_ODICT) { /* attributes: only a state_dict's _metadata versions are kept */
         if (!dict_like)
             return pk_fail(vm, "the state of an OrderedDict is a %s, not a dict",
                            pt_value_kind_name(state->kind));
-        return true;
+        return inst->kind != PT_VALUE_DICT || dstate->kind != PT_VALUE_DICT ||
+               keep_metadata(vm, inst, dstate);
     }
     if (inst->kind == PT_VALUE_TENSOR) { /* Python attributes of a tensor: dropped */
         if (dict_like || (state->kind == PT_VALUE_TUPLE && state->u.seq.len == 0))

@@ -95,6 +95,11 @@ typedef struct pk_track {
     pt_value *v;
     uint32_t flags;
     uint32_t tuple_size; /* tuples: nodes of the tuple counted through nested tuples (capped) */
+    /* Nesting depth as the VM built it: 1 + the deepest child's depth at the moment that child
+     * went in. A child that grows later (reached again through the memo) does not raise it, so
+     * this is a lower bound of the true depth that the final pass computes exactly; it exists
+     * so that bottom-up nesting is refused at the level past the limit, not at STOP. */
+    uint32_t depth;
 } pk_track;
 
 typedef struct pk_vm {

@@ -186,6 +186,7 @@ static void destroy_node(pt_value *n, pt_value **worklist)
         }
         free(n->u.dict.entries);
         free(n->u.dict.index);
+        release_child(n->u.dict.meta, worklist);
         break;
     default: break;
     }

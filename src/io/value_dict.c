@@ -420,12 +420,31 @@ static pt_value *seq_copy(const pt_value *v, int depth)
     return c;
 }
 
+void pti_value_dict_set_meta(pt_value *d, pt_value *meta)
+{
+    pt_value *old = d->u.dict.meta;
+    d->u.dict.meta = meta;
+    pt_value_free(old);
+}
+
+bool pti_value_dict_meta_version(const pt_value *d, const char *prefix, int64_t *version)
+{
+    if (!d || d->kind != PT_VALUE_DICT || !d->u.dict.meta)
+        return false;
+    const pt_value *v = pt_value_get_str_ref(d->u.dict.meta, prefix);
+    if (pt_value_kind_of(v) != PT_VALUE_INT)
+        return false;
+    *version = v->u.i;
+    return true;
+}
+
 /* Keys are shared (they are immutable once hashed); values are copied. */
 static pt_value *dict_copy(const pt_value *v, int depth)
 {
     pt_value *c = pti_value_node_new(PT_VALUE_DICT, 0);
     if (!c)
         return NULL;
+    c->u.dict.meta = pt_value_retain(v->u.dict.meta);
     int64_t n = v->u.dict.len;
     if (n > 0 &&
         (!pti_value_grow((void **)&c->u.dict.entries, &c->u.dict.cap, n, sizeof(pti_dict_entry)) ||

@@ -46,6 +46,10 @@ struct pt_value {
             int64_t len, cap;
             int64_t *index; /* open addressing: entry number or -1; power-of-2 size */
             int64_t index_cap;
+            /* PyTorch's state_dict._metadata as the pickle carried it, reduced to
+             * {module prefix: version int} (an OrderedDict's BUILD state); NULL when none.
+             * Owned; shared by copies (never changed after the pickle made it). */
+            pt_value *meta;
         } dict;
     } u;
 };
@@ -66,5 +70,11 @@ pt_value pti_value_probe_str(const char *s, size_t len);
 pt_value pti_value_probe_int(int64_t i);
 /* Python repr of a key for error messages: a thread-local buffer (valid until next call). */
 const char *pti_value_key_desc(const pt_value *key);
+
+/* Sets d's _metadata (takes meta; NULL clears it). */
+void pti_value_dict_set_meta(pt_value *d, pt_value *meta);
+/* The "version" _metadata gives the module at `prefix` ("" or "bn", no trailing dot) of a
+ * state dict; false when there is none (PyTorch's version None). */
+bool pti_value_dict_meta_version(const pt_value *d, const char *prefix, int64_t *version);
 
 #endif

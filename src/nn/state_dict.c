@@ -8,11 +8,14 @@
 
 #include "../core/internal.h"
 #include "../core/strbuf.h"
+#include "../io/value_internal.h"
 #include "module_internal.h"
 
 typedef struct {
-    char *key;    /* full dotted name (malloc'd) */
-    pt_tensor *t; /* borrowed from the module */
+    char *key;              /* full dotted name (malloc'd) */
+    pt_tensor *t;           /* borrowed from the module */
+    const pt_module *owner; /* the module it belongs to */
+    size_t prefix_len;      /* of key, the owner's "a.b." */
 } state_entry;
 
 typedef struct {
@@ -20,7 +23,8 @@ typedef struct {
     int n, cap;
 } state_list;
 
-static pt_status push_entry(state_list *l, const char *prefix, const char *name, pt_tensor *t)
+static pt_status push_entry(state_list *l, const pt_module *owner, const char *prefix,
+                            const char *name, pt_tensor *t)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 16;
@@ -36,7 +40,7 @@ static pt_status push_entry(state_list *l, const char *prefix, const char *name,
         return pti_error(PT_ERR_OOM, "state_dict: out of memory");
     memcpy(key, prefix, np);
     memcpy(key + np, name, nn + 1);
-    l->items[l->n++] = (state_entry){key, t};
+    l->items[l->n++] = (state_entry){key, t, owner, np};
     return PT_OK;
 }
 
@@ -54,11 +58,11 @@ static pt_status collect(const pt_module *m, char *prefix, size_t cap, int depth
         return pti_error(PT_ERR_INVALID_ARG, "state_dict: modules nested deeper than %d levels",
                          PTI_NN_MAX_DEPTH);
     for (int i = 0; i < m->params.n; i++)
-        if (push_entry(l, prefix, m->params.items[i].name, m->params.items[i].t) != PT_OK)
+        if (push_entry(l, m, prefix, m->params.items[i].name, m->params.items[i].t) != PT_OK)
             return PT_ERR_OOM;
     for (int i = 0; i < m->buffers.n; i++)
         if (m->buffers.items[i].persistent &&
-            push_entry(l, prefix, m->buffers.items[i].name, m->buffers.items[i].t) != PT_OK)
+            push_entry(l, m, prefix, m->buffers.items[i].name, m->buffers.items[i].t) != PT_OK)
             return PT_ERR_OOM;
     size_t len = strlen(prefix);
     for (int i = 0; i < m->n_children; i++) {
@@ -144,10 +148,29 @@ static void list_section(pti_strbuf *b, const char *title, int n, const char **k
         pti_strbuf_printf(b, "\"%s\"%s", keys[i], i + 1 < n ? ", " : ". ");
 }
 
+/* PyTorch's _NormBase._load_from_state_dict: a state dict from before num_batches_tracked
+ * existed (its _metadata version for the module absent or < 2, torch <= 0.4) loads with the
+ * counter at 0 instead of a missing key. */
+static bool old_norm_counter(const pt_value *state, const state_entry *e)
+{
+    const char *type = e->owner->def.type_name;
+    if (strcmp(e->key + e->prefix_len, "num_batches_tracked") != 0 || !type ||
+        (strncmp(type, "BatchNorm", 9) != 0 && strncmp(type, "InstanceNorm", 12) != 0))
+        return false;
+    char prefix[4096];
+    size_t n = e->prefix_len ? e->prefix_len - 1 : 0; /* "a.b." -> "a.b" */
+    if (n >= sizeof prefix)
+        return false;
+    memcpy(prefix, e->key, n);
+    prefix[n] = '\0';
+    int64_t version = 0;
+    return !pti_value_dict_meta_version(state, prefix, &version) || version < 2;
+}
+
 /* Looks up every expected key; records problems in b. sources[i] receives the tensor to copy
  * (or NULL). Returns the number of problems. */
 static int match_keys(const pt_module *m, const state_list *l, const pt_value *state, bool strict,
-                      pt_tensor **sources, pti_strbuf *b)
+                      pt_tensor **sources, bool *zero, pti_strbuf *b)
 {
     int problems = 0;
     const char **missing = calloc((size_t)l->n + 1, sizeof(char *));
@@ -165,7 +188,10 @@ static int match_keys(const pt_module *m, const state_list *l, const pt_value *s
         pt_value *v = pt_value_get_str_ref(state, l->items[i].key);
         pt_tensor *src = v ? pt_value_tensor_ref(v) : NULL;
         sources[i] = NULL;
-        if (!v) {
+        zero[i] = !v && old_norm_counter(state, &l->items[i]);
+        if (zero[i]) {
+            /* set to 0 below, with the rest */
+        } else if (!v) {
             missing[n_missing++] = l->items[i].key;
         } else if (!src) {
             pti_strbuf_printf(&mismatch,
@@ -212,12 +238,15 @@ pt_status pt_nn_load_state_dict(pt_module *m, const pt_value *state, bool strict
     if (collect_state(m, &l) != PT_OK)
         return pt_last_status();
     pt_tensor **sources = calloc((size_t)l.n + 1, sizeof(*sources));
-    if (!sources) {
+    bool *zero = calloc((size_t)l.n + 1, sizeof(*zero));
+    if (!sources || !zero) {
+        free(sources);
+        free(zero);
         free_state_list(&l);
         return pti_error(PT_ERR_OOM, "pt_nn_load_state_dict: out of memory");
     }
     pti_strbuf b = {0};
-    int problems = match_keys(m, &l, state, strict, sources, &b);
+    int problems = match_keys(m, &l, state, strict, sources, zero, &b);
     pt_status st = PT_OK;
     if (problems > 0) {
         st = pti_error(PT_ERR_INVALID_ARG, "Error(s) in loading state_dict for %s:%s",
@@ -227,12 +256,15 @@ pt_status pt_nn_load_state_dict(pt_module *m, const pt_value *state, bool strict
         for (int i = 0; i < l.n && st == PT_OK; i++)
             if (sources[i])
                 st = pt_copy_(l.items[i].t, sources[i]);
+            else if (zero[i])
+                st = pt_zero_(l.items[i].t);
         pt_no_grad_end();
         if (st == PT_OK)
             pt_clear_error();
     }
     pti_strbuf_free(&b);
     free(sources);
+    free(zero);
     free_state_list(&l);
     return st;
 }

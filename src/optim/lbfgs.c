@@ -672,8 +672,20 @@ static const pt_value *get_key(const pt_value *d, const char *key)
     return NULL;
 }
 
+/* A key the next step reads; PT_ERR_FORMAT naming it when absent or None. */
+static const pt_value *need_key(const pt_value *d, const char *key)
+{
+    const pt_value *v = get_key(d, key);
+    if (!v || pt_value_is(v, PT_VALUE_NONE))
+        return pti_error_null(PT_ERR_FORMAT,
+                              "%s: LBFGS state 0 has no '%s' (the algorithm needs it)", LOP, key);
+    return v;
+}
+
 static pt_status read_scalar(const pt_value *v, const char *key, double *out)
 {
+    if (!v)
+        return pt_last_status(); /* need_key's error */
     if (pt_value_is(v, PT_VALUE_TENSOR)) {
         pt_tensor *t = pt_value_tensor_ref(v);
         if (pt_numel(t) != 1)
@@ -681,20 +693,40 @@ static pt_status read_scalar(const pt_value *v, const char *key, double *out)
         *out = pt_item(t);
         return PT_OK;
     }
-    if (!v || pt_value_as_float(v, out) != PT_OK)
+    if (pt_value_as_float(v, out) != PT_OK)
         return pti_error(PT_ERR_FORMAT, "%s: LBFGS state '%s' must be a number", LOP, key);
     return PT_OK;
 }
 
-/* A flat [n] vector from a tensor value (NULL with the error set on mismatch). */
+/* A counter: a number >= 0 (torch's are ints). */
+static pt_status read_count(const pt_value *sv, const char *key, int64_t *out)
+{
+    double v = 0.0;
+    pt_status st = read_scalar(need_key(sv, key), key, &v);
+    if (st == PT_OK && !(v >= 0.0 && v <= 9.0e15))
+        st = pti_error(PT_ERR_FORMAT, "%s: LBFGS state '%s' must be a count >= 0, got %g", LOP, key,
+                       v);
+    *out = (int64_t)v;
+    return st;
+}
+
+/* A flat [n] vector from a floating tensor value (NULL with the error set on mismatch). */
 static double *read_vec(const pt_value *v, const char *key, int64_t n)
 {
+    if (!v)
+        return NULL; /* need_key's error */
     pt_tensor *t = pt_value_tensor_ref(v);
     if (!t || pt_numel(t) != n)
         return pti_error_null(PT_ERR_SHAPE,
                               "%s: LBFGS state '%s' must be a tensor of %lld "
                               "elements",
                               LOP, key, (long long)n);
+    /* an integer or bool tensor is no direction or gradient: torch would fail in the step */
+    if (!pt_dtype_is_floating(pt_dtype_of(t)))
+        return pti_error_null(PT_ERR_DTYPE,
+                              "%s: LBFGS state '%s' must be a floating tensor like the "
+                              "parameters, got %s",
+                              LOP, key, pt_dtype_name(pt_dtype_of(t)));
     pt_tensor *c = pt_to_dtype(t, PT_FLOAT64);
     pt_tensor *cc = c ? pt_contiguous(c) : NULL;
     pt_release(c);
@@ -705,12 +737,21 @@ static double *read_vec(const pt_value *v, const char *key, int64_t n)
     return x;
 }
 
+static bool is_seq(const pt_value *v)
+{
+    return pt_value_is(v, PT_VALUE_LIST) || pt_value_is(v, PT_VALUE_TUPLE);
+}
+
 static pt_status read_history(lbfgs_state *s, const pt_value *sv)
 {
-    const pt_value *dirs = get_key(sv, "old_dirs"), *stps = get_key(sv, "old_stps");
-    const pt_value *ro = get_key(sv, "ro");
+    const pt_value *dirs = need_key(sv, "old_dirs");
+    const pt_value *stps = dirs ? need_key(sv, "old_stps") : NULL;
+    const pt_value *ro = stps ? need_key(sv, "ro") : NULL;
+    if (!ro)
+        return pt_last_status();
     int64_t h = pt_value_len(dirs);
-    if (h < 0 || pt_value_len(stps) != h || pt_value_len(ro) != h || h > s->cap)
+    if (!is_seq(dirs) || !is_seq(stps) || !is_seq(ro) || pt_value_len(stps) != h ||
+        pt_value_len(ro) != h || h > s->cap)
         return pti_error(PT_ERR_FORMAT,
                          "%s: LBFGS old_dirs, old_stps and ro must be lists of "
                          "one length <= history_size",
@@ -726,33 +767,38 @@ static pt_status read_history(lbfgs_state *s, const pt_value *sv)
     return PT_OK;
 }
 
+/* Once a step ran (n_iter >= 1) the next one continues from d, t, the history, H_diag and
+ * prev_flat_grad, so each must be there (a missing one would silently restart from zeros).
+ * 'al' is scratch space and prev_loss is overwritten before it is read: both optional, as in
+ * torch. */
 static pt_status read_state(lbfgs_state *s, const pt_value *sv, int cap)
 {
-    double v = 0.0;
-    pt_status st = read_scalar(get_key(sv, "func_evals"), "func_evals", &v);
-    s->func_evals = (int64_t)v;
-    if (st == PT_OK && (st = read_scalar(get_key(sv, "n_iter"), "n_iter", &v)) == PT_OK)
-        s->n_iter = (int64_t)v;
+    pt_status st = read_count(sv, "func_evals", &s->func_evals);
+    if (st == PT_OK)
+        st = read_count(sv, "n_iter", &s->n_iter);
     if (st == PT_OK)
         st = ensure_history(s, cap);
     const pt_value *al = get_key(sv, "al");
     s->has_al = al != NULL;
+    if (al && !is_seq(al) && st == PT_OK)
+        st = pti_error(PT_ERR_FORMAT, "%s: LBFGS state 'al' must be a list", LOP);
     for (int64_t k = 0; al && k < pt_value_len(al) && k < cap && st == PT_OK; k++) {
         const pt_value *a = pt_value_item_ref(al, k);
         s->al_set[k] = !pt_value_is(a, PT_VALUE_NONE);
         if (s->al_set[k])
             st = read_scalar(a, "al", &s->al[k]);
     }
-    if (st != PT_OK || !get_key(sv, "d"))
+    if (st != PT_OK || (s->n_iter == 0 && !get_key(sv, "d")))
         return st;
     s->has_d = true;
-    if (!(s->d = read_vec(get_key(sv, "d"), "d", s->n)) ||
-        !(s->prev_flat_grad = read_vec(get_key(sv, "prev_flat_grad"), "prev_flat_grad", s->n)))
+    if (!(s->d = read_vec(need_key(sv, "d"), "d", s->n)) ||
+        !(s->prev_flat_grad = read_vec(need_key(sv, "prev_flat_grad"), "prev_flat_grad", s->n)))
         return pt_last_status();
-    st = read_scalar(get_key(sv, "t"), "t", &s->t);
-    if (st == PT_OK)
-        st = read_scalar(get_key(sv, "prev_loss"), "prev_loss", &s->prev_loss);
-    const pt_value *h = get_key(sv, "H_diag");
+    st = read_scalar(need_key(sv, "t"), "t", &s->t);
+    const pt_value *pl = get_key(sv, "prev_loss");
+    if (st == PT_OK && pl && !pt_value_is(pl, PT_VALUE_NONE))
+        st = read_scalar(pl, "prev_loss", &s->prev_loss);
+    const pt_value *h = st == PT_OK ? need_key(sv, "H_diag") : NULL;
     s->h_diag_is_one = pt_value_is(h, PT_VALUE_INT);
     if (st == PT_OK)
         st = read_scalar(h, "H_diag", &s->h_diag);

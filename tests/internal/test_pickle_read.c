@@ -611,6 +611,75 @@ static uint8_t *repeat(const char *prefix, const char *unit, size_t n, const cha
     return b;
 }
 
+/* Unpickles b, which must fail for nesting in opcode `op`; returns the "at byte N" offset. */
+static size_t refused_at(const uint8_t *b, size_t len, storage_ctx *ctx, const char *op)
+{
+    assert_null(unpickle(b, len, false, ctx));
+    assert_int_equal(pt_last_status(), PT_ERR_FORMAT);
+    const char *msg = pt_last_error();
+    char want[64];
+    snprintf(want, sizeof want, ": %s: containers nested deeper than 1000", op);
+    if (!strstr(msg, want))
+        fail_msg("error \"%s\" lacks \"%s\"", msg, want);
+    const char *at = strstr(msg, " at byte ");
+    assert_non_null(at);
+    return (size_t)strtoull(at + 9, NULL, 10);
+}
+
+/* 8 MB of nested containers fail at the level past the limit, not at STOP: the depth is
+ * tracked as containers are filled, so millions of them are never built first. Before, the
+ * error named STOP at the last byte. */
+static void test_nesting_refused_when_reached(void **state)
+{
+    (void)state;
+    storage_ctx ctx = {0};
+    size_t len;
+    const size_t mb8 = (size_t)8 << 20;
+    /* EMPTY_TUPLE then TUPLE1 x 8M: the k-th TUPLE1 (byte k) makes depth k + 1 */
+    uint8_t *b = repeat(")", "\x85", mb8, "", "", 0, ".", &len);
+    assert_int_equal(refused_at(b, len, &ctx, "TUPLE1"), 1000);
+    free(b);
+    /* MARK key ... EMPTY_DICT DICT ...: the 1000th DICT makes depth 1001 */
+    /* (the two layouts that open every container before nesting them cost memory per level
+     * until the error: 1 MB of them keeps the test light) */
+    size_t n = ((size_t)1 << 20) / 4;
+    b = repeat("", "(K\x01", n, "}", "d", n, ".", &len);
+    assert_int_equal(refused_at(b, len, &ctx, "DICT"), 3 * n + 1 + 999);
+    free(b);
+    /* EMPTY_DICT key EMPTY_DICT ... SETITEM ...: innermost first, the 1000th SETITEM */
+    n = ((size_t)1 << 20) / 3;
+    b = repeat("}", "K\x01}", n, "", "s", n, ".", &len);
+    assert_int_equal(refused_at(b, len, &ctx, "SETITEM"), 1 + 3 * n + 999);
+    free(b);
+    /* MARK ... EMPTY_LIST LIST ...: the 1000th LIST */
+    b = repeat("", "(", mb8 / 2, "]", "l", mb8 / 2, ".", &len);
+    assert_int_equal(refused_at(b, len, &ctx, "LIST"), mb8 / 2 + 1 + 999);
+    free(b);
+    /* EMPTY_LIST x n then APPEND x n: the 1000th APPEND */
+    b = repeat("", "]", 100000, "", "a", 99999, ".", &len);
+    assert_int_equal(refused_at(b, len, &ctx, "APPEND"), 100000 + 999);
+    free(b);
+
+    /* large flat containers are not refused: 1e5 items in a list, a tuple and a dict */
+    const char *flat[][3] = {
+        {"](", "K\x01", "e."}, {"(", "K\x01", "t."}, {"}(", "K\x01K\x02", "u."}};
+    for (int f = 0; f < 3; f++) {
+        b = repeat(flat[f][0], flat[f][1], 100000, "", "", 0, flat[f][2], &len);
+        pt_value *v = unpickle(b, len, false, &ctx);
+        assert_non_null(v);
+        int64_t want = f == 2 ? 1 : 100000; /* the dict's keys are all 1 */
+        assert_int_equal(pt_value_len(v), want);
+        pt_value_free(v);
+        free(b);
+    }
+    /* 1000 levels built bottom-up are fine */
+    b = repeat(")", "\x85", 999, "", "", 0, ".", &len);
+    pt_value *v = unpickle(b, len, false, &ctx);
+    assert_non_null(v);
+    pt_value_free(v);
+    free(b);
+}
+
 static void test_nesting_cycles_and_sharing(void **state)
 {
     (void)state;
@@ -826,6 +895,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_opcodes_and_operands, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_nesting_cycles_and_sharing, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_nesting_refused_when_reached, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_truncated_at_every_byte, pt_test_setup,
                                         pt_test_teardown),
