@@ -272,36 +272,6 @@ static bool split_thinking(ps_gen *g, const char *text, size_t len, bool finish)
     return ok;
 }
 
-/* Generated text with every byte that is not valid UTF-8 replaced by U+FFFD, as Go's JSON
- * encoder does (a model may sample byte tokens that never form a character); NULL when the
- * text is valid already (the common case). */
-static char *valid_utf8(const char *text, size_t len, size_t *out_len)
-{
-    const uint8_t *s = (const uint8_t *)text;
-    size_t i = pti_utf8_invalid_at(s, len), k;
-    if (i == len)
-        return NULL;
-    char *out = malloc(len * 3 + 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (i = 0; i < len;) {
-        k = pti_utf8_char_len(s + i, len - i);
-        if (k) {
-            memcpy(out + o, s + i, k);
-            o += k;
-            i += k;
-        } else {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
-            i++;
-        }
-    }
-    out[o] = '\0';
-    *out_len = o;
-    return out;
-}
-
 static bool on_text(void *user, const char *text, size_t len)
 {
     ps_gen *g = user;
@@ -312,7 +282,9 @@ static bool on_text(void *user, const char *text, size_t len)
         ok = false;
     } else {
         size_t n_fixed = 0;
-        char *fixed = valid_utf8(text, len, &n_fixed);
+        /* bytes that are not valid UTF-8 become U+FFFD, as Go's JSON encoder does (a model may
+         * sample byte tokens that never form a character); NULL when already valid */
+        char *fixed = pti_utf8_repair(text, len, &n_fixed);
         ok = split_thinking(g, fixed ? fixed : text, fixed ? n_fixed : len, false) &&
              !g->client_gone;
         free(fixed);
