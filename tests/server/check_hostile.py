@@ -295,9 +295,14 @@ def check_ps_and_unload(port, pid, name):
     after = rss_kb(pid)
     grown = loaded - base
     check(grown > 20000, "loading grew the RSS (%d kB -> %d kB)" % (base, loaded))
-    check(after - base < grown * 0.25,
-          "unloading gives the memory back: RSS %d kB before, %d kB loaded, %d kB after"
-          % (base, loaded, after))
+    # AddressSanitizer's allocator keeps freed memory in quarantine and never trims it, so the
+    # figure means something only in an ordinary build (ctest sets PT_SANITIZE in an ASan one)
+    if os.environ.get("PT_SANITIZE") == "1":
+        print("RSS after unload not checked: AddressSanitizer build")
+    else:
+        check(after - base < grown * 0.25,
+              "unloading gives the memory back: RSS %d kB before, %d kB loaded, %d kB after"
+              % (base, loaded, after))
     print("RSS kB: before load %d, loaded %d, after unload %d" % (base, loaded, after))
 
 

@@ -382,6 +382,39 @@ static void wait_done(ps_gen *g)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* wait_done for a reply that is not streamed, watching its connection meanwhile: a client that
+ * hung up, or a server that is shutting down, cancels the generation (nobody would read the
+ * answer, and shutdown must not wait for a long generation past its grace period). True when
+ * the shutdown cancelled it. */
+static bool wait_done_watching(ps_request *r, ps_gen *g)
+{
+    bool stopped = false;
+    pthread_mutex_lock(&g->mu);
+    while (!g->done && !g->client_gone && !stopped) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000; /* how often the connection is looked at */
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &ts) != ETIMEDOUT || g->done)
+            continue;
+        if (g->deadline_ns && mono_ns() > g->deadline_ns)
+            break; /* wait_done cancels it with done_reason "length" */
+        pthread_mutex_unlock(&g->mu);
+        stopped = ps_server_stopping(r->srv);
+        bool gone = !stopped && ps_request_client_gone(r);
+        if (stopped || gone)
+            pti_engine_cancel(g->eng, g->req_id);
+        pthread_mutex_lock(&g->mu);
+        g->client_gone = g->client_gone || gone;
+    }
+    pthread_mutex_unlock(&g->mu);
+    wait_done(g);
+    return stopped;
+}
+
 void ps_gen_run(ps_request *r, ps_gen *g, pti_engine_request *req, bool stream)
 {
     req->ev.on_text = on_text;
@@ -414,9 +447,11 @@ void ps_gen_run(ps_request *r, ps_gen *g, pti_engine_request *req, bool stream)
         return; /* the callbacks write, close and free */
     }
     pthread_mutex_unlock(&g->mu);
-    wait_done(g);
+    bool stopped = wait_done_watching(r, g);
     r->tokens_out = g->stats.gen_tokens;
-    if (g->st != PT_OK)
+    if (stopped)
+        ps_api_fail(r, g->style->openai, 503, "server is shutting down");
+    else if (g->st != PT_OK)
         ps_api_fail(r, g->style->openai, ps_api_status_of(g->st), "%s", g->msg);
     else
         ps_reply_json(r, 200, g->style->whole(g));
