@@ -640,6 +640,21 @@ def check_disconnect_and_sigterm(binary):
     r2 = c2.getresponse()
     first2 = r2.readline()
     check(r2.status == 200 and first2.startswith(b"data: "), "SSE stream started %r" % first2)
+    # and a long generation whose reply is not streamed: cancelled, answered 503 (before, the
+    # server waited for it past the grace period)
+    whole = {}
+
+    def whole_reply():
+        whole["r"] = s.request("POST", "/api/generate", body={
+            "model": model, "prompt": "Count to ten thousand.", "stream": False,
+            "options": {"num_predict": 3000}}, timeout=60)
+
+    tw = threading.Thread(target=whole_reply)
+    tw.start()
+    t0 = time.time()
+    while time.time() - t0 < 5 and metric(s, "promeserve_busy_slots") < 3:
+        time.sleep(0.05)
+    check(metric(s, "promeserve_busy_slots") >= 3, "the non-streamed generation is running")
     t0 = time.time()
     s.proc.send_signal(signal.SIGTERM)
     rests = []
@@ -656,6 +671,10 @@ def check_disconnect_and_sigterm(binary):
     took = time.time() - t0
     s.stop()
     check(rc == 0 and took < 8, "SIGTERM with open streams: status %r after %.1f s" % (rc, took))
+    tw.join(30)
+    st_w, _, d_w = whole.get("r", (None, None, b""))
+    check(st_w == 503 and b"server is shutting down" in d_w,
+          "the non-streamed generation ends 503 at SIGTERM: %r %r" % (st_w, d_w[:200]))
     lines = [ln for ln in (first + rests[0]).split(b"\n") if ln.strip()]
     try:
         last = json.loads(lines[-1])
