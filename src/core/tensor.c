@@ -490,7 +490,8 @@ static double arange_at(const double *p, int64_t i)
 pt_tensor *pt_arange(double start, double end, double step, pt_dtype dt, pt_device dev)
 {
     if (dt == PT_BOOL) /* PyTorch has no bool arange, even an empty one */
-        return pti_error_null(PT_ERR_DTYPE, "pt_arange: not implemented for dtype bool");
+        return pti_error_null(PT_ERR_DTYPE, "pt_arange: dtype bool is not supported (a range of "
+                                            "bools has no meaning; PyTorch refuses it too)");
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
         return pti_error_null(
             PT_ERR_INVALID_ARG,
@@ -524,7 +525,8 @@ static double linspace_at(const double *p, int64_t i)
 pt_tensor *pt_linspace(double start, double end, int64_t steps, pt_dtype dt, pt_device dev)
 {
     if (dt == PT_BOOL && steps > 0) /* PyTorch has no bool linspace kernel (steps 0 needs none) */
-        return pti_error_null(PT_ERR_DTYPE, "pt_linspace: not implemented for dtype bool");
+        return pti_error_null(PT_ERR_DTYPE,
+                              "pt_linspace: dtype bool is not supported (PyTorch refuses it too)");
     if (steps < 0)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_linspace: steps must be >= 0, got %lld",
                               (long long)steps);

@@ -392,7 +392,7 @@ static bool check_floating_input(const pt_tensor *x, const char *op)
     if (!PTI_CHECK_ARG(x, op, "input"))
         return false;
     if (!pti_dtypes[x->dtype].is_floating) {
-        pti_error(PT_ERR_DTYPE, "%s: not implemented for dtype %s (expected a floating input)", op,
+        pti_error(PT_ERR_DTYPE, "%s: dtype %s is not supported (expected a floating input)", op,
                   pt_dtype_name(x->dtype));
         return false;
     }
@@ -411,7 +411,8 @@ static pt_tensor *threshold_forward(pt_module *self, const pt_tensor *x)
     if (!PTI_CHECK_ARG(x, "Threshold", "input"))
         return NULL;
     if (x->dtype == PT_BOOL) /* PyTorch's threshold kernel has no bool loop */
-        return pti_error_null(PT_ERR_DTYPE, "Threshold: not implemented for dtype bool");
+        return pti_error_null(PT_ERR_DTYPE,
+                              "Threshold: dtype bool is not supported (expected a number type)");
     pt_tensor *low = pt_le_scalar(x, ctx_of(self)->a);
     pt_tensor *value = scalar_like(x, ctx_of(self)->b);
     pt_tensor *y = low && value ? pt_where(low, value, x) : NULL;

@@ -624,7 +624,7 @@ pt_tensor *pt_clamp_tensor(const pt_tensor *t, const pt_tensor *min, const pt_te
      * minimum, which accept bool */
     if (t->dtype == PT_BOOL && min && max)
         return pti_error_null(PT_ERR_DTYPE,
-                              "pt_clamp_tensor: not implemented for a bool input with both "
+                              "pt_clamp_tensor: a bool input is not supported with both "
                               "'min' and 'max' tensors");
     /* min(max(t, lo), hi): NaN in any operand propagates, lo > hi gives hi (as PyTorch); the
      * gradient is clamp's own (recorded below), not that of maximum/minimum */
