@@ -236,100 +236,6 @@ static pt_module *build_model(int64_t in_channels)
     return m;
 }
 
-/* One optimization step on a batch: forward, loss, backward, SGD. Runs inside the caller's
- * scope, which frees every tensor made here (the batch, activations, the loss). */
-static pt_status train_step(pt_module *model, pt_optim *opt, pt_tensor *const *batch, pt_device dev,
-                            double *loss_value)
-{
-    pt_tensor *x = pt_to(batch[0], dev);         /* [B, C, H, W] float32, normalized */
-    pt_tensor *y = pt_to(batch[1], dev);         /* [B] int64 class indices */
-    pt_tensor *logits = pt_nn_forward(model, x); /* [B, 10] */
-    pt_tensor *loss = pt_cross_entropy(logits, y);
-    if (!loss)
-        return pt_last_status();
-    pt_optim_zero_grad(opt);
-    pt_status st = pt_backward(loss, NULL, false, false);
-    if (st == PT_OK)
-        st = pt_optim_step(opt);
-    *loss_value = pt_item(loss);
-    return st;
-}
-
-/* One epoch over the training loader (or its first o->limit batches) with a progress bar.
- * Returns the mean training loss in *mean_loss and the seconds spent in *seconds. */
-static pt_status train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train, pt_device dev,
-                             const options *o, int epoch, double *mean_loss, double *seconds)
-{
-    int64_t steps = pt_dataloader_num_batches(train);
-    if (o->limit > 0 && o->limit < steps)
-        steps = o->limit;
-    char label[32];
-    snprintf(label, sizeof(label), "epoch %d/%d", epoch, o->epochs);
-    pt_progress *bar = pt_progress_new(label, steps, o->batch_size);
-    pt_nn_train(model, true);
-    pt_status st = PT_OK;
-    for (int64_t step = 1; step <= steps && st == PT_OK; step++) {
-        double loss = 0;
-        pt_scope_begin(); /* everything of this step is freed at pt_scope_end */
-        pt_tensor *batch[2];
-        int got = pt_dataloader_next(train, batch);
-        if (got == 1)
-            st = train_step(model, opt, batch, dev, &loss);
-        else
-            st = got == 0 ? PT_ERR_RUNTIME : pt_last_status();
-        pt_scope_end();
-        pt_progress_update(bar, step, loss);
-    }
-    if (st == PT_OK)
-        st = pt_dataloader_reset(train); /* ends the epoch (needed when --limit cut it short) */
-    *mean_loss = pt_progress_mean_loss(bar);
-    *seconds = pt_progress_elapsed(bar);
-    pt_progress_finish(bar);
-    return st;
-}
-
-/* Accuracy and mean cross-entropy over the test loader (its first `limit` batches when
- * limit > 0), in eval mode without autograd. */
-static pt_status evaluate(pt_module *model, pt_dataloader *test, pt_device dev, int64_t limit,
-                          double *accuracy, double *mean_loss)
-{
-    pt_nn_eval(model);
-    pt_no_grad_begin();
-    int64_t correct = 0, total = 0;
-    double loss_sum = 0;
-    pt_status st = PT_OK;
-    int got;
-    int64_t batches = 0;
-    do {
-        pt_scope_begin();
-        pt_tensor *batch[2];
-        got = pt_dataloader_next(test, batch);
-        if (got == 1) {
-            pt_tensor *y = pt_to(batch[1], dev);
-            pt_tensor *logits = pt_nn_forward(model, pt_to(batch[0], dev));
-            pt_cross_entropy_opts sum = {.reduction = PT_REDUCTION_SUM};
-            pt_tensor *loss = pt_cross_entropy_ex(logits, y, &sum);
-            pt_tensor *hits = pt_sum(pt_eq(pt_argmax(logits, 1, false), y));
-            if (loss && hits) {
-                loss_sum += pt_item(loss);
-                correct += (int64_t)pt_item(hits);
-                total += pt_size(y, 0);
-            } else {
-                st = pt_last_status();
-            }
-        } else if (got < 0) {
-            st = pt_last_status();
-        }
-        pt_scope_end();
-    } while (got == 1 && st == PT_OK && (limit <= 0 || ++batches < limit));
-    pt_no_grad_end();
-    if (st == PT_OK && got == 1)
-        pt_dataloader_reset(test);
-    *accuracy = total ? (double)correct / (double)total : 0;
-    *mean_loss = total ? loss_sum / (double)total : 0;
-    return st;
-}
-
 /* True when s ends in ext (and has more before it). */
 static bool has_ext(const char *s, const char *ext)
 {
@@ -459,20 +365,25 @@ int main(int argc, char **argv)
     double train_seconds = 0, acc = 0;
     int status = 0;
     for (int epoch = 1; epoch <= o.epochs && status == 0; epoch++) {
-        double seconds = 0, loss = 0;
-        if (train_epoch(model, opt, train, dev, &o, epoch, &train_loss[epoch - 1], &seconds))
+        char label[32];
+        snprintf(label, sizeof(label), "epoch %d/%d", epoch, o.epochs);
+        pt_loop_opts loop = {.device = dev, .max_batches = o.limit, .label = label};
+        pt_loop_result train_r = {0}, test_r = {0};
+        if (pt_train_epoch(model, opt, train, &loop, &train_r) != PT_OK)
             status = fail("training");
-        else if (evaluate(model, test, dev, o.limit, &acc, &loss))
+        else if (pt_evaluate(model, test, &loop, &test_r) != PT_OK)
             status = fail("evaluating");
         else
             printf("epoch %d: lr %.4g, train loss %.4f, test loss %.4f, test accuracy %.4f "
                    "(%.1f s)\n",
-                   epoch, pt_optim_get_lr(opt, 0), train_loss[epoch - 1], loss, acc, seconds);
+                   epoch, pt_optim_get_lr(opt, 0), train_r.mean_loss, test_r.mean_loss,
+                   test_r.accuracy, train_r.seconds);
         if (status == 0 && pt_lr_scheduler_step(sched) != PT_OK) /* scheduler.step() */
             status = fail("stepping the learning-rate schedule");
-        train_seconds += seconds;
-        test_loss[epoch - 1] = loss;
-        test_acc[epoch - 1] = acc;
+        train_seconds += train_r.seconds;
+        train_loss[epoch - 1] = train_r.mean_loss;
+        test_loss[epoch - 1] = test_r.mean_loss;
+        test_acc[epoch - 1] = acc = test_r.accuracy;
     }
     if (status == 0 && o.save &&
         save_results(model, &o, o.epochs, train_loss, test_loss, test_acc) != PT_OK)

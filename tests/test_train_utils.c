@@ -1,6 +1,8 @@
-/* Tests of the training utilities (train_utils.h): the progress bar's output in line and
- * terminal modes, and the SVG chart writer (well-formed document, one polyline per series with
- * one point per finite value, escaping, errors). */
+/* Tests of the training utilities (train_utils.h): the classifier loop (pt_train_epoch,
+ * pt_evaluate) against PyTorch's textbook loop (fixture train_loop.ptfx, written by
+ * tests/fixtures/gen/train_loop.py), the progress bar's output in line and terminal modes, and
+ * the SVG chart writer (well-formed document, one polyline per series with one point per
+ * finite value, escaping, errors). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -259,6 +261,105 @@ static void test_plot_errors(void **state)
                            "/nonexistent-dir/x.svg");
 }
 
+/* ---- the classifier loop ------------------------------------------------------------------ */
+
+/* Copies the fixture's initial weights into the Linear(4, 3). */
+static void load_linear(pt_module *m, const pt_fixture *fx)
+{
+    pt_tensor **params = NULL;
+    assert_int_equal(pt_nn_named_parameters(m, NULL, &params), 2);
+    pt_no_grad_begin();
+    assert_int_equal(pt_copy_(params[0], fx_get(fx, "w0")), PT_OK);
+    assert_int_equal(pt_copy_(params[1], fx_get(fx, "b0")), PT_OK);
+    pt_no_grad_end();
+    free(params);
+}
+
+static void assert_linear_is(pt_module *m, const pt_fixture *fx, const char *w, const char *b)
+{
+    pt_tensor **params = NULL;
+    assert_int_equal(pt_nn_named_parameters(m, NULL, &params), 2);
+    assert_tensor_close(params[0], fx_get(fx, w), 1e-5, 1e-6);
+    assert_tensor_close(params[1], fx_get(fx, b), 1e-5, 1e-6);
+    free(params);
+}
+
+static void assert_near(double actual, double expected, double tol)
+{
+    if (fabs(actual - expected) > tol)
+        fail_msg("%.9g differs from PyTorch's %.9g", actual, expected);
+}
+
+/* One epoch with SGD + a per-batch StepLR, the evaluation pass, then an epoch cut to 2 batches:
+ * weights, losses and accuracy as PyTorch's loop gives them. */
+static void test_loop_matches_torch(void **state)
+{
+    (void)state;
+    pt_fixture *fx = fx_open("train_loop");
+    pt_tensor *data[2] = {fx_get(fx, "x"), fx_get(fx, "y")};
+    pt_dataset *ds = pt_tensor_dataset(2, data);
+    pt_dataloader *dl = pt_dataloader_new(ds, &(pt_dataloader_opts){.batch_size = 4});
+    pt_dataset_free(ds);
+    assert_non_null(dl);
+    pt_module *model = pt_nn_linear(4, 3, true);
+    load_linear(model, fx);
+    pt_sgd_opts sgd = {.lr = 0.1, .momentum = 0.9};
+    pt_optim *opt = pt_optim_sgd(model, sgd);
+    pt_lr_scheduler *sched = pt_lr_step_lr(opt, 2, 0.5);
+    assert_non_null(sched);
+    pt_loop_opts o = {.per_batch_scheduler = sched,
+                      .progress = {.mode = PT_PROGRESS_QUIET, .stream = stderr}};
+    pt_loop_result r = {0};
+
+    assert_int_equal(pt_train_epoch(model, opt, dl, &o, &r), PT_OK);
+    assert_int_equal(r.batches, 3);
+    assert_int_equal(r.samples, 10);
+    assert_near(r.mean_loss, pt_item(fx_get(fx, "epoch1.mean_loss")), 1e-6);
+    assert_linear_is(model, fx, "epoch1.w", "epoch1.b");
+
+    pt_loop_result e = {0};
+    assert_int_equal(pt_evaluate(model, dl, NULL, &e), PT_OK);
+    assert_int_equal(e.samples, 10);
+    assert_near(e.mean_loss, pt_item(fx_get(fx, "eval1.mean_loss")), 1e-6);
+    assert_near(e.accuracy, pt_item(fx_get(fx, "eval1.accuracy")), 1e-12);
+    assert_false(pt_grad_enabled() == false); /* evaluate turned autograd back on */
+
+    o.max_batches = 2;
+    assert_int_equal(pt_train_epoch(model, opt, dl, &o, &r), PT_OK);
+    assert_int_equal(r.batches, 2);
+    assert_int_equal(r.samples, 8);
+    assert_near(r.mean_loss, pt_item(fx_get(fx, "epoch2.mean_loss")), 1e-6);
+    assert_linear_is(model, fx, "epoch2.w", "epoch2.b");
+
+    pt_lr_scheduler_free(sched);
+    pt_optim_free(opt);
+    pt_nn_free(model);
+    pt_dataloader_free(dl);
+    fx_close(fx);
+}
+
+/* Bad arguments and batches without a target are errors that say so. */
+static void test_loop_errors(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_randn(PT_SHAPE(6, 4), PT_FLOAT32, pt_cpu());
+    pt_dataset *ds = pt_tensor_dataset(1, &x);
+    pt_dataloader *dl = pt_dataloader_new(ds, &(pt_dataloader_opts){.batch_size = 3});
+    pt_dataset_free(ds);
+    pt_module *model = pt_nn_linear(4, 3, true);
+    pt_optim *opt = pt_optim_sgd(model, PT_SGD_DEFAULTS);
+    pt_loop_opts quiet = {.progress = {.mode = PT_PROGRESS_QUIET, .stream = stderr}};
+    pt_loop_result r;
+    assert_pt_status_error(pt_train_epoch(NULL, opt, dl, NULL, NULL), PT_ERR_NULL, "NULL model");
+    assert_pt_status_error(pt_evaluate(model, dl, NULL, NULL), PT_ERR_NULL, "result");
+    assert_pt_status_error(pt_train_epoch(model, opt, dl, &quiet, &r), PT_ERR_INVALID_ARG,
+                           "two fields");
+    assert_pt_status_error(pt_evaluate(model, dl, NULL, &r), PT_ERR_INVALID_ARG, "two fields");
+    pt_optim_free(opt);
+    pt_nn_free(model);
+    pt_dataloader_free(dl);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, pt_test_setup, pt_test_teardown)
 
 int main(void)
@@ -266,7 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_progress_lines),  T(test_progress_lines_big_steps), T(test_progress_tty),
         T(test_progress_errors), T(test_plot_two_panels),          T(test_plot_degenerate),
-        T(test_plot_errors),
+        T(test_plot_errors),     T(test_loop_matches_torch),       T(test_loop_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,6 +137,8 @@ PT_API int pt_dataloader_next(pt_dataloader *dl, pt_tensor **fields);
 /* Abandons the rest of the current epoch and starts the next one. */
 PT_API pt_status pt_dataloader_reset(pt_dataloader *dl);
 PT_API int64_t pt_dataloader_num_batches(const pt_dataloader *dl);
+/* The batch size it was made with (the last batch of an epoch may be smaller); -1 for NULL. */
+PT_API int64_t pt_dataloader_batch_size(const pt_dataloader *dl);
 /* Stops and joins the workers, drops prefetched batches and the dataset reference. */
 PT_API void pt_dataloader_free(pt_dataloader *dl);
 

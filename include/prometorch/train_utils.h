@@ -1,6 +1,7 @@
-/* PromeTorch training utilities: a progress bar for training loops and an SVG line-chart
- * writer for loss/accuracy curves. They keep the example programs (examples/) one readable file
- * each and are available to any training program.
+/* PromeTorch training utilities: a classifier's training and evaluation loop (one epoch each,
+ * with a progress bar), the progress bar itself and an SVG line-chart writer for loss/accuracy
+ * curves. They keep the example programs (examples/) short readable files and are available to
+ * any training program.
  *
  *     pt_progress *bar = pt_progress_new("epoch 1/5", n_batches, batch_size);
  *     for (int64_t step = 1; step <= n_batches; step++) {
@@ -16,6 +17,10 @@
 
 #include <stdio.h>
 
+#include "data.h"
+#include "lr_scheduler.h"
+#include "nn.h"
+#include "optim.h"
 #include "types.h"
 
 #ifdef __cplusplus
@@ -76,6 +81,46 @@ PT_API double pt_progress_mean_loss(const pt_progress *p);
 PT_API void pt_progress_finish(pt_progress *p);
 /* Frees p without printing. NULL is a no-op. */
 PT_API void pt_progress_free(pt_progress *p);
+
+/* ---- a classifier's training and evaluation loop ------------------------------------------- */
+
+/* Settings of pt_train_epoch and pt_evaluate; the zero value is the default. */
+typedef struct pt_loop_opts {
+    pt_device device;    /* batches are moved here before the forward (zero value: CPU) */
+    int64_t max_batches; /* > 0: stop after this many batches (quick checks) */
+    pt_lr_scheduler *per_batch_scheduler; /* pt_train_epoch: stepped after every optimizer
+                                           * step (OneCycleLR-style); NULL: none */
+    const char *label;                    /* pt_train_epoch's progress-bar label ("epoch 1/5");
+                                           * NULL: "train" */
+    pt_progress_opts progress; /* how pt_train_epoch draws its bar (pt_evaluate draws none) */
+} pt_loop_opts;
+
+/* What one pass over a loader measured. */
+typedef struct pt_loop_result {
+    double mean_loss; /* train: mean of the batches' losses; evaluate: per sample */
+    double accuracy;  /* evaluate: share of samples whose argmax is the target; train: 0 */
+    int64_t batches;  /* batches run */
+    int64_t samples;  /* samples seen */
+    double seconds;   /* wall-clock time of the pass */
+} pt_loop_result;
+
+/* One training epoch of a classifier, as the usual PyTorch loop writes it: model.train(); for
+ * each batch (x, y) of `train` (fields 0 and 1: inputs and int64 class indices): x, y moved to
+ * the device, logits = model(x), loss = cross_entropy(logits, y), zero_grad, backward, step
+ * (then the per-batch scheduler's step). Each batch runs in its own scope, so nothing of it
+ * outlives the step. A progress bar shows the running mean loss. When max_batches cut the
+ * epoch short the loader is reset, so the next call starts a new epoch. opts and result may be
+ * NULL. Returns the first failing call's status (the message is its own), PT_ERR_RUNTIME when the
+ * loader ends before its length said, or PT_ERR_INVALID_ARG when its batches have fewer than
+ * two fields. */
+PT_API pt_status pt_train_epoch(pt_module *model, pt_optim *opt, pt_dataloader *train,
+                                const pt_loop_opts *opts, pt_loop_result *result);
+
+/* Accuracy and mean cross-entropy of a classifier over `test` (its first max_batches batches
+ * when set) in eval mode with autograd off (model.eval(); torch.no_grad()). The loader is left
+ * at the start of its next epoch. opts may be NULL; result must not be. */
+PT_API pt_status pt_evaluate(pt_module *model, pt_dataloader *test, const pt_loop_opts *opts,
+                             pt_loop_result *result);
 
 /* ---- SVG line charts ------------------------------------------------------------------------- */
 

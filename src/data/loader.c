@@ -249,6 +249,11 @@ int64_t pt_dataloader_num_batches(const pt_dataloader *dl)
     return dl ? dl->nbatches : -1;
 }
 
+int64_t pt_dataloader_batch_size(const pt_dataloader *dl)
+{
+    return dl ? dl->o.batch_size : -1;
+}
+
 int pt_dataloader_next(pt_dataloader *dl, pt_tensor **fields)
 {
     if (!dl || !fields)
