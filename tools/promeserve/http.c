@@ -1177,7 +1177,29 @@ static bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
-#define DRAIN_MAX ((size_t)16 << 20)
+/* Once a body is past its limit nothing more of it is kept: what was buffered is freed (a
+ * blob's temporary file removed) and the rest read and dropped, however long it is, so that
+ * the client gets the 413 (a chunked body has no Content-Length to refuse up front, and MHD
+ * cannot queue an answer in the middle of a body). Dropping costs no memory; the time it can
+ * take is bounded by the watchdog's body timeout, as a JSON body's whole is (a blob upload's
+ * from the moment it passed --max-blob). */
+static void drop_body(conn_state *cs)
+{
+    cs->body_too_large = true;
+    free(cs->body);
+    cs->body = NULL;
+    cs->body_len = cs->body_cap = 0;
+    if (cs->body_fd >= 0) {
+        close(cs->body_fd);
+        cs->body_fd = -1;
+    }
+    if (cs->body_path[0]) {
+        unlink(cs->body_path);
+        cs->body_path[0] = '\0';
+    }
+    if (cs->rt && cs->rt->body == BODY_FILE)
+        conn_set_phase(cs->h, cs->connection, PHASE_BODY);
+}
 
 /* Takes one piece of the body. False when the connection should be dropped. */
 static bool take_body(conn_state *cs, const char *data, size_t n)
@@ -1185,13 +1207,10 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
     const ps_config *cfg = &cs->h->srv->cfg;
     size_t limit = cs->rt && cs->rt->body == BODY_FILE ? cfg->max_blob : cfg->max_body;
     if (cs->body_too_large || cs->body_len + n > limit) {
-        cs->body_too_large = true;
+        if (!cs->body_too_large)
+            drop_body(cs);
         cs->discarded += n;
-        /* keep reading (and dropping) the rest so that the client gets the 413: a chunked body
-         * has no Content-Length to refuse up front, and MHD cannot queue an answer in the
-         * middle of a body. Dropping is cheap, but a body more than DRAIN_MAX past the limit
-         * is cut (the client sees the connection close). */
-        return cs->discarded <= DRAIN_MAX;
+        return true;
     }
     if (cs->rt && cs->rt->body == BODY_FILE) {
         if (cs->body_fd < 0)
