@@ -9,12 +9,13 @@ Checks, against `promeserve serve` over a temporary store with the tiny qwen3 fi
   of "victim\\u0000 other" must not delete "victim"); every JSON reply is valid UTF-8 (raw
   invalid bytes in a system prompt come back as U+FFFD, as Go's encoding/json decodes them);
   lone surrogate escapes become U+FFFD while pairs stay; the last of duplicate keys wins;
-  temporary files of interrupted uploads and creates are removed when the server starts;
-  browser-extension origins only when OLLAMA_ORIGINS lists them; "adapters" in /api/create is
-  400; numbers in show's parameters and Modelfile print as Go's %v does (top_k 40, 1e+06);
-  a chunked body far over --max-body (40 MB) gets 413 and costs no memory; /api/ps and /api/tags agree on parameter_size;
-  unloading a model (keep_alive 0) gives its memory back (VmRSS); /v1 errors (401, 404, 405)
-  use OpenAI's error object (401 with --api-key too).
+  temporary files of interrupted uploads and creates (older than an hour) are removed when the
+  server starts; browser-extension origins only when OLLAMA_ORIGINS lists them; "adapters" in
+  /api/create is 400; numbers in show's parameters and Modelfile print as Go's %v does (top_k
+  40, 1e+06); a chunked body far over --max-body (40 MB) gets 413 and costs no memory;
+  /api/ps and /api/tags agree on parameter_size; unloading a model (keep_alive 0) gives its
+  memory back (VmRSS); /v1 errors (401, 404, 405) use OpenAI's error object (401 with
+  --api-key too).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or fixture is missing.
 """
 import hashlib
@@ -245,7 +246,8 @@ def check_api_key_errors(binary, store):
 
 
 def check_prune(binary, store):
-    """Leftovers of an interrupted upload and create are gone once the server started."""
+    """Leftovers of an interrupted upload and create older than an hour are gone once the
+    server started; a recent one stays (Ollama's layerPruneGracePeriod)."""
     blobs = os.path.join(store, "blobs")
     mdir = os.path.join(store, "manifests", "registry.ollama.ai", "library", "tiny")
     os.makedirs(blobs, exist_ok=True)
@@ -253,14 +255,20 @@ def check_prune(binary, store):
     junk = [os.path.join(blobs, ".upload-Ab12Cd"), os.path.join(blobs, "upload-Xy34Zw"),
             os.path.join(blobs, ".sha256-%s.tmp-123-0" % ("a" * 64)),
             os.path.join(mdir, ".latest.tmp-123-4")]
+    old = time.time() - 2 * 3600  # past the prune's hour of grace
     for p in junk:
         with open(p, "wb") as f:
             f.write(b"partial")
+        os.utime(p, (old, old))
+    recent = os.path.join(blobs, ".upload-Recent")  # maybe another process's upload
+    with open(recent, "wb") as f:
+        f.write(b"partial")
     keep = [p for p in os.listdir(blobs) if p.startswith("sha256-")]
     srv = ServerProcess(binary, ["--quiet"], store=store)
     try:
         for p in junk:
             check(not os.path.exists(p), "leftover %s removed at start" % os.path.basename(p))
+        check(os.path.exists(recent), "a leftover younger than an hour stays")
         check(all(os.path.exists(os.path.join(blobs, p)) for p in keep), "blobs are kept")
         check(show(srv.port, "victim")[0] == 200, "models still there after the prune")
     finally:

@@ -50,6 +50,7 @@ typedef struct ps_config {
     char api_key[256];          /* --api-key / PROMESERVE_API_KEY; "" none */
     char origins[4096];         /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
     bool quiet;                 /* no access log */
+    bool no_prune;              /* OLLAMA_NOPRUNE: no prune of the store at start */
     int64_t header_timeout_ns;  /* --header-timeout: a connection must send its request
                                  * headers within this (slow clients are cut); default 10 s */
 } ps_config;
