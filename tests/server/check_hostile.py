@@ -8,7 +8,8 @@ Checks, against `promeserve serve` over a temporary store with the tiny qwen3 fi
   names with a NUL (\\u0000) or invalid UTF-8 are refused with 400 and touch nothing (a delete
   of "victim\\u0000 other" must not delete "victim"); every JSON reply is valid UTF-8 (raw
   invalid bytes in a system prompt come back as U+FFFD, as Go's encoding/json decodes them);
-  lone surrogate escapes become U+FFFD while pairs stay; the last of duplicate keys wins;
+  lone surrogate escapes become U+FFFD while pairs stay; the last of duplicate keys wins, and
+  keys match fields case-insensitively as Go decodes them ({"Model": ...} is model);
   temporary files of interrupted uploads and creates (older than an hour) are removed when the
   server starts; browser-extension origins only when OLLAMA_ORIGINS lists them; "adapters" in
   /api/create is 400; numbers in show's parameters and Modelfile print as Go's %v does (top_k
@@ -124,6 +125,31 @@ def check_strings(port, digest):
     check(st == 200, "duplicate key: the last wins (%d %r)" % (st, d))
     st, _, d = call(port, "POST", "/api/show", b'{"model":"u2","x":{"k":1,"k":[2]},"model":"nope"}')
     check(st == 404, "duplicate key: the last wins, nested objects too (%d %r)" % (st, d))
+    # keys match fields case-insensitively, as Go decodes into Ollama's structs
+    st, _, d = call(port, "POST", "/api/show", b'{"Model":"u2"}')
+    check(st == 200, "\"Model\" is model (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "POST", "/api/show", b'{"MODEL":"nope","model":"u2"}')
+    check(st == 200, "keys differing in case: the last wins (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "POST", "/api/show", b'{"model":"u2","MoDeL":"nope"}')
+    check(st == 404, "keys differing in case: the last wins, exact or not (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "DELETE", "/api/delete", b'{"Name":"u2\\u0000 x"}')
+    check(st == 400 and show(port, "u2")[0] == 200,
+          "a NUL in a folded name key is refused too, nothing deleted (%d %r)" % (st, d[:120]))
+    # Go's Unicode simple folding: U+017F (long s) is s, U+212A (Kelvin) is K; nested structs
+    # (messages) fold too; a map's keys (files) stay as sent
+    body = ('{"MODEL":"fold1","Files":{"M.gguf":"%s"},"\u017fystem":"folded","Stream":false,'
+            '"Messages":[{"ROLE":"user","Content":"hi"}]}' % digest).encode()
+    st, h, d = call(port, "POST", "/api/create", body)
+    check(st == 200 and strict_json(d) == {"status": "success"},
+          "create with folded keys, not streamed (%d %r)" % (st, d[:200]))
+    st, j = show(port, "fold1")
+    check(st == 200 and (j or {}).get("system") == "folded" and
+          (j or {}).get("messages") == [{"role": "user", "content": "hi"}],
+          "folded keys reach their fields: system, messages (%d %r)" % (st, j and
+                                                                         j.get("messages")))
+    st, _, d = call(port, "POST", "/api/show", '{"model":"fold1","verbose":true,'
+                    '"\u212a":1}'.encode())
+    check(st == 200, "an unknown folded key is ignored (%d)" % st)
 
 
 def check_create_fields(port, digest):

@@ -1104,6 +1104,7 @@ static bool parse_json_body(conn_state *cs)
     char *fixed = ps_json_normalize(b, n, &fixed_n); /* strings as Go reads them */
     cJSON *j = cJSON_ParseWithLength(fixed ? fixed : b, fixed ? fixed_n : n);
     free(fixed);
+    ps_json_fold_keys(j); /* {"Model": ...} is model, as Go decodes it */
     ps_json_last_key_wins(j);
     if (!j) {
         reply_bad_request(cs, 400, "invalid JSON (nested too deeply or too large)");
