@@ -172,8 +172,8 @@ typedef enum ps_embed_form {
 /* Answers 200 with before's members, "key": [the list of vecs], after's members, the text
  * generated while it is sent (api_embed_reply.c): the whole reply never sits in memory.
  * Takes over vecs->v, before and after (objects of the fields around the list). */
-void ps_api_reply_embeddings(ps_request *r, ps_embed_vecs *vecs, ps_embed_form form,
-                             cJSON *before, const char *key, cJSON *after);
+void ps_api_reply_embeddings(ps_request *r, ps_embed_vecs *vecs, ps_embed_form form, cJSON *before,
+                             const char *key, cJSON *after);
 /* One vector as a raw JSON array node (the numbers as the batch reply writes them). */
 cJSON *ps_api_embed_vector_json(const float *v, int n);
 /* The `dimensions` field: absent/null 0; else a positive integer, or false after 400. */

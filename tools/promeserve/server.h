@@ -92,8 +92,8 @@ void ps_reply_text(ps_request *r, int status, const char *content_type, const ch
 /* Status with an empty body. */
 void ps_reply_status(ps_request *r, int status);
 /* A reply whose body a generator writes while it is sent, so a big body (an embedding batch)
- * never sits in memory as a whole: fill(user, out, max) writes at most max bytes (max is at
- * least 1024) and returns how many, 0 at the end; it must not fail (allocate up front).
+ * never sits in memory as a whole: fill(user, out, max) writes at most max bytes (max >= 1)
+ * and returns how many, 0 at the end; it must not fail (allocate up front).
  * release(user) runs once the body is sent or the client is gone (and when queuing failed).
  * A body that ends within the first 16 KiB is sent with a Content-Length, a longer one
  * chunked, as Go's net/http does. */
