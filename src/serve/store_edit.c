@@ -1,9 +1,10 @@
-/* Writing the model store: copy, delete (with garbage collection of unreferenced blobs),
- * blob upload, and create from uploaded GGUF blobs and/or an existing model (see
- * store_ops.h). Every file appears under its final name by rename(2) of a fully written
+/* Writing the model store: copy, delete (with garbage collection of unreferenced blobs), the
+ * prune at start, blob upload, and create from uploaded GGUF blobs and/or an existing model
+ * (see store_ops.h). Every file appears under its final name by rename(2) of a fully written
  * temporary file in the same directory; one process-wide lock serialises the writers. */
 #include "store_ops.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -242,6 +243,76 @@ int pti_store_delete(const char *root, const char *name)
     free(gc.used.d);
     cJSON_Delete(man);
     return PTI_STORE_OK;
+}
+
+/* ---- the prune at start ---------------------------------------------------------------------- */
+
+/* Removes the blobs (sha256-<hex> files of blobs/) older than before_s that used lacks. */
+static int prune_unused_blobs(const char *root, const digest_set *used, int64_t before_s)
+{
+    char dir[4200];
+    if (snprintf(dir, sizeof dir, "%s/blobs", root) >= (int)sizeof dir)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        char digest[80], path[4352];
+        if (strncmp(e->d_name, "sha256-", 7) || strlen(e->d_name) != 7 + 64)
+            continue;
+        snprintf(digest, sizeof digest, "sha256:%s", e->d_name + 7);
+        struct stat st;
+        if (!pti_store_digest_valid(digest) || set_has(used, digest) ||
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+            lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_mtime >= before_s)
+            continue;
+        if (unlink(path) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+/* rmdir of every empty directory under dir (dir itself stays), deepest first. */
+static void prune_empty_dirs(const char *dir, int depth)
+{
+    DIR *d = depth < 8 ? opendir(dir) : NULL; /* manifests/host/namespace/model/tag */
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[4352];
+        struct stat st;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path ||
+            lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        prune_empty_dirs(path, depth + 1);
+        rmdir(path); /* fails, as it should, when something is left in it */
+    }
+    closedir(d);
+}
+
+int pti_store_prune(const char *root, int64_t now_s)
+{
+    pthread_mutex_lock(&store_lock);
+    gc_state gc = {0};
+    pti_store_walk(root, collect_used, &gc);
+    int removed = -1;
+    if (gc.broken) {
+        fprintf(stderr, "model store: warning: a manifest is corrupt, so nothing is pruned; "
+                        "re-create or delete that model to clear it\n");
+    } else {
+        int64_t before = now_s - PTI_STORE_PRUNE_GRACE_S;
+        removed =
+            pti_store_prune_temporaries(root, before) + prune_unused_blobs(root, &gc.used, before);
+        char dir[4200];
+        if (snprintf(dir, sizeof dir, "%s/manifests", root) < (int)sizeof dir)
+            prune_empty_dirs(dir, 0);
+    }
+    pthread_mutex_unlock(&store_lock);
+    free(gc.used.d);
+    return removed;
 }
 
 /* ---- blobs ----------------------------------------------------------------------------------- */

@@ -1096,7 +1096,7 @@ static bool is_atomic_tmp(const char *name)
     return name[0] == '.' && strstr(name, ".tmp-") != NULL;
 }
 
-static int prune_dir(const char *dir, bool blobs, int depth)
+static int prune_dir(const char *dir, bool blobs, int depth, int64_t before_s)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -1113,11 +1113,11 @@ static int prune_dir(const char *dir, bool blobs, int depth)
             continue;
         if (S_ISDIR(st.st_mode)) {
             if (!blobs && depth < 8) /* manifests/host/namespace/model/tag */
-                removed += prune_dir(path, false, depth + 1);
+                removed += prune_dir(path, false, depth + 1, before_s);
             continue;
         }
-        if (!S_ISREG(st.st_mode))
-            continue;
+        if (!S_ISREG(st.st_mode) || (int64_t)st.st_mtime >= before_s)
+            continue; /* a recent file may be another process's write in progress */
         bool junk = blobs ? !is_blob_name(e->d_name) : is_atomic_tmp(e->d_name);
         if (junk && unlink(path) == 0)
             removed++;
@@ -1126,13 +1126,13 @@ static int prune_dir(const char *dir, bool blobs, int depth)
     return removed;
 }
 
-int pti_store_prune_temporaries(const char *root)
+int pti_store_prune_temporaries(const char *root, int64_t before_s)
 {
     char dir[4200];
     int removed = 0;
     if (snprintf(dir, sizeof dir, "%s/blobs", root) < (int)sizeof dir)
-        removed += prune_dir(dir, true, 0);
+        removed += prune_dir(dir, true, 0, before_s);
     if (snprintf(dir, sizeof dir, "%s/manifests", root) < (int)sizeof dir)
-        removed += prune_dir(dir, false, 0);
+        removed += prune_dir(dir, false, 0, before_s);
     return removed;
 }

@@ -127,10 +127,23 @@ cJSON *pti_store_read_manifest(const char *path, char hex[65]);
  * false to stop. */
 typedef bool (*pti_store_visit)(const char *name, const char *path, void *user);
 void pti_store_walk(const char *root, pti_store_visit visit, void *user);
-/* Removes the leftovers of interrupted uploads and creates under the store root: files in
- * blobs/ not named sha256-<64 hex> (upload temporaries, as Ollama's PruneLayers removes them)
- * and the ".NAME.tmp-PID-N" files of atomic writes in blobs/ and manifests/. Returns how many
- * were removed. Run it at start, before anything writes to the store. */
-int pti_store_prune_temporaries(const char *root);
+/* Removes the leftovers of interrupted uploads and creates under the store root last modified
+ * before before_s (Unix seconds): files in blobs/ not named sha256-<64 hex> (upload
+ * temporaries, as Ollama's PruneLayers removes partial files) and the ".NAME.tmp-PID-N" files
+ * of atomic writes in blobs/ and manifests/. Returns how many were removed. */
+int pti_store_prune_temporaries(const char *root, int64_t before_s);
+
+/* A file in the store younger than this is never pruned: it may be another process's write
+ * whose manifest is not written yet (Ollama's layerPruneGracePeriod, one hour). */
+#define PTI_STORE_PRUNE_GRACE_S 3600
+
+/* Ollama's prune at start (PruneLayers, then PruneDirectory of manifests/; the caller skips it
+ * when OLLAMA_NOPRUNE is set): when every manifest reads (else nothing is removed, with a
+ * warning, as Ollama skips the prune on a corrupt manifest), the files of blobs/ and
+ * manifests/ last modified more than PTI_STORE_PRUNE_GRACE_S before now_s that are
+ * leftovers (pti_store_prune_temporaries) or blobs no manifest references (its config or a
+ * layer) are removed, then the empty directories under manifests/. Returns how many files
+ * were removed, -1 when a manifest could not be read. Run it before anything writes. */
+int pti_store_prune(const char *root, int64_t now_s);
 
 #endif

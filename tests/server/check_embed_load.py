@@ -1,7 +1,9 @@
 """/api/embed with many inputs does not take the whole server (tiny fixture model): 8 chats sent
 while a big batch runs are answered before the batch ends; a client that hangs up stops its
 batch (the busy slots drop to 0); SIGTERM during a big batch exits on one signal within the
-10 s grace period. Usage: check_embed_load.py PROMESERVE [FIXTURES]. Standard library only."""
+10 s grace period; the big batch's reply is written while it is sent, so the server's peak
+RSS grows by well under the reply's size (it used to grow by twice the reply: a JSON tree of
+every vector, then its printed text). Usage: check_embed_load.py PROMESERVE [FIXTURES]. Standard library only."""
 import http.client
 import json
 import os
@@ -66,11 +68,22 @@ def test_small_batch(port):
           "3 inputs, 3 vectors: %d" % st)
 
 
-def test_chat_not_starved(port):
+def vm_kb(pid, key):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_chat_not_starved(srv):
+    port = srv.port
     done = {}
+    hwm0 = vm_kb(srv.proc.pid, "VmHWM")
 
     def big():
-        done["status"], _ = request(port, "POST", "/api/embed", big_body(N_BIG), timeout=600)
+        done["status"], done["reply"] = request(port, "POST", "/api/embed", big_body(N_BIG),
+                                                timeout=600)
         done["t"] = time.time()
 
     t = threading.Thread(target=big)
@@ -100,6 +113,22 @@ def test_chat_not_starved(port):
     print("8 chats answered in %.2f s while the batch ran" % (t_chat - t0))
     t.join()
     check(done.get("status") == 200, "the big batch ends 200: %r" % done.get("status"))
+    reply = done.get("reply") or b""
+    try:
+        embs = json.loads(reply).get("embeddings", [])
+    except ValueError:
+        embs = []
+    check(len(embs) == N_BIG and all(len(e) == len(embs[0]) for e in embs),
+          "%d vectors in the reply (%d)" % (N_BIG, len(embs)))
+    grown = vm_kb(srv.proc.pid, "VmHWM") - hwm0
+    print("peak RSS grew by %d kB for a reply of %d kB" % (grown, len(reply) // 1024))
+    # AddressSanitizer's quarantine keeps freed memory, so the peak means nothing there
+    if os.environ.get("PT_SANITIZE") == "1":
+        print("peak RSS not checked: AddressSanitizer build")
+    else:
+        check(grown * 1024 < 0.75 * len(reply),
+              "the reply is streamed: peak RSS grew by %d kB, under 3/4 of the %d kB reply"
+              % (grown, len(reply) // 1024))
 
 
 def test_hangup(port):
@@ -150,7 +179,7 @@ def main():
                                       gguf])
     try:
         test_small_batch(srv.port)
-        test_chat_not_starved(srv.port)
+        test_chat_not_starved(srv)
         test_hangup(srv.port)
         test_sigterm(srv)
     except Exception as e:

@@ -8,13 +8,15 @@ Checks, against `promeserve serve` over a temporary store with the tiny qwen3 fi
   names with a NUL (\\u0000) or invalid UTF-8 are refused with 400 and touch nothing (a delete
   of "victim\\u0000 other" must not delete "victim"); every JSON reply is valid UTF-8 (raw
   invalid bytes in a system prompt come back as U+FFFD, as Go's encoding/json decodes them);
-  lone surrogate escapes become U+FFFD while pairs stay; the last of duplicate keys wins;
-  temporary files of interrupted uploads and creates are removed when the server starts;
-  browser-extension origins only when OLLAMA_ORIGINS lists them; "adapters" in /api/create is
-  400; numbers in show's parameters and Modelfile print as Go's %v does (top_k 40, 1e+06);
-  a chunked body far over --max-body gets 413; /api/ps and /api/tags agree on parameter_size;
-  unloading a model (keep_alive 0) gives its memory back (VmRSS); /v1 errors (401, 404, 405)
-  use OpenAI's error object (401 with --api-key too).
+  lone surrogate escapes become U+FFFD while pairs stay; the last of duplicate keys wins, and
+  keys match fields case-insensitively as Go decodes them ({"Model": ...} is model);
+  temporary files of interrupted uploads and creates (older than an hour) are removed when the
+  server starts; browser-extension origins only when OLLAMA_ORIGINS lists them; "adapters" in
+  /api/create is 400; numbers in show's parameters and Modelfile print as Go's %v does (top_k
+  40, 1e+06); a chunked body far over --max-body (40 MB) gets 413 and costs no memory;
+  /api/ps and /api/tags agree on parameter_size; unloading a model (keep_alive 0) gives its
+  memory back (VmRSS); /v1 errors (401, 404, 405) use OpenAI's error object (401 with
+  --api-key too).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or fixture is missing.
 """
 import hashlib
@@ -123,6 +125,31 @@ def check_strings(port, digest):
     check(st == 200, "duplicate key: the last wins (%d %r)" % (st, d))
     st, _, d = call(port, "POST", "/api/show", b'{"model":"u2","x":{"k":1,"k":[2]},"model":"nope"}')
     check(st == 404, "duplicate key: the last wins, nested objects too (%d %r)" % (st, d))
+    # keys match fields case-insensitively, as Go decodes into Ollama's structs
+    st, _, d = call(port, "POST", "/api/show", b'{"Model":"u2"}')
+    check(st == 200, "\"Model\" is model (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "POST", "/api/show", b'{"MODEL":"nope","model":"u2"}')
+    check(st == 200, "keys differing in case: the last wins (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "POST", "/api/show", b'{"model":"u2","MoDeL":"nope"}')
+    check(st == 404, "keys differing in case: the last wins, exact or not (%d %r)" % (st, d[:120]))
+    st, _, d = call(port, "DELETE", "/api/delete", b'{"Name":"u2\\u0000 x"}')
+    check(st == 400 and show(port, "u2")[0] == 200,
+          "a NUL in a folded name key is refused too, nothing deleted (%d %r)" % (st, d[:120]))
+    # Go's Unicode simple folding: U+017F (long s) is s, U+212A (Kelvin) is K; nested structs
+    # (messages) fold too; a map's keys (files) stay as sent
+    body = ('{"MODEL":"fold1","Files":{"M.gguf":"%s"},"\u017fystem":"folded","Stream":false,'
+            '"Messages":[{"ROLE":"user","Content":"hi"}]}' % digest).encode()
+    st, h, d = call(port, "POST", "/api/create", body)
+    check(st == 200 and strict_json(d) == {"status": "success"},
+          "create with folded keys, not streamed (%d %r)" % (st, d[:200]))
+    st, j = show(port, "fold1")
+    check(st == 200 and (j or {}).get("system") == "folded" and
+          (j or {}).get("messages") == [{"role": "user", "content": "hi"}],
+          "folded keys reach their fields: system, messages (%d %r)" % (st, j and
+                                                                         j.get("messages")))
+    st, _, d = call(port, "POST", "/api/show", '{"model":"fold1","verbose":true,'
+                    '"\u212a":1}'.encode())
+    check(st == 200, "an unknown folded key is ignored (%d)" % st)
 
 
 def check_create_fields(port, digest):
@@ -182,10 +209,18 @@ def chunked_post(port, path, total, piece=65536):
     return (int(m.group(1)), data) if m else (-1, data or b"no answer")
 
 
-def check_body_limit(port):
+def check_body_limit(port, pid):
     st, d = chunked_post(port, "/api/show", 8 << 20)
     check(st == 413, "a chunked body 8 MB over --max-body 64K gets 413 (%d %r)" % (st, d[:200]))
     check(call(port, "GET", "/")[0] == 200, "still serving after the chunked 413")
+    # however far past the limit: the rest is dropped, not kept (it used to be cut 16 MiB past
+    # the limit, and the client saw the connection close instead of the 413)
+    hwm = vm_kb(pid, "VmHWM")
+    st, d = chunked_post(port, "/api/show", 40 << 20)
+    grown = vm_kb(pid, "VmHWM") - hwm
+    check(st == 413, "a chunked body 40 MB over --max-body 64K gets 413 (%d %r)" % (st, d[:200]))
+    check(grown < 8192, "and the server's peak RSS does not grow with it (%d kB)" % grown)
+    check(call(port, "GET", "/")[0] == 200, "still serving after the 40 MB chunked 413")
 
 
 def check_openai_errors(port):
@@ -237,7 +272,8 @@ def check_api_key_errors(binary, store):
 
 
 def check_prune(binary, store):
-    """Leftovers of an interrupted upload and create are gone once the server started."""
+    """Leftovers of an interrupted upload and create older than an hour are gone once the
+    server started; a recent one stays (Ollama's layerPruneGracePeriod)."""
     blobs = os.path.join(store, "blobs")
     mdir = os.path.join(store, "manifests", "registry.ollama.ai", "library", "tiny")
     os.makedirs(blobs, exist_ok=True)
@@ -245,26 +281,36 @@ def check_prune(binary, store):
     junk = [os.path.join(blobs, ".upload-Ab12Cd"), os.path.join(blobs, "upload-Xy34Zw"),
             os.path.join(blobs, ".sha256-%s.tmp-123-0" % ("a" * 64)),
             os.path.join(mdir, ".latest.tmp-123-4")]
+    old = time.time() - 2 * 3600  # past the prune's hour of grace
     for p in junk:
         with open(p, "wb") as f:
             f.write(b"partial")
+        os.utime(p, (old, old))
+    recent = os.path.join(blobs, ".upload-Recent")  # maybe another process's upload
+    with open(recent, "wb") as f:
+        f.write(b"partial")
     keep = [p for p in os.listdir(blobs) if p.startswith("sha256-")]
     srv = ServerProcess(binary, ["--quiet"], store=store)
     try:
         for p in junk:
             check(not os.path.exists(p), "leftover %s removed at start" % os.path.basename(p))
+        check(os.path.exists(recent), "a leftover younger than an hour stays")
         check(all(os.path.exists(os.path.join(blobs, p)) for p in keep), "blobs are kept")
         check(show(srv.port, "victim")[0] == 200, "models still there after the prune")
     finally:
         srv.end(signal.SIGTERM, 15)
 
 
-def rss_kb(pid):
+def vm_kb(pid, key):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kb(pid):
+    return vm_kb(pid, "VmRSS")
 
 
 def check_ps_and_unload(port, pid, name):
@@ -332,7 +378,7 @@ def main():
         check_names(port, digest)
         check_strings(port, digest)
         check_create_fields(port, digest)
-        check_body_limit(port)
+        check_body_limit(port, srv.proc.pid)
         check_openai_errors(port)
         smol = find_model("SmolLM2-135M-Instruct.Q4_1.gguf")
         if smol:

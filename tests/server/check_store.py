@@ -16,6 +16,9 @@ DELETE /api/delete (404 the second time, unreferenced blobs removed, shared ones
 When the official `ollama` Python client is importable, the same store is also driven through
 it (list, show, create_blob, create, copy, delete, pull's error). When `promeserve list` is
 dispatched by main.c, the CLI's list/show/cp/rm output is checked against the same store.
+The prune at start, as Ollama's PruneLayers: a blob no manifest references (older than the
+hour of grace) is gone after a start, a recent one stays, a referenced one always stays;
+OLLAMA_NOPRUNE=1 keeps everything; a corrupt manifest keeps every blob (Ollama skips the prune).
 Prints "N passed, M failed"; exits 1 on a failure, 77 when the binary or fixtures are missing.
 """
 import hashlib
@@ -26,6 +29,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import time
 
 from srvtest import ServerProcess, check, failed, summary
 
@@ -257,6 +262,78 @@ def check_cli(binary, store, gguf_path):
     check(out.returncode == 1 and out.stderr.startswith("Error: model 'nope"), "cli show unknown")
 
 
+def age(path, seconds=2 * 3600):
+    """Sets path's times to `seconds` ago (past the prune's hour of grace)."""
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def put_blob(blobs, data, old=True):
+    """A blob file for data in blobs/ (not referenced by anything); its path."""
+    path = os.path.join(blobs, "sha256-" + hashlib.sha256(data).hexdigest())
+    with open(path, "wb") as f:
+        f.write(data)
+    if old:
+        age(path)
+    return path
+
+
+def start_stop(binary, store, env=None):
+    """One start of the server over store (the prune runs before it listens)."""
+    srv = ServerProcess(binary, ["--quiet"], store=store, env_extra=env,
+                        log_prefix="promeserve-prune-")
+    api = Api(srv.port)
+    st, _ = api.json("POST", "/api/show", {"model": "kept"})
+    srv.end(signal.SIGTERM, 15)
+    os.unlink(srv.errf.name)
+    return st
+
+
+def check_prune(binary, gguf):
+    store = tempfile.mkdtemp(prefix="ps-prune-")
+    try:
+        srv = ServerProcess(binary, ["--quiet"], store=store, log_prefix="promeserve-prune-")
+        api = Api(srv.port)
+        digest = "sha256:" + sha256_file(gguf)
+        api.call("POST", "/api/blobs/" + digest, raw=open(gguf, "rb").read())
+        st, _ = api.json("POST", "/api/create", {"model": "kept", "files": {"t.gguf": digest},
+                                                 "system": "Kept.", "stream": False})
+        check(st == 200, "create the model whose blobs the prune must keep (%s)" % st)
+        srv.end(signal.SIGTERM, 15)
+        os.unlink(srv.errf.name)
+        blobs = os.path.join(store, "blobs")
+        used = [os.path.join(blobs, n) for n in os.listdir(blobs) if n.startswith("sha256-")]
+        for p in used:
+            age(p)  # old enough to go, were they not referenced
+        unused = put_blob(blobs, b"a layer no manifest references")
+        fresh = put_blob(blobs, b"a blob whose manifest may be on its way", old=False)
+        empty = os.path.join(store, "manifests", "registry.ollama.ai", "library", "gone")
+        os.makedirs(empty)
+
+        check(start_stop(binary, store, {"OLLAMA_NOPRUNE": "1"}) == 200,
+              "the model shows with OLLAMA_NOPRUNE=1")
+        check(os.path.exists(unused), "OLLAMA_NOPRUNE=1: an unreferenced blob stays")
+        check(os.path.isdir(empty), "OLLAMA_NOPRUNE=1: an empty manifest folder stays")
+
+        check(start_stop(binary, store, {"OLLAMA_NOPRUNE": "false"}) == 200,
+              "the model shows after the prune")
+        check(not os.path.exists(unused), "an unreferenced blob is gone after a start")
+        check(os.path.exists(fresh), "an unreferenced blob younger than an hour stays")
+        check(all(os.path.exists(p) for p in used), "every referenced blob stays (%d)" % len(used))
+        check(not os.path.exists(empty), "an empty manifest folder is gone")
+
+        broken = os.path.join(store, "manifests", "registry.ollama.ai", "library", "broken")
+        os.makedirs(broken)
+        with open(os.path.join(broken, "latest"), "w") as f:
+            f.write("{not a manifest")
+        unused = put_blob(blobs, b"another layer no manifest references")
+        start_stop(binary, store)
+        check(os.path.exists(unused), "a corrupt manifest: no blob is pruned")
+        check(all(os.path.exists(p) for p in used), "and the referenced blobs stay")
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+
+
 def main():
     if len(sys.argv) < 2 or not os.access(sys.argv[1], os.X_OK):
         print("usage: check_store.py PROMESERVE [FIXTURES_DIR]; binary missing")
@@ -288,6 +365,7 @@ def main():
         status = srv.end(signal.SIGTERM, 15)
         shutil.rmtree(store, ignore_errors=True)
     check(status == 0, "server exits with 0 on SIGTERM (%s)" % status)
+    check_prune(binary, gguf)
     if failed():
         print("server log:", srv.errf.name)
     else:

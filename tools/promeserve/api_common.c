@@ -557,65 +557,52 @@ static int32_t *embed_ids(pti_engine *e, const char *text, bool truncate, int32_
     return ids;
 }
 
-/* Appends v as the shortest decimal that reads back as the same float32 (what Go's JSON
- * encoder writes for a float32; ".9g" always round-trips). */
-static void put_float(char *out, size_t *len, float v)
-{
-    if (!isfinite(v)) {
-        v = 0.0f; /* JSON has no NaN or infinity */
-    }
-    for (int prec = 6; prec <= 9; prec++) {
-        int n = snprintf(out + *len, 24, "%.*g", prec, (double)v);
-        if (prec == 9 || strtof(out + *len, NULL) == v) {
-            *len += (size_t)n;
-            return;
-        }
-    }
-}
-
-/* The vector of a finished embedding request (cut to dims and normalised again when
- * 0 < dims < its length) as one raw JSON array node: its text is written directly, so a
- * request with many inputs holds one node per input, not one per number. NULL with
- * *status / err. */
-static cJSON *embed_result(ps_gen *g, int dims, int *status, char *err, size_t err_cap)
+/* Stores the vector of a finished embedding request in row (cut to dims and normalised again
+ * when 0 < dims < its length; *dim the stored length, which every row of a batch shares).
+ * False with *status / err. */
+static bool embed_result(ps_gen *g, int dims, float *row, int dim, int *status, char *err,
+                         size_t err_cap)
 {
     if (g->st != PT_OK || !g->embedding) {
         *status = 500;
         snprintf(err, err_cap, "%s", g->st != PT_OK ? g->msg : "no embedding was computed");
-        return NULL;
+        return false;
     }
-    int n_out = g->n_embd;
-    if (dims > 0 && dims < n_out) { /* Ollama: truncate, then normalise again */
+    int n_out = dims > 0 && dims < g->n_embd ? dims : g->n_embd;
+    if (n_out != dim) {
+        *status = 500;
+        snprintf(err, err_cap, "an embedding of %d values where %d were expected", n_out, dim);
+        return false;
+    }
+    float scale = 1.0f;
+    if (n_out < g->n_embd) { /* Ollama: truncate, then normalise again */
         double ss = 0;
-        for (int i = 0; i < dims; i++)
+        for (int i = 0; i < n_out; i++)
             ss += (double)g->embedding[i] * g->embedding[i];
-        float scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
-        for (int i = 0; i < dims; i++)
-            g->embedding[i] *= scale;
-        n_out = dims;
+        scale = ss > 0 ? (float)(1.0 / sqrt(ss)) : 0.0f;
     }
-    char *text = malloc((size_t)n_out * 24 + 3);
-    if (!text) {
-        *status = 500;
-        snprintf(err, err_cap, "out of memory");
-        return NULL;
-    }
-    size_t len = 0;
-    text[len++] = '[';
     for (int i = 0; i < n_out; i++) {
-        if (i)
-            text[len++] = ',';
-        put_float(text, &len, g->embedding[i]);
+        float v = n_out < g->n_embd ? g->embedding[i] * scale : g->embedding[i];
+        row[i] = isfinite(v) ? v : 0.0f; /* JSON has no NaN or infinity */
     }
-    text[len++] = ']';
-    text[len] = '\0';
-    cJSON *v = cJSON_CreateRaw(text);
-    free(text);
-    if (!v) {
-        *status = 500;
-        snprintf(err, err_cap, "out of memory");
-    }
-    return v;
+    return true;
+}
+
+/* The batch's buffer of count x dim floats, made when the first vector tells dim. */
+static bool embed_alloc(ps_embed_vecs *out, int count, int dim, int *status, char *err,
+                        size_t err_cap)
+{
+    size_t n = (size_t)count * (size_t)dim;
+    out->v = dim > 0 && n / (size_t)dim == (size_t)count && n <= SIZE_MAX / sizeof(float)
+                 ? malloc((n ? n : 1) * sizeof(float))
+                 : NULL;
+    out->count = count;
+    out->dim = dim;
+    if (out->v)
+        return true;
+    *status = 500;
+    snprintf(err, err_cap, "out of memory: %d embeddings of %d values", count, dim);
+    return false;
 }
 
 /* Submits an embedding request for ids; false with *status / err when it is refused. */
@@ -680,8 +667,8 @@ static bool embed_tokenize_all(pti_engine *e, const cJSON *inputs, int count, bo
     return true;
 }
 
-cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
-                           bool truncate, int dims, int64_t *prompt_tokens)
+bool ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
+                         bool truncate, int dims, int64_t *prompt_tokens, ps_embed_vecs *out)
 {
     pti_engine *e = ps_model_engine(m);
     int count = cJSON_IsString(inputs) ? 1 : cJSON_GetArraySize(inputs);
@@ -689,11 +676,11 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
     int32_t **ids = calloc((size_t)(count > 0 ? count : 1), sizeof *ids);
     int32_t *n_ids = calloc((size_t)(count > 0 ? count : 1), sizeof *n_ids);
     ps_gen **ring = calloc((size_t)win, sizeof *ring); /* input i lives in ring[i % win] */
-    cJSON *list = cJSON_CreateArray();
     int status = 500, submitted = 0, finished = 0;
     char err[512] = "out of memory";
     *prompt_tokens = 0;
-    bool ok = ids && n_ids && ring && list &&
+    *out = (ps_embed_vecs){0};
+    bool ok = ids && n_ids && ring &&
               embed_tokenize_all(e, inputs, count, truncate, ids, n_ids, prompt_tokens, &status,
                                  err, sizeof err);
     while (ok && finished < count) {
@@ -720,10 +707,12 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
         }
         ps_gen *g = ring[finished % win];
         wait_done(g);
-        cJSON *v = embed_result(g, dims, &status, err, sizeof err);
-        ok = v != NULL;
-        if (v)
-            cJSON_AddItemToArray(list, v);
+        if (!out->v && g->st == PT_OK && g->embedding)
+            ok = embed_alloc(out, count, dims > 0 && dims < g->n_embd ? dims : g->n_embd, &status,
+                             err, sizeof err);
+        ok = ok &&
+             embed_result(g, dims, out->v ? out->v + (size_t)finished * (size_t)out->dim : NULL,
+                          out->dim, &status, err, sizeof err);
         ps_gen_free(g);
         ring[finished++ % win] = NULL;
     }
@@ -738,11 +727,11 @@ cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON 
     free(n_ids);
     free(ring);
     if (!ok) {
-        cJSON_Delete(list);
+        free(out->v);
+        *out = (ps_embed_vecs){0};
         ps_api_fail(r, openai, status, "%s", err);
-        return NULL;
     }
-    return list;
+    return ok;
 }
 
 bool ps_api_dimensions(ps_request *r, bool openai, int *dims)

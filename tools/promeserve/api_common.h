@@ -146,12 +146,36 @@ void ps_gen_free(ps_gen *g);
  * (index set when with_index, for stream deltas). */
 cJSON *ps_api_openai_tool_calls(const cJSON *calls, bool with_index);
 
+/* The vectors of an embedding batch: count rows of dim float32 values (malloc'd, row-major);
+ * non-finite values are stored as 0, as JSON has no NaN. */
+typedef struct ps_embed_vecs {
+    float *v;
+    int count, dim;
+} ps_embed_vecs;
+
 /* Embeddings of several inputs (a string or an array of strings), one engine request each,
- * run one after another. dims > 0: each vector cut to its first dims values and normalised
- * again (Ollama's `dimensions`). On success a new array of arrays of floats;
- * *prompt_tokens summed. NULL after answering the error. */
-cJSON *ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
-                           bool truncate, int dims, int64_t *prompt_tokens);
+ * a window of them (--parallel) in the engine at once; the batch stops when the client hangs
+ * up or the server stops. dims > 0: each vector cut to its first dims values and normalised
+ * again (Ollama's `dimensions`). On success *out holds every vector (free out->v) and
+ * *prompt_tokens their tokens; false after answering the error. */
+bool ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *inputs,
+                         bool truncate, int dims, int64_t *prompt_tokens, ps_embed_vecs *out);
+
+/* How the list of ps_api_reply_embeddings looks: Ollama's arrays of numbers, or OpenAI's
+ * {"object":"embedding","embedding":..., "index":i} objects with numbers or base64. */
+typedef enum ps_embed_form {
+    PS_EMBED_OLLAMA,
+    PS_EMBED_OPENAI_FLOAT,
+    PS_EMBED_OPENAI_BASE64,
+} ps_embed_form;
+
+/* Answers 200 with before's members, "key": [the list of vecs], after's members, the text
+ * generated while it is sent (api_embed_reply.c): the whole reply never sits in memory.
+ * Takes over vecs->v, before and after (objects of the fields around the list). */
+void ps_api_reply_embeddings(ps_request *r, ps_embed_vecs *vecs, ps_embed_form form, cJSON *before,
+                             const char *key, cJSON *after);
+/* One vector as a raw JSON array node (the numbers as the batch reply writes them). */
+cJSON *ps_api_embed_vector_json(const float *v, int n);
 /* The `dimensions` field: absent/null 0; else a positive integer, or false after 400. */
 bool ps_api_dimensions(ps_request *r, bool openai, int *dims);
 

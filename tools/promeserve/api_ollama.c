@@ -479,21 +479,20 @@ void ps_api_embed(ps_request *r)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int64_t t0 = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
     int64_t tokens = 0;
-    cJSON *list = (input && !cJSON_IsNull(input))
-                      ? ps_api_embed_inputs(r, false, m, input, truncate, dims, &tokens)
-                      : cJSON_CreateArray(); /* no input: load only, as Ollama */
-    if (list) {
+    ps_embed_vecs vecs = {0}; /* no input: load only, as Ollama (an empty list) */
+    if (!input || cJSON_IsNull(input) ||
+        ps_api_embed_inputs(r, false, m, input, truncate, dims, &tokens, &vecs)) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "model", name);
-        cJSON_AddItemToObject(o, "embeddings", list);
+        cJSON *before = cJSON_CreateObject();
+        cJSON_AddStringToObject(before, "model", name);
+        cJSON *after = cJSON_CreateObject();
         cJSON_AddNumberToObject(
-            o, "total_duration",
+            after, "total_duration",
             (double)((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - t0 + ps_model_load_ns(m)));
-        cJSON_AddNumberToObject(o, "load_duration", (double)ps_model_load_ns(m));
-        cJSON_AddNumberToObject(o, "prompt_eval_count", (double)tokens);
+        cJSON_AddNumberToObject(after, "load_duration", (double)ps_model_load_ns(m));
+        cJSON_AddNumberToObject(after, "prompt_eval_count", (double)tokens);
         r->tokens_in = tokens;
-        ps_reply_json(r, 200, o);
+        ps_api_reply_embeddings(r, &vecs, PS_EMBED_OLLAMA, before, "embeddings", after);
     }
     ps_model_release(r->srv, m);
 }
@@ -523,13 +522,17 @@ void ps_api_embeddings(ps_request *r)
     } else {
         int64_t tokens = 0;
         cJSON *one = cJSON_CreateString(prompt);
-        cJSON *list = ps_api_embed_inputs(r, false, m, one, true, 0, &tokens);
-        cJSON_Delete(one);
-        if (list) {
-            vec = cJSON_DetachItemFromArray(list, 0);
-            cJSON_Delete(list);
+        ps_embed_vecs vecs;
+        if (one && ps_api_embed_inputs(r, false, m, one, true, 0, &tokens, &vecs)) {
+            vec = ps_api_embed_vector_json(vecs.v, vecs.dim);
+            free(vecs.v);
             r->tokens_in = tokens;
+            if (!vec)
+                ps_reply_error(r, 500, "out of memory");
+        } else if (!one) {
+            ps_reply_error(r, 500, "out of memory");
         }
+        cJSON_Delete(one);
     }
     if (vec) {
         cJSON *o = cJSON_CreateObject();

@@ -379,50 +379,6 @@ void ps_api_v1_completions(ps_request *r)
 
 /* ---- /v1/embeddings ------------------------------------------------------------------------- */
 
-/* The vector as base64 of little-endian float32 values (encoding_format "base64", which the
- * official openai Python client asks for by default). vec is the raw JSON array text
- * ps_api_embed_inputs writes (each number reads back as the exact float32). */
-static char *base64_floats(const cJSON *vec)
-{
-    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const char *text = cJSON_IsRaw(vec) ? vec->valuestring : "[]";
-    size_t n = 0;
-    for (const char *p = text; *p; p++)
-        n += *p == ',';
-    n += strcmp(text, "[]") != 0;
-    size_t nb = n * 4;
-    unsigned char *bytes = malloc(nb ? nb : 1);
-    char *out = malloc((nb + 2) / 3 * 4 + 1);
-    if (!bytes || !out) {
-        free(bytes);
-        free(out);
-        return NULL;
-    }
-    size_t k = 0;
-    const char *p = text + 1;
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        float f = strtof(p, &end);
-        p = end + 1; /* past ',' (or the closing ']') */
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        for (int b = 0; b < 4; b++)
-            bytes[k++] = (unsigned char)(u >> (8 * b));
-    }
-    size_t o = 0;
-    for (size_t i = 0; i < nb; i += 3) {
-        uint32_t w = (uint32_t)bytes[i] << 16 | (i + 1 < nb ? (uint32_t)bytes[i + 1] << 8 : 0) |
-                     (i + 2 < nb ? bytes[i + 2] : 0);
-        out[o++] = abc[w >> 18 & 63];
-        out[o++] = abc[w >> 12 & 63];
-        out[o++] = i + 1 < nb ? abc[w >> 6 & 63] : '=';
-        out[o++] = i + 2 < nb ? abc[w & 63] : '=';
-    }
-    out[o] = '\0';
-    free(bytes);
-    return out;
-}
-
 void ps_api_v1_embeddings(ps_request *r)
 {
     const char *name = ps_api_model_name(r, true);
@@ -456,34 +412,18 @@ void ps_api_v1_embeddings(ps_request *r)
         return;
     pti_api_opts_free(&opts);
     int64_t tokens = 0;
-    cJSON *list = ps_api_embed_inputs(r, true, m, input, true, dims, &tokens);
-    if (list) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "object", "list");
-        cJSON *data = cJSON_AddArrayToObject(o, "data");
-        int i = 0;
-        cJSON *v;
-        while ((v = cJSON_DetachItemFromArray(list, 0)) != NULL) {
-            cJSON *d = cJSON_CreateObject();
-            cJSON_AddStringToObject(d, "object", "embedding");
-            if (b64) {
-                char *text = base64_floats(v);
-                cJSON_AddStringToObject(d, "embedding", text ? text : "");
-                free(text);
-                cJSON_Delete(v);
-            } else {
-                cJSON_AddItemToObject(d, "embedding", v);
-            }
-            cJSON_AddNumberToObject(d, "index", i++);
-            cJSON_AddItemToArray(data, d);
-        }
-        cJSON_Delete(list);
-        cJSON_AddStringToObject(o, "model", name);
-        cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    ps_embed_vecs vecs;
+    if (ps_api_embed_inputs(r, true, m, input, true, dims, &tokens, &vecs)) {
+        cJSON *before = cJSON_CreateObject();
+        cJSON_AddStringToObject(before, "object", "list");
+        cJSON *after = cJSON_CreateObject();
+        cJSON_AddStringToObject(after, "model", name);
+        cJSON *u = cJSON_AddObjectToObject(after, "usage");
         cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
         cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
         r->tokens_in = tokens;
-        ps_reply_json(r, 200, o);
+        ps_api_reply_embeddings(r, &vecs, b64 ? PS_EMBED_OPENAI_BASE64 : PS_EMBED_OPENAI_FLOAT,
+                                before, "data", after);
     }
     ps_model_release(r->srv, m);
 }

@@ -45,6 +45,7 @@
 #define STREAM_POLL_MS 200
 #define STREAM_TIMEOUT_GRACE_NS (5 * 1000000000LL)
 #define WATCHDOG_PERIOD_MS 500
+#define PULL_FIRST 16384 /* ps_reply_pull: a body shorter than this gets a Content-Length */
 
 /* ---- connections and the watchdog ----------------------------------------------------------- */
 
@@ -419,6 +420,76 @@ void ps_reply_json(ps_request *r, int status, cJSON *body)
                                 "application/json; charset=utf-8");
     }
     queue_reply(r, status, resp, len);
+}
+
+/* ps_reply_pull: the generator and the first bytes it wrote (sent before asking for more). */
+typedef struct pull_reply {
+    ps_pull_fn fill;
+    void *user;
+    void (*release)(void *user);
+    char first[PULL_FIRST];
+    size_t first_len, first_off;
+    atomic_llong *bytes; /* the request's byte counter, valid while MHD reads */
+} pull_reply;
+
+static ssize_t pull_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    pull_reply *p = cls;
+    size_t n = 0;
+    if (p->first_off < p->first_len) {
+        n = p->first_len - p->first_off < max ? p->first_len - p->first_off : max;
+        memcpy(out, p->first + p->first_off, n);
+        p->first_off += n;
+    } else {
+        n = p->fill(p->user, out, max);
+    }
+    if (n == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    atomic_fetch_add(p->bytes, (long long)n);
+    return (ssize_t)n;
+}
+
+static void pull_free(void *cls)
+{
+    pull_reply *p = cls;
+    p->release(p->user);
+    free(p);
+}
+
+void ps_reply_pull(ps_request *r, int status, const char *content_type, ps_pull_fn fill, void *user,
+                   void (*release)(void *user))
+{
+    conn_state *cs = r->internal;
+    pull_reply *p = calloc(1, sizeof *p);
+    if (!p) {
+        release(user);
+        ps_reply_error(r, 500, "out of memory");
+        return;
+    }
+    p->fill = fill;
+    p->user = user;
+    p->release = release;
+    p->bytes = &cs->bytes;
+    /* a short body goes out whole, with its length */
+    size_t got;
+    while (p->first_len < PULL_FIRST &&
+           (got = fill(user, p->first + p->first_len, PULL_FIRST - p->first_len)) > 0)
+        p->first_len += got;
+    if (p->first_len < PULL_FIRST) {
+        ps_reply_text(r, status, content_type, p->first, p->first_len);
+        pull_free(p);
+        return;
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, pull_read, p, pull_free);
+    if (!resp) {
+        pull_free(p);
+        ps_reply_error(r, 500, "out of memory");
+        return;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    queue_reply(r, status, resp, (size_t)-1); /* pull_read counts the bytes */
 }
 
 static void reply_error_v(ps_request *r, int status, const char *fmt, va_list ap)
@@ -1033,6 +1104,7 @@ static bool parse_json_body(conn_state *cs)
     char *fixed = ps_json_normalize(b, n, &fixed_n); /* strings as Go reads them */
     cJSON *j = cJSON_ParseWithLength(fixed ? fixed : b, fixed ? fixed_n : n);
     free(fixed);
+    ps_json_fold_keys(j); /* {"Model": ...} is model, as Go decodes it */
     ps_json_last_key_wins(j);
     if (!j) {
         reply_bad_request(cs, 400, "invalid JSON (nested too deeply or too large)");
@@ -1106,7 +1178,29 @@ static bool write_all(int fd, const char *p, size_t n)
     return true;
 }
 
-#define DRAIN_MAX ((size_t)16 << 20)
+/* Once a body is past its limit nothing more of it is kept: what was buffered is freed (a
+ * blob's temporary file removed) and the rest read and dropped, however long it is, so that
+ * the client gets the 413 (a chunked body has no Content-Length to refuse up front, and MHD
+ * cannot queue an answer in the middle of a body). Dropping costs no memory; the time it can
+ * take is bounded by the watchdog's body timeout, as a JSON body's whole is (a blob upload's
+ * from the moment it passed --max-blob). */
+static void drop_body(conn_state *cs)
+{
+    cs->body_too_large = true;
+    free(cs->body);
+    cs->body = NULL;
+    cs->body_len = cs->body_cap = 0;
+    if (cs->body_fd >= 0) {
+        close(cs->body_fd);
+        cs->body_fd = -1;
+    }
+    if (cs->body_path[0]) {
+        unlink(cs->body_path);
+        cs->body_path[0] = '\0';
+    }
+    if (cs->rt && cs->rt->body == BODY_FILE)
+        conn_set_phase(cs->h, cs->connection, PHASE_BODY);
+}
 
 /* Takes one piece of the body. False when the connection should be dropped. */
 static bool take_body(conn_state *cs, const char *data, size_t n)
@@ -1114,13 +1208,10 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
     const ps_config *cfg = &cs->h->srv->cfg;
     size_t limit = cs->rt && cs->rt->body == BODY_FILE ? cfg->max_blob : cfg->max_body;
     if (cs->body_too_large || cs->body_len + n > limit) {
-        cs->body_too_large = true;
+        if (!cs->body_too_large)
+            drop_body(cs);
         cs->discarded += n;
-        /* keep reading (and dropping) the rest so that the client gets the 413: a chunked body
-         * has no Content-Length to refuse up front, and MHD cannot queue an answer in the
-         * middle of a body. Dropping is cheap, but a body more than DRAIN_MAX past the limit
-         * is cut (the client sees the connection close). */
-        return cs->discarded <= DRAIN_MAX;
+        return true;
     }
     if (cs->rt && cs->rt->body == BODY_FILE) {
         if (cs->body_fd < 0)

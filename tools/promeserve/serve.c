@@ -58,7 +58,8 @@ static void serve_usage(FILE *f)
           "\n"
           "Environment: OLLAMA_HOST, OLLAMA_MODELS, OLLAMA_NUM_PARALLEL, OLLAMA_MAX_QUEUE,\n"
           "OLLAMA_MAX_LOADED_MODELS, OLLAMA_KEEP_ALIVE, OLLAMA_CONTEXT_LENGTH, OLLAMA_ORIGINS\n"
-          "(extra allowed CORS origins, comma-separated, '*' wildcards), PROMESERVE_API_KEY.\n",
+          "(extra allowed CORS origins, comma-separated, '*' wildcards), OLLAMA_NOPRUNE (no\n"
+          "prune of unused blobs and leftovers at start), PROMESERVE_API_KEY.\n",
           f);
 }
 
@@ -217,6 +218,31 @@ static bool env_int(const char *name, long lo, long hi, int *out, char *err, siz
     return true;
 }
 
+/* A boolean variable as Go's envconfig.Bool reads it: unset or empty (after trimming spaces,
+ * then quotes) false; strconv.ParseBool's spellings; anything else true. */
+static bool env_bool(const char *name)
+{
+    const char *v = getenv(name);
+    if (!v)
+        return false;
+    while (*v == ' ' || (*v >= '\t' && *v <= '\r'))
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || (v[n - 1] >= '\t' && v[n - 1] <= '\r')))
+        n--;
+    while (n && (*v == '"' || *v == '\'')) /* strings.Trim(s, "\"'") */
+        v++, n--;
+    while (n && (v[n - 1] == '"' || v[n - 1] == '\''))
+        n--;
+    if (n == 0)
+        return false;
+    static const char *const no[] = {"0", "f", "F", "false", "FALSE", "False"};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (strlen(no[i]) == n && !strncmp(v, no[i], n))
+            return false;
+    return true; /* "1", "t", "true", ... and, as Go, what ParseBool refuses */
+}
+
 static bool config_from_env(ps_config *cfg, char *err, size_t cap)
 {
     const char *v = getenv("OLLAMA_HOST");
@@ -224,6 +250,7 @@ static bool config_from_env(ps_config *cfg, char *err, size_t cap)
         return false;
     if ((v = getenv("OLLAMA_MODELS")) && *v)
         snprintf(cfg->models_store, sizeof cfg->models_store, "%s", v);
+    cfg->no_prune = env_bool("OLLAMA_NOPRUNE");
     if (!env_int("OLLAMA_NUM_PARALLEL", 0, 1024, &cfg->n_parallel, err, cap) ||
         !env_int("OLLAMA_MAX_QUEUE", 0, 1000000, &cfg->max_queue, err, cap) ||
         !env_int("OLLAMA_MAX_LOADED_MODELS", 0, 1024, &cfg->max_loaded_models, err, cap) ||
@@ -453,9 +480,10 @@ static int serve_run(ps_server *srv)
         fprintf(stderr, "Error: cannot create the signal pipe: %s\n", strerror(errno));
         return 1;
     }
-    /* what an interrupted upload or create left behind (as Ollama's PruneLayers does) */
-    if (srv->cfg.models_store[0])
-        pti_store_prune_temporaries(srv->cfg.models_store);
+    /* what interrupted uploads and creates left behind, and the blobs no model uses, as
+     * Ollama's PruneLayers removes them */
+    if (srv->cfg.models_store[0] && !srv->cfg.no_prune)
+        pti_store_prune(srv->cfg.models_store, ps_wall_ns() / 1000000000);
     if (!ps_metrics_init(srv) || !ps_registry_init(srv, err, sizeof err) ||
         !ps_http_start(srv, err, sizeof err)) {
         fprintf(stderr, "Error: %s\n", err[0] ? err : "out of memory");

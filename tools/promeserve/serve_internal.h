@@ -76,6 +76,12 @@ bool ps_json_syntax_ok(const char *b, size_t n, char *msg, size_t cap);
  * would end the string there). A new buffer (free()) of *out_n bytes, or NULL when the body
  * needs no change (or memory ran out: then it is parsed as it is). */
 char *ps_json_normalize(const char *b, size_t n, size_t *out_n);
+/* Go's case-insensitive match of keys to struct fields (json_fold.c): in the request and
+ * the struct-typed objects under it, a key that is a field's name under Unicode simple
+ * folding ("Model", "MODEL", "\u212aeep_alive") is renamed to the field's exact name, so
+ * ps_json_last_key_wins then keeps the last of them, as Go's decoder does. Map-typed
+ * values (options, format, files, ...) keep their keys. */
+void ps_json_fold_keys(cJSON *j);
 /* Go's "the last of duplicate keys wins": removes every member of every object of j that a
  * later member of the same name overrides (cJSON's lookups return the first). */
 void ps_json_last_key_wins(cJSON *j);

@@ -50,6 +50,7 @@ typedef struct ps_config {
     char api_key[256];          /* --api-key / PROMESERVE_API_KEY; "" none */
     char origins[4096];         /* OLLAMA_ORIGINS, comma-separated extra CORS origins */
     bool quiet;                 /* no access log */
+    bool no_prune;              /* OLLAMA_NOPRUNE: no prune of the store at start */
     int64_t header_timeout_ns;  /* --header-timeout: a connection must send its request
                                  * headers within this (slow clients are cut); default 10 s */
 } ps_config;
@@ -90,6 +91,15 @@ void ps_reply_text(ps_request *r, int status, const char *content_type, const ch
                    size_t len);
 /* Status with an empty body. */
 void ps_reply_status(ps_request *r, int status);
+/* A reply whose body a generator writes while it is sent, so a big body (an embedding batch)
+ * never sits in memory as a whole: fill(user, out, max) writes at most max bytes (max >= 1)
+ * and returns how many, 0 at the end; it must not fail (allocate up front).
+ * release(user) runs once the body is sent or the client is gone (and when queuing failed).
+ * A body that ends within the first 16 KiB is sent with a Content-Length, a longer one
+ * chunked, as Go's net/http does. */
+typedef size_t (*ps_pull_fn)(void *user, char *out, size_t max);
+void ps_reply_pull(ps_request *r, int status, const char *content_type, ps_pull_fn fill, void *user,
+                   void (*release)(void *user));
 
 /* A streamed 200 reply (chunked) of content_type ("application/x-ndjson",
  * "text/event-stream"). The returned stream has two owners: the HTTP side and the writer;
