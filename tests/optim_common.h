@@ -1,4 +1,4 @@
-/* Helpers shared by the optimizer tests (tests/test_optim.c, tests/test_optim2.c): building a
+/* Helpers shared by the optimizer tests (tests/internal/test_optim.c, tests/internal/test_optim2.c): building a
  * two-group optimizer over the fixture problem's (W, b), comparing (W, b) with the reference
  * trajectory after a step, and copying parameters for state-dict round trips. Header-only
  * (static inline) so that each test binary stays one source file. */
