@@ -1,4 +1,5 @@
-/* torch.optim.Adadelta (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.Adadelta (1.13 single-tensor math), fused kernel (optim_adadelta) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  g += weight_decay * p
  *   sq = rho * sq + (1 - rho) * g * g

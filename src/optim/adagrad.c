@@ -1,5 +1,5 @@
-/* torch.optim.Adagrad (1.13 single-tensor math, dense gradients), fused float32 CPU pass +
- * generic path. State (step 0, sum = initial_accumulator_value) exists from construction:
+/* torch.optim.Adagrad (1.13 single-tensor math, dense gradients), fused kernel (optim_adagrad) +
+ * generic fallback. State (step 0, sum = initial_accumulator_value) exists from construction:
  *
  *   t += 1;  g = maximize ? -g : g;  g += weight_decay * p
  *   clr = lr / (1 + (t - 1) * lr_decay)

@@ -1,5 +1,5 @@
-/* torch.optim.Adam and AdamW (1.13 single-tensor math), sharing one fused float32 CPU pass and
- * one generic path from public ops:
+/* torch.optim.Adam and AdamW (1.13 single-tensor math), sharing one fused kernel (optim_adam) and
+ * one generic fallback from public ops:
  *
  *   g = maximize ? -g : g;  Adam: g += weight_decay * p;  AdamW: p *= 1 - lr * weight_decay
  *   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g * g

@@ -1,4 +1,5 @@
-/* torch.optim.Adamax (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.Adamax (1.13 single-tensor math), fused kernel (optim_adamax) +
+ * generic fallback:
  *
  *   t += 1;  g = maximize ? -g : g;  g += weight_decay * p
  *   m = beta1 * m + (1 - beta1) * g

@@ -1,5 +1,5 @@
-/* torch.optim.ASGD (averaged SGD, 1.13 single-tensor math), fused float32 CPU pass + generic
- * path:
+/* torch.optim.ASGD (averaged SGD, 1.13 single-tensor math), fused kernel (optim_asgd) + generic
+ * fallback:
  *
  *   t += 1;  g = maximize ? -g : g;  g += weight_decay * p
  *   p *= 1 - lambd * eta;  p -= eta * g

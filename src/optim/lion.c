@@ -1,6 +1,6 @@
 /* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms") as the reference
- * implementation lucidrains/lion-pytorch (not in torch.optim), fused float32 CPU pass +
- * generic path:
+ * implementation lucidrains/lion-pytorch (not in torch.optim), fused kernel (optim_lion) +
+ * generic fallback:
  *
  *   p *= 1 - lr * weight_decay
  *   p -= lr * sign(beta1 * m + (1 - beta1) * g)

@@ -1,5 +1,5 @@
-/* torch.optim.NAdam (1.13 single-tensor math; 1.13 has no maximize option), fused float32 CPU
- * pass + generic path:
+/* torch.optim.NAdam (1.13 single-tensor math; 1.13 has no maximize option), fused kernel
+ * (optim_nadam) + generic fallback:
  *
  *   t += 1;  g += weight_decay * p
  *   mu = beta1 (1 - 0.5 * 0.96^(t md));  mu' = beta1 (1 - 0.5 * 0.96^((t + 1) md))

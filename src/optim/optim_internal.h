@@ -155,7 +155,9 @@ pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_sta
 /* Fused updates: an algorithm asks pti_optim_kernel_applies(PTI_OP_optim_<x>, p, g, ...) and
  * runs pti_optim_kernel (src/ops/optim.h) with its pti_optim_<x>_params; when the kernel does
  * not apply (another dtype or layout, or the parameter's backend lacks the slot) it takes its
- * generic path from public ops below. */
+ * generic path from public ops below. A new fused update is a PT_OP(optim_<x>) line in
+ * src/ops/optim.def, its pti_optim_<x>_params in src/ops/optim_params.h and its kernels in
+ * src/backends/<device>/optim*.c; the generic path stays, as every backend's fallback. */
 
 /* The generic path's temporaries: out-of-place results released by the caller. For an
  * in-place "dst = src" with dst a state buffer: pt_copy_ then release. */

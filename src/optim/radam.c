@@ -1,4 +1,5 @@
-/* torch.optim.RAdam (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.RAdam (1.13 single-tensor math), fused kernel (optim_radam) +
+ * generic fallback:
  *
  *   t += 1;  g += weight_decay * p  (decoupled_weight_decay: p *= 1 - lr * weight_decay)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g

@@ -1,4 +1,5 @@
-/* torch.optim.RMSprop (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.RMSprop (1.13 single-tensor math), fused kernel (optim_rmsprop) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  g += weight_decay * p
  *   sq = alpha * sq + (1 - alpha) * g * g

@@ -1,4 +1,5 @@
-/* torch.optim.Rprop (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.Rprop (1.13 single-tensor math), fused kernel (optim_rprop) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  s = sign(g * prev)
  *   step_size = clamp(step_size * (s > 0 ? etaplus : s < 0 ? etaminus : 1), min, max)

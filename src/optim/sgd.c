@@ -1,5 +1,5 @@
 /* torch.optim.SGD (1.13 single-tensor math): weight decay, momentum with dampening, Nesterov,
- * maximize. A fused float32 CPU pass per parameter, and a generic path from public ops.
+ * maximize. A fused kernel per parameter (optim_sgd), and a generic fallback from public ops.
  *
  *   d = maximize ? -g : g;   d += weight_decay * p
  *   momentum: buf = first step ? d : momentum * buf + (1 - dampening) * d

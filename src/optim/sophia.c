@@ -1,6 +1,6 @@
 /* SophiaG (Liu et al. 2023, "Sophia: A Scalable Stochastic Second-order Optimizer for Language
  * Model Pre-training") as the reference implementation Liuhong99/Sophia (not in torch.optim),
- * fused float32 CPU pass + generic path:
+ * fused kernel (optim_sophia) + generic fallback:
  *
  *   step:            t += 1;  g = maximize ? -g : g;  p *= 1 - lr * weight_decay
  *                    m = beta1 m + (1 - beta1) g
