@@ -235,8 +235,8 @@ static inline float lamb_u(const pti_optim_lamb_params *a, float m, float v, flo
     return a->wd != 0.0 ? u + (float)a->wd * p : u;
 }
 
-/* Two sequential passes (the norms are sums in index order, as before the move): moments and
- * the norms of p and of the update, then the update scaled by the trust ratio. */
+/* Two sequential passes (the norms are sums in index order, independent of the thread count):
+ * moments and the norms of p and of the update, then the update scaled by the trust ratio. */
 static pt_status optim_lamb(const pti_call *c)
 {
     const pti_optim_lamb_params *a = c->params;
