@@ -1,6 +1,6 @@
-/* Helpers shared by the optimizer tests (tests/test_optim.c, tests/test_optim2.c): building a
- * two-group optimizer over the fixture problem's (W, b), comparing (W, b) with the reference
- * trajectory after a step, and copying parameters for state-dict round trips. Header-only
+/* Helpers shared by the optimizer tests (tests/internal/test_optim.c and test_optim2.c):
+ * building a two-group optimizer over the fixture problem's (W, b), comparing (W, b) with the
+ * reference trajectory after a step, and copying parameters for state-dict round trips. Header-only
  * (static inline) so that each test binary stays one source file. */
 #ifndef PT_TEST_OPTIM_COMMON_H
 #define PT_TEST_OPTIM_COMMON_H

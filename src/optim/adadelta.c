@@ -1,4 +1,5 @@
-/* torch.optim.Adadelta (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.Adadelta (1.13 single-tensor math), fused kernel (optim_adadelta) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  g += weight_decay * p
  *   sq = rho * sq + (1 - rho) * g * g
@@ -47,61 +48,6 @@ static pt_status adadelta_init(pt_optim *o, const void *opts, const pt_tensor *p
     return pti_optim_init_zero_bufs(p, 2, s);
 }
 
-typedef struct adadelta_ctx {
-    float *p, *sq, *acc;
-    const float *g;
-    float wd, rho, one_rho, eps, neg_lr;
-    bool maximize, has_wd;
-} adadelta_ctx;
-
-static void adadelta_range(void *vctx, int64_t begin, int64_t end)
-{
-    const adadelta_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
-        float sq = c->sq[i] * c->rho + c->one_rho * g * g;
-        c->sq[i] = sq;
-        float std = sqrtf(sq + c->eps);
-        float delta = sqrtf(c->acc[i] + c->eps) / std * g;
-        c->acc[i] = c->acc[i] * c->rho + c->one_rho * delta * delta;
-        c->p[i] = c->p[i] + c->neg_lr * delta;
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* adadelta_range 8 lanes at a time with the same float operations; the tail goes through it. */
-PTI_OPTIM_AVX2_FN static void adadelta_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const adadelta_ctx *c = vctx;
-    float *restrict P = c->p, *restrict SQ = c->sq, *restrict ACC = c->acc;
-    const float *restrict G = c->g;
-    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
-    const __m256 wd = _mm256_set1_ps(c->wd), rho = _mm256_set1_ps(c->rho);
-    const __m256 one_rho = _mm256_set1_ps(c->one_rho), eps = _mm256_set1_ps(c->eps);
-    const __m256 neg_lr = _mm256_set1_ps(c->neg_lr);
-    const bool has_wd = c->has_wd;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 p = _mm256_loadu_ps(P + i);
-        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
-        if (has_wd)
-            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 sq = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(SQ + i), rho),
-                                  _mm256_mul_ps(_mm256_mul_ps(one_rho, g), g));
-        _mm256_storeu_ps(SQ + i, sq);
-        __m256 std = _mm256_sqrt_ps(_mm256_add_ps(sq, eps));
-        __m256 acc = _mm256_loadu_ps(ACC + i);
-        __m256 delta =
-            _mm256_mul_ps(_mm256_div_ps(_mm256_sqrt_ps(_mm256_add_ps(acc, eps)), std), g);
-        acc = _mm256_add_ps(_mm256_mul_ps(acc, rho),
-                            _mm256_mul_ps(_mm256_mul_ps(one_rho, delta), delta));
-        _mm256_storeu_ps(ACC + i, acc);
-        _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_mul_ps(neg_lr, delta)));
-    }
-    adadelta_range(vctx, i, end);
-}
-#endif
-
 static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const pt_tensor *g,
                                   pt_tensor *sq, pt_tensor *acc)
 {
@@ -139,13 +85,9 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, 
     const pt_adadelta_opts *o = opts;
     s->step += 1.0;
     pt_tensor *sq = s->buf[BUF_SQUARE_AVG], *acc = s->buf[BUF_ACC_DELTA];
-    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_adadelta, p, g, 2, s->buf))
         return adadelta_generic(o, p, g, sq, acc);
-    adadelta_ctx c = {
-        .p = pti_data(p),
-        .sq = pti_data(sq),
-        .acc = pti_data(acc),
-        .g = pti_data(g),
+    pti_optim_adadelta_params hp = {
         .wd = (float)o->weight_decay,
         .rho = (float)o->rho,
         .one_rho = (float)(1.0 - o->rho),
@@ -154,8 +96,7 @@ static pt_status adadelta_update(pt_optim *opt, const void *opts, pt_tensor *p, 
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_run_fused(p->numel, adadelta_range, PTI_OPTIM_AVX2(adadelta_range_avx2), &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_adadelta, p, g, 2, s->buf, &hp);
 }
 
 static const pti_optim_def adadelta_def = {

@@ -1,5 +1,5 @@
-/* torch.optim.Adagrad (1.13 single-tensor math, dense gradients), fused float32 CPU pass +
- * generic path. State (step 0, sum = initial_accumulator_value) exists from construction:
+/* torch.optim.Adagrad (1.13 single-tensor math, dense gradients), fused kernel (optim_adagrad) +
+ * generic fallback. State (step 0, sum = initial_accumulator_value) exists from construction:
  *
  *   t += 1;  g = maximize ? -g : g;  g += weight_decay * p
  *   clr = lr / (1 + (t - 1) * lr_decay)
@@ -49,50 +49,6 @@ static pt_status adagrad_init(pt_optim *o, const void *opts, const pt_tensor *p,
     return s->buf[0] ? PT_OK : pt_last_status();
 }
 
-typedef struct adagrad_ctx {
-    float *p, *sum;
-    const float *g;
-    float wd, eps, neg_clr;
-    bool maximize, has_wd;
-} adagrad_ctx;
-
-static void adagrad_range(void *vctx, int64_t begin, int64_t end)
-{
-    const adagrad_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
-        float sum = c->sum[i] + g * g;
-        c->sum[i] = sum;
-        c->p[i] = c->p[i] + c->neg_clr * g / (sqrtf(sum) + c->eps);
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* adagrad_range 8 lanes at a time with the same float operations; the tail goes through it. */
-PTI_OPTIM_AVX2_FN static void adagrad_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const adagrad_ctx *c = vctx;
-    float *restrict P = c->p, *restrict S = c->sum;
-    const float *restrict G = c->g;
-    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
-    const __m256 wd = _mm256_set1_ps(c->wd), eps = _mm256_set1_ps(c->eps);
-    const __m256 neg_clr = _mm256_set1_ps(c->neg_clr);
-    const bool has_wd = c->has_wd;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 p = _mm256_loadu_ps(P + i);
-        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
-        if (has_wd)
-            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 sum = _mm256_add_ps(_mm256_loadu_ps(S + i), _mm256_mul_ps(g, g));
-        _mm256_storeu_ps(S + i, sum);
-        __m256 std = _mm256_add_ps(_mm256_sqrt_ps(sum), eps);
-        _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(neg_clr, g), std)));
-    }
-    adagrad_range(vctx, i, end);
-}
-#endif
-
 static pt_status adagrad_generic(const pt_adagrad_opts *o, pt_tensor *p, const pt_tensor *g,
                                  pt_tensor *sum, double clr)
 {
@@ -119,20 +75,16 @@ static pt_status adagrad_update(pt_optim *opt, const void *opts, pt_tensor *p, c
     const pt_adagrad_opts *o = opts;
     s->step += 1.0;
     double clr = o->lr / (1.0 + (s->step - 1.0) * o->lr_decay);
-    if (!pti_optim_fast_ok(p, g, 1, &s->buf[0]))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_adagrad, p, g, 1, &s->buf[0]))
         return adagrad_generic(o, p, g, s->buf[0], clr);
-    adagrad_ctx c = {
-        .p = pti_data(p),
-        .sum = pti_data(s->buf[0]),
-        .g = pti_data(g),
+    pti_optim_adagrad_params hp = {
         .wd = (float)o->weight_decay,
         .eps = (float)o->eps,
         .neg_clr = (float)-clr,
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_run_fused(p->numel, adagrad_range, PTI_OPTIM_AVX2(adagrad_range_avx2), &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_adagrad, p, g, 1, &s->buf[0], &hp);
 }
 
 static const pti_optim_def adagrad_def = {

@@ -1,5 +1,5 @@
-/* torch.optim.Adam and AdamW (1.13 single-tensor math), sharing one fused float32 CPU pass and
- * one generic path from public ops:
+/* torch.optim.Adam and AdamW (1.13 single-tensor math), sharing one fused kernel (optim_adam) and
+ * one generic fallback from public ops:
  *
  *   g = maximize ? -g : g;  Adam: g += weight_decay * p;  AdamW: p *= 1 - lr * weight_decay
  *   m = beta1 * m + (1 - beta1) * g;   v = beta2 * v + (1 - beta2) * g * g
@@ -55,82 +55,6 @@ static pt_status adam_init(pt_optim *o, const void *opts, const pt_tensor *p, pt
     return adam_init_bufs(p, ((const pt_adam_opts *)opts)->amsgrad, s);
 }
 
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct adam_ctx {
-    float *p, *m, *v, *vmax;
-    const float *g;
-    float wd, decay_mul, b1, one_b1, b2, one_b2, bc2_sqrt, eps, neg_step_size;
-    bool maximize, has_wd;
-} adam_ctx;
-
-static void adam_range(void *vctx, int64_t begin, int64_t end)
-{
-    const adam_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float p = c->p[i];
-        if (c->decay_mul != 1.0f)
-            p = p * c->decay_mul;
-        float g = pti_optim_grad_f32(c->g[i], p, c->maximize, c->has_wd, c->wd);
-        float m = c->m[i] * c->b1 + c->one_b1 * g;
-        float v = c->v[i] * c->b2 + c->one_b2 * g * g;
-        c->m[i] = m;
-        c->v[i] = v;
-        if (c->vmax) {
-            float vm = c->vmax[i];
-            vm = v > vm || v != v ? v : vm;
-            c->vmax[i] = vm;
-            v = vm;
-        }
-        float denom = sqrtf(v) / c->bc2_sqrt + c->eps;
-        c->p[i] = p + c->neg_step_size * m / denom;
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* The same float operations as adam_range, 8 lanes at a time (no FMA contraction, so results
- * equal the scalar loop's); the tail goes through adam_range. */
-PTI_OPTIM_AVX2_FN static void adam_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const adam_ctx *c = vctx;
-    float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v, *restrict VM = c->vmax;
-    const float *restrict G = c->g;
-    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
-    const __m256 wd = _mm256_set1_ps(c->wd), dm = _mm256_set1_ps(c->decay_mul);
-    const __m256 b1 = _mm256_set1_ps(c->b1), ob1 = _mm256_set1_ps(c->one_b1);
-    const __m256 b2 = _mm256_set1_ps(c->b2), ob2 = _mm256_set1_ps(c->one_b2);
-    const __m256 bc2s = _mm256_set1_ps(c->bc2_sqrt), eps = _mm256_set1_ps(c->eps);
-    const __m256 nss = _mm256_set1_ps(c->neg_step_size);
-    const bool decay = c->decay_mul != 1.0f, has_wd = c->has_wd;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
-        __m256 p = _mm256_loadu_ps(P + i);
-        if (decay)
-            p = _mm256_mul_ps(p, dm);
-        if (has_wd)
-            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 m = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(ob1, g));
-        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
-                                 _mm256_mul_ps(_mm256_mul_ps(ob2, g), g));
-        _mm256_storeu_ps(M + i, m);
-        _mm256_storeu_ps(V + i, v);
-        if (VM) {
-            __m256 vm = _mm256_loadu_ps(VM + i);
-            __m256 take =
-                _mm256_or_ps(_mm256_cmp_ps(v, vm, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            vm = _mm256_blendv_ps(vm, v, take);
-            _mm256_storeu_ps(VM + i, vm);
-            v = vm;
-        }
-        __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(v), bc2s), eps);
-        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(nss, m), denom));
-        _mm256_storeu_ps(P + i, p);
-    }
-    adam_range(vctx, i, end);
-}
-#endif
-
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status adam_generic(const adam_args *a, pt_tensor *p, const pt_tensor *g,
@@ -177,14 +101,9 @@ static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g, 
     if (a->amsgrad && !bufs[2])
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: amsgrad was turned on after the "
                                              "first step; the state has no max_exp_avg_sq");
-    if (!pti_optim_fast_ok(p, g, 3, bufs))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_adam, p, g, 3, bufs))
         return adam_generic(a, p, g, s, bc2_sqrt, step_size);
-    adam_ctx c = {
-        .p = pti_data(p),
-        .m = pti_data(bufs[0]),
-        .v = pti_data(bufs[1]),
-        .vmax = bufs[2] ? pti_data(bufs[2]) : NULL,
-        .g = pti_data(g),
+    pti_optim_adam_params hp = {
         .wd = (float)a->weight_decay,
         .decay_mul = 1.0f,
         .b1 = (float)a->beta1,
@@ -198,9 +117,8 @@ static pt_status adam_run(const adam_args *a, pt_tensor *p, const pt_tensor *g, 
         .has_wd = !a->decoupled && a->weight_decay != 0.0,
     };
     if (a->decoupled)
-        c.decay_mul = (float)(1.0 - a->lr * a->weight_decay);
-    pti_optim_run_fused(p->numel, adam_range, PTI_OPTIM_AVX2(adam_range_avx2), &c);
-    return PT_OK;
+        hp.decay_mul = (float)(1.0 - a->lr * a->weight_decay);
+    return pti_optim_kernel(PTI_OP_optim_adam, p, g, 3, bufs, &hp);
 }
 
 static pt_status adam_update(pt_optim *opt, const void *opts, pt_tensor *p, const pt_tensor *g,

@@ -1,5 +1,5 @@
-/* torch.optim.ASGD (averaged SGD, 1.13 single-tensor math), fused float32 CPU pass + generic
- * path:
+/* torch.optim.ASGD (averaged SGD, 1.13 single-tensor math), fused kernel (optim_asgd) + generic
+ * fallback:
  *
  *   t += 1;  g = maximize ? -g : g;  g += weight_decay * p
  *   p *= 1 - lambd * eta;  p -= eta * g
@@ -50,28 +50,6 @@ static pt_status asgd_init(pt_optim *o, const void *opts, const pt_tensor *p, pt
     return s->buf[BUF_AX] ? PT_OK : pt_last_status();
 }
 
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct asgd_ctx {
-    float *p, *ax;
-    const float *g;
-    float wd, decay, neg_eta, mu;
-    bool maximize, has_wd, average;
-} asgd_ctx;
-
-static void asgd_range(void *vctx, int64_t begin, int64_t end)
-{
-    const asgd_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float p = c->p[i];
-        float g = pti_optim_grad_f32(c->g[i], p, c->maximize, c->has_wd, c->wd);
-        p = p * c->decay;
-        p = p + c->neg_eta * g;
-        c->p[i] = p;
-        c->ax[i] = c->average ? c->ax[i] + (p - c->ax[i]) * c->mu : p;
-    }
-}
-
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status asgd_generic(const pt_asgd_opts *o, pt_tensor *p, const pt_tensor *g,
@@ -104,13 +82,10 @@ static pt_status asgd_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
     s->step += 1.0;
     double eta = s->scalar[SCALAR_ETA], mu = s->scalar[SCALAR_MU];
     pt_status st = PT_OK;
-    if (!pti_optim_fast_ok(p, g, 1, s->buf)) {
+    if (!pti_optim_kernel_applies(PTI_OP_optim_asgd, p, g, 1, s->buf)) {
         st = asgd_generic(o, p, g, s->buf[BUF_AX], eta, mu);
     } else {
-        asgd_ctx c = {
-            .p = pti_data(p),
-            .ax = pti_data(s->buf[BUF_AX]),
-            .g = pti_data(g),
+        pti_optim_asgd_params hp = {
             .wd = (float)o->weight_decay,
             .decay = (float)(1.0 - o->lambd * eta),
             .neg_eta = (float)-eta,
@@ -119,7 +94,7 @@ static pt_status asgd_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
             .has_wd = o->weight_decay != 0.0,
             .average = mu != 1.0,
         };
-        pti_optim_parallel(p->numel, asgd_range, &c);
+        st = pti_optim_kernel(PTI_OP_optim_asgd, p, g, 1, s->buf, &hp);
     }
     if (st != PT_OK)
         return st;

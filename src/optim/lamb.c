@@ -9,8 +9,9 @@
  *   if weight_decay != 0 or always_adapt: u *= trust = |p| > 0 && |u| > 0 ? |p| / |u| : 1
  *                                          (trust_clip: min(trust, 1))
  *   p -= lr * u
- * The fused float32 path makes two passes (moments + norms, then the update) and computes the
- * norms in double; the generic path uses public ops. */
+ * The fused float32 kernel (optim_lamb, src/backends/<device>/optim*.c) makes two passes
+ * (moments + norms, then the update) and computes the norms in double; the generic path uses
+ * public ops. */
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -51,47 +52,13 @@ static pt_status lamb_init(pt_optim *o, const void *opts, const pt_tensor *p, pt
     return pti_optim_init_zero_bufs(p, 2, s);
 }
 
-/* The per-step constants of one group. */
-typedef struct lamb_args {
-    double lr, b1, b2, b3, bc1, bc2_sqrt, eps, wd;
-    bool adapt, trust_clip;
-} lamb_args;
+/* The per-step constants of one group (also the fused kernel's parameters). */
+typedef pti_optim_lamb_params lamb_args;
 
 static double trust_ratio(const lamb_args *a, double w_norm, double u_norm)
 {
     double r = w_norm > 0.0 ? (u_norm > 0.0 ? w_norm / u_norm : 1.0) : 1.0;
     return a->trust_clip && r > 1.0 ? 1.0 : r;
-}
-
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-static inline float lamb_u(const lamb_args *a, float m, float v, float p)
-{
-    float u = m / (float)a->bc1 / (sqrtf(v) / (float)a->bc2_sqrt + (float)a->eps);
-    return a->wd != 0.0 ? u + (float)a->wd * p : u;
-}
-
-static void lamb_fused(const lamb_args *a, pt_tensor *p, const pt_tensor *g, pti_param_state *s)
-{
-    float *pd = pti_data(p), *m = pti_data(s->buf[0]), *v = pti_data(s->buf[1]);
-    const float *gd = pti_data(g);
-    float b1 = (float)a->b1, b3 = (float)a->b3, b2 = (float)a->b2, one_b2 = (float)(1.0 - a->b2);
-    double w2 = 0.0, u2 = 0.0;
-    for (int64_t i = 0; i < p->numel; i++) {
-        float gi = gd[i];
-        m[i] = m[i] * b1 + b3 * gi;
-        v[i] = v[i] * b2 + one_b2 * gi * gi;
-        float u = lamb_u(a, m[i], v[i], pd[i]);
-        w2 += (double)pd[i] * pd[i];
-        u2 += (double)u * u;
-    }
-    double trust = a->adapt ? trust_ratio(a, sqrt(w2), sqrt(u2)) : 1.0;
-    float neg = (float)-a->lr;
-    float tr = (float)trust;
-    for (int64_t i = 0; i < p->numel; i++) {
-        float u = lamb_u(a, m[i], v[i], pd[i]);
-        pd[i] = pd[i] + neg * (u * tr);
-    }
 }
 
 /* ---- generic path --------------------------------------------------------------------------- */
@@ -158,13 +125,13 @@ static pt_status global_clip(pt_optim *o, double *clip)
             const pt_tensor *g = o->groups[gi].params[i]->grad;
             if (!g)
                 continue;
-            if (pti_optim_fast_ok(g, g, 0, NULL)) { /* no temporaries on the fast path */
-                const float *gd = pti_data(g);
-                for (int64_t k = 0; k < g->numel; k++)
-                    sum += (double)gd[k] * gd[k];
+            double n = 0.0;
+            if (pti_optim_kernel_applies(PTI_OP_optim_sum_sq, g, g, 0, NULL)) {
+                if (pti_optim_sum_sq(g, &n) != PT_OK)
+                    return pt_last_status();
+                sum += n;
                 continue;
             }
-            double n = 0.0;
             if (norm_of(g, &n) != PT_OK)
                 return pt_last_status();
             sum += n * n;
@@ -223,8 +190,8 @@ static pt_status lamb_group(pt_optim *o, int gi, double clip)
                 break;
             s->initialized = true;
         }
-        if (pti_optim_fast_ok(p, g, 2, s->buf))
-            lamb_fused(&a, p, g, s);
+        if (pti_optim_kernel_applies(PTI_OP_optim_lamb, p, g, 2, s->buf))
+            st = pti_optim_kernel(PTI_OP_optim_lamb, p, g, 2, s->buf, &a);
         else
             st = lamb_generic(&a, p, g, s);
         pti_bump_version(p);

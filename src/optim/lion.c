@@ -1,6 +1,6 @@
 /* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms") as the reference
- * implementation lucidrains/lion-pytorch (not in torch.optim), fused float32 CPU pass +
- * generic path:
+ * implementation lucidrains/lion-pytorch (not in torch.optim), fused kernel (optim_lion) +
+ * generic fallback:
  *
  *   p *= 1 - lr * weight_decay
  *   p -= lr * sign(beta1 * m + (1 - beta1) * g)
@@ -38,24 +38,6 @@ static pt_status lion_init(pt_optim *o, const void *opts, const pt_tensor *p, pt
     return pti_optim_init_zero_bufs(p, 1, s);
 }
 
-typedef struct lion_ctx {
-    float *p, *m;
-    const float *g;
-    float decay, neg_lr, b1, one_b1, b2, one_b2;
-} lion_ctx;
-
-static void lion_range(void *vctx, int64_t begin, int64_t end)
-{
-    const lion_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = c->g[i], m = c->m[i];
-        float u = m * c->b1 + c->one_b1 * g;
-        float s = u > 0.0f ? 1.0f : u < 0.0f ? -1.0f : 0.0f;
-        c->p[i] = c->p[i] * c->decay + c->neg_lr * s;
-        c->m[i] = m * c->b2 + c->one_b2 * g;
-    }
-}
-
 static pt_status lion_generic(const pt_lion_opts *o, pt_tensor *p, const pt_tensor *g, pt_tensor *m)
 {
     pt_status st = pt_mul_scalar_(p, 1.0 - o->lr * o->weight_decay);
@@ -81,12 +63,9 @@ static pt_status lion_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
 {
     (void)opt;
     const pt_lion_opts *o = opts;
-    if (!pti_optim_fast_ok(p, g, 1, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_lion, p, g, 1, s->buf))
         return lion_generic(o, p, g, s->buf[BUF_EXP_AVG]);
-    lion_ctx c = {
-        .p = pti_data(p),
-        .m = pti_data(s->buf[BUF_EXP_AVG]),
-        .g = pti_data(g),
+    pti_optim_lion_params hp = {
         .decay = (float)(1.0 - o->lr * o->weight_decay),
         .neg_lr = (float)-o->lr,
         .b1 = (float)o->betas[0],
@@ -94,8 +73,7 @@ static pt_status lion_update(pt_optim *opt, const void *opts, pt_tensor *p, cons
         .b2 = (float)o->betas[1],
         .one_b2 = (float)(1.0 - o->betas[1]),
     };
-    pti_optim_parallel(p->numel, lion_range, &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_lion, p, g, 1, s->buf, &hp);
 }
 
 static const pti_optim_def lion_def = {

@@ -1,5 +1,5 @@
-/* torch.optim.NAdam (1.13 single-tensor math; 1.13 has no maximize option), fused float32 CPU
- * pass + generic path:
+/* torch.optim.NAdam (1.13 single-tensor math; 1.13 has no maximize option), fused kernel
+ * (optim_nadam) + generic fallback:
  *
  *   t += 1;  g += weight_decay * p
  *   mu = beta1 (1 - 0.5 * 0.96^(t md));  mu' = beta1 (1 - 0.5 * 0.96^((t + 1) md))
@@ -48,65 +48,6 @@ static pt_status nadam_init(pt_optim *o, const void *opts, const pt_tensor *p, p
     return pti_optim_init_zero_bufs(p, 2, s);
 }
 
-typedef struct nadam_ctx {
-    float *p, *m, *v;
-    const float *g;
-    float wd, b1, one_b1, b2, one_b2, bc2, eps, coef_g, coef_m;
-    bool has_wd;
-} nadam_ctx;
-
-static void nadam_range(void *vctx, int64_t begin, int64_t end)
-{
-    const nadam_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = c->g[i];
-        float p = c->p[i];
-        if (c->has_wd)
-            g = g + c->wd * p;
-        float m = c->m[i] * c->b1 + c->one_b1 * g;
-        float v = c->v[i] * c->b2 + c->one_b2 * g * g;
-        c->m[i] = m;
-        c->v[i] = v;
-        float denom = sqrtf(v / c->bc2) + c->eps;
-        p = p + c->coef_g * g / denom;
-        c->p[i] = p + c->coef_m * m / denom;
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* nadam_range 8 lanes at a time with the same float operations; the tail goes through it. */
-PTI_OPTIM_AVX2_FN static void nadam_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const nadam_ctx *c = vctx;
-    float *restrict P = c->p, *restrict M = c->m, *restrict V = c->v;
-    const float *restrict G = c->g;
-    const __m256 wd = _mm256_set1_ps(c->wd), b1 = _mm256_set1_ps(c->b1);
-    const __m256 one_b1 = _mm256_set1_ps(c->one_b1), b2 = _mm256_set1_ps(c->b2);
-    const __m256 one_b2 = _mm256_set1_ps(c->one_b2), bc2 = _mm256_set1_ps(c->bc2);
-    const __m256 eps = _mm256_set1_ps(c->eps), coef_g = _mm256_set1_ps(c->coef_g);
-    const __m256 coef_m = _mm256_set1_ps(c->coef_m);
-    const bool has_wd = c->has_wd;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 p = _mm256_loadu_ps(P + i);
-        __m256 g = _mm256_loadu_ps(G + i);
-        if (has_wd)
-            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 m =
-            _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(M + i), b1), _mm256_mul_ps(one_b1, g));
-        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(V + i), b2),
-                                 _mm256_mul_ps(_mm256_mul_ps(one_b2, g), g));
-        _mm256_storeu_ps(M + i, m);
-        _mm256_storeu_ps(V + i, v);
-        __m256 denom = _mm256_add_ps(_mm256_sqrt_ps(_mm256_div_ps(v, bc2)), eps);
-        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_g, g), denom));
-        p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(coef_m, m), denom));
-        _mm256_storeu_ps(P + i, p);
-    }
-    nadam_range(vctx, i, end);
-}
-#endif
-
 static pt_status nadam_generic(const pt_nadam_opts *o, pt_tensor *p, const pt_tensor *g,
                                pt_tensor *m, pt_tensor *v, double bc2, double coef_g, double coef_m)
 {
@@ -150,13 +91,9 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     double coef_g = -o->lr * (1.0 - mu) / (1.0 - (double)mu_product);
     double coef_m = -o->lr * mu_next / (1.0 - (double)mu_product_next);
     pt_tensor *m = s->buf[BUF_EXP_AVG], *v = s->buf[BUF_EXP_AVG_SQ];
-    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_nadam, p, g, 2, s->buf))
         return nadam_generic(o, p, g, m, v, bc2, coef_g, coef_m);
-    nadam_ctx c = {
-        .p = pti_data(p),
-        .m = pti_data(m),
-        .v = pti_data(v),
-        .g = pti_data(g),
+    pti_optim_nadam_params hp = {
         .wd = (float)o->weight_decay,
         .b1 = (float)b1,
         .one_b1 = (float)(1.0 - b1),
@@ -168,8 +105,7 @@ static pt_status nadam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
         .coef_m = (float)coef_m,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_run_fused(p->numel, nadam_range, PTI_OPTIM_AVX2(nadam_range_avx2), &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_nadam, p, g, 2, s->buf, &hp);
 }
 
 static const pti_optim_def nadam_def = {

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "optim_internal.h"
-#include "../backends/cpu/cpu.h"
 
 /* ---- groups ---------------------------------------------------------------------------------- */
 
@@ -381,8 +380,6 @@ pt_status pt_optim_set_lr(pt_optim *o, int group, double lr)
 
 /* ---- stepping -------------------------------------------------------------------------------- */
 
-static _Thread_local bool force_generic;
-
 static pt_status step_group(pt_optim *o, pti_optim_group *g)
 {
     for (int i = 0; i < g->n; i++) {
@@ -409,8 +406,6 @@ pt_status pt_optim_step(pt_optim *o)
 {
     if (!o)
         return pti_error(PT_ERR_NULL, "pt_optim_step: optimizer is NULL");
-    const char *env = getenv("PT_OPTIM_GENERIC");
-    force_generic = env && env[0] == '1';
     if (o->def->step)
         return o->def->step(o, NULL, NULL, NULL);
     pt_no_grad_begin();
@@ -428,11 +423,8 @@ pt_status pt_optim_step_closure(pt_optim *o, double (*closure)(void *user), void
         return pti_error(PT_ERR_NULL, "pt_optim_step_closure: optimizer is NULL");
     if (!closure)
         return pti_error(PT_ERR_NULL, "pt_optim_step_closure: closure is NULL");
-    if (o->def->step) {
-        const char *env = getenv("PT_OPTIM_GENERIC");
-        force_generic = env && env[0] == '1';
+    if (o->def->step)
         return o->def->step(o, closure, user, loss);
-    }
     bool prev = pt_set_grad_enabled(true);
     double l = closure(user);
     pt_set_grad_enabled(prev);
@@ -503,33 +495,6 @@ pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_sta
         if (!(s->buf[k] = pti_optim_state_zeros(p)))
             return pt_last_status();
     return PT_OK;
-}
-
-bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs)
-{
-    if (force_generic)
-        return false;
-    const pt_tensor *all[2] = {p, g};
-    for (int k = 0; k < 2 + n_bufs; k++) {
-        const pt_tensor *t = k < 2 ? all[k] : bufs[k - 2];
-        if (!t)
-            continue;
-        if (t->dtype != PT_FLOAT32 || !pti_is_cpu(t) || t->numel != p->numel ||
-            !pti_is_contiguous(t))
-            return false;
-    }
-    return true;
-}
-
-void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx)
-{
-    /* Memory-bound updates: below ~64K elements a single thread wins. */
-    pti_parallel_for(n, 65536, fn, ctx);
-}
-
-void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn, void *ctx)
-{
-    pti_optim_parallel(n, avx2_fn && pti_cpu_has_avx2() ? avx2_fn : scalar_fn, ctx);
 }
 
 pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)

@@ -15,19 +15,8 @@
 #define PT_OPTIM_INTERNAL_H
 
 #include "../core/internal.h"
+#include "../ops/optim.h"
 #include "prometorch/optim.h"
-
-/* x86 builds compile each fused kernel's AVX2 variant (marked PTI_OPTIM_AVX2_FN, inside
- * #ifdef PTI_OPTIM_HAVE_AVX2); PTI_OPTIM_AVX2(fn) names it there and is NULL elsewhere, for
- * pti_optim_run_fused. */
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define PTI_OPTIM_HAVE_AVX2 1
-#define PTI_OPTIM_AVX2_FN __attribute__((target("avx2")))
-#define PTI_OPTIM_AVX2(fn) (fn)
-#else
-#define PTI_OPTIM_AVX2(fn) NULL
-#endif
 
 /* ---- hyperparameters ---------------------------------------------------------------------- */
 
@@ -163,26 +152,12 @@ pt_tensor *pti_optim_state_clone(const pt_tensor *src);
  * allocation's error. */
 pt_status pti_optim_init_zero_bufs(const pt_tensor *p, int n_bufs, pti_param_state *s);
 
-/* True when the fused CPU float32 kernels apply: p, g and every non-NULL buf are contiguous
- * CPU float32 tensors of p's numel. PT_OPTIM_GENERIC=1 in the environment (read at each
- * pt_optim_step) forces the generic path built from public ops (tests compare both). */
-bool pti_optim_fast_ok(const pt_tensor *p, const pt_tensor *g, int n_bufs, pt_tensor *const *bufs);
-
-/* Fused kernels: one gradient element as most algorithms first transform it (the float32 twin
- * of pti_optim_generic_grad): maximize ? -g : g, plus wd * p when has_wd. */
-static inline float pti_optim_grad_f32(float g, float p, bool maximize, bool has_wd, float wd)
-{
-    if (maximize)
-        g = -g;
-    return has_wd ? g + wd * p : g;
-}
-
-/* Runs fn(ctx, begin, end) over [0, n) elements, split across the thread pool for big
- * tensors (a grain fit for memory-bound elementwise updates). */
-void pti_optim_parallel(int64_t n, pti_range_fn fn, void *ctx);
-/* pti_optim_parallel with avx2_fn when it is non-NULL and the CPU has AVX2 (and
- * PT_DISABLE_AVX2 is unset), else scalar_fn. Pass PTI_OPTIM_AVX2(x_range_avx2). */
-void pti_optim_run_fused(int64_t n, pti_range_fn scalar_fn, pti_range_fn avx2_fn, void *ctx);
+/* Fused updates: an algorithm asks pti_optim_kernel_applies(PTI_OP_optim_<x>, p, g, ...) and
+ * runs pti_optim_kernel (src/ops/optim.h) with its pti_optim_<x>_params; when the kernel does
+ * not apply (another dtype or layout, or the parameter's backend lacks the slot) it takes its
+ * generic path from public ops below. A new fused update is a PT_OP(optim_<x>) line in
+ * src/ops/optim.def, its pti_optim_<x>_params in src/ops/optim_params.h and its kernels in
+ * src/backends/<device>/optim*.c; the generic path stays, as every backend's fallback. */
 
 /* The generic path's temporaries: out-of-place results released by the caller. For an
  * in-place "dst = src" with dst a state buffer: pt_copy_ then release. */

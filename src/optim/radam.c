@@ -1,4 +1,5 @@
-/* torch.optim.RAdam (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.RAdam (1.13 single-tensor math), fused kernel (optim_radam) +
+ * generic fallback:
  *
  *   t += 1;  g += weight_decay * p  (decoupled_weight_decay: p *= 1 - lr * weight_decay)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g
@@ -38,34 +39,6 @@ static pt_status radam_init(pt_optim *o, const void *opts, const pt_tensor *p, p
 {
     (void)o, (void)opts;
     return pti_optim_init_zero_bufs(p, 2, s);
-}
-
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct radam_ctx {
-    float *p, *m, *v;
-    const float *g;
-    float wd, decay, b1, one_b1, b2, one_b2, bc1, lr, bc2_sqrt, eps, rect;
-    bool has_wd, rectify;
-} radam_ctx;
-
-static void radam_range(void *vctx, int64_t begin, int64_t end)
-{
-    const radam_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = c->g[i];
-        float p = c->p[i] * c->decay;
-        if (c->has_wd)
-            g = g + c->wd * p;
-        float m = c->m[i] * c->b1 + c->one_b1 * g;
-        float v = c->v[i] * c->b2 + c->one_b2 * g * g;
-        c->m[i] = m;
-        c->v[i] = v;
-        float u = m / c->bc1 * c->lr;
-        if (c->rectify)
-            u = u * (c->bc2_sqrt / (sqrtf(v) + c->eps)) * c->rect;
-        c->p[i] = p - u;
-    }
 }
 
 /* ---- generic path --------------------------------------------------------------------------- */
@@ -119,13 +92,9 @@ static pt_status radam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     double rect = rectify ? sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
                                  ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
                           : 1.0;
-    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_radam, p, g, 2, s->buf))
         return radam_generic(o, p, g, s, bc1, bc2, rect, rectify);
-    radam_ctx c = {
-        .p = pti_data(p),
-        .m = pti_data(s->buf[0]),
-        .v = pti_data(s->buf[1]),
-        .g = pti_data(g),
+    pti_optim_radam_params hp = {
         .wd = (float)o->weight_decay,
         .b1 = (float)b1,
         .one_b1 = (float)(1.0 - b1),
@@ -140,8 +109,7 @@ static pt_status radam_update(pt_optim *opt, const void *opts, pt_tensor *p, con
         .has_wd = o->weight_decay != 0.0 && !o->decoupled_weight_decay,
         .rectify = rectify,
     };
-    pti_optim_parallel(p->numel, radam_range, &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_radam, p, g, 2, s->buf, &hp);
 }
 
 static const pti_optim_def radam_def = {

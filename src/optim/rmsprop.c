@@ -1,4 +1,5 @@
-/* torch.optim.RMSprop (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.RMSprop (1.13 single-tensor math), fused kernel (optim_rmsprop) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  g += weight_decay * p
  *   sq = alpha * sq + (1 - alpha) * g * g
@@ -70,87 +71,6 @@ static pt_status rmsprop_init(pt_optim *o, const void *opts, const pt_tensor *p,
     return rmsprop_ensure(opts, p, s);
 }
 
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct rmsprop_ctx {
-    float *p, *sq, *buf, *ga;
-    const float *g;
-    float wd, alpha, one_alpha, eps, mom, neg_lr;
-    bool maximize, has_wd;
-} rmsprop_ctx;
-
-static void rmsprop_range(void *vctx, int64_t begin, int64_t end)
-{
-    const rmsprop_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = pti_optim_grad_f32(c->g[i], c->p[i], c->maximize, c->has_wd, c->wd);
-        float sq = c->sq[i] * c->alpha + c->one_alpha * g * g;
-        c->sq[i] = sq;
-        float avg;
-        if (c->ga) {
-            float ga = c->ga[i] * c->alpha + c->one_alpha * g;
-            c->ga[i] = ga;
-            avg = sqrtf(sq + -1.0f * ga * ga) + c->eps;
-        } else {
-            avg = sqrtf(sq) + c->eps;
-        }
-        if (c->buf) {
-            float b = c->buf[i] * c->mom + g / avg;
-            c->buf[i] = b;
-            c->p[i] = c->p[i] + c->neg_lr * b;
-        } else {
-            c->p[i] = c->p[i] + c->neg_lr * g / avg;
-        }
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* rmsprop_range 8 lanes at a time with the same float operations; the tail goes through it. */
-PTI_OPTIM_AVX2_FN static void rmsprop_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const rmsprop_ctx *c = vctx;
-    float *restrict P = c->p, *restrict SQ = c->sq, *restrict B = c->buf, *restrict GA = c->ga;
-    const float *restrict G = c->g;
-    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
-    const __m256 wd = _mm256_set1_ps(c->wd), alpha = _mm256_set1_ps(c->alpha);
-    const __m256 one_alpha = _mm256_set1_ps(c->one_alpha), eps = _mm256_set1_ps(c->eps);
-    const __m256 mom = _mm256_set1_ps(c->mom), neg_lr = _mm256_set1_ps(c->neg_lr);
-    const __m256 minus1 = _mm256_set1_ps(-1.0f);
-    const bool has_wd = c->has_wd;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 p = _mm256_loadu_ps(P + i);
-        __m256 g = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
-        if (has_wd)
-            g = _mm256_add_ps(g, _mm256_mul_ps(wd, p));
-        __m256 sq = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(SQ + i), alpha),
-                                  _mm256_mul_ps(_mm256_mul_ps(one_alpha, g), g));
-        _mm256_storeu_ps(SQ + i, sq);
-        __m256 avg;
-        if (GA) {
-            __m256 ga = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(GA + i), alpha),
-                                      _mm256_mul_ps(one_alpha, g));
-            _mm256_storeu_ps(GA + i, ga);
-            avg = _mm256_add_ps(
-                _mm256_sqrt_ps(_mm256_add_ps(sq, _mm256_mul_ps(_mm256_mul_ps(minus1, ga), ga))),
-                eps);
-        } else {
-            avg = _mm256_add_ps(_mm256_sqrt_ps(sq), eps);
-        }
-        if (B) {
-            __m256 b =
-                _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(B + i), mom), _mm256_div_ps(g, avg));
-            _mm256_storeu_ps(B + i, b);
-            p = _mm256_add_ps(p, _mm256_mul_ps(neg_lr, b));
-        } else {
-            p = _mm256_add_ps(p, _mm256_div_ps(_mm256_mul_ps(neg_lr, g), avg));
-        }
-        _mm256_storeu_ps(P + i, p);
-    }
-    rmsprop_range(vctx, i, end);
-}
-#endif
-
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status rmsprop_generic(const pt_rmsprop_opts *o, pt_tensor *p, const pt_tensor *g,
@@ -197,14 +117,9 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
     s->step += 1.0;
     pt_tensor *bufs[3] = {s->buf[BUF_SQUARE_AVG], o->momentum > 0.0 ? s->buf[BUF_MOMENTUM] : NULL,
                           o->centered ? s->buf[BUF_GRAD_AVG] : NULL};
-    if (!pti_optim_fast_ok(p, g, 3, bufs))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_rmsprop, p, g, 3, bufs))
         return rmsprop_generic(o, p, g, bufs[0], bufs[1], bufs[2]);
-    rmsprop_ctx c = {
-        .p = pti_data(p),
-        .sq = pti_data(bufs[0]),
-        .buf = bufs[1] ? pti_data(bufs[1]) : NULL,
-        .ga = bufs[2] ? pti_data(bufs[2]) : NULL,
-        .g = pti_data(g),
+    pti_optim_rmsprop_params hp = {
         .wd = (float)o->weight_decay,
         .alpha = (float)o->alpha,
         .one_alpha = (float)(1.0 - o->alpha),
@@ -214,8 +129,7 @@ static pt_status rmsprop_update(pt_optim *opt, const void *opts, pt_tensor *p, c
         .maximize = o->maximize,
         .has_wd = o->weight_decay != 0.0,
     };
-    pti_optim_run_fused(p->numel, rmsprop_range, PTI_OPTIM_AVX2(rmsprop_range_avx2), &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_rmsprop, p, g, 3, bufs, &hp);
 }
 
 /* torch's state has momentum_buffer only with momentum > 0 and grad_avg only when centered */

@@ -1,4 +1,5 @@
-/* torch.optim.Rprop (1.13 single-tensor math), fused float32 CPU pass + generic path:
+/* torch.optim.Rprop (1.13 single-tensor math), fused kernel (optim_rprop) +
+ * generic fallback:
  *
  *   g = maximize ? -g : g;  s = sign(g * prev)
  *   step_size = clamp(step_size * (s > 0 ? etaplus : s < 0 ? etaminus : 1), min, max)
@@ -43,33 +44,6 @@ static pt_status rprop_init(pt_optim *o, const void *opts, const pt_tensor *p, p
     return s->buf[BUF_PREV] && s->buf[BUF_STEP_SIZE] ? PT_OK : pt_last_status();
 }
 
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct rprop_ctx {
-    float *p, *prev, *size;
-    const float *g;
-    float etaminus, etaplus, smin, smax;
-    bool maximize;
-} rprop_ctx;
-
-static void rprop_range(void *vctx, int64_t begin, int64_t end)
-{
-    const rprop_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        float prod = g * c->prev[i];
-        float factor = prod > 0.0f ? c->etaplus : prod < 0.0f ? c->etaminus : 1.0f;
-        float size = c->size[i] * factor;
-        size = size < c->smin ? c->smin : size > c->smax ? c->smax : size;
-        c->size[i] = size;
-        if (prod < 0.0f)
-            g = 0.0f;
-        float sg = g > 0.0f ? 1.0f : g < 0.0f ? -1.0f : 0.0f;
-        c->p[i] = c->p[i] - sg * size;
-        c->prev[i] = g;
-    }
-}
-
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status rprop_generic(const pt_rprop_opts *o, pt_tensor *p, const pt_tensor *g,
@@ -112,21 +86,16 @@ static pt_status rprop_update(pt_optim *opt, const void *opts, pt_tensor *p, con
     (void)opt;
     const pt_rprop_opts *o = opts;
     s->step += 1.0;
-    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_rprop, p, g, 2, s->buf))
         return rprop_generic(o, p, g, s->buf[BUF_PREV], s->buf[BUF_STEP_SIZE]);
-    rprop_ctx c = {
-        .p = pti_data(p),
-        .prev = pti_data(s->buf[BUF_PREV]),
-        .size = pti_data(s->buf[BUF_STEP_SIZE]),
-        .g = pti_data(g),
+    pti_optim_rprop_params hp = {
         .etaminus = (float)o->etas[0],
         .etaplus = (float)o->etas[1],
         .smin = (float)o->step_sizes[0],
         .smax = (float)o->step_sizes[1],
         .maximize = o->maximize,
     };
-    pti_optim_parallel(p->numel, rprop_range, &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_rprop, p, g, 2, s->buf, &hp);
 }
 
 static const pti_optim_def rprop_def = {

@@ -1,5 +1,5 @@
 /* torch.optim.SGD (1.13 single-tensor math): weight decay, momentum with dampening, Nesterov,
- * maximize. A fused float32 CPU pass per parameter, and a generic path from public ops.
+ * maximize. A fused kernel per parameter (optim_sgd), and a generic fallback from public ops.
  *
  *   d = maximize ? -g : g;   d += weight_decay * p
  *   momentum: buf = first step ? d : momentum * buf + (1 - dampening) * d
@@ -45,61 +45,6 @@ static pt_status sgd_init(pt_optim *o, const void *opts, const pt_tensor *p, pti
     return PT_OK;
 }
 
-/* ---- fused float32 path ------------------------------------------------------------------ */
-
-typedef struct sgd_ctx {
-    float *p, *buf;
-    const float *g;
-    float neg_lr, wd, mom, damp1;
-    bool maximize, nesterov, has_wd, first;
-} sgd_ctx;
-
-static void sgd_range(void *vctx, int64_t begin, int64_t end)
-{
-    const sgd_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float d = c->maximize ? -c->g[i] : c->g[i];
-        if (c->has_wd)
-            d = d + c->wd * c->p[i];
-        if (c->buf) {
-            float b = c->first ? d : c->buf[i] * c->mom + c->damp1 * d;
-            c->buf[i] = b;
-            d = c->nesterov ? d + c->mom * b : b;
-        }
-        c->p[i] = c->p[i] + c->neg_lr * d;
-    }
-}
-
-#ifdef PTI_OPTIM_HAVE_AVX2
-/* sgd_range 8 lanes at a time with the same float operations; the tail goes through it. */
-PTI_OPTIM_AVX2_FN static void sgd_range_avx2(void *vctx, int64_t begin, int64_t end)
-{
-    const sgd_ctx *c = vctx;
-    float *restrict P = c->p, *restrict B = c->buf;
-    const float *restrict G = c->g;
-    const __m256 sign = _mm256_set1_ps(c->maximize ? -0.0f : 0.0f);
-    const __m256 wd = _mm256_set1_ps(c->wd), mom = _mm256_set1_ps(c->mom);
-    const __m256 damp1 = _mm256_set1_ps(c->damp1), neg_lr = _mm256_set1_ps(c->neg_lr);
-    const bool has_wd = c->has_wd, first = c->first, nesterov = c->nesterov;
-    int64_t i = begin;
-    for (; i + 8 <= end; i += 8) {
-        __m256 p = _mm256_loadu_ps(P + i);
-        __m256 d = _mm256_xor_ps(_mm256_loadu_ps(G + i), sign);
-        if (has_wd)
-            d = _mm256_add_ps(d, _mm256_mul_ps(wd, p));
-        if (B) {
-            __m256 b = first ? d
-                             : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(B + i), mom),
-                                             _mm256_mul_ps(damp1, d));
-            _mm256_storeu_ps(B + i, b);
-            d = nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mom, b)) : b;
-        }
-        _mm256_storeu_ps(P + i, _mm256_add_ps(p, _mm256_mul_ps(neg_lr, d)));
-    }
-    sgd_range(vctx, i, end);
-}
-#endif
-
 /* ---- generic path --------------------------------------------------------------------------- */
 
 static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor *g, pt_tensor *buf,
@@ -139,12 +84,9 @@ static pt_status sgd_update(pt_optim *opt, const void *opts, pt_tensor *p, const
         first = true;
     }
     pt_tensor *buf = o->momentum != 0.0 ? s->buf[0] : NULL;
-    if (!pti_optim_fast_ok(p, g, 1, &buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_sgd, p, g, 1, &buf))
         return sgd_generic(o, p, g, buf, first);
-    sgd_ctx c = {
-        .p = pti_data(p),
-        .buf = buf ? pti_data(buf) : NULL,
-        .g = pti_data(g),
+    pti_optim_sgd_params hp = {
         .neg_lr = (float)-o->lr,
         .wd = (float)o->weight_decay,
         .mom = (float)o->momentum,
@@ -154,8 +96,7 @@ static pt_status sgd_update(pt_optim *opt, const void *opts, pt_tensor *p, const
         .has_wd = o->weight_decay != 0.0,
         .first = first,
     };
-    pti_optim_run_fused(p->numel, sgd_range, PTI_OPTIM_AVX2(sgd_range_avx2), &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_sgd, p, g, 1, &buf, &hp);
 }
 
 static const pti_optim_def sgd_def = {

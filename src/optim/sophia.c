@@ -1,6 +1,6 @@
 /* SophiaG (Liu et al. 2023, "Sophia: A Scalable Stochastic Second-order Optimizer for Language
  * Model Pre-training") as the reference implementation Liuhong99/Sophia (not in torch.optim),
- * fused float32 CPU pass + generic path:
+ * fused kernel (optim_sophia) + generic fallback:
  *
  *   step:            t += 1;  g = maximize ? -g : g;  p *= 1 - lr * weight_decay
  *                    m = beta1 m + (1 - beta1) g
@@ -50,28 +50,6 @@ static pt_status sophia_init(pt_optim *o, const void *opts, const pt_tensor *p, 
     return pti_optim_init_zero_bufs(p, 2, s);
 }
 
-typedef struct sophia_ctx {
-    float *p, *m;
-    const float *g, *h;
-    float decay, b1, one_b1, rho_bs, neg_lr;
-    bool maximize;
-} sophia_ctx;
-
-static void sophia_range(void *vctx, int64_t begin, int64_t end)
-{
-    const sophia_ctx *c = vctx;
-    for (int64_t i = begin; i < end; i++) {
-        float g = c->maximize ? -c->g[i] : c->g[i];
-        float p = c->p[i] * c->decay;
-        float m = c->m[i] * c->b1 + c->one_b1 * g;
-        c->m[i] = m;
-        float ratio = fabsf(m) / (c->rho_bs * c->h[i] + 1e-15f);
-        ratio = ratio > 1.0f ? 1.0f : ratio;
-        float s = m > 0.0f ? 1.0f : m < 0.0f ? -1.0f : 0.0f;
-        c->p[i] = p + c->neg_lr * s * ratio;
-    }
-}
-
 static pt_status sophia_generic(const pt_sophia_opts *o, pt_tensor *p, const pt_tensor *g,
                                 pt_tensor *m, pt_tensor *h)
 {
@@ -107,13 +85,9 @@ static pt_status sophia_update(pt_optim *opt, const void *opts, pt_tensor *p, co
     (void)opt;
     const pt_sophia_opts *o = opts;
     s->step += 1.0;
-    if (!pti_optim_fast_ok(p, g, 2, s->buf))
+    if (!pti_optim_kernel_applies(PTI_OP_optim_sophia, p, g, 2, s->buf))
         return sophia_generic(o, p, g, s->buf[BUF_EXP_AVG], s->buf[BUF_HESSIAN]);
-    sophia_ctx c = {
-        .p = pti_data(p),
-        .m = pti_data(s->buf[BUF_EXP_AVG]),
-        .g = pti_data(g),
-        .h = pti_data(s->buf[BUF_HESSIAN]),
+    pti_optim_sophia_params hp = {
         .decay = (float)(1.0 - o->lr * o->weight_decay),
         .b1 = (float)o->betas[0],
         .one_b1 = (float)(1.0 - o->betas[0]),
@@ -121,8 +95,7 @@ static pt_status sophia_update(pt_optim *opt, const void *opts, pt_tensor *p, co
         .neg_lr = (float)-o->lr,
         .maximize = o->maximize,
     };
-    pti_optim_parallel(p->numel, sophia_range, &c);
-    return PT_OK;
+    return pti_optim_kernel(PTI_OP_optim_sophia, p, g, 2, s->buf, &hp);
 }
 
 static const pti_optim_def sophia_def = {

@@ -94,19 +94,40 @@ static void fill_info(pt_llm *llm, const char *path)
     in->n_ff = hp->n_ff;
 }
 
+/* The device's backend must have a kernel for every op the engine dispatches (the error
+ * names the missing ones); and for now the weights and the KV cache live on the CPU. */
+static bool check_device(pt_device d)
+{
+    char dev[32], missing[512];
+    int n_ops = 0;
+    pti_llm_required_ops(&n_ops);
+    int n = pti_llm_missing_ops(d, missing, sizeof missing);
+    pt_device_str(d, dev, sizeof dev);
+    if (n < 0)
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: device %s has no backend in this build (the LLM engine runs on "
+                  "the CPU only for now)",
+                  dev);
+    else if (n > 0)
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: the backend of device %s has no kernel for %d of the %d ops the "
+                  "LLM forward pass dispatches: %s (the LLM engine runs on the CPU only for now)",
+                  dev, n, n_ops, missing);
+    else if (d.type != PT_DEVICE_CPU)
+        pti_error(PT_ERR_UNSUPPORTED,
+                  "pt_llm_load: the LLM engine keeps its weights and KV cache on the CPU only "
+                  "for now (device %s)",
+                  dev);
+    return n == 0 && d.type == PT_DEVICE_CPU;
+}
+
 static bool check_opts(const pt_llm_opts *o)
 {
     if (o->n_threads < 0 || o->num_ctx < 0 || o->n_batch < 0) {
         pti_error(PT_ERR_INVALID_ARG, "pt_llm_load: negative n_threads, num_ctx or n_batch");
         return false;
     }
-    if (o->device.type != PT_DEVICE_CPU) {
-        pti_error(PT_ERR_UNSUPPORTED,
-                  "pt_llm_load: the LLM engine runs on the CPU only for now "
-                  "(the CUDA backend lacks the quantized and attention kernels)");
-        return false;
-    }
-    return true;
+    return check_device(o->device);
 }
 
 /* model itself when it is a file; otherwise an Ollama name resolved through the store

@@ -6,8 +6,14 @@
  * qkv / gate-up (phi3).
  *
  * Memory: each layer runs in its own scope, so the temporaries of one layer are back in the
- * allocator cache before the next starts; in a steady decode loop no call reaches malloc. */
+ * allocator cache before the next starts; in a steady decode loop no call reaches malloc.
+ *
+ * Every computation goes through ops and so through the device's kernel table; the ops it
+ * dispatches are listed in required_ops (pt_llm_load refuses a device whose backend lacks one
+ * and names it). Done here on the host: only the int64 token ids / int32 positions of a batch
+ * and the row lists of logits_of / hidden_of (index set-up, no arithmetic). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,4 +384,59 @@ pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_
     pt_tensor *logits = NULL;
     return pti_llm_forward_ex(m, c, tokens, n_tokens, runs, n_runs, &logits, NULL) == PT_OK ? logits
                                                                                             : NULL;
+}
+
+/* ---- the ops the engine needs --------------------------------------------------------------
+ */
+
+/* What each op is used for (tests/internal/test_llm_ops.c runs every architecture on a CPU
+ * backend with only these slots filled): */
+static const pti_op required_ops[] = {
+    PTI_OP_fill,            /* the zeroed KV cache (pti_kv_cache_new) */
+    PTI_OP_copy,            /* k/v rows into the cache, dtype casts, contiguous copies */
+    PTI_OP_embedding_quant, /* token embedding rows of a block-dtype table */
+    PTI_OP_index_select,    /* float embedding tables, the rows wanting logits */
+    PTI_OP_quant_linear,    /* projections with block / float16 / bfloat16 weights */
+    PTI_OP_mm,              /* projections with float32 weights (pt_linear's float path) */
+    PTI_OP_rms_norm,        /* pre/post, q/k and output norms */
+    PTI_OP_rope,            /* rotary position embedding of q and k */
+    PTI_OP_attention_kv,    /* attention of the new queries against the cache */
+    PTI_OP_add,             /* residuals, biases */
+    PTI_OP_mul,             /* gate * up, attention and embedding scales */
+    PTI_OP_silu,            /* SwiGLU feed-forward */
+    PTI_OP_gelu,            /* GeGLU feed-forward (gemma3) */
+};
+
+const pti_op *pti_llm_required_ops(int *n)
+{
+    *n = (int)(sizeof required_ops / sizeof required_ops[0]);
+    return required_ops;
+}
+
+/* Appends ", name" (or "name") to buf, ending in "..." when it does not fit. */
+static void append_name(char *buf, size_t cap, const char *name)
+{
+    size_t len = strlen(buf);
+    int w = snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", name);
+    if (w < 0 || (size_t)w >= cap - len)
+        snprintf(buf + (cap > 4 ? cap - 4 : 0), cap > 4 ? 4 : cap, "...");
+}
+
+int pti_llm_missing_ops(pt_device d, char *buf, size_t cap)
+{
+    if (cap)
+        buf[0] = '\0';
+    const pt_backend *b = pti_backend_for(d);
+    if (!b)
+        return -1;
+    int n_missing = 0, n = 0;
+    const pti_op *ops = pti_llm_required_ops(&n);
+    for (int i = 0; i < n; i++) {
+        if (b->kernels[ops[i]]) /* a supports query replaces this test with the new interface */
+            continue;
+        n_missing++;
+        if (cap)
+            append_name(buf, cap, pti_op_names[ops[i]]);
+    }
+    return n_missing;
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../core/internal.h"
 #include "prometorch/prometorch.h"
 
 typedef enum pti_llm_arch {
@@ -99,5 +100,13 @@ pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_
 pt_status pti_llm_forward_ex(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
                              int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs,
                              pt_tensor **logits, pt_tensor **hidden);
+
+/* The ops whose kernels the engine dispatches (the forward pass over every supported
+ * architecture and weight dtype, and the cache set-up): *n of them, a static table. A backend
+ * runs the engine only with a kernel for each. */
+const pti_op *pti_llm_required_ops(int *n);
+/* How many of those ops device d's backend has no kernel for (-1: no backend for d in this
+ * build), their names written comma-separated into buf (cap bytes, truncated with "..."). */
+int pti_llm_missing_ops(pt_device d, char *buf, size_t cap);
 
 #endif

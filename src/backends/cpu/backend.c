@@ -93,5 +93,6 @@ __attribute__((constructor)) static void cpu_backend_init(void)
     pti_cpu_register_loss(cpu_backend.kernels);
     pti_cpu_register_random(cpu_backend.kernels);
     pti_cpu_register_quant(cpu_backend.kernels);
+    pti_cpu_register_optim(cpu_backend.kernels);
     pti_backend_register(&cpu_backend);
 }

@@ -1,14 +1,16 @@
 /* Tests for RAdam, ASGD, Rprop, LBFGS, Lion, LAMB, Adafactor and SophiaG
  * (include/prometorch/optim.h): 20-step trajectories against torch.optim 1.13 (RAdam, ASGD,
  * Rprop, LBFGS) and against the reference implementations transcribed in
- * tests/fixtures/gen/optim2.py (Lion, LAMB, Adafactor, SophiaG), on the fused float32 path and
- * the generic path; state dict layout and round trips (save after 10 steps, load into a fresh
- * optimizer, continue: the trajectory still matches); error paths. */
+ * tests/fixtures/gen/optim2.py (Lion, LAMB, Adafactor, SophiaG), on the fused float32 kernel
+ * (checked to run) and on the generic fallback from public ops (the CPU backend's optim_*
+ * slots emptied, tests/internal/optim_paths.h); state dict layout and round trips (save after 10
+ * steps, load into a fresh optimizer, continue: the trajectory still matches); error paths. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_common.h"
+#include "../optim_common.h"
+#include "optim_paths.h"
 
 static pt_fixture *fx;
 
@@ -293,20 +295,35 @@ static void run_case(const optim_case *c, bool reload)
     problem_free(&pr);
 }
 
+/* One case on `path`: it matches the reference, and its algorithm's fused kernel (if it has
+ * one: not Adafactor) ran 40 times (20 steps x 2 parameters) on the kernel path and never on
+ * the fallback; LAMB's clipping cases also ran the gradient sum of squares. */
+static void run_case_path(const optim_case *c, optim_path path)
+{
+    pti_op op = optim_paths_op_of(c->name);
+    optim_paths_use(path);
+    run_case(c, false);
+    int calls = op == PTI_OP_COUNT ? 0 : optim_paths_count(op);
+    int sum_sq = optim_paths_count(PTI_OP_optim_sum_sq);
+    optim_paths_restore();
+    bool kernel = path == OPTIM_KERNEL && op != PTI_OP_COUNT;
+    assert_int_equal(calls, kernel ? 2 * STEPS : 0);
+    if (strncmp(c->name, "lamb_clip", 9) == 0)
+        assert_int_equal(sum_sq, kernel ? 2 * STEPS : 0);
+}
+
 static void test_trajectories_match_reference(void **state)
 {
     (void)state;
     for (size_t i = 0; i < N_CASES; i++)
-        run_case(&cases[i], false);
+        run_case_path(&cases[i], OPTIM_KERNEL);
 }
 
 static void test_trajectories_generic_path(void **state)
 {
     (void)state;
-    setenv("PT_OPTIM_GENERIC", "1", 1);
     for (size_t i = 0; i < N_CASES; i++)
-        run_case(&cases[i], false);
-    unsetenv("PT_OPTIM_GENERIC");
+        run_case_path(&cases[i], OPTIM_FALLBACK);
 }
 
 static void test_state_dict_round_trip(void **state)
@@ -314,6 +331,30 @@ static void test_state_dict_round_trip(void **state)
     (void)state;
     for (size_t i = 0; i < N_CASES; i++)
         run_case(&cases[i], true);
+}
+
+/* Once warm, a step on the fused kernels (including LAMB's gradient sum of squares) asks the
+ * system allocator for nothing and leaves no live memory behind. */
+static void test_kernel_steps_do_not_allocate(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CASES; i++) {
+        if (optim_paths_op_of(cases[i].name) == PTI_OP_COUNT)
+            continue;
+        problem pr = problem_new();
+        pt_optim *opt = cases[i].make(pr.W, pr.b);
+        for (int k = 0; k < 3; k++)
+            one_step(&cases[i], opt, &pr, k);
+        size_t live = pt_memory_allocated();
+        uint64_t sys = pt_memory_system_allocs();
+        for (int k = 3; k < 8; k++)
+            one_step(&cases[i], opt, &pr, k);
+        print_message("  %s\n", cases[i].name);
+        assert_int_equal(pt_memory_system_allocs(), sys);
+        assert_int_equal(pt_memory_allocated(), live);
+        pt_optim_free(opt);
+        problem_free(&pr);
+    }
 }
 
 /* A state dict missing any key the algorithm's step reads is refused at load, naming it. */
@@ -366,10 +407,10 @@ static void test_asgd_average(void **state)
     (void)state;
     check_asgd_average("asgd_default");
     check_asgd_average("asgd_t0_wd_maximize");
-    setenv("PT_OPTIM_GENERIC", "1", 1);
+    optim_paths_use(OPTIM_FALLBACK);
     check_asgd_average("asgd_t0_wd_maximize");
     check_asgd_average("asgd_two_groups");
-    unsetenv("PT_OPTIM_GENERIC");
+    optim_paths_restore();
 }
 
 /* float64 parameters take the generic path; the trajectory stays close to torch's float32
@@ -783,6 +824,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_trajectories_match_reference),
         T(test_trajectories_generic_path),
+        T(test_kernel_steps_do_not_allocate),
         T(test_state_dict_round_trip),
         T(test_load_refuses_missing_state_keys),
         T(test_float64_params),

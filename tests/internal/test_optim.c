@@ -1,12 +1,14 @@
 /* Tests for the optimizers (include/prometorch/optim.h): 20-step trajectories against
  * torch.optim 1.13 (foreach=False) on the least-squares problem of tests/fixtures/gen/optim.py,
- * on the fused float32 path and the generic path; parameter groups and options by name;
- * state dicts; error paths. */
+ * on the fused float32 kernel (checked to run) and on the generic fallback from public ops (the
+ * CPU backend's optim_* slots emptied, tests/internal/optim_paths.h); parameter groups and
+ * options by name; state dicts; error paths. Internal: it swaps the CPU backend's slots. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "optim_common.h"
+#include "../optim_common.h"
+#include "optim_paths.h"
 
 static pt_fixture *fx;
 /* NAdam references come from PyTorch 2 (gen/optim_nadam.py): torch 1.13, which made
@@ -272,25 +274,34 @@ static void run_case_dtype(const optim_case *c, pt_dtype dt)
     pt_release(pr.b);
 }
 
-static void run_case(const optim_case *c)
+/* One float32 case on `path`: it matches torch, and its algorithm's fused kernel ran 40 times
+ * (20 steps x 2 parameters) on the kernel path and never on the fallback. */
+static void run_case_path(const optim_case *c, optim_path path)
 {
+    pti_op op = optim_paths_op_of(c->name);
+    assert_int_not_equal(op, PTI_OP_COUNT);
+    optim_paths_use(path);
     run_case_dtype(c, PT_FLOAT32);
+    int calls = optim_paths_count(op);
+    optim_paths_restore();
+    print_message("  %s: %s, %d kernel calls\n", c->name,
+                  path == OPTIM_KERNEL ? "kernel" : "fallback", calls);
+    assert_int_equal(calls, path == OPTIM_KERNEL ? 2 * STEPS : 0);
 }
 
 static void test_trajectories_match_torch(void **state)
 {
     (void)state;
     for (size_t i = 0; i < N_CASES; i++)
-        run_case(&cases[i]);
+        run_case_path(&cases[i], OPTIM_KERNEL);
 }
 
+/* The same cases through the generic fallback (no optim_* kernels on the device). */
 static void test_trajectories_generic_path(void **state)
 {
     (void)state;
-    setenv("PT_OPTIM_GENERIC", "1", 1);
     for (size_t i = 0; i < N_CASES; i++)
-        run_case(&cases[i]);
-    unsetenv("PT_OPTIM_GENERIC");
+        run_case_path(&cases[i], OPTIM_FALLBACK);
 }
 
 /* float64 parameters take the generic path; torch ran the same cases in float64. */
@@ -324,8 +335,7 @@ static void test_fast_and_generic_paths_agree(void **state)
     for (size_t i = 0; i < N_CASES; i++) {
         pt_tensor *W[2], *b[2];
         for (int path = 0; path < 2; path++) {
-            if (path == 1)
-                setenv("PT_OPTIM_GENERIC", "1", 1);
+            optim_paths_use(path == 1 ? OPTIM_FALLBACK : OPTIM_KERNEL);
             W[path] = pt_clone(W0);
             b[path] = pt_clone(b0);
             pt_set_requires_grad(W[path], true);
@@ -337,7 +347,7 @@ static void test_fast_and_generic_paths_agree(void **state)
                 assert_int_equal(pt_optim_step(opt), PT_OK);
             }
             pt_optim_free(opt);
-            unsetenv("PT_OPTIM_GENERIC");
+            optim_paths_restore();
         }
         print_message("  %s\n", cases[i].name);
         assert_tensor_close(W[0], W[1], 1e-5, 1e-6);
