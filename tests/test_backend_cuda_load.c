@@ -57,6 +57,7 @@ static void test_cuda_on_first_use(void **state)
     bool gpu_node = access("/dev/nvidiactl", F_OK) == 0;
     if (!gpu_node) /* no driver: no device, and cuda ops say so */
         assert_int_equal(n, 0);
+    assert_int_equal(pt_cuda_is_available(), n > 0);
     if (n == 0) {
         assert_false(pt_device_available(pt_cuda(0)));
         assert_int_equal(pt_last_status(), PT_OK);

@@ -51,6 +51,9 @@ static _Atomic(const pt_backend *) backends[PT_DEVICE_TYPE_COUNT];
 static pt_backend *registered[PT_DEVICE_TYPE_COUNT];
 static char registered_names[PT_DEVICE_TYPE_COUNT][MAX_NAME];
 static device_ctx contexts[PT_DEVICE_TYPE_COUNT][MAX_DEVICE_INDEX];
+/* Set once the contexts were destroyed at unload: none is made again (a storage released
+ * later, by another destructor, is left to the process exit). */
+static atomic_bool unloaded;
 
 /* ---- the CUDA shared object ------------------------------------------------------------------ */
 
@@ -89,7 +92,7 @@ static void load_cuda(void)
 {
     /* keep the caller's error state: a failed load is reported only where a device is needed */
     pt_status saved_status = pt_last_status();
-    char saved_msg[256];
+    char saved_msg[1024];
     snprintf(saved_msg, sizeof saved_msg, "%s", pt_last_error());
     void *h = open_cuda_plugin(cuda_load_error, sizeof cuda_load_error);
     if (h) {
@@ -293,6 +296,9 @@ pt_status pti_device_ctx(pt_device d, void **ctx)
         *ctx = dc->ctx;
         return PT_OK;
     }
+    if (atomic_load(&unloaded))
+        return pti_error(PT_ERR_DEVICE, "device %s:%d: the library is being unloaded", b->name,
+                         d.index);
     pt_status st = PT_OK;
     pthread_mutex_lock(&ctx_lock);
     if (!atomic_load_explicit(&dc->made, memory_order_relaxed)) {
@@ -343,6 +349,7 @@ pt_status pt_backend_context_destroy(pt_device dev)
 /* At library unload (process exit or dlclose): every context made is destroyed. */
 __attribute__((destructor)) static void destroy_contexts(void)
 {
+    atomic_store(&unloaded, true);
     for (int t = 0; t < PT_DEVICE_TYPE_COUNT; t++) {
         const pt_backend *b = atomic_load(&backends[t]);
         for (int i = 0; b && i < MAX_DEVICE_INDEX; i++) {
@@ -367,9 +374,18 @@ void *pti_device_alloc(pt_device d, size_t nbytes)
 
 void pti_device_free(pt_device d, void *p, size_t nbytes)
 {
-    void *ctx;
-    if (pti_device_ctx(d, &ctx) == PT_OK)
-        pti_backend_for(d)->free(ctx, p, nbytes);
+    const pt_backend *b = pti_backend_for(d);
+    if (!b)
+        return;
+    if (!b->context_create) {
+        b->free(NULL, p, nbytes);
+        return;
+    }
+    /* the context exists while memory of the device lives, unless destroyed at unload (then
+     * the process is exiting and the memory goes with it) */
+    device_ctx *dc = (unsigned)d.index < MAX_DEVICE_INDEX ? &contexts[d.type][d.index] : NULL;
+    if (dc && atomic_load_explicit(&dc->made, memory_order_acquire))
+        b->free(dc->ctx, p, nbytes);
 }
 
 pt_status pti_copy_h2d(pt_device d, void *dst, const void *src, size_t n)
@@ -505,6 +521,11 @@ int pt_cuda_device_count(void)
 {
     const pt_backend *b = pti_backend_for(pt_cuda(0));
     return b && b->device_count ? b->device_count() : 0;
+}
+
+bool pt_cuda_is_available(void)
+{
+    return pt_cuda_device_count() > 0;
 }
 
 bool pti_check_same_device(const char *op, int n, const pt_tensor *const *ts)
