@@ -22,18 +22,22 @@
  *     has no kernel for ("no kernel for op 'conv2d' on device 'toy'") and a dtype outside the
  *     kernel's set or refused by supports() ("op 'mul' on device 'toy': dtype float64 not
  *     supported"), so a backend can fill any subset of ops and dtypes.
- *   - What a kernel sees: the op front-end has checked shapes, dtypes and devices, broadcast
- *     inputs to the output's shape where the op's contract says so, and allocated the outputs
- *     on the backend's device; the kernel reads pt_call_input / pt_call_scalar /
- *     pt_call_params and writes pt_call_output. Tensors may be strided views: a kernel reads
- *     pt_shape / pt_stride / pt_storage_offset and pt_device_data_ptr.
+ *   - What a kernel sees: the op front-end has checked shapes, dtypes and devices, made the
+ *     inputs fit the op's contract (broadcastable to, or expanded to, the output's shape) and
+ *     allocated the outputs on the backend's device; the kernel reads pt_call_input /
+ *     pt_call_scalar / pt_call_params and writes pt_call_output. Tensors may be strided
+ *     views: a kernel reads pt_shape / pt_stride (in elements) from pt_device_data_ptr (which
+ *     already includes pt_storage_offset).
  *
- * Op contracts (what each op's inputs, outputs and scalars mean) are listed in docs/backends.md
- * for the ops a training step uses; those ops take no params struct (pt_call_params is NULL),
- * so a backend needs nothing beyond this header for them. Ops with a params struct (conv2d,
- * pooling, norms, attention, quantized matmul, ...) do not publish it yet: their structs are
- * internal and may change, so an out-of-tree backend cannot implement those ops today (the
- * library then reports "no kernel for op ..." for them, never a wrong answer).
+ * Op contracts (what each op's inputs, outputs and scalars mean) are given beside each op in
+ * the library's op list and, for the ops a training step uses (copy, fill, add, mul, div, neg,
+ * mm, bmm, sum, the elementwise losses), in docs/backends.md. Of those only the elementwise
+ * losses take a params struct, pt_pointwise_loss_params below; the others pass everything in
+ * pt_call_scalar. The params structs of the remaining ops with settings (convolution and
+ * pooling, normalization and attention, cross_entropy / nll_loss, quantized and LLM kernels,
+ * advanced indexing, random and some shape ops) are internal and may change, so an out-of-tree
+ * backend cannot implement those ops yet: leave their slots empty and the library reports "no
+ * kernel for op ..." for them, never a wrong answer.
  *
  * Thread safety: registration and context creation are serialized by the library; kernels
  * may be called from several threads at once on different tensors. */
