@@ -30,6 +30,10 @@ static int toy_count(void)
 {
     return TOY_DEVICES;
 }
+static const char *toy_absent(void)
+{
+    return "the toy simulates two";
+}
 static pt_status toy_ctx_create(int index, void **ctx)
 {
     toy_ctx *c = calloc(1, sizeof *c);
@@ -247,6 +251,7 @@ static pt_backend_desc toy_desc(void)
         .abi_version = PT_BACKEND_ABI_VERSION,
         .name = "toy",
         .device_count = toy_count,
+        .absent_reason = toy_absent,
         .context_create = toy_ctx_create,
         .context_destroy = toy_ctx_destroy,
         .alloc = toy_alloc,
@@ -291,7 +296,9 @@ static void test_register_and_names(void **state)
     assert_string_equal(pt_device_str(d, buf, sizeof buf), "toy:1");
     assert_true(pt_device_available(toy(1)));
     assert_false(pt_device_available(toy(2)));
-    assert_pt_error(pt_empty(PT_SHAPE(2), PT_FLOAT32, toy(2)), PT_ERR_DEVICE, "toy:2");
+    assert_pt_error(pt_empty(PT_SHAPE(2), PT_FLOAT32, toy(2)), PT_ERR_DEVICE,
+                    "device toy:2 is not available: the toy backend found 2 devices: the toy "
+                    "simulates two");
     /* an unknown name lists the registered one */
     pt_clear_error();
     assert_int_equal(pt_device_parse("toyx").type, PT_DEVICE_TYPE_COUNT);

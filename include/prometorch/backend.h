@@ -87,6 +87,9 @@ typedef struct pt_backend_desc {
     const char *name;
     /* Number of devices present (indices 0..count-1). Optional: NULL means one device. */
     int (*device_count)(void);
+    /* Why there are no (or fewer) devices (optional): a short text the library appends to the
+     * error of an operation on an absent device ("no driver: ..."); NULL or "" when unknown. */
+    const char *(*absent_reason)(void);
     /* Per-device context (optional): called once, on the first use of device index `index`;
      * sets *ctx (NULL is allowed) and returns PT_OK, or returns an error (set with
      * pt_backend_error), which the operation that needed the device then reports. */

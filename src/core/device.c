@@ -182,6 +182,7 @@ static bool backend_from_desc(const pt_backend_desc *desc, pt_backend *b)
     }
     b->abi_version = desc->abi_version;
     b->device_count = desc->device_count;
+    b->absent_reason = desc->absent_reason;
     b->context_create = desc->context_create;
     b->context_destroy = desc->context_destroy;
     b->alloc = desc->alloc;
@@ -509,11 +510,12 @@ pt_status pti_device_check(pt_device d)
                          "build",
                          name);
     int count = b->device_count ? b->device_count() : 1;
-    if (d.index < 0 || d.index >= count)
-        return pti_error(PT_ERR_DEVICE,
-                         "device %s is not available: the %s backend found %d "
-                         "device%s",
-                         name, b->name, count, count == 1 ? "" : "s");
+    if (d.index < 0 || d.index >= count) {
+        const char *why = b->absent_reason ? b->absent_reason() : NULL;
+        return pti_error(
+            PT_ERR_DEVICE, "device %s is not available: the %s backend found %d device%s%s%s", name,
+            b->name, count, count == 1 ? "" : "s", why && *why ? ": " : "", why && *why ? why : "");
+    }
     return PT_OK;
 }
 

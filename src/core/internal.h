@@ -126,6 +126,7 @@ typedef struct pt_backend {
     pt_device_type type;
     uint32_t abi_version; /* PT_BACKEND_ABI_VERSION */
     int (*device_count)(void);
+    const char *(*absent_reason)(void);                 /* optional */
     pt_status (*context_create)(int index, void **ctx); /* optional */
     void (*context_destroy)(void *ctx);                 /* optional */
     void *(*alloc)(void *ctx, size_t nbytes);           /* NULL on failure */

@@ -45,12 +45,16 @@ pt_status pti_cuda_set_device(int index)
 
 static pthread_once_t count_once = PTHREAD_ONCE_INIT;
 static int n_devices;
+static char absent[200]; /* why cudaGetDeviceCount found none ("" when it did not fail) */
 
 static void count_devices(void)
 {
     int n = 0;
-    /* No driver or no GPU: an error here just means zero devices. */
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    /* No driver or no GPU: an error here just means zero devices (and is kept as the reason). */
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(absent, sizeof absent, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
+                 cudaGetErrorName(e));
         cudaGetLastError();
         n = 0;
     }
@@ -61,6 +65,12 @@ static int cuda_device_count(void)
 {
     pthread_once(&count_once, count_devices);
     return n_devices;
+}
+
+static const char *cuda_absent_reason(void)
+{
+    pthread_once(&count_once, count_devices);
+    return absent;
 }
 
 /* ---- caching allocator ---------------------------------------------------------------------- */
@@ -413,6 +423,7 @@ static const pt_backend_desc cuda_desc = {
     .abi_version = PT_BACKEND_ABI_VERSION,
     .name = "cuda",
     .device_count = cuda_device_count,
+    .absent_reason = cuda_absent_reason,
     .context_create = cuda_context_create,
     .context_destroy = cuda_context_destroy,
     .alloc = cuda_alloc,
