@@ -506,6 +506,10 @@ static void test_contexts(void **state)
     assert_int_equal(contexts_made[1], 2);
     assert_float_equal(pt_item(pt_sum(t)), 0.0, 0);
     pt_release(t);
+    /* no context for a device that does not exist */
+    void *none = (void *)1;
+    assert_pt_status_error(pt_backend_context(toy(5), &none), PT_ERR_DEVICE, "toy:5");
+    assert_null(none);
     /* CPU has no context: NULL, no error */
     void *cc = (void *)1;
     assert_int_equal(pt_backend_context(pt_cpu(), &cc), PT_OK);

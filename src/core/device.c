@@ -300,7 +300,10 @@ pt_status pti_device_ctx(pt_device d, void **ctx)
     if (atomic_load(&unloaded))
         return pti_error(PT_ERR_DEVICE, "device %s:%d: the library is being unloaded", b->name,
                          d.index);
-    pt_status st = PT_OK;
+    /* a context only for a device that exists (the backend sizes its state by its count) */
+    pt_status st = pti_device_check(d);
+    if (st != PT_OK)
+        return st;
     pthread_mutex_lock(&ctx_lock);
     if (!atomic_load_explicit(&dc->made, memory_order_relaxed)) {
         void *c = NULL;
