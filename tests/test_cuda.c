@@ -3,10 +3,11 @@
  * calls skip() when pt_cuda_device_count() is 0, so on a machine without a GPU they report
  * SKIPPED; test_absent_device_error runs everywhere.
  *
- * The add/mul/mm/bmm front-ends live on other branches, so their kernels are called here
- * through the CUDA tensor's own backend vtable (t->storage->backend->kernels[op]), which is
- * what pti_dispatch does. That needs the struct layouts from internal.h but no hidden pti_
- * symbol, so the test links against libprometorch.so like every other test and the library
+ * The add/mul/mm/bmm kernels are called here directly through the CUDA tensor's own backend
+ * vtable (t->storage->backend->kernels[op]) with the device's context from the public
+ * pt_backend_context, which is what pti_dispatch does. That needs the struct layouts from
+ * internal.h but no hidden pti_ symbol, so the test links against libprometorch.so like every
+ * other test (which loads libprometorch_cuda.so on the first use of "cuda") and the library
  * still exports only pt_ names. */
 #include "testutil.h"
 
@@ -75,6 +76,7 @@ static pt_status run_kernel(pti_op op, pti_call *c)
     const pt_backend *b = c->out[0]->storage->backend;
     assert_non_null(b);
     assert_non_null(b->kernels[op]);
+    assert_int_equal(pt_backend_context(pt_device_of(c->out[0]), &c->ctx), PT_OK);
     return b->kernels[op](c);
 }
 
@@ -138,7 +140,9 @@ static void test_from_data_item_copy_to_host(void **state)
     /* pt_item on an element view with an offset */
     pt_tensor *e = pt_as_strided(d, PT_SCALAR_SHAPE, NULL, 4);
     assert_true(pt_item(e) == -5.5);
-    assert_int_equal(d->storage->backend->synchronize(0), PT_OK);
+    void *ctx = NULL;
+    assert_int_equal(pt_backend_context(gpu(), &ctx), PT_OK);
+    assert_int_equal(d->storage->backend->synchronize(ctx), PT_OK);
 }
 
 /* ---- fill ---------------------------------------------------------------------------------- */

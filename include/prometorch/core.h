@@ -76,7 +76,11 @@ PT_API char *pt_device_str(pt_device d, char *buf, size_t n);
 PT_API bool pt_device_equal(pt_device a, pt_device b);
 /* True if a backend for the device is compiled in and the device is present. */
 PT_API bool pt_device_available(pt_device d);
+/* Number of CUDA devices (0 without libprometorch_cuda.so, a driver or a GPU; never an error).
+ * The first call loads the CUDA backend (docs/backends.md). */
 PT_API int pt_cuda_device_count(void);
+/* torch.cuda.is_available(): pt_cuda_device_count() > 0. */
+PT_API bool pt_cuda_is_available(void);
 
 /* ---- creation ----------------------------------------------------------------------------- */
 

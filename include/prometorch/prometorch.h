@@ -36,6 +36,7 @@
 #include "optim.h"
 #include "lr_scheduler.h"
 #include "optim_utils.h"
+#include "backend.h"
 
 #define PROMETORCH_VERSION_MAJOR 0
 #define PROMETORCH_VERSION_MINOR 1

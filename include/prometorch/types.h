@@ -66,11 +66,17 @@ typedef enum pt_dtype {
     PT_DTYPE_COUNT
 } pt_dtype;
 
+/* Device types. The built-in ones have fixed values; PT_DEVICE_PRIVATE_FIRST ..
+ * PT_DEVICE_PRIVATE_LAST are handed out by pt_backend_register (prometorch/backend.h) to
+ * backends added at run time, under the name they register ("toy", "toy:1").
+ * PT_DEVICE_TYPE_COUNT marks an invalid device (pt_device_parse of an unknown string). */
 typedef enum pt_device_type {
     PT_DEVICE_CPU = 0,
     PT_DEVICE_CUDA,
     PT_DEVICE_E2K,
     PT_DEVICE_NMCARD,
+    PT_DEVICE_PRIVATE_FIRST,
+    PT_DEVICE_PRIVATE_LAST = PT_DEVICE_PRIVATE_FIRST + 7,
     PT_DEVICE_TYPE_COUNT
 } pt_device_type;
 

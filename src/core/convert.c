@@ -104,7 +104,7 @@ static pt_status copy_same_device(pt_tensor *dst, const pt_tensor *src, const ch
         char *d = (char *)dst->storage->data + pti_dtype_nbytes(dst->dtype, dst->offset);
         const char *s =
             (const char *)src->storage->data + pti_dtype_nbytes(src->dtype, src->offset);
-        return dst->storage->backend->copy_d2d(dst->storage->device.index, d, s, n);
+        return pti_copy_d2d(dst->storage->device, d, s, n);
     }
     pt_tensor *expanded = expand_to(src, dst, op);
     if (!expanded)
@@ -314,9 +314,9 @@ pt_tensor *pt_to(const pt_tensor *t, pt_device dev)
     if (n == 0) {
         st = PT_OK;
     } else if (from.type == PT_DEVICE_CPU) {
-        st = r->storage->backend->copy_h2d(dev.index, r->storage->data, sp, n);
+        st = pti_copy_h2d(dev, r->storage->data, sp, n);
     } else if (dev.type == PT_DEVICE_CPU) {
-        st = src->storage->backend->copy_d2h(from.index, r->storage->data, sp, n);
+        st = pti_copy_d2h(from, r->storage->data, sp, n);
     } else { /* between two devices: through the host */
         pt_tensor *host = pt_to(src, pt_cpu());
         pt_tensor *r2 = host ? pt_to(host, dev) : NULL;
@@ -354,7 +354,7 @@ pt_status pt_copy_to_host(const pt_tensor *t, void *dst, size_t nbytes)
     if (pti_is_cpu(c))
         memcpy(dst, sp, need);
     else
-        st = c->storage->backend->copy_d2h(c->storage->device.index, dst, sp, need);
+        st = pti_copy_d2h(c->storage->device, dst, sp, need);
     pt_release(c);
     return st;
 }

@@ -99,41 +99,70 @@ typedef enum pti_op {
 extern const char *const pti_op_names[PTI_OP_COUNT];
 
 /* Arguments of one kernel call. The front-end has checked shapes/dtypes/devices, allocated
- * the outputs and put op-specific settings in `params` (a struct its family defines). */
+ * the outputs and put op-specific settings in `params` (a struct its family defines).
+ * pti_dispatch fills `op` and `ctx`. The struct tag is the public pt_kernel_call
+ * (prometorch/backend.h), so an out-of-tree kernel and an in-tree one have one type. */
 #define PTI_MAX_IN 8
 #define PTI_MAX_OUT 4
-typedef struct pti_call {
+typedef struct pt_kernel_call {
     pti_op op;
     int n_in, n_out;
     const pt_tensor *in[PTI_MAX_IN];
     pt_tensor *out[PTI_MAX_OUT];
     const void *params;
     double scalar[4]; /* small numeric settings (alpha, a scalar operand, ...) */
+    void *ctx;        /* the device's backend context (pt_backend_desc.context_create) */
 } pti_call;
 
 typedef pt_status (*pti_kernel)(const pti_call *c);
 
-/* A device backend: memory functions plus one kernel slot per op (NULL = unsupported). */
+/* A device backend: memory functions plus one kernel slot per op (NULL = unsupported), with
+ * the dtypes each slot accepts (kernel_dtypes[op], a PT_DTYPE_BIT mask; 0 = any, the kernel
+ * checks). Memory functions and kernels (through pti_call.ctx) get the per-device context
+ * made by context_create on the device's first use. The public form is pt_backend_desc
+ * (prometorch/backend.h); pt_backend_register turns one into this. */
 typedef struct pt_backend {
     const char *name;
     pt_device_type type;
+    uint32_t abi_version; /* PT_BACKEND_ABI_VERSION */
     int (*device_count)(void);
-    void *(*alloc)(int index, size_t nbytes); /* NULL on failure */
-    void (*free)(int index, void *p, size_t nbytes);
-    pt_status (*copy_h2d)(int index, void *dst, const void *src, size_t n);
-    pt_status (*copy_d2h)(int index, void *dst, const void *src, size_t n);
-    pt_status (*copy_d2d)(int index, void *dst, const void *src, size_t n);
-    pt_status (*synchronize)(int index);
+    const char *(*absent_reason)(void);                 /* optional */
+    pt_status (*context_create)(int index, void **ctx); /* optional */
+    void (*context_destroy)(void *ctx);                 /* optional */
+    void *(*alloc)(void *ctx, size_t nbytes);           /* NULL on failure */
+    void (*free)(void *ctx, void *p, size_t nbytes);
+    pt_status (*copy_h2d)(void *ctx, void *dst, const void *src, size_t n);
+    pt_status (*copy_d2h)(void *ctx, void *dst, const void *src, size_t n);
+    pt_status (*copy_d2d)(void *ctx, void *dst, const void *src, size_t n);
+    pt_status (*synchronize)(void *ctx);
+    bool (*supports)(int op, pt_dtype dtype, const pti_call *c); /* optional */
     pti_kernel kernels[PTI_OP_COUNT];
+    uint64_t kernel_dtypes[PTI_OP_COUNT];
 } pt_backend;
 
-/* Backends register once at library load; lookup returns NULL for absent types. */
+/* Registers an in-tree backend at library load (its type fixed by b->type; b stays owned by
+ * the caller). Out-of-tree backends use pt_backend_register. */
 void pti_backend_register(const pt_backend *b);
+/* The backend of d's type, or NULL for an absent type. Asking for "cuda" loads the CUDA
+ * backend's shared object on first use (device.c). */
 const pt_backend *pti_backend_for(pt_device d);
+/* PT_OK if device d exists (its backend is present and the index below its device count);
+ * otherwise PT_ERR_DEVICE saying what is missing (for cuda: the shared object and why). */
+pt_status pti_device_check(pt_device d);
+/* The context of device d (created on first use), or an error naming the device. */
+pt_status pti_device_ctx(pt_device d, void **ctx);
 
-/* Runs op on the backend of c->out[0] (or c->in[0]). A missing kernel gives
- * PT_ERR_UNSUPPORTED naming the op and the device. Inputs and outputs must share a device
- * (front-ends check with pti_check_same_device). */
+/* Memory of a storage's device through its backend, with the device's context: allocation
+ * (NULL + error on failure), release and the three copies. */
+void *pti_device_alloc(pt_device d, size_t nbytes);
+void pti_device_free(pt_device d, void *p, size_t nbytes);
+pt_status pti_copy_h2d(pt_device d, void *dst, const void *src, size_t n);
+pt_status pti_copy_d2h(pt_device d, void *dst, const void *src, size_t n);
+pt_status pti_copy_d2d(pt_device d, void *dst, const void *src, size_t n);
+
+/* Runs op on the backend of c->out[0] (or c->in[0]). A missing kernel or a dtype the kernel
+ * does not accept gives PT_ERR_UNSUPPORTED naming the op, the device and the dtype. Inputs
+ * and outputs must share a device (front-ends check with pti_check_same_device). */
 pt_status pti_dispatch(pti_op op, pti_call *c);
 /* Checks that all non-NULL tensors are on one device; names op on failure. */
 bool pti_check_same_device(const char *op, int n, const pt_tensor *const *ts);

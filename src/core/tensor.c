@@ -46,15 +46,14 @@ static void storage_struct_free(pt_storage *s)
 
 pt_storage *pti_storage_new(pt_device dev, size_t nbytes)
 {
-    const pt_backend *b = pti_backend_for(dev);
     char name[32];
-    if (!b || !pt_device_available(dev))
-        return pti_error_null(PT_ERR_DEVICE, "device %s is not available in this build/machine",
-                              pt_device_str(dev, name, sizeof name));
+    if (pti_device_check(dev) != PT_OK)
+        return NULL;
+    const pt_backend *b = pti_backend_for(dev);
     pt_storage *s = storage_struct_alloc();
     if (!s)
         return NULL;
-    s->data = b->alloc(dev.index, nbytes);
+    s->data = pti_device_alloc(dev, nbytes);
     if (!s->data) {
         storage_struct_free(s);
         return pti_error_null(PT_ERR_OOM, "out of memory allocating %zu bytes on %s", nbytes,
@@ -102,7 +101,7 @@ void pti_storage_release(pt_storage *s)
     if (s->external_free)
         s->external_free(s->external_ctx, s->data);
     else if (s->data || s->nbytes)
-        s->backend->free(s->device.index, s->data, s->nbytes);
+        pti_device_free(s->device, s->data, s->nbytes);
     storage_struct_free(s);
 }
 
@@ -422,8 +421,7 @@ pt_tensor *pt_from_data(const void *data, int ndim, const int64_t *shape, pt_dty
         pt_release(t);
         return pti_error_null(PT_ERR_NULL, "pt_from_data: data is NULL");
     }
-    pt_status st =
-        nbytes ? t->storage->backend->copy_h2d(dev.index, t->storage->data, data, nbytes) : PT_OK;
+    pt_status st = nbytes ? pti_copy_h2d(dev, t->storage->data, data, nbytes) : PT_OK;
     if (st != PT_OK) {
         pt_release(t);
         return NULL;

@@ -7,18 +7,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "prometorch/backend.h"
 #include "prometorch/ops_loss.h"
 
 /* Elementwise losses (mse, l1, smooth_l1, huber, binary_cross_entropy[_with_logits], kl_div):
- * in = {input, target, weight or NULL, pos_weight or NULL}, all of out's element count when
- * reduction is NONE (else all of one common shape); out = {loss}: that shape for NONE, 0-dim
- * otherwise (sum, or sum / divisor for MEAN and BATCHMEAN). */
-typedef struct pti_pointwise_loss_params {
-    pt_reduction reduction;
-    double divisor;
-    double beta;     /* smooth_l1 beta, huber delta */
-    bool log_target; /* kl_div */
-} pti_pointwise_loss_params;
+ * the public pt_pointwise_loss_params of prometorch/backend.h (its comment is the contract),
+ * so that an out-of-tree backend can implement them. */
+typedef pt_pointwise_loss_params pti_pointwise_loss_params;
 
 /* cross_entropy and nll_loss: in = {input [N, C, S], target, weight [C] or NULL} where target
  * is int64 [N, S] (class indices) or the compute dtype [N, C, S] (probabilities,

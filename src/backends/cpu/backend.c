@@ -12,31 +12,33 @@ static int cpu_count(void)
 {
     return 1;
 }
-static void *cpu_alloc(int index, size_t n)
+/* The CPU has no per-device context (context_create is NULL): ctx is always NULL here. */
+static void *cpu_alloc(void *ctx, size_t n)
 {
-    (void)index;
+    (void)ctx;
     return pti_cpu_alloc(n);
 }
-static void cpu_free(int index, void *p, size_t n)
+static void cpu_free(void *ctx, void *p, size_t n)
 {
-    (void)index;
+    (void)ctx;
     pti_cpu_free(p, n);
 }
-static pt_status cpu_copy(int index, void *dst, const void *src, size_t n)
+static pt_status cpu_copy(void *ctx, void *dst, const void *src, size_t n)
 {
-    (void)index;
+    (void)ctx;
     memmove(dst, src, n);
     return PT_OK;
 }
-static pt_status cpu_sync(int index)
+static pt_status cpu_sync(void *ctx)
 {
-    (void)index;
+    (void)ctx;
     return PT_OK;
 }
 
 static pt_backend cpu_backend = {
     .name = "cpu",
     .type = PT_DEVICE_CPU,
+    .abi_version = PT_BACKEND_ABI_VERSION,
     .device_count = cpu_count,
     .alloc = cpu_alloc,
     .free = cpu_free,

@@ -1,18 +1,21 @@
-/* The CUDA backend: the pt_backend vtable for PT_DEVICE_CUDA, registered at library load.
+/* The CUDA backend: libprometorch_cuda.so, loaded by the library on the first use of a "cuda"
+ * device (src/core/device.c) and registered through the public backend interface
+ * (prometorch/backend.h) by pt_cuda_backend_init, like any out-of-tree backend. It uses public
+ * functions only, so libprometorch.so itself links no CUDA library.
  *
- * Design: nothing touches the CUDA runtime until a CUDA device is asked for, so a build with
- * CUDA runs unchanged on machines without a driver or GPU (device_count is then 0 and every
- * "cuda:N" allocation fails with PT_ERR_DEVICE in the core). Device memory comes from a
- * caching allocator (per device, size classes as in src/core/alloc.c, free lists kept on the
- * host since device memory is never dereferenced here); a miss calls cudaMalloc, and a
- * failed cudaMalloc releases that device's cache and retries once. All work runs on the
- * legacy default stream, so kernels, cuBLAS calls and cudaMemcpy are ordered and a block
- * returned to the cache can be reused at once. CUDA errors become PT_ERR_RUNTIME / PT_ERR_OOM
- * messages naming the failing call and cudaGetErrorString's text.
+ * Design: nothing touches the CUDA runtime until a CUDA device is asked for, so the backend
+ * loads unchanged on machines without a driver or GPU (device_count is then 0 and every
+ * "cuda:N" allocation fails with PT_ERR_DEVICE in the core). Each device's context (made on
+ * its first use) holds a caching allocator (size classes as in src/core/alloc.c, free lists
+ * kept on the host since device memory is never dereferenced here) and its cuBLAS handle; a
+ * miss calls cudaMalloc, and a failed cudaMalloc releases that device's cache and retries
+ * once. All work runs on the legacy default stream, so kernels, cuBLAS calls and cudaMemcpy
+ * are ordered and a block returned to the cache can be reused at once. CUDA errors become
+ * PT_ERR_RUNTIME / PT_ERR_OOM messages naming the failing call and cudaGetErrorString's text.
  *
- * The elementwise kernel slots (copy, fill, add, mul) are here: they coalesce the operands'
+ * The elementwise kernels (copy, fill, add, mul) are here: they coalesce the operands'
  * geometry and call the launchers in kernels.cu; mm/bmm are in blas.c. */
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +31,9 @@ pt_status pti_cuda_check(int err, const char *call)
         return PT_OK;
     cudaError_t e = (cudaError_t)err;
     cudaGetLastError(); /* clear a non-sticky error so the next call starts clean */
-    return pti_error(e == cudaErrorMemoryAllocation ? PT_ERR_OOM : PT_ERR_RUNTIME,
-                     "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+    return pt_backend_error(e == cudaErrorMemoryAllocation ? PT_ERR_OOM : PT_ERR_RUNTIME,
+                            "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e),
+                            cudaGetErrorName(e));
 }
 
 pt_status pti_cuda_set_device(int index)
@@ -41,12 +45,16 @@ pt_status pti_cuda_set_device(int index)
 
 static pthread_once_t count_once = PTHREAD_ONCE_INIT;
 static int n_devices;
+static char absent[200]; /* why cudaGetDeviceCount found none ("" when it did not fail) */
 
 static void count_devices(void)
 {
     int n = 0;
-    /* No driver or no GPU: an error here just means zero devices. */
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    /* No driver or no GPU: an error here just means zero devices (and is kept as the reason). */
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(absent, sizeof absent, "cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
+                 cudaGetErrorName(e));
         cudaGetLastError();
         n = 0;
     }
@@ -59,30 +67,23 @@ static int cuda_device_count(void)
     return n_devices;
 }
 
+static const char *cuda_absent_reason(void)
+{
+    pthread_once(&count_once, count_devices);
+    return absent;
+}
+
 /* ---- caching allocator ---------------------------------------------------------------------- */
 
 #define MIN_BLOCK 512 /* cudaMalloc aligns to 256; small tensors share classes of 512 bytes */
 #define SUBCLASSES 8  /* classes per power of two above MIN_BLOCK */
-#define N_CLASSES (1 + 64 * SUBCLASSES)
+#define N_CLASSES PTI_CUDA_N_CLASSES
 
-/* One class's cached blocks: a host-side stack of device pointers. */
-typedef struct block_stack {
-    void **ptrs;
-    int count, cap;
-} block_stack;
+bool pti_cuda_exiting;
 
-typedef struct device_cache {
-    pthread_mutex_t lock;
-    block_stack classes[N_CLASSES];
-    size_t cached_bytes, live_bytes;
-} device_cache;
-
-static device_cache caches[PTI_CUDA_MAX_DEVICES];
-
-__attribute__((constructor)) static void caches_init(void)
+__attribute__((destructor)) static void mark_exiting(void)
 {
-    for (int d = 0; d < PTI_CUDA_MAX_DEVICES; d++)
-        pthread_mutex_init(&caches[d].lock, NULL);
+    pti_cuda_exiting = true;
 }
 
 /* Class index and its rounded size; -1 when the size is beyond every class. */
@@ -101,10 +102,10 @@ static int size_class(size_t n, size_t *rounded)
 }
 
 /* Frees every cached block of one device (the caller holds its lock and has set the device). */
-static void release_cache_locked(device_cache *dc)
+static void release_cache_locked(pti_cuda_ctx *dc)
 {
     for (int c = 0; c < N_CLASSES; c++) {
-        block_stack *s = &dc->classes[c];
+        pti_cuda_block_stack *s = &dc->classes[c];
         for (int i = 0; i < s->count; i++)
             cudaFree(s->ptrs[i]);
         s->count = 0;
@@ -112,20 +113,59 @@ static void release_cache_locked(device_cache *dc)
     dc->cached_bytes = 0;
 }
 
-static void *cuda_alloc(int index, size_t nbytes)
+/* ---- contexts ------------------------------------------------------------------------------- */
+
+static pt_status cuda_context_create(int index, void **out)
 {
+    if (index < 0 || index >= cuda_device_count())
+        return pt_backend_error(PT_ERR_DEVICE, "cuda: no device cuda:%d (%d found)", index,
+                                cuda_device_count());
+    pti_cuda_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return pt_backend_error(PT_ERR_OOM, "cuda: no host memory for the context of cuda:%d",
+                                index);
+    ctx->index = index;
+    pthread_mutex_init(&ctx->lock, NULL);
+    *out = ctx;
+    return PT_OK;
+}
+
+/* Gives the cache and the cuBLAS handle back to the driver, unless the process is exiting
+ * (the runtime may be gone; the driver reclaims everything then). */
+static void cuda_context_destroy(void *p)
+{
+    pti_cuda_ctx *ctx = p;
+    if (!ctx)
+        return;
+    pthread_mutex_lock(&ctx->lock);
+    if (!pti_cuda_exiting && cudaSetDevice(ctx->index) == cudaSuccess) {
+        release_cache_locked(ctx);
+        pti_cuda_blas_release(ctx);
+    }
+    for (int c = 0; c < N_CLASSES; c++)
+        free(ctx->classes[c].ptrs);
+    pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
+/* ---- caching allocator ---------------------------------------------------------------------- */
+
+static void *cuda_alloc(void *p_ctx, size_t nbytes)
+{
+    pti_cuda_ctx *dc = p_ctx;
     size_t rounded;
     int cls = size_class(nbytes, &rounded);
-    if (index < 0 || index >= cuda_device_count() || cls < 0) {
-        pti_error(PT_ERR_OOM, "cuda: cannot allocate %zu bytes on cuda:%d", nbytes, index);
+    if (cls < 0) {
+        pt_backend_error(PT_ERR_OOM, "cuda: cannot allocate %zu bytes on cuda:%d", nbytes,
+                         dc->index);
         return NULL;
     }
-    if (pti_cuda_set_device(index) != PT_OK)
+    if (pti_cuda_set_device(dc->index) != PT_OK)
         return NULL;
-    device_cache *dc = &caches[index];
     void *p = NULL;
     pthread_mutex_lock(&dc->lock);
-    block_stack *s = &dc->classes[cls];
+    pti_cuda_block_stack *s = &dc->classes[cls];
     if (s->count > 0) {
         p = s->ptrs[--s->count];
         dc->cached_bytes -= rounded;
@@ -147,16 +187,16 @@ static void *cuda_alloc(int index, size_t nbytes)
     return p;
 }
 
-static void cuda_free(int index, void *p, size_t nbytes)
+static void cuda_free(void *p_ctx, void *p, size_t nbytes)
 {
-    if (!p || index < 0 || index >= PTI_CUDA_MAX_DEVICES)
+    pti_cuda_ctx *dc = p_ctx;
+    if (!p || !dc)
         return;
     size_t rounded;
     int cls = size_class(nbytes, &rounded);
-    device_cache *dc = &caches[index];
     pthread_mutex_lock(&dc->lock);
     dc->live_bytes -= rounded;
-    block_stack *s = &dc->classes[cls];
+    pti_cuda_block_stack *s = &dc->classes[cls];
     if (s->count == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
         void **grown = realloc(s->ptrs, (size_t)cap * sizeof *grown);
@@ -171,41 +211,41 @@ static void cuda_free(int index, void *p, size_t nbytes)
         p = NULL;
     }
     pthread_mutex_unlock(&dc->lock);
-    if (p && cudaSetDevice(index) == cudaSuccess) /* no room to cache it: give it back */
+    if (p && cudaSetDevice(dc->index) == cudaSuccess) /* no room to cache it: give it back */
         cudaFree(p);
 }
 
 /* ---- transfers ------------------------------------------------------------------------------ */
 
-static pt_status memcpy_on(int index, void *dst, const void *src, size_t n,
+static pt_status memcpy_on(const pti_cuda_ctx *ctx, void *dst, const void *src, size_t n,
                            enum cudaMemcpyKind kind, const char *what)
 {
     if (n == 0)
         return PT_OK;
-    pt_status st = pti_cuda_set_device(index);
+    pt_status st = pti_cuda_set_device(ctx->index);
     if (st != PT_OK)
         return st;
     return pti_cuda_check(cudaMemcpy(dst, src, n, kind), what);
 }
 
-static pt_status cuda_copy_h2d(int index, void *dst, const void *src, size_t n)
+static pt_status cuda_copy_h2d(void *ctx, void *dst, const void *src, size_t n)
 {
-    return memcpy_on(index, dst, src, n, cudaMemcpyHostToDevice, "cudaMemcpy (host to device)");
+    return memcpy_on(ctx, dst, src, n, cudaMemcpyHostToDevice, "cudaMemcpy (host to device)");
 }
 
-static pt_status cuda_copy_d2h(int index, void *dst, const void *src, size_t n)
+static pt_status cuda_copy_d2h(void *ctx, void *dst, const void *src, size_t n)
 {
-    return memcpy_on(index, dst, src, n, cudaMemcpyDeviceToHost, "cudaMemcpy (device to host)");
+    return memcpy_on(ctx, dst, src, n, cudaMemcpyDeviceToHost, "cudaMemcpy (device to host)");
 }
 
-static pt_status cuda_copy_d2d(int index, void *dst, const void *src, size_t n)
+static pt_status cuda_copy_d2d(void *ctx, void *dst, const void *src, size_t n)
 {
-    return memcpy_on(index, dst, src, n, cudaMemcpyDeviceToDevice, "cudaMemcpy (device to device)");
+    return memcpy_on(ctx, dst, src, n, cudaMemcpyDeviceToDevice, "cudaMemcpy (device to device)");
 }
 
-static pt_status cuda_synchronize(int index)
+static pt_status cuda_synchronize(void *ctx)
 {
-    pt_status st = pti_cuda_set_device(index);
+    pt_status st = pti_cuda_set_device(((pti_cuda_ctx *)ctx)->index);
     if (st != PT_OK)
         return st;
     return pti_cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -213,38 +253,36 @@ static pt_status cuda_synchronize(int index)
 
 /* ---- geometry ------------------------------------------------------------------------------- */
 
-void *pti_cuda_ptr(const pt_tensor *t)
-{
-    /* pointer arithmetic on a device address: never dereferenced on the host */
-    return (char *)t->storage->data + t->offset * (int64_t)pti_dtypes[t->dtype].size;
-}
-
 void pti_cuda_geom_init(pti_cuda_geom *g, int n_ops, const pt_tensor *const *ops)
 {
     const pt_tensor *o = ops[0];
+    const int64_t *shape = pt_shape(o);
+    const int64_t *stride[PTI_CUDA_MAX_OPS];
+    for (int k = 0; k < n_ops; k++)
+        stride[k] = pt_stride(ops[k]);
     memset(g, 0, sizeof *g);
     g->n_ops = n_ops;
-    g->numel = o->numel;
+    g->numel = pt_numel(o);
     /* drop size-1 dims, then merge each dim into the next inner one where every operand is
      * contiguous across the pair */
     int nd = 0;
-    for (int d = 0; d < o->ndim; d++) {
-        if (o->shape[d] == 1)
+    for (int d = 0; d < pt_ndim(o); d++) {
+        if (shape[d] == 1)
             continue;
         if (nd > 0) {
             bool merge = true;
             for (int k = 0; k < n_ops; k++)
-                merge = merge && g->stride[k][nd - 1] == ops[k]->stride[d] * o->shape[d];
+                merge = merge && g->stride[k][nd - 1] == stride[k][d] * shape[d];
             if (merge) {
-                g->shape[nd - 1] *= o->shape[d];
+                g->shape[nd - 1] *= shape[d];
                 for (int k = 0; k < n_ops; k++)
-                    g->stride[k][nd - 1] = ops[k]->stride[d];
+                    g->stride[k][nd - 1] = stride[k][d];
                 continue;
             }
         }
-        g->shape[nd] = o->shape[d];
+        g->shape[nd] = shape[d];
         for (int k = 0; k < n_ops; k++)
-            g->stride[k][nd] = ops[k]->stride[d];
+            g->stride[k][nd] = stride[k][d];
         nd++;
     }
     if (nd == 0) { /* a single element */
@@ -255,25 +293,40 @@ void pti_cuda_geom_init(pti_cuda_geom *g, int n_ops, const pt_tensor *const *ops
 }
 
 /* Every kernel entry selects the output's device first (the thread may have used another). */
-static pt_status kernel_prologue(const pti_call *c)
+static pt_status kernel_prologue(const pt_kernel_call *c)
 {
-    return pti_cuda_set_device(c->out[0]->storage->device.index);
+    return pti_cuda_set_device(pt_call_device(c).index);
+}
+
+/* "[2, 3]" for an error message. */
+static const char *shape_str(const pt_tensor *t, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < pt_ndim(t) && len < n; d++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", d ? ", " : "",
+                                (long long)pt_shape(t)[d]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+    return buf;
 }
 
 /* ---- copy / fill / add / mul ---------------------------------------------------------------- */
 
-static pt_status cuda_copy(const pti_call *c)
+static pt_status cuda_copy(const pt_kernel_call *c)
 {
-    pt_tensor *dst = c->out[0];
-    const pt_tensor *src = c->in[0];
-    if (dst->numel == 0)
+    pt_tensor *dst = pt_call_output(c, 0);
+    const pt_tensor *src = pt_call_input(c, 0);
+    pt_dtype to = pt_dtype_of(dst), from = pt_dtype_of(src);
+    if (pt_numel(dst) == 0)
         return PT_OK;
-    if (pti_dtypes[dst->dtype].is_block || pti_dtypes[src->dtype].is_block)
-        return pti_error(PT_ERR_UNSUPPORTED, "copy: block dtypes %s -> %s on cuda",
-                         pt_dtype_name(src->dtype), pt_dtype_name(dst->dtype));
-    if (src->ndim != dst->ndim)
-        return pti_error(PT_ERR_SHAPE, "copy: cuda kernel needs the source expanded to %s",
-                         pti_shape_str(dst->ndim, dst->shape));
+    if (pt_dtype_is_block(to) || pt_dtype_is_block(from))
+        return pt_backend_error(PT_ERR_UNSUPPORTED, "copy: block dtypes %s -> %s on cuda",
+                                pt_dtype_name(from), pt_dtype_name(to));
+    if (pt_ndim(src) != pt_ndim(dst)) {
+        char sh[160];
+        return pt_backend_error(PT_ERR_SHAPE, "copy: cuda kernel needs the source expanded to %s",
+                                shape_str(dst, sh, sizeof sh));
+    }
     pt_status st = kernel_prologue(c);
     if (st != PT_OK)
         return st;
@@ -281,47 +334,50 @@ static pt_status cuda_copy(const pti_call *c)
     pti_cuda_geom g;
     pti_cuda_geom_init(&g, 2, ops);
     return pti_cuda_check(
-        pti_cuda_launch_copy(&g, pti_cuda_ptr(dst), dst->dtype, pti_cuda_ptr(src), src->dtype),
+        pti_cuda_launch_copy(&g, pt_device_data_ptr(dst), to, pt_device_data_ptr(src), from),
         "copy kernel launch");
 }
 
-static pt_status cuda_fill(const pti_call *c)
+static pt_status cuda_fill(const pt_kernel_call *c)
 {
-    pt_tensor *t = c->out[0];
-    if (t->numel == 0)
+    pt_tensor *t = pt_call_output(c, 0);
+    pt_dtype dt = pt_dtype_of(t);
+    if (pt_numel(t) == 0)
         return PT_OK;
-    if (pti_dtypes[t->dtype].is_block)
-        return pti_error(PT_ERR_UNSUPPORTED, "fill: block dtype %s on cuda",
-                         pt_dtype_name(t->dtype));
+    if (pt_dtype_is_block(dt))
+        return pt_backend_error(PT_ERR_UNSUPPORTED, "fill: block dtype %s on cuda",
+                                pt_dtype_name(dt));
     pt_status st = kernel_prologue(c);
     if (st != PT_OK)
         return st;
     uint64_t bits = 0; /* the value encoded once on the host, exactly as the CPU kernel does */
-    pti_store_f64(&bits, t->dtype, c->scalar[0]);
+    pt_dtype_store(&bits, dt, pt_call_scalar(c, 0));
     const pt_tensor *ops[1] = {t};
     pti_cuda_geom g;
     pti_cuda_geom_init(&g, 1, ops);
-    int err = pti_cuda_launch_fill(&g, pti_cuda_ptr(t), pti_dtypes[t->dtype].size, bits);
+    int err = pti_cuda_launch_fill(&g, pt_device_data_ptr(t), pt_dtype_size(dt), bits);
     return pti_cuda_check(err, "fill kernel launch");
 }
 
-static pt_status binary(const pti_call *c, pti_cuda_binop op, const char *name)
+static pt_status binary(const pt_kernel_call *c, pti_cuda_binop op, const char *name)
 {
-    pt_tensor *out = c->out[0];
-    const pt_tensor *a = c->in[0], *b = c->in[1];
-    if (a->dtype != out->dtype || b->dtype != out->dtype)
-        return pti_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s, %s -> %s", name,
-                         pt_dtype_name(a->dtype), pt_dtype_name(b->dtype),
-                         pt_dtype_name(out->dtype));
-    if (!pti_cuda_binary_supports(out->dtype))
-        return pti_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
-                         pt_dtype_name(out->dtype));
-    if (a->ndim != out->ndim || b->ndim != out->ndim)
-        return pti_error(PT_ERR_SHAPE,
-                         "%s: cuda kernel needs inputs expanded to the output's "
-                         "shape %s",
-                         name, pti_shape_str(out->ndim, out->shape));
-    if (out->numel == 0)
+    pt_tensor *out = pt_call_output(c, 0);
+    const pt_tensor *a = pt_call_input(c, 0), *b = pt_call_input(c, 1);
+    pt_dtype dt = pt_dtype_of(out);
+    if (pt_dtype_of(a) != dt || pt_dtype_of(b) != dt)
+        return pt_backend_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s, %s -> %s",
+                                name, pt_dtype_name(pt_dtype_of(a)), pt_dtype_name(pt_dtype_of(b)),
+                                pt_dtype_name(dt));
+    if (!pti_cuda_binary_supports(dt))
+        return pt_backend_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
+                                pt_dtype_name(dt));
+    if (pt_ndim(a) != pt_ndim(out) || pt_ndim(b) != pt_ndim(out)) {
+        char sh[160];
+        return pt_backend_error(PT_ERR_SHAPE,
+                                "%s: cuda kernel needs inputs expanded to the output's shape %s",
+                                name, shape_str(out, sh, sizeof sh));
+    }
+    if (pt_numel(out) == 0)
         return PT_OK;
     pt_status st = kernel_prologue(c);
     if (st != PT_OK)
@@ -329,41 +385,59 @@ static pt_status binary(const pti_call *c, pti_cuda_binop op, const char *name)
     const pt_tensor *ops[3] = {out, a, b};
     pti_cuda_geom g;
     pti_cuda_geom_init(&g, 3, ops);
-    return pti_cuda_check(pti_cuda_launch_binary(op, &g, out->dtype, pti_cuda_ptr(out),
-                                                 pti_cuda_ptr(a), pti_cuda_ptr(b), c->scalar[0]),
+    return pti_cuda_check(pti_cuda_launch_binary(op, &g, dt, pt_device_data_ptr(out),
+                                                 pt_device_data_ptr(a), pt_device_data_ptr(b),
+                                                 pt_call_scalar(c, 0)),
                           op == PTI_CUDA_ADD ? "add kernel launch" : "mul kernel launch");
 }
 
-static pt_status cuda_add(const pti_call *c)
+static pt_status cuda_add(const pt_kernel_call *c)
 {
     return binary(c, PTI_CUDA_ADD, "add");
 }
-static pt_status cuda_mul(const pti_call *c)
+static pt_status cuda_mul(const pt_kernel_call *c)
 {
     return binary(c, PTI_CUDA_MUL, "mul");
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-static pt_backend cuda_backend = {
+/* The ten plain dtypes (copy and fill take every one), and those of add/mul and mm/bmm. */
+#define PLAIN_DTYPES                                                                               \
+    (PT_DTYPE_BIT(PT_FLOAT32) | PT_DTYPE_BIT(PT_FLOAT64) | PT_DTYPE_BIT(PT_FLOAT16) |              \
+     PT_DTYPE_BIT(PT_BFLOAT16) | PT_DTYPE_BIT(PT_INT64) | PT_DTYPE_BIT(PT_INT32) |                 \
+     PT_DTYPE_BIT(PT_INT16) | PT_DTYPE_BIT(PT_INT8) | PT_DTYPE_BIT(PT_UINT8) |                     \
+     PT_DTYPE_BIT(PT_BOOL))
+#define BINARY_DTYPES (PLAIN_DTYPES & ~PT_DTYPE_BIT(PT_BOOL))
+#define GEMM_DTYPES                                                                                \
+    (PT_DTYPE_BIT(PT_FLOAT32) | PT_DTYPE_BIT(PT_FLOAT64) | PT_DTYPE_BIT(PT_FLOAT16) |              \
+     PT_DTYPE_BIT(PT_BFLOAT16))
+
+static const pt_backend_kernel cuda_kernels[] = {
+    {"copy", cuda_copy, PLAIN_DTYPES}, {"fill", cuda_fill, PLAIN_DTYPES},
+    {"add", cuda_add, BINARY_DTYPES},  {"mul", cuda_mul, BINARY_DTYPES},
+    {"mm", pti_cuda_mm, GEMM_DTYPES},  {"bmm", pti_cuda_bmm, GEMM_DTYPES},
+};
+
+static const pt_backend_desc cuda_desc = {
+    .abi_version = PT_BACKEND_ABI_VERSION,
     .name = "cuda",
-    .type = PT_DEVICE_CUDA,
     .device_count = cuda_device_count,
+    .absent_reason = cuda_absent_reason,
+    .context_create = cuda_context_create,
+    .context_destroy = cuda_context_destroy,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .copy_h2d = cuda_copy_h2d,
     .copy_d2h = cuda_copy_d2h,
     .copy_d2d = cuda_copy_d2d,
     .synchronize = cuda_synchronize,
+    .kernels = cuda_kernels,
+    .n_kernels = (int)(sizeof cuda_kernels / sizeof cuda_kernels[0]),
 };
 
-__attribute__((constructor)) static void cuda_backend_init(void)
+/* Called by libprometorch.so right after loading this object (src/core/device.c). */
+__attribute__((visibility("default"))) pt_status pt_cuda_backend_init(void)
 {
-    pti_kernel *k = cuda_backend.kernels;
-    k[PTI_OP_copy] = cuda_copy;
-    k[PTI_OP_fill] = cuda_fill;
-    k[PTI_OP_add] = cuda_add;
-    k[PTI_OP_mul] = cuda_mul;
-    pti_cuda_register_blas(k);
-    pti_backend_register(&cuda_backend);
+    return pt_backend_register(&cuda_desc) == PT_DEVICE_CUDA ? PT_OK : pt_last_status();
 }

@@ -6,11 +6,10 @@
  * (ld = column stride); no copies. An input with neither layout (not produced by our
  * front-ends) is made contiguous first. float32/float64 use Sgemm/Dgemm, float16/bfloat16
  * use GemmEx with float accumulation; batches use the strided-batched forms (every 3-D
- * tensor has one batch stride, 0 when broadcast). One cuBLAS handle per device, created on
- * first use, on the legacy default stream like the kernels. TF32 is not enabled: float32
- * results are full precision, like PyTorch's default. */
+ * tensor has one batch stride, 0 when broadcast). One cuBLAS handle per device, in its context
+ * (created on the first GEMM), on the legacy default stream like the kernels. TF32 is not enabled:
+ * float32 results are full precision, like PyTorch's default. */
 #include <limits.h>
-#include <pthread.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -19,32 +18,32 @@
 
 /* ---- handles and errors --------------------------------------------------------------------- */
 
-static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
-static cublasHandle_t handles[PTI_CUDA_MAX_DEVICES];
-
 static pt_status cublas_check(cublasStatus_t s, const char *call)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return PT_OK;
-    return pti_error(s == CUBLAS_STATUS_ALLOC_FAILED ? PT_ERR_OOM : PT_ERR_RUNTIME,
-                     "cuda: %s failed: %s", call, cublasGetStatusString(s));
+    return pt_backend_error(s == CUBLAS_STATUS_ALLOC_FAILED ? PT_ERR_OOM : PT_ERR_RUNTIME,
+                            "cuda: %s failed: %s", call, cublasGetStatusString(s));
 }
 
-/* The handle of the current device `index` (cudaSetDevice already done), or NULL + error. */
-static cublasHandle_t handle_for(int index)
+/* The handle of ctx's device (cudaSetDevice already done), or NULL + error. */
+static cublasHandle_t handle_for(pti_cuda_ctx *ctx)
 {
-    if (index < 0 || index >= PTI_CUDA_MAX_DEVICES) {
-        pti_error(PT_ERR_DEVICE, "cuda: device index %d out of range", index);
-        return NULL;
-    }
-    pthread_mutex_lock(&handle_lock);
-    cublasHandle_t h = handles[index];
+    pthread_mutex_lock(&ctx->lock);
+    cublasHandle_t h = ctx->blas;
     if (!h && cublas_check(cublasCreate(&h), "cublasCreate") == PT_OK)
-        handles[index] = h;
-    else if (!handles[index])
+        ctx->blas = h;
+    else if (!ctx->blas)
         h = NULL;
-    pthread_mutex_unlock(&handle_lock);
+    pthread_mutex_unlock(&ctx->lock);
     return h;
+}
+
+void pti_cuda_blas_release(pti_cuda_ctx *ctx)
+{
+    if (ctx->blas)
+        cublasDestroy(ctx->blas);
+    ctx->blas = NULL;
 }
 
 /* ---- operand layout ------------------------------------------------------------------------- */
@@ -62,12 +61,13 @@ typedef struct gemm_operand {
  * column-major. Strides of size-1 dims do not matter and are ignored. */
 static bool operand_layout(const pt_tensor *t, gemm_operand *o)
 {
-    int nd = t->ndim;
-    int64_t r = t->shape[nd - 2], c = t->shape[nd - 1];
-    int64_t rs = t->stride[nd - 2], cs = t->stride[nd - 1];
+    int nd = pt_ndim(t);
+    const int64_t *shape = pt_shape(t), *stride = pt_stride(t);
+    int64_t r = shape[nd - 2], c = shape[nd - 1];
+    int64_t rs = stride[nd - 2], cs = stride[nd - 1];
     int64_t rmin = r > 1 ? r : 1, cmin = c > 1 ? c : 1;
-    o->ptr = pti_cuda_ptr(t);
-    o->batch_stride = nd == 3 ? t->stride[0] : 0;
+    o->ptr = pt_device_data_ptr(t);
+    o->batch_stride = nd == 3 ? stride[0] : 0;
     if ((c == 1 || cs == 1) && (r == 1 || rs >= cmin)) {
         o->op = CUBLAS_OP_N;
         o->ld = r == 1 ? cmin : rs;
@@ -144,80 +144,84 @@ static pt_status empty_product(pt_tensor *out, double beta)
     if (beta == 1.0)
         return PT_OK;
     if (beta == 0.0) /* zero bits are 0.0 in every float dtype; out's old values are ignored */
-        return pti_cuda_check(
-            cudaMemset(pti_cuda_ptr(out), 0, pti_dtype_nbytes(out->dtype, out->numel)),
-            "cudaMemset");
-    return pti_cuda_check(pti_cuda_launch_scale(out->dtype, out->numel, pti_cuda_ptr(out), beta),
-                          "scale kernel launch");
+        return pti_cuda_check(cudaMemset(pt_device_data_ptr(out), 0,
+                                         pt_dtype_size(pt_dtype_of(out)) * (size_t)pt_numel(out)),
+                              "cudaMemset");
+    return pti_cuda_check(
+        pti_cuda_launch_scale(pt_dtype_of(out), pt_numel(out), pt_device_data_ptr(out), beta),
+        "scale kernel launch");
 }
 
-static pt_status run_gemm(const pti_call *c, const pt_tensor *a, const pt_tensor *b,
+static pt_status run_gemm(const pt_kernel_call *c, const pt_tensor *a, const pt_tensor *b,
                           const char *name)
 {
-    pt_tensor *out = c->out[0];
-    int nd = out->ndim;
-    int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[nd - 1];
-    int64_t batch = nd == 3 ? out->shape[0] : 1;
+    pt_tensor *out = pt_call_output(c, 0);
+    int nd = pt_ndim(out);
+    const int64_t *os = pt_shape(out);
+    int64_t M = os[nd - 2], N = os[nd - 1], K = pt_shape(a)[nd - 1];
+    int64_t batch = nd == 3 ? os[0] : 1;
     if (M == 0 || N == 0 || batch == 0)
         return PT_OK;
-    pt_status st = pti_cuda_set_device(out->storage->device.index);
+    pti_cuda_ctx *ctx = pt_call_context(c);
+    pt_status st = pti_cuda_set_device(ctx->index);
     if (st != PT_OK)
         return st;
     if (K == 0)
-        return empty_product(out, c->scalar[1]);
+        return empty_product(out, pt_call_scalar(c, 1));
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || batch > INT_MAX)
-        return pti_error(PT_ERR_UNSUPPORTED,
-                         "%s: sizes M=%lld N=%lld K=%lld batch=%lld exceed "
-                         "cuBLAS's int range",
-                         name, (long long)M, (long long)N, (long long)K, (long long)batch);
+        return pt_backend_error(PT_ERR_UNSUPPORTED,
+                                "%s: sizes M=%lld N=%lld K=%lld batch=%lld exceed "
+                                "cuBLAS's int range",
+                                name, (long long)M, (long long)N, (long long)K, (long long)batch);
     gemm_args g = {.m = (int)N,
                    .n = (int)M,
                    .k = (int)K,
                    .batch = (int)batch,
-                   .c = pti_cuda_ptr(out),
+                   .c = pt_device_data_ptr(out),
                    .ldc = N,
                    .c_stride = M * N,
-                   .alpha = c->scalar[0],
-                   .beta = c->scalar[1]};
+                   .alpha = pt_call_scalar(c, 0),
+                   .beta = pt_call_scalar(c, 1)};
     if (!operand_layout(b, &g.a) || !operand_layout(a, &g.b))
-        return pti_error(PT_ERR_INVALID_ARG,
-                         "%s: cuda kernel needs row- or column-major "
-                         "inputs",
-                         name);
-    cublasHandle_t h = handle_for(out->storage->device.index);
+        return pt_backend_error(PT_ERR_INVALID_ARG,
+                                "%s: cuda kernel needs row- or column-major "
+                                "inputs",
+                                name);
+    cublasHandle_t h = handle_for(ctx);
     if (!h)
         return pt_last_status();
-    switch (out->dtype) {
+    switch (pt_dtype_of(out)) {
     case PT_FLOAT32: return gemm_float(h, &g);
     case PT_FLOAT64: return gemm_double(h, &g);
     case PT_FLOAT16: return gemm_half(h, &g, CUDA_R_16F);
     case PT_BFLOAT16: return gemm_half(h, &g, CUDA_R_16BF);
     default:
-        return pti_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
-                         pt_dtype_name(out->dtype));
+        return pt_backend_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
+                                pt_dtype_name(pt_dtype_of(out)));
     }
 }
 
-/* Checks the pti_call against the contract, makes odd-layout inputs contiguous, runs gemm. */
-static pt_status cuda_gemm(const pti_call *c, int nd, const char *name)
+/* Checks the call against the contract, makes odd-layout inputs contiguous, runs gemm. */
+static pt_status cuda_gemm(const pt_kernel_call *c, int nd, const char *name)
 {
-    pt_tensor *out = c->out[0];
-    const pt_tensor *a = c->in[0], *b = c->in[1];
-    if (out->ndim != nd || a->ndim != nd || b->ndim != nd)
-        return pti_error(PT_ERR_SHAPE, "%s: cuda kernel needs %d-D operands", name, nd);
-    if (a->dtype != out->dtype || b->dtype != out->dtype)
-        return pti_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s @ %s -> %s", name,
-                         pt_dtype_name(a->dtype), pt_dtype_name(b->dtype),
-                         pt_dtype_name(out->dtype));
-    if (out->dtype != PT_FLOAT32 && out->dtype != PT_FLOAT64 && out->dtype != PT_FLOAT16 &&
-        out->dtype != PT_BFLOAT16)
-        return pti_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
-                         pt_dtype_name(out->dtype));
-    if (!pti_is_contiguous(out))
-        return pti_error(PT_ERR_INVALID_ARG, "%s: cuda kernel needs a contiguous output", name);
+    pt_tensor *out = pt_call_output(c, 0);
+    const pt_tensor *a = pt_call_input(c, 0), *b = pt_call_input(c, 1);
+    pt_dtype dt = pt_dtype_of(out);
+    if (pt_ndim(out) != nd || pt_ndim(a) != nd || pt_ndim(b) != nd)
+        return pt_backend_error(PT_ERR_SHAPE, "%s: cuda kernel needs %d-D operands", name, nd);
+    if (pt_dtype_of(a) != dt || pt_dtype_of(b) != dt)
+        return pt_backend_error(PT_ERR_DTYPE, "%s: cuda kernel needs one dtype, got %s @ %s -> %s",
+                                name, pt_dtype_name(pt_dtype_of(a)), pt_dtype_name(pt_dtype_of(b)),
+                                pt_dtype_name(dt));
+    if (dt != PT_FLOAT32 && dt != PT_FLOAT64 && dt != PT_FLOAT16 && dt != PT_BFLOAT16)
+        return pt_backend_error(PT_ERR_UNSUPPORTED, "%s: dtype %s is not supported on cuda", name,
+                                pt_dtype_name(dt));
+    if (!pt_is_contiguous(out))
+        return pt_backend_error(PT_ERR_INVALID_ARG, "%s: cuda kernel needs a contiguous output",
+                                name);
     gemm_operand probe;
     pt_tensor *ac = NULL, *bc = NULL;
-    bool empty = a->numel == 0 || b->numel == 0; /* run_gemm reads no input then */
+    bool empty = pt_numel(a) == 0 || pt_numel(b) == 0; /* run_gemm reads no input then */
     if (!empty && !operand_layout(a, &probe) && !(a = ac = pt_contiguous(a)))
         return pt_last_status();
     if (!empty && !operand_layout(b, &probe) && !(b = bc = pt_contiguous(b))) {
@@ -230,17 +234,11 @@ static pt_status cuda_gemm(const pti_call *c, int nd, const char *name)
     return st;
 }
 
-static pt_status cuda_mm(const pti_call *c)
+pt_status pti_cuda_mm(const pt_kernel_call *c)
 {
     return cuda_gemm(c, 2, "mm");
 }
-static pt_status cuda_bmm(const pti_call *c)
+pt_status pti_cuda_bmm(const pt_kernel_call *c)
 {
     return cuda_gemm(c, 3, "bmm");
-}
-
-void pti_cuda_register_blas(pti_kernel *table)
-{
-    table[PTI_OP_mm] = cuda_mm;
-    table[PTI_OP_bmm] = cuda_bmm;
 }
