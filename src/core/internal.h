@@ -219,8 +219,6 @@ void *pti_calloc(size_t n, size_t size);
  * inside a pool worker. Chunks are contiguous and deterministic for a given thread count. */
 typedef void (*pti_range_fn)(void *ctx, int64_t begin, int64_t end);
 void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
-/* True inside pti_parallel_for's workers (nested parallelism runs inline). */
-bool pti_in_parallel(void);
 
 /* ---- random ------------------------------------------------------------------------------------
  */

@@ -60,15 +60,6 @@ bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim, boo
     return true;
 }
 
-pt_dtype pti_scalar_result_type(pt_dtype t, bool scalar_is_float)
-{
-    if (pti_dtypes[t].is_floating)
-        return t;
-    if (scalar_is_float)
-        return PT_FLOAT32;
-    return t == PT_BOOL ? PT_INT64 : t;
-}
-
 bool pti_check_plain_dtype(const char *op, const pt_tensor *t)
 {
     if (pti_dtypes[t->dtype].is_block) {

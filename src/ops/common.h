@@ -14,9 +14,6 @@ bool pti_wrap_dim(const char *op, int64_t dim, int ndim, int *out);
  * dims are an error. */
 bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim,
                    bool mask[PT_MAX_DIMS]);
-/* PyTorch's result dtype for `tensor op python-number`: a float number makes integer/bool
- * tensors float32; an int number makes bool tensors int64; otherwise the tensor's dtype. */
-pt_dtype pti_scalar_result_type(pt_dtype t, bool scalar_is_float);
 /* Fails unless t has a plain (non-block) dtype. */
 bool pti_check_plain_dtype(const char *op, const pt_tensor *t);
 /* Fails unless t is floating point (float32/64/16, bfloat16). */
