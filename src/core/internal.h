@@ -183,9 +183,26 @@ static inline void pti_bump_version(pt_tensor *t)
  * a function created itself are released with pt_release. */
 void pti_unref(pt_tensor *t);
 
-/* Called by pt_release when a tensor with autograd state dies: drops its node reference,
- * hooks and retain-grad registration (src/autograd/engine.c). */
-void pti_autograd_tensor_dies(pt_tensor *t);
+/* What pti_unref calls when a tensor with autograd state (grad_fn or hooks) dies: drops its
+ * node reference, hooks and retain-grad registration. The graph layer (src/graph/node.c)
+ * registers it when the library loads, so core never calls up into autograd. */
+typedef void (*pti_tensor_death_fn)(pt_tensor *t);
+void pti_set_tensor_death_hook(pti_tensor_death_fn fn);
+
+/* ---- data movement without autograd (src/core/copy.c) -------------------------------------------
+ * The differentiable front-ends (pt_copy_, pt_fill_, pt_to, pt_contiguous, ...) are ops
+ * (src/ops/convert.c) and record nodes; these only move data, for core and for those ops. */
+
+/* Fills t with v through the fill kernel and bumps its version; a block dtype is an error
+ * naming `op`. */
+pt_status pti_fill_data(const char *op, pt_tensor *t, double v);
+/* Copies src into dst on the same device (src broadcast to dst's shape; dtypes converted by
+ * the copy kernel; block dtypes only whole and contiguous). Does not bump dst's version. */
+pt_status pti_copy_same_device(pt_tensor *dst, const pt_tensor *src, const char *op);
+/* A contiguous tensor with t's values: an alias when t already is, else a copy. */
+pt_tensor *pti_contiguous_data(const pt_tensor *t);
+/* t's values on dev (an alias when already there, else a contiguous copy). */
+pt_tensor *pti_to_device(const pt_tensor *t, pt_device dev);
 
 /* ---- scopes ------------------------------------------------------------------------------------
  */

@@ -23,4 +23,10 @@ pt_tensor *pti_as_dtype(const pt_tensor *t, pt_dtype dt);
 /* A new reference viewing the same storage and geometry (an alias). */
 pt_tensor *pti_alias(const pt_tensor *t);
 
+/* Backward helpers: g summed over broadcast dims so it has the given shape (new reference; g
+ * itself, retained, when already that shape). */
+pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape);
+/* Same, to the shape of t. */
+pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t);
+
 #endif

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "shape_grad.h"
 
@@ -978,4 +978,26 @@ pt_tensor *pti_fwd_tril(const pt_tensor *t, int64_t diagonal)
 pt_tensor *pti_fwd_triu(const pt_tensor *t, int64_t diagonal)
 {
     return triangle("pt_triu", PTI_OP_triu, t, diagonal);
+}
+
+/* A view with an explicit geometry; not differentiable (no backward formula), so a tensor that
+ * records is refused. */
+pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                         int64_t offset)
+{
+    if (!PTI_CHECK_ARG(t, "pt_as_strided", "t"))
+        return NULL;
+    if (!pti_check_shape("pt_as_strided", ndim, shape))
+        return NULL;
+    if (ndim > 0 && !stride)
+        return pti_error_null(PT_ERR_NULL, "pt_as_strided: stride is NULL");
+    if (pti_dtypes[t->dtype].is_block)
+        return pti_error_null(PT_ERR_DTYPE, "pt_as_strided: block dtype %s cannot be viewed",
+                              pt_dtype_name(t->dtype));
+    if (pti_grad_recording(1, &t))
+        return pti_error_null(PT_ERR_UNSUPPORTED,
+                              "pt_as_strided: not differentiable; %s requires grad (use pt_detach, "
+                              "pt_no_grad_begin, or a view op such as pt_reshape/pt_narrow)",
+                              pti_tensor_desc(t));
+    return pti_tensor_view(t, ndim, shape, stride, offset);
 }
