@@ -57,7 +57,4 @@ void pti_cpu_register_loss(pti_kernel *table);
 void pti_cpu_register_random(pti_kernel *table);
 void pti_cpu_register_quant(pti_kernel *table);
 
-/* The CPU backend's table, for backends that start from it (E2K). */
-const pt_backend *pti_cpu_backend(void);
-
 #endif
