@@ -40,6 +40,10 @@ struct pt_tensor {
     bool requires_grad;
     bool retains_grad; /* a non-leaf whose .grad is kept (pt_retain_grad) */
     bool is_view;      /* made by a view op over another tensor's storage (pti_tensor_view) */
+    /* A view's base: the non-view tensor it was made from, through any chain of views (a
+     * retained reference, so an in-place write through the view can rebase the base's
+     * autograd history, PyTorch's CopySlices); NULL for a tensor that is not a view. */
+    pt_tensor *view_base;
     int32_t output_nr;
     pt_tensor *grad;
     void *grad_fn;

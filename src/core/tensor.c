@@ -223,6 +223,7 @@ pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int
     t->requires_grad = false;
     t->retains_grad = false;
     t->is_view = false;
+    t->view_base = NULL;
     t->output_nr = 0;
     t->grad = NULL;
     t->grad_fn = NULL;
@@ -277,8 +278,10 @@ pt_tensor *pti_tensor_view(const pt_tensor *base, int ndim, const int64_t *shape
                                   (long long)capacity);
     }
     pt_tensor *t = pti_tensor_on_storage(base->storage, base->dtype, ndim, shape, stride, offset);
-    if (t)
+    if (t) {
         t->is_view = true;
+        t->view_base = pt_retain(base->view_base ? base->view_base : (pt_tensor *)base);
+    }
     return t;
 }
 
@@ -316,10 +319,11 @@ void pti_unref(pt_tensor *t)
         return;
     if ((t->grad_fn || t->hooks) && tensor_death_hook)
         tensor_death_hook(t);
-    pt_tensor *grad = t->grad;
+    pt_tensor *grad = t->grad, *base = t->view_base;
     pti_storage_release(t->storage);
     tensor_struct_free(t);
     pti_unref(grad);
+    pti_unref(base); /* a root: it has no view_base, so this recurses one level at most */
 }
 
 /* ---- accessors ---------------------------------------------------------------------------------

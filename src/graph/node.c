@@ -214,6 +214,28 @@ pti_node *pti_node_new(const char *name, pti_backward_fn fn, int n, const pt_ten
     return node;
 }
 
+/* What a node keeps of a saved input. A view keeps its base alive (view_base), so saving the
+ * view itself would keep the base's later history alive, and when that history comes to
+ * include this node (y.mul_(y[:, :1]) rebases y onto a node that saved a view of y) the
+ * cycle would never be freed. A view with history is therefore kept as an alias with the same
+ * storage, geometry and history but no base. A leaf (or a view without history) is kept
+ * itself: gradients for a leaf must reach that very tensor. */
+static pt_tensor *saved_ref(const pt_tensor *t)
+{
+    if (!t->view_base || !t->grad_fn)
+        return pt_retain((pt_tensor *)t);
+    pt_tensor *a =
+        pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride, t->offset);
+    if (!a)
+        return NULL;
+    pti_scope_untrack(a); /* owned by the node */
+    pti_node_retain(t->grad_fn);
+    a->grad_fn = t->grad_fn;
+    a->output_nr = t->output_nr;
+    a->requires_grad = t->requires_grad;
+    return a;
+}
+
 int pti_node_save(pti_node *n, const pt_tensor *t)
 {
     if (n->n_saved == PTI_NODE_MAX_SAVED) {
@@ -221,8 +243,11 @@ int pti_node_save(pti_node *n, const pt_tensor *t)
                   PTI_NODE_MAX_SAVED);
         return -1;
     }
+    pt_tensor *kept = t ? saved_ref(t) : NULL;
+    if (t && !kept)
+        return -1;
     int slot = n->n_saved++;
-    n->saved[slot] = t ? pt_retain((pt_tensor *)t) : NULL;
+    n->saved[slot] = kept;
     n->saved_version[slot] = t ? atomic_load(&t->storage->version) : 0;
     n->saved_is_output[slot] = false;
     return slot;

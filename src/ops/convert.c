@@ -117,6 +117,98 @@ static pt_status fill_backward(pti_node *n, pt_tensor *const *grad_out, pt_tenso
     return grad_in[0] ? PT_OK : pt_last_status();
 }
 
+/* ---- fill_ through a view: PyTorch's CopySlices ------------------------------------------------
+ */
+
+/* Where the view lies in its (contiguous) base: shapes, the view's strides and its offset from
+ * the base's first element. Owned by the CopySlices node (ctx). */
+typedef struct view_geometry {
+    int base_ndim, ndim;
+    int64_t base_shape[PT_MAX_DIMS];
+    int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS], offset;
+} view_geometry;
+
+/* CopySlices(fill_): the base's old history gets the gradient with the filled positions
+ * zeroed (g * mask, so it stays differentiable under create_graph). */
+static pt_status copy_slices_fill_backward(pti_node *n, pt_tensor *const *grad_out,
+                                           pt_tensor **grad_in)
+{
+    if (!pti_node_needs_grad(n, 0))
+        return PT_OK;
+    const view_geometry *vg = n->ctx;
+    pt_tensor *g = grad_out[0];
+    pt_tensor *mask = pt_ones(vg->base_ndim, vg->base_shape, g->dtype, pt_device_of(g));
+    pt_tensor *region =
+        mask ? pti_tensor_view(mask, vg->ndim, vg->shape, vg->stride, vg->offset) : NULL;
+    pt_status st = region ? pti_fill_data("fill_", region, 0.0) : pt_last_status();
+    pt_release(region);
+    grad_in[0] = st == PT_OK ? pt_mul(g, mask) : NULL;
+    pt_release(mask);
+    return grad_in[0] ? PT_OK : pt_last_status();
+}
+
+/* The filled view's own new history: its values are constants now, so the base (through
+ * which it reaches the old history) gets zeros of the base's shape (n->i, ndim in n->d[0]). */
+static pt_status filled_view_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    if (!pti_node_needs_grad(n, 0))
+        return PT_OK;
+    grad_in[0] = pt_zeros((int)n->d[0], n->i, grad_out[0]->dtype, pt_device_of(grad_out[0]));
+    return grad_in[0] ? PT_OK : pt_last_status();
+}
+
+/* pt_fill_ of a view t while recording: fills, then gives t's base a CopySlices node over its
+ * old history and t a node over the base's new one (PyTorch: y = 2*x; y[0:2].fill_(5);
+ * y.sum().backward() leaves x.grad 0 at 0..1 and 2 elsewhere). */
+static pt_status fill_view_recorded(pt_tensor *t, double v)
+{
+    pt_tensor *base = t->view_base;
+    if (!t->grad_fn || !base->requires_grad) /* a leaf view, or one not recorded from base */
+        return pti_inplace_check("pt_fill_", t);
+    if (base->requires_grad && !base->grad_fn)
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_fill_: a view of a leaf tensor that requires grad (%s, a view of %s) "
+                         "is being used in an in-place operation",
+                         pti_tensor_desc(t), pti_tensor_desc(base));
+    if (!pti_is_contiguous(base))
+        return pti_error(PT_ERR_UNSUPPORTED,
+                         "pt_fill_: in-place fill of a view (%s) of a non-contiguous base (%s) "
+                         "while autograd records is not supported; clone the base first",
+                         pti_tensor_desc(t), pti_tensor_desc(base));
+    view_geometry *vg = pti_scratch_alloc(sizeof *vg);
+    if (!vg)
+        return pti_error(PT_ERR_OOM, "pt_fill_: out of memory recording the fill of a view");
+    vg->base_ndim = base->ndim;
+    memcpy(vg->base_shape, base->shape, sizeof(int64_t) * (size_t)base->ndim);
+    vg->ndim = t->ndim;
+    memcpy(vg->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(vg->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+    vg->offset = t->offset - base->offset;
+    const pt_tensor *bin[1] = {base};
+    pti_node *cs = pti_node_new("CopySlices", copy_slices_fill_backward, 1, bin);
+    if (!cs) {
+        pti_scratch_free(vg);
+        return pt_last_status();
+    }
+    cs->ctx = vg;
+    cs->ctx_free = pti_scratch_free;
+    pt_set_grad_enabled(false);
+    pt_status st = pti_fill_data("pt_fill_", t, v);
+    pt_set_grad_enabled(true);
+    if (st != PT_OK) {
+        pti_node_release(cs);
+        return st;
+    }
+    if ((st = pti_node_finish(cs, 1, &base)) != PT_OK) /* base takes the new history */
+        return st;
+    pti_node *fv = pti_node_new("fill_", filled_view_backward, 1, bin);
+    if (!fv)
+        return pt_last_status();
+    fv->d[0] = base->ndim;
+    memcpy(fv->i, base->shape, sizeof(int64_t) * (size_t)base->ndim);
+    return pti_node_finish(fv, 1, &t);
+}
+
 pt_status pt_fill_(pt_tensor *t, double v)
 {
     if (!PTI_CHECK_ARG(t, "pt_fill_", "t"))
@@ -124,6 +216,8 @@ pt_status pt_fill_(pt_tensor *t, double v)
     const pt_tensor *ins[1] = {t};
     if (!pti_grad_recording(1, ins))
         return pti_fill_data("pt_fill_", t, v);
+    if (t->is_view && t->view_base)
+        return fill_view_recorded(t, v);
     /* In place under autograd: a leaf that requires grad is refused; a non-leaf is rebased onto
      * a fill node, so its old history gets a zero gradient (docs/autograd.md). */
     pt_status st = pti_inplace_check("pt_fill_", t);
