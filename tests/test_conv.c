@@ -295,18 +295,16 @@ static void test_conv_transpose2d_matches_torch(void **state)
 }
 
 /* Small column budgets force the row-block paths (one image's output rows a few at a time, as
- * for large images) and single-image steps; results must still match PyTorch. */
+ * for large images) and single-image steps; results must still match PyTorch. The budget is
+ * read once, so ctest runs this file once per budget (test_conv_col_budget_*) with
+ * PT_CONV_COL_BUDGET set, and main runs only this then. */
 static void test_conv_row_blocks_match_torch(void **state)
 {
-    static const char *budgets[] = {"4096", "60000", "300000"};
-    for (size_t b = 0; b < sizeof budgets / sizeof budgets[0]; b++) {
-        setenv("PT_CONV_COL_BUDGET", budgets[b], 1);
-        test_conv2d_matches_torch(state);
-        test_conv2d_grads_match_torch(state);
-        test_conv1d_matches_torch(state);
-        test_conv_transpose2d_matches_torch(state);
-    }
-    unsetenv("PT_CONV_COL_BUDGET");
+    assert_non_null(getenv("PT_CONV_COL_BUDGET"));
+    test_conv2d_matches_torch(state);
+    test_conv2d_grads_match_torch(state);
+    test_conv1d_matches_torch(state);
+    test_conv_transpose2d_matches_torch(state);
 }
 
 /* ---- pooling -----------------------------------------------------------------------------------
@@ -623,6 +621,15 @@ static void test_pool_pad_interp_errors(void **state)
 int main(void)
 {
     fx = fx_open("conv");
+    if (getenv("PT_CONV_COL_BUDGET")) {
+        const struct CMUnitTest budget[] = {
+            cmocka_unit_test_setup_teardown(test_conv_row_blocks_match_torch, pt_test_setup,
+                                            pt_test_teardown),
+        };
+        int rc = cmocka_run_group_tests(budget, NULL, NULL);
+        fx_close(fx);
+        return rc;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_conv2d_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv2d_grads_match_torch, pt_test_setup,
@@ -631,8 +638,6 @@ int main(void)
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv1d_matches_torch, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_conv_transpose2d_matches_torch, pt_test_setup,
-                                        pt_test_teardown),
-        cmocka_unit_test_setup_teardown(test_conv_row_blocks_match_torch, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_max_pool2d_matches_torch, pt_test_setup,
                                         pt_test_teardown),

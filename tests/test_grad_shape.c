@@ -368,11 +368,94 @@ static void test_second_order(void **state)
         pt_release(in[k]);
 }
 
+/* pt_fill_ / pt_zero_ on a view of a tensor with history rebase the base's history, as
+ * PyTorch's CopySlices does: the filled positions get no gradient, the others keep theirs
+ * (tests/fixtures/gen/grad_inplace_view.py). */
+static void test_fill_of_view_rebases_base(void **state)
+{
+    (void)state;
+    pt_fixture *fx = fx_open("grad_inplace_view");
+    pt_tensor *x0 = fx_get(fx, "x");
+    /* y = 2*x; y[0:2].fill_(5); y.sum().backward() */
+    pt_tensor *x = pt_clone(x0);
+    pt_requires_grad_(x, true);
+    pt_tensor *y = pt_mul_scalar(x, 2.0);
+    pt_tensor *v = pt_slice(y, 0, 0, 2, 1);
+    assert_int_equal(pt_fill_(v, 5.0), PT_OK);
+    assert_tensor_close(y, fx_get(fx, "slice.y"), 0, 0);
+    assert_int_equal(pt_backward(pt_sum(y), NULL, false, false), PT_OK);
+    assert_tensor_close(pt_grad(x), fx_get(fx, "slice.grad"), 1e-12, 0);
+    pt_release(v);
+    pt_release(y);
+    pt_release(x);
+    /* a strided 2-D view zeroed: y = x.view(2,4)^2; y[:, 1::2].zero_(); (y * w).sum() */
+    x = pt_clone(x0);
+    pt_requires_grad_(x, true);
+    pt_tensor *x2 = pt_view(x, PT_SHAPE(2, 4));
+    y = pt_mul(x2, x2);
+    v = pt_slice(y, 1, 1, 4, 2);
+    assert_int_equal(pt_zero_(v), PT_OK);
+    assert_tensor_close(y, fx_get(fx, "cols.y"), 1e-12, 0);
+    pt_tensor *l = pt_sum(pt_mul(y, fx_get(fx, "cols.w")));
+    assert_int_equal(pt_backward(l, NULL, false, false), PT_OK);
+    assert_tensor_close(pt_grad(x), fx_get(fx, "cols.grad"), 1e-12, 0);
+    pt_release(v);
+    pt_release(y);
+    pt_release(x2);
+    pt_release(x);
+    /* the filled view used afterwards: v = y[2:5]; v.fill_(1); (v*3).sum() + y.sum() */
+    x = pt_clone(x0);
+    pt_requires_grad_(x, true);
+    y = pt_mul(x, x);
+    v = pt_slice(y, 0, 2, 5, 1);
+    assert_int_equal(pt_fill_(v, 1.0), PT_OK);
+    l = pt_add(pt_sum(pt_mul_scalar(v, 3.0)), pt_sum(y));
+    assert_int_equal(pt_backward(l, NULL, false, false), PT_OK);
+    assert_tensor_close(pt_grad(x), fx_get(fx, "used.grad"), 1e-12, 0);
+    pt_release(v);
+    pt_release(y);
+    pt_release(x);
+    /* a view of a leaf that requires grad is refused, as in PyTorch */
+    x = pt_clone(x0);
+    pt_requires_grad_(x, true);
+    v = pt_slice(x, 0, 0, 2, 1);
+    assert_pt_status_error(pt_fill_(v, 1.0), PT_ERR_INVALID_ARG, "view of a leaf");
+    pt_release(v);
+    pt_release(x);
+    fx_close(fx);
+}
+
+/* A view keeps its base alive; a node that saves a view must not keep the base's later
+ * history, or y.mul_(y[:, :1]) (y rebased onto a node that saved a view of y; its backward
+ * would then fail the version check, as in PyTorch) would be a reference cycle that is never
+ * freed. */
+static void test_inplace_with_view_input_frees_graph(void **state)
+{
+    (void)state;
+    pt_tensor *x = pt_randn(PT_SHAPE(4, 3), PT_FLOAT64, pt_cpu());
+    pt_requires_grad_(x, true);
+    size_t live = pt_memory_allocated();
+    for (int i = 0; i < 3; i++) {
+        pt_scope_begin();
+        pt_tensor *y = pt_mul_scalar(x, 2.0);
+        pt_tensor *col = pt_slice(y, 1, 0, 1, 1);
+        assert_int_equal(pt_mul_(y, col), PT_OK);
+        assert_string_equal(pt_grad_fn_name(y), "mul_");
+        pt_scope_end();
+        assert_int_equal(pt_memory_allocated(), live);
+    }
+    pt_release(x);
+}
+
 int main(void)
 {
     pt_manual_seed(1234);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reshaping_views, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_fill_of_view_rebases_base, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_inplace_with_view_input_frees_graph, pt_test_setup,
+                                        pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_reordering_views, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_slicing_views, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_views_share_storage_and_record, pt_test_setup,

@@ -4,7 +4,7 @@
  * through the recomputed graph. Built on the custom-function machinery of function.c. */
 #include <stdlib.h>
 
-#include "node.h"
+#include "../graph/node.h"
 
 typedef struct ckpt_state {
     pt_grad_fn fn;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node.h"
+#include "../graph/node.h"
 
 static atomic_uint_fast64_t epoch_counter;
 static atomic_bool anomaly_mode;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node.h"
+#include "../graph/node.h"
 
 #define CTX_MAX_SAVED PTI_NODE_MAX_SAVED
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "node.h"
+#include "../graph/node.h"
 
 #define GC_MAX_IN 16
 #define GC_MAX_OUT 16

@@ -40,6 +40,10 @@ struct pt_tensor {
     bool requires_grad;
     bool retains_grad; /* a non-leaf whose .grad is kept (pt_retain_grad) */
     bool is_view;      /* made by a view op over another tensor's storage (pti_tensor_view) */
+    /* A view's base: the non-view tensor it was made from, through any chain of views (a
+     * retained reference, so an in-place write through the view can rebase the base's
+     * autograd history, PyTorch's CopySlices); NULL for a tensor that is not a view. */
+    pt_tensor *view_base;
     int32_t output_nr;
     pt_tensor *grad;
     void *grad_fn;
@@ -212,9 +216,26 @@ static inline void pti_bump_version(pt_tensor *t)
  * a function created itself are released with pt_release. */
 void pti_unref(pt_tensor *t);
 
-/* Called by pt_release when a tensor with autograd state dies: drops its node reference,
- * hooks and retain-grad registration (src/autograd/engine.c). */
-void pti_autograd_tensor_dies(pt_tensor *t);
+/* What pti_unref calls when a tensor with autograd state (grad_fn or hooks) dies: drops its
+ * node reference, hooks and retain-grad registration. The graph layer (src/graph/node.c)
+ * registers it when the library loads, so core never calls up into autograd. */
+typedef void (*pti_tensor_death_fn)(pt_tensor *t);
+void pti_set_tensor_death_hook(pti_tensor_death_fn fn);
+
+/* ---- data movement without autograd (src/core/copy.c) -------------------------------------------
+ * The differentiable front-ends (pt_copy_, pt_fill_, pt_to, pt_contiguous, ...) are ops
+ * (src/ops/convert.c) and record nodes; these only move data, for core and for those ops. */
+
+/* Fills t with v through the fill kernel and bumps its version; a block dtype is an error
+ * naming `op`. */
+pt_status pti_fill_data(const char *op, pt_tensor *t, double v);
+/* Copies src into dst on the same device (src broadcast to dst's shape; dtypes converted by
+ * the copy kernel; block dtypes only whole and contiguous). Does not bump dst's version. */
+pt_status pti_copy_same_device(pt_tensor *dst, const pt_tensor *src, const char *op);
+/* A contiguous tensor with t's values: an alias when t already is, else a copy. */
+pt_tensor *pti_contiguous_data(const pt_tensor *t);
+/* t's values on dev (an alias when already there, else a contiguous copy). */
+pt_tensor *pti_to_device(const pt_tensor *t, pt_device dev);
 
 /* ---- scopes ------------------------------------------------------------------------------------
  */
@@ -248,8 +269,6 @@ void *pti_calloc(size_t n, size_t size);
  * inside a pool worker. Chunks are contiguous and deterministic for a given thread count. */
 typedef void (*pti_range_fn)(void *ctx, int64_t begin, int64_t end);
 void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
-/* True inside pti_parallel_for's workers (nested parallelism runs inline). */
-bool pti_in_parallel(void);
 
 /* ---- random ------------------------------------------------------------------------------------
  */

@@ -287,7 +287,7 @@ char *pt_to_string(const pt_tensor *t)
         return pti_error_null(PT_ERR_DTYPE,
                               "pt_to_string: block dtype %s cannot be printed (dequantize first)",
                               pt_dtype_name(t->dtype));
-    pt_tensor *host = pt_to(t, pt_cpu()); /* an alias for CPU tensors, a copy otherwise */
+    pt_tensor *host = pti_to_device(t, pt_cpu()); /* an alias for CPU tensors, a copy otherwise */
     if (!host)
         return NULL;
     const int indent = 7; /* strlen("tensor(") */

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "../autograd/node.h"
 
 /* ---- storage ----------------------------------------------------------------------------------
  */
@@ -223,6 +222,7 @@ pt_tensor *pti_tensor_on_storage(pt_storage *s, pt_dtype dt, int ndim, const int
     t->requires_grad = false;
     t->retains_grad = false;
     t->is_view = false;
+    t->view_base = NULL;
     t->output_nr = 0;
     t->grad = NULL;
     t->grad_fn = NULL;
@@ -277,8 +277,10 @@ pt_tensor *pti_tensor_view(const pt_tensor *base, int ndim, const int64_t *shape
                                   (long long)capacity);
     }
     pt_tensor *t = pti_tensor_on_storage(base->storage, base->dtype, ndim, shape, stride, offset);
-    if (t)
+    if (t) {
         t->is_view = true;
+        t->view_base = pt_retain(base->view_base ? base->view_base : (pt_tensor *)base);
+    }
     return t;
 }
 
@@ -300,18 +302,27 @@ void pt_release(pt_tensor *t)
     pti_unref(t);
 }
 
+/* Set once, by a constructor of the graph layer, before any tensor exists. */
+static pti_tensor_death_fn tensor_death_hook;
+
+void pti_set_tensor_death_hook(pti_tensor_death_fn fn)
+{
+    tensor_death_hook = fn;
+}
+
 void pti_unref(pt_tensor *t)
 {
     if (!t)
         return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
         return;
-    if (t->grad_fn || t->hooks)
-        pti_autograd_tensor_dies(t);
-    pt_tensor *grad = t->grad;
+    if ((t->grad_fn || t->hooks) && tensor_death_hook)
+        tensor_death_hook(t);
+    pt_tensor *grad = t->grad, *base = t->view_base;
     pti_storage_release(t->storage);
     tensor_struct_free(t);
     pti_unref(grad);
+    pti_unref(base); /* a root: it has no view_base, so this recurses one level at most */
 }
 
 /* ---- accessors ---------------------------------------------------------------------------------
@@ -388,7 +399,7 @@ pt_tensor *pt_empty(int ndim, const int64_t *shape, pt_dtype dt, pt_device dev)
 pt_tensor *pt_full(int ndim, const int64_t *shape, double v, pt_dtype dt, pt_device dev)
 {
     pt_tensor *t = pti_tensor_new(ndim, shape, dt, dev);
-    if (t && pt_fill_(t, v) != PT_OK) {
+    if (t && pti_fill_data("pt_full", t, v) != PT_OK) {
         pt_release(t);
         return NULL;
     }
@@ -444,7 +455,7 @@ pt_tensor *pt_empty_like(const pt_tensor *t)
 pt_tensor *pt_full_like(const pt_tensor *t, double v)
 {
     pt_tensor *r = like(t, "pt_full_like");
-    if (r && pt_fill_(r, v) != PT_OK) {
+    if (r && pti_fill_data("pt_full_like", r, v) != PT_OK) {
         pt_release(r);
         return NULL;
     }
@@ -475,7 +486,7 @@ static pt_tensor *host_sequence(const char *op, int64_t n, pt_dtype dt, pt_devic
         pti_store_f64(data + i * sz, dt, value_at(p, i));
     if (dev.type == PT_DEVICE_CPU)
         return host;
-    pt_tensor *r = pt_to(host, dev);
+    pt_tensor *r = pti_to_device(host, dev);
     pt_release(host);
     return r;
 }
@@ -552,27 +563,7 @@ pt_tensor *pt_eye(int64_t n, int64_t m, pt_dtype dt, pt_device dev)
         pti_store_f64(data + (i * m + i) * (int64_t)sz, dt, 1.0);
     if (dev.type == PT_DEVICE_CPU)
         return host;
-    pt_tensor *r = pt_to(host, dev);
+    pt_tensor *r = pti_to_device(host, dev);
     pt_release(host);
     return r;
-}
-
-pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
-                         int64_t offset)
-{
-    if (!PTI_CHECK_ARG(t, "pt_as_strided", "t"))
-        return NULL;
-    if (!pti_check_shape("pt_as_strided", ndim, shape))
-        return NULL;
-    if (ndim > 0 && !stride)
-        return pti_error_null(PT_ERR_NULL, "pt_as_strided: stride is NULL");
-    if (pti_dtypes[t->dtype].is_block)
-        return pti_error_null(PT_ERR_DTYPE, "pt_as_strided: block dtype %s cannot be viewed",
-                              pt_dtype_name(t->dtype));
-    if (pti_grad_recording(1, &t))
-        return pti_error_null(PT_ERR_UNSUPPORTED,
-                              "pt_as_strided: not differentiable; %s requires grad (use pt_detach, "
-                              "pt_no_grad_begin, or a view op such as pt_reshape/pt_narrow)",
-                              pti_tensor_desc(t));
-    return pti_tensor_view(t, ndim, shape, stride, offset);
 }

@@ -47,11 +47,6 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER; /* one parallel job
 static int configured_threads;                               /* 0 until first use */
 static _Thread_local bool in_worker;
 
-bool pti_in_parallel(void)
-{
-    return in_worker;
-}
-
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

@@ -6,7 +6,7 @@
 #ifndef PT_IO_PICKLE_READ_H
 #define PT_IO_PICKLE_READ_H
 
-#include "value_internal.h"
+#include "../value/value_internal.h"
 
 /* Limits that keep hostile pickles from exhausting memory or the C stack. */
 #define PTI_PICKLE_MAX_DEPTH 1000        /* nesting of containers in the result */

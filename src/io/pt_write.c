@@ -12,6 +12,7 @@
  * BINPUT; a tensor or container reached twice is written once and fetched with BINGET the
  * second time, so shared objects stay shared; globals and strings are memoized by content. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -704,6 +705,22 @@ static pt_status add_storage(pti_zip_writer *z, const char *archive, size_t key,
     return st;
 }
 
+/* Test hook PT_SAVE_ZIP64_LIMIT (docs/architecture.md): sizes and offsets from this many bytes
+ * on get zip64 records, so the tests exercise them on small files. Read once, at the first
+ * pt_save. */
+static pthread_once_t zip64_limit_once = PTHREAD_ONCE_INIT;
+static bool zip64_limit_set;
+static uint64_t zip64_limit;
+
+static void read_zip64_limit(void)
+{
+    const char *lim = getenv("PT_SAVE_ZIP64_LIMIT");
+    if (lim && *lim) {
+        zip64_limit_set = true;
+        zip64_limit = strtoull(lim, NULL, 10);
+    }
+}
+
 static pt_status write_archive(FILE *f, const char *path, const pickler *pk)
 {
     char *archive = archive_name(path);
@@ -711,10 +728,9 @@ static pt_status write_archive(FILE *f, const char *path, const pickler *pk)
         return pti_error(PT_ERR_OOM, OP ": out of memory");
     pti_zip_writer z;
     pti_zip_init(&z, f, path, OP);
-    /* Test hook: a smaller zip64 threshold exercises the zip64 records on small files. */
-    const char *lim = getenv("PT_SAVE_ZIP64_LIMIT");
-    if (lim && *lim)
-        z.zip64_limit = strtoull(lim, NULL, 10);
+    pthread_once(&zip64_limit_once, read_zip64_limit);
+    if (zip64_limit_set)
+        z.zip64_limit = zip64_limit;
     pt_status st = add_record(&z, archive, "data.pkl", pk->out.data, pk->out.len);
     if (st == PT_OK)
         st = add_record(&z, archive, "byteorder", "little", 6);

@@ -8,7 +8,7 @@
 
 #include "../core/internal.h"
 #include "../core/strbuf.h"
-#include "../io/value_internal.h"
+#include "../value/value_internal.h"
 #include "module_internal.h"
 
 typedef struct {

@@ -60,15 +60,6 @@ bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim, boo
     return true;
 }
 
-pt_dtype pti_scalar_result_type(pt_dtype t, bool scalar_is_float)
-{
-    if (pti_dtypes[t].is_floating)
-        return t;
-    if (scalar_is_float)
-        return PT_FLOAT32;
-    return t == PT_BOOL ? PT_INT64 : t;
-}
-
 bool pti_check_plain_dtype(const char *op, const pt_tensor *t)
 {
     if (pti_dtypes[t->dtype].is_block) {
@@ -97,4 +88,37 @@ pt_tensor *pti_as_dtype(const pt_tensor *t, pt_dtype dt)
 pt_tensor *pti_alias(const pt_tensor *t)
 {
     return pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride, t->offset);
+}
+
+/* ---- shared backward helpers (in the ops layer: they reduce with pt_sum_dim) ----------------- */
+
+pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape)
+{
+    if (!g)
+        return NULL;
+    int lead = g->ndim - ndim;
+    bool same = lead == 0;
+    for (int d = 0; same && d < ndim; d++)
+        same = g->shape[d] == shape[d];
+    if (same)
+        return pt_retain((pt_tensor *)g);
+    if (lead < 0)
+        return pti_error_null(PT_ERR_SHAPE, "autograd: gradient %s cannot be reduced to %s",
+                              pti_tensor_desc(g), pti_shape_str(ndim, shape));
+    int64_t dims[PT_MAX_DIMS];
+    int nd = 0;
+    for (int d = 0; d < g->ndim; d++) {
+        int j = d - lead;
+        if (j < 0 || (shape[j] == 1 && g->shape[d] != 1))
+            dims[nd++] = d;
+    }
+    pt_tensor *summed = nd ? pt_sum_dim(g, nd, dims, true) : pt_retain((pt_tensor *)g);
+    pt_tensor *r = pt_reshape(summed, ndim, shape);
+    pt_release(summed);
+    return r;
+}
+
+pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t)
+{
+    return pti_sum_to(g, t->ndim, t->shape);
 }

@@ -14,9 +14,6 @@ bool pti_wrap_dim(const char *op, int64_t dim, int ndim, int *out);
  * dims are an error. */
 bool pti_dims_mask(const char *op, int ndims, const int64_t *dims, int ndim,
                    bool mask[PT_MAX_DIMS]);
-/* PyTorch's result dtype for `tensor op python-number`: a float number makes integer/bool
- * tensors float32; an int number makes bool tensors int64; otherwise the tensor's dtype. */
-pt_dtype pti_scalar_result_type(pt_dtype t, bool scalar_is_float);
 /* Fails unless t has a plain (non-block) dtype. */
 bool pti_check_plain_dtype(const char *op, const pt_tensor *t);
 /* Fails unless t is floating point (float32/64/16, bfloat16). */
@@ -25,5 +22,11 @@ bool pti_check_floating(const char *op, const char *arg, const pt_tensor *t);
 pt_tensor *pti_as_dtype(const pt_tensor *t, pt_dtype dt);
 /* A new reference viewing the same storage and geometry (an alias). */
 pt_tensor *pti_alias(const pt_tensor *t);
+
+/* Backward helpers: g summed over broadcast dims so it has the given shape (new reference; g
+ * itself, retained, when already that shape). */
+pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape);
+/* Same, to the shape of t. */
+pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t);
 
 #endif

@@ -5,7 +5,7 @@
 #ifndef PT_OPS_CONV_H
 #define PT_OPS_CONV_H
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 
 /* conv2d: in = {x [N,C,H,W], w [Co,C/g,kH,kW], bias [Co] or NULL}, out = {y [N,Co,oH,oW]}.

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "conv.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */

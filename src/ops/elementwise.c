@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "elementwise_internal.h"
 
 /* ---- result types (PyTorch's ResultTypeState) ------------------------------------------------ */

@@ -4,7 +4,7 @@
  * machinery is in elementwise.c. */
 #include <math.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "elementwise_internal.h"
 
 /* One operand of a binary op: a tensor, or a number when t is NULL and is_number is set. */

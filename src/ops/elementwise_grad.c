@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "elementwise_internal.h"
 
 #define SQRT_2_OVER_PI 0.79788456080286535587989211986876

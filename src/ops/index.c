@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../graph/node.h"
 #include "common.h"
 #include "index.h"
 #include "index_grad.h"
@@ -608,4 +609,176 @@ pt_tensor *pt_one_hot(const pt_tensor *indices, int64_t num_classes)
     pt_release(out2);
     pt_release(flat);
     return out;
+}
+
+/* ---- differentiable front-ends ------------------------------------------------------------ */
+
+/* Each runs its pti_fwd_* above (with grad mode off when recording: a forward may be built from
+ * recorded public ops) and records its node through index_grad.c's pti_index_record_*. An
+ * in-place op that records computes the recorded out-of-place op and takes its result. */
+
+pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_index_select(t, dim, index);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_index_select(t, dim, index);
+    pt_no_grad_end();
+    return pti_index_record_select(t, dim, index, out);
+}
+
+pt_tensor *pt_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_gather(t, dim, index);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_gather(t, dim, index);
+    pt_no_grad_end();
+    return pti_index_record_gather(t, dim, index, out);
+}
+
+pt_tensor *pt_scatter(const pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+{
+    const pt_tensor *ins[2] = {t, src};
+    if (!pti_grad_recording(2, ins))
+        return pti_fwd_scatter(t, dim, index, src);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_scatter(t, dim, index, src);
+    pt_no_grad_end();
+    return pti_index_record_scatter("scatter", t, dim, index, src, false, out);
+}
+
+pt_tensor *pt_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_scatter_scalar(t, dim, index, value);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_scatter_scalar(t, dim, index, value);
+    pt_no_grad_end();
+    return pti_index_record_scatter("scatter", t, dim, index, NULL, false, out);
+}
+
+pt_tensor *pt_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                          const pt_tensor *src)
+{
+    const pt_tensor *ins[2] = {t, src};
+    if (!pti_grad_recording(2, ins))
+        return pti_fwd_scatter_add(t, dim, index, src);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_scatter_add(t, dim, index, src);
+    pt_no_grad_end();
+    return pti_index_record_scatter("scatter_add", t, dim, index, src, true, out);
+}
+
+pt_status pt_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+{
+    const pt_tensor *ins[2] = {t, src};
+    if (!t || !pti_grad_recording(2, ins))
+        return pti_fwd_scatter_(t, dim, index, src);
+    if (pti_index_inplace_check("pt_scatter_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_scatter(t, dim, index, src));
+}
+
+pt_status pt_scatter_scalar_(pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
+{
+    if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
+        return pti_fwd_scatter_scalar_(t, dim, index, value);
+    if (pti_index_inplace_check("pt_scatter_scalar_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_scatter_scalar(t, dim, index, value));
+}
+
+pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
+{
+    const pt_tensor *ins[2] = {t, src};
+    if (!t || !pti_grad_recording(2, ins))
+        return pti_fwd_scatter_add_(t, dim, index, src);
+    if (pti_index_inplace_check("pt_scatter_add_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_scatter_add(t, dim, index, src));
+}
+
+pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                        const pt_tensor *source, double alpha)
+{
+    const pt_tensor *ins[2] = {t, source};
+    if (!pti_grad_recording(2, ins))
+        return pti_fwd_index_add(t, dim, index, source, alpha);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_index_add(t, dim, index, source, alpha);
+    pt_no_grad_end();
+    return pti_index_record_index_add(t, dim, index, source, alpha, out);
+}
+
+pt_status pt_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *source,
+                        double alpha)
+{
+    const pt_tensor *ins[2] = {t, source};
+    if (!t || !pti_grad_recording(2, ins))
+        return pti_fwd_index_add_(t, dim, index, source, alpha);
+    if (pti_index_inplace_check("pt_index_add_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_index_add(t, dim, index, source, alpha));
+}
+
+pt_tensor *pt_masked_fill(const pt_tensor *t, const pt_tensor *mask, double value)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_masked_fill(t, mask, value);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_masked_fill(t, mask, value);
+    pt_no_grad_end();
+    return pti_index_record_masked_fill(t, mask, NULL, out);
+}
+
+pt_tensor *pt_masked_fill_tensor(const pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
+{
+    const pt_tensor *ins[2] = {t, value};
+    if (!pti_grad_recording(2, ins))
+        return pti_fwd_masked_fill_tensor(t, mask, value);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_masked_fill_tensor(t, mask, value);
+    pt_no_grad_end();
+    return pti_index_record_masked_fill(t, mask, value, out);
+}
+
+pt_status pt_masked_fill_(pt_tensor *t, const pt_tensor *mask, double value)
+{
+    if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
+        return pti_fwd_masked_fill_(t, mask, value);
+    if (pti_index_inplace_check("pt_masked_fill_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_masked_fill(t, mask, value));
+}
+
+pt_status pt_masked_fill_tensor_(pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
+{
+    const pt_tensor *ins[2] = {t, value};
+    if (!t || !pti_grad_recording(2, ins))
+        return pti_fwd_masked_fill_tensor_(t, mask, value);
+    if (pti_index_inplace_check("pt_masked_fill_tensor_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_masked_fill_tensor(t, mask, value));
+}
+
+pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_masked_select(t, mask);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_masked_select(t, mask);
+    pt_no_grad_end();
+    return pti_index_record_masked_select(t, mask, out);
+}
+
+pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
+                           const pt_embedding_opts *opts)
+{
+    if (!pti_grad_recording(1, &weight))
+        return pti_fwd_embedding_ex(weight, indices, opts);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_embedding_ex(weight, indices, opts);
+    pt_no_grad_end();
+    return pti_index_record_embedding(weight, indices, opts, out);
 }

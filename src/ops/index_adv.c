@@ -6,6 +6,7 @@
  * recording) is in index_grad.c. */
 #include <string.h>
 
+#include "../graph/node.h"
 #include "common.h"
 #include "index.h"
 #include "index_grad.h"
@@ -380,4 +381,74 @@ pt_tensor *pt_unique(const pt_tensor *t, pt_tensor **inverse, pt_tensor **counts
     if (counts)
         *counts = cnt_out;
     return res;
+}
+
+/* ---- differentiable front-ends ------------------------------------------------------------ */
+
+/* Each runs its pti_fwd_* above (with grad mode off when recording: a forward may be built from
+ * recorded public ops) and records its node through index_grad.c's pti_index_record_*. An
+ * in-place op that records computes the recorded out-of-place op and takes its result. */
+
+pt_tensor *pt_index(const pt_tensor *t, int n, pt_tensor_list indices_in)
+{
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_index(t, n, indices);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_index(t, n, indices);
+    pt_no_grad_end();
+    return pti_index_record_index(t, n, indices, out);
+}
+
+pt_tensor *pt_index_put(const pt_tensor *t, int n, pt_tensor_list indices_in,
+                        const pt_tensor *values, bool accumulate)
+{
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
+    const pt_tensor *ins[2] = {t, values};
+    if (!pti_grad_recording(2, ins))
+        return pti_fwd_index_put(t, n, indices, values, accumulate);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_index_put(t, n, indices, values, accumulate);
+    pt_no_grad_end();
+    return pti_index_record_index_put(t, n, indices, values, accumulate, out);
+}
+
+pt_status pt_index_put_(pt_tensor *t, int n, pt_tensor_list indices_in, const pt_tensor *values,
+                        bool accumulate)
+{
+    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
+    const pt_tensor *ins[2] = {t, values};
+    if (!t || !pti_grad_recording(2, ins))
+        return pti_fwd_index_put_(t, n, indices, values, accumulate);
+    if (pti_index_inplace_check("pt_index_put_", t) != PT_OK)
+        return pt_last_status();
+    return pti_index_inplace_from(t, pt_index_put(t, n, indices, values, accumulate));
+}
+
+pt_tensor *pt_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable,
+                   pt_tensor **indices)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_sort(t, dim, descending, stable, indices);
+    pt_tensor *idx = NULL;
+    pt_no_grad_begin();
+    pt_tensor *vals = pti_fwd_sort(t, dim, descending, stable, &idx);
+    pt_no_grad_end();
+    return pti_index_record_sort("sort", t, dim, vals, idx, indices);
+}
+
+pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
+                   pt_tensor **indices)
+{
+    if (!PTI_CHECK_ARG(t, "pt_topk", "t"))
+        return NULL;
+    if (t->dtype == PT_BOOL) /* as PyTorch on the CPU, even for k = 0 */
+        return pti_error_null(PT_ERR_DTYPE, "pt_topk: topk does not support bool inputs");
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_topk(t, k, dim, largest, sorted, indices);
+    pt_tensor *idx = NULL;
+    pt_no_grad_begin();
+    pt_tensor *vals = pti_fwd_topk(t, k, dim, largest, sorted, &idx);
+    pt_no_grad_end();
+    return pti_index_record_sort("topk", t, dim, vals, idx, indices);
 }

@@ -1,13 +1,13 @@
-/* Autograd for the index family: the public entry points of the differentiable ops (they
- * run the forward in src/ops/index.c / index_adv.c and record a node) and their backward
- * formulas, written with public ops so create_graph works. Index tensors, masks and sort
- * indices are never differentiable; nonzero, argsort, unique and one_hot record nothing.
- * In-place variants, when recording, compute the recorded out-of-place op, copy it into self
- * and take its history (pti_inplace_rebase). */
+/* Autograd for the index family: recording the nodes of the differentiable ops
+ * (pti_index_record_*, called by their front-ends in src/ops/index.c / index_adv.c after the
+ * forward) and their backward formulas, written with public ops so create_graph works. Index
+ * tensors, masks and sort indices are never differentiable; nonzero, argsort, unique and one_hot
+ * record nothing. In-place variants, when recording, compute the recorded out-of-place op, copy it
+ * into self and take its history (pti_inplace_rebase). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "index_grad.h"
 #include "shape_grad.h"
@@ -89,7 +89,7 @@ static pt_tensor *pad_to(pt_tensor *x, int ndim, const int64_t *to)
 /* pti_inplace_check, and a refusal for views with history: writing through a view would
  * change its base without the base's history knowing (PyTorch's CopySlices is missing), so
  * gradients would be silently wrong; PyTorch itself refuses views of leaves. */
-static pt_status inplace_check(const char *op, const pt_tensor *t)
+pt_status pti_index_inplace_check(const char *op, const pt_tensor *t)
 {
     if (pti_inplace_check(op, t) != PT_OK)
         return pt_last_status();
@@ -103,7 +103,7 @@ static pt_status inplace_check(const char *op, const pt_tensor *t)
 }
 
 /* In-place op through its recorded out-of-place result: copy into t, take its history. */
-static pt_status inplace_from(pt_tensor *t, pt_tensor *result)
+pt_status pti_index_inplace_from(pt_tensor *t, pt_tensor *result)
 {
     if (!result)
         return pt_last_status();
@@ -135,13 +135,9 @@ static pt_status index_select_backward(pti_node *n, pt_tensor *const *go, pt_ten
     return done(gi[0]);
 }
 
-pt_tensor *pt_index_select(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+pt_tensor *pti_index_record_select(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                                   pt_tensor *out)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_index_select(t, dim, index);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_index_select(t, dim, index);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     pti_node *n = node_for("index_select", index_select_backward, 1, &t, t, dim);
@@ -161,13 +157,9 @@ static pt_status gather_backward(pti_node *n, pt_tensor *const *go, pt_tensor **
     return done(gi[0]);
 }
 
-pt_tensor *pt_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index)
+pt_tensor *pti_index_record_gather(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                                   pt_tensor *out)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_gather(t, dim, index);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_gather(t, dim, index);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     pti_node *n = node_for("gather", gather_backward, 1, &t, t, dim);
@@ -201,9 +193,9 @@ static pt_status scatter_backward(pti_node *n, pt_tensor *const *go, pt_tensor *
     return st;
 }
 
-static pt_tensor *scatter_record(const char *name, const pt_tensor *t, int64_t dim,
-                                 const pt_tensor *index, const pt_tensor *src, bool add,
-                                 pt_tensor *out)
+pt_tensor *pti_index_record_scatter(const char *name, const pt_tensor *t, int64_t dim,
+                                    const pt_tensor *index, const pt_tensor *src, bool add,
+                                    pt_tensor *out)
 {
     if (!out)
         return NULL;
@@ -223,68 +215,6 @@ static pt_tensor *scatter_record(const char *name, const pt_tensor *t, int64_t d
         }
     }
     return finish(n, out);
-}
-
-pt_tensor *pt_scatter(const pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
-{
-    const pt_tensor *ins[2] = {t, src};
-    if (!pti_grad_recording(2, ins))
-        return pti_fwd_scatter(t, dim, index, src);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_scatter(t, dim, index, src);
-    pt_no_grad_end();
-    return scatter_record("scatter", t, dim, index, src, false, out);
-}
-
-pt_tensor *pt_scatter_scalar(const pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_scatter_scalar(t, dim, index, value);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_scatter_scalar(t, dim, index, value);
-    pt_no_grad_end();
-    return scatter_record("scatter", t, dim, index, NULL, false, out);
-}
-
-pt_tensor *pt_scatter_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
-                          const pt_tensor *src)
-{
-    const pt_tensor *ins[2] = {t, src};
-    if (!pti_grad_recording(2, ins))
-        return pti_fwd_scatter_add(t, dim, index, src);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_scatter_add(t, dim, index, src);
-    pt_no_grad_end();
-    return scatter_record("scatter_add", t, dim, index, src, true, out);
-}
-
-pt_status pt_scatter_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
-{
-    const pt_tensor *ins[2] = {t, src};
-    if (!t || !pti_grad_recording(2, ins))
-        return pti_fwd_scatter_(t, dim, index, src);
-    if (inplace_check("pt_scatter_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_scatter(t, dim, index, src));
-}
-
-pt_status pt_scatter_scalar_(pt_tensor *t, int64_t dim, const pt_tensor *index, double value)
-{
-    if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
-        return pti_fwd_scatter_scalar_(t, dim, index, value);
-    if (inplace_check("pt_scatter_scalar_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_scatter_scalar(t, dim, index, value));
-}
-
-pt_status pt_scatter_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *src)
-{
-    const pt_tensor *ins[2] = {t, src};
-    if (!t || !pti_grad_recording(2, ins))
-        return pti_fwd_scatter_add_(t, dim, index, src);
-    if (inplace_check("pt_scatter_add_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_scatter_add(t, dim, index, src));
 }
 
 /* ---- index_add ------------------------------------------------------------------------------- */
@@ -307,17 +237,12 @@ static pt_status index_add_backward(pti_node *n, pt_tensor *const *go, pt_tensor
     return done(gi[1]);
 }
 
-pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
-                        const pt_tensor *source, double alpha)
+pt_tensor *pti_index_record_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
+                                      const pt_tensor *source, double alpha, pt_tensor *out)
 {
-    const pt_tensor *ins[2] = {t, source};
-    if (!pti_grad_recording(2, ins))
-        return pti_fwd_index_add(t, dim, index, source, alpha);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_index_add(t, dim, index, source, alpha);
-    pt_no_grad_end();
     if (!out)
         return NULL;
+    const pt_tensor *ins[2] = {t, source};
     pti_node *n = node_for("index_add", index_add_backward, 2, ins, t, dim);
     if (n) {
         n->d[0] = alpha;
@@ -327,17 +252,6 @@ pt_tensor *pt_index_add(const pt_tensor *t, int64_t dim, const pt_tensor *index,
         }
     }
     return finish(n, out);
-}
-
-pt_status pt_index_add_(pt_tensor *t, int64_t dim, const pt_tensor *index, const pt_tensor *source,
-                        double alpha)
-{
-    const pt_tensor *ins[2] = {t, source};
-    if (!t || !pti_grad_recording(2, ins))
-        return pti_fwd_index_add_(t, dim, index, source, alpha);
-    if (inplace_check("pt_index_add_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_index_add(t, dim, index, source, alpha));
 }
 
 /* ---- masked_fill, masked_select ------------------------------------------------------------ */
@@ -366,8 +280,8 @@ static pt_status masked_fill_backward(pti_node *n, pt_tensor *const *go, pt_tens
     return st;
 }
 
-static pt_tensor *masked_fill_record(const pt_tensor *t, const pt_tensor *mask,
-                                     const pt_tensor *value, pt_tensor *out)
+pt_tensor *pti_index_record_masked_fill(const pt_tensor *t, const pt_tensor *mask,
+                                        const pt_tensor *value, pt_tensor *out)
 {
     if (!out)
         return NULL;
@@ -381,46 +295,6 @@ static pt_tensor *masked_fill_record(const pt_tensor *t, const pt_tensor *mask,
         }
     }
     return finish(n, out);
-}
-
-pt_tensor *pt_masked_fill(const pt_tensor *t, const pt_tensor *mask, double value)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_masked_fill(t, mask, value);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_masked_fill(t, mask, value);
-    pt_no_grad_end();
-    return masked_fill_record(t, mask, NULL, out);
-}
-
-pt_tensor *pt_masked_fill_tensor(const pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
-{
-    const pt_tensor *ins[2] = {t, value};
-    if (!pti_grad_recording(2, ins))
-        return pti_fwd_masked_fill_tensor(t, mask, value);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_masked_fill_tensor(t, mask, value);
-    pt_no_grad_end();
-    return masked_fill_record(t, mask, value, out);
-}
-
-pt_status pt_masked_fill_(pt_tensor *t, const pt_tensor *mask, double value)
-{
-    if (!t || !pti_grad_recording(1, (const pt_tensor *const[]){t}))
-        return pti_fwd_masked_fill_(t, mask, value);
-    if (inplace_check("pt_masked_fill_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_masked_fill(t, mask, value));
-}
-
-pt_status pt_masked_fill_tensor_(pt_tensor *t, const pt_tensor *mask, const pt_tensor *value)
-{
-    const pt_tensor *ins[2] = {t, value};
-    if (!t || !pti_grad_recording(2, ins))
-        return pti_fwd_masked_fill_tensor_(t, mask, value);
-    if (inplace_check("pt_masked_fill_tensor_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_masked_fill_tensor(t, mask, value));
 }
 
 /* The selected elements go back to their positions in zeros of the broadcast shape
@@ -452,13 +326,8 @@ static pt_status masked_select_backward(pti_node *n, pt_tensor *const *go, pt_te
     return done(gi[0]);
 }
 
-pt_tensor *pt_masked_select(const pt_tensor *t, const pt_tensor *mask)
+pt_tensor *pti_index_record_masked_select(const pt_tensor *t, const pt_tensor *mask, pt_tensor *out)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_masked_select(t, mask);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_masked_select(t, mask);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     pti_node *n = node_for("masked_select", masked_select_backward, 1, &t, t, 0);
@@ -508,14 +377,9 @@ static pt_status index_backward(pti_node *n, pt_tensor *const *go, pt_tensor **g
     return done(gi[0]);
 }
 
-pt_tensor *pt_index(const pt_tensor *t, int n, pt_tensor_list indices_in)
+pt_tensor *pti_index_record_index(const pt_tensor *t, int n, const pt_tensor *const *indices,
+                                  pt_tensor *out)
 {
-    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_index(t, n, indices);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_index(t, n, indices);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     if (pt_shares_storage(out, t)) { /* no index tensor: a view of t */
@@ -558,18 +422,12 @@ static pt_status index_put_backward(pti_node *n, pt_tensor *const *go, pt_tensor
     return PT_OK;
 }
 
-pt_tensor *pt_index_put(const pt_tensor *t, int n, pt_tensor_list indices_in,
-                        const pt_tensor *values, bool accumulate)
+pt_tensor *pti_index_record_index_put(const pt_tensor *t, int n, const pt_tensor *const *indices,
+                                      const pt_tensor *values, bool accumulate, pt_tensor *out)
 {
-    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
-    const pt_tensor *ins[2] = {t, values};
-    if (!pti_grad_recording(2, ins))
-        return pti_fwd_index_put(t, n, indices, values, accumulate);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_index_put(t, n, indices, values, accumulate);
-    pt_no_grad_end();
     if (!out)
         return NULL;
+    const pt_tensor *ins[2] = {t, values};
     pti_node *node = node_for("index_put", index_put_backward, 2, ins, t, 0);
     if (node) {
         /* values' shape in i[1..], ndim in d[1] (i[SHAPE_AT..] holds self's) */
@@ -586,18 +444,6 @@ pt_tensor *pt_index_put(const pt_tensor *t, int n, pt_tensor_list indices_in,
     return finish(node, out);
 }
 
-pt_status pt_index_put_(pt_tensor *t, int n, pt_tensor_list indices_in, const pt_tensor *values,
-                        bool accumulate)
-{
-    const pt_tensor *const *indices = PT_TENSOR_LIST_PTR(indices_in);
-    const pt_tensor *ins[2] = {t, values};
-    if (!t || !pti_grad_recording(2, ins))
-        return pti_fwd_index_put_(t, n, indices, values, accumulate);
-    if (inplace_check("pt_index_put_", t) != PT_OK)
-        return pt_last_status();
-    return inplace_from(t, pt_index_put(t, n, indices, values, accumulate));
-}
-
 /* ---- sort, topk: values go back to their positions through the indices ----------------------- */
 
 static pt_status sort_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
@@ -610,8 +456,8 @@ static pt_status sort_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi
 }
 
 /* Records vals (sorted along dim) against t; hands idx to *indices or releases it. */
-static pt_tensor *sort_record(const char *name, const pt_tensor *t, int64_t dim, pt_tensor *vals,
-                              pt_tensor *idx, pt_tensor **indices)
+pt_tensor *pti_index_record_sort(const char *name, const pt_tensor *t, int64_t dim, pt_tensor *vals,
+                                 pt_tensor *idx, pt_tensor **indices)
 {
     if (vals && t->ndim > 0) {
         pti_node *n = node_for(name, sort_backward, 1, &t, t, dim);
@@ -631,34 +477,6 @@ static pt_tensor *sort_record(const char *name, const pt_tensor *t, int64_t dim,
     else
         pt_release(idx);
     return vals;
-}
-
-pt_tensor *pt_sort(const pt_tensor *t, int64_t dim, bool descending, bool stable,
-                   pt_tensor **indices)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_sort(t, dim, descending, stable, indices);
-    pt_tensor *idx = NULL;
-    pt_no_grad_begin();
-    pt_tensor *vals = pti_fwd_sort(t, dim, descending, stable, &idx);
-    pt_no_grad_end();
-    return sort_record("sort", t, dim, vals, idx, indices);
-}
-
-pt_tensor *pt_topk(const pt_tensor *t, int64_t k, int64_t dim, bool largest, bool sorted,
-                   pt_tensor **indices)
-{
-    if (!PTI_CHECK_ARG(t, "pt_topk", "t"))
-        return NULL;
-    if (t->dtype == PT_BOOL) /* as PyTorch on the CPU, even for k = 0 */
-        return pti_error_null(PT_ERR_DTYPE, "pt_topk: topk does not support bool inputs");
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_topk(t, k, dim, largest, sorted, indices);
-    pt_tensor *idx = NULL;
-    pt_no_grad_begin();
-    pt_tensor *vals = pti_fwd_topk(t, k, dim, largest, sorted, &idx);
-    pt_no_grad_end();
-    return sort_record("topk", t, dim, vals, idx, indices);
 }
 
 /* ---- embedding ------------------------------------------------------------------------------ */
@@ -692,14 +510,9 @@ static pt_status embedding_backward(pti_node *n, pt_tensor *const *go, pt_tensor
     return done(gi[0]);
 }
 
-pt_tensor *pt_embedding_ex(const pt_tensor *weight, const pt_tensor *indices,
-                           const pt_embedding_opts *opts)
+pt_tensor *pti_index_record_embedding(const pt_tensor *weight, const pt_tensor *indices,
+                                      const pt_embedding_opts *opts, pt_tensor *out)
 {
-    if (!pti_grad_recording(1, &weight))
-        return pti_fwd_embedding_ex(weight, indices, opts);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_embedding_ex(weight, indices, opts);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     pti_node *n = node_for("embedding", embedding_backward, 1, &weight, weight, 0);

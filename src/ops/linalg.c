@@ -13,7 +13,7 @@
  * dims added for 1-D operands removed). */
 #include <math.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 
 /* ---- operand layout -------------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
  * activations per block to 8 bits as llama.cpp does. That path is inference only. */
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "../core/internal.h"
 #include "common.h"
 #include "prometorch/ops_elementwise.h"

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "nn_params.h"
 #include "nn_grad.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "nn_grad.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */

@@ -11,7 +11,7 @@
  * grad). */
 #include <math.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "nn_params.h"
 

@@ -3,7 +3,7 @@
 #ifndef PT_OPS_REDUCE_GRAD_H
 #define PT_OPS_REDUCE_GRAD_H
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 
 /* Which backward formula a recorded reduction uses. */
 typedef enum pti_reduce_grad {

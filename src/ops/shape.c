@@ -2,14 +2,15 @@
  * squeeze, unsqueeze, transpose, permute, expand, narrow, select, slice, diagonal, split,
  * chunk, unbind) compute a new geometry over the same storage with pti_tensor_view and run no
  * kernel. The copying ops (cat, stack, repeat, tile, flip, roll, tril, triu) allocate a
- * contiguous result and dispatch the kernels listed in shape.def. Differentiable ops are
- * defined here as pti_fwd_<op> (no recording); their public pt_<op> in shape_grad.c records
- * the autograd node. Ops built from other public ops (stack, tile, t, expand_as, squeeze_dim,
- * split, chunk, unbind) stay public here and are recorded through those ops. */
+ * contiguous result and dispatch the kernels listed in shape.def. Differentiable ops have
+ * their forward here as pti_fwd_<op> (no recording) and their public pt_<op> at the end of
+ * this file, which records the node through shape_grad.c (pti_shape_record_*, beside the
+ * backward formulas). Ops built from other public ops (stack, tile, t, expand_as,
+ * squeeze_dim, split, chunk, unbind) are recorded through those ops. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "shape_grad.h"
 
@@ -978,4 +979,216 @@ pt_tensor *pti_fwd_tril(const pt_tensor *t, int64_t diagonal)
 pt_tensor *pti_fwd_triu(const pt_tensor *t, int64_t diagonal)
 {
     return triangle("pt_triu", PTI_OP_triu, t, diagonal);
+}
+
+/* ---- differentiable front-ends ------------------------------------------------------------ */
+
+/* Each runs its pti_fwd_* above; when recording, the node goes on through shape_grad.c's
+ * pti_shape_record_* (reshape, flatten, cat and roll compute their forward with grad mode off:
+ * it may be built from recorded public ops). */
+
+pt_tensor *pt_reshape(const pt_tensor *t, int ndim, const int64_t *shape)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_reshape(t, ndim, shape);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_reshape(t, ndim, shape);
+    pt_no_grad_end();
+    return pti_shape_record_reshape("reshape", t, out);
+}
+
+pt_tensor *pt_view(const pt_tensor *t, int ndim, const int64_t *shape)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_view(t, ndim, shape);
+    return pti_shape_record_reshape("view", t, pti_fwd_view(t, ndim, shape));
+}
+
+pt_tensor *pt_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_flatten(t, start_dim, end_dim);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_flatten(t, start_dim, end_dim);
+    pt_no_grad_end();
+    return pti_shape_record_reshape("flatten", t, out);
+}
+
+pt_tensor *pt_unflatten(const pt_tensor *t, int64_t dim, int nsizes, const int64_t *sizes)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_unflatten(t, dim, nsizes, sizes);
+    return pti_shape_record_reshape("unflatten", t, pti_fwd_unflatten(t, dim, nsizes, sizes));
+}
+
+pt_tensor *pt_squeeze(const pt_tensor *t)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_squeeze(t);
+    return pti_shape_record_reshape("squeeze", t, pti_fwd_squeeze(t));
+}
+
+pt_tensor *pt_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *dims)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_squeeze_dims(t, ndims, dims);
+    return pti_shape_record_reshape("squeeze", t, pti_fwd_squeeze_dims(t, ndims, dims));
+}
+
+pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_unsqueeze(t, dim);
+    return pti_shape_record_reshape("unsqueeze", t, pti_fwd_unsqueeze(t, dim));
+}
+
+pt_tensor *pt_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_transpose(t, dim0, dim1);
+    return pti_shape_record_transpose(t, pti_fwd_transpose(t, dim0, dim1), dim0, dim1);
+}
+
+pt_tensor *pt_permute(const pt_tensor *t, int ndims, const int64_t *dims)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_permute(t, ndims, dims);
+    return pti_shape_record_permute(t, pti_fwd_permute(t, ndims, dims), ndims, dims);
+}
+
+pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_expand(t, ndim, shape);
+    return pti_shape_record_expand(t, pti_fwd_expand(t, ndim, shape));
+}
+
+pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_narrow(t, dim, start, length);
+    int64_t a[3] = {dim, start, length};
+    return pti_shape_record_view(PTI_VIEW_NARROW, t, pti_fwd_narrow(t, dim, start, length), 3, a);
+}
+
+pt_tensor *pt_select(const pt_tensor *t, int64_t dim, int64_t index)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_select(t, dim, index);
+    int64_t a[2] = {dim, index};
+    return pti_shape_record_view(PTI_VIEW_SELECT, t, pti_fwd_select(t, dim, index), 2, a);
+}
+
+pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_slice(t, dim, start, end, step);
+    int64_t a[4] = {dim, start, end, step};
+    return pti_shape_record_view(PTI_VIEW_SLICE, t, pti_fwd_slice(t, dim, start, end, step), 4, a);
+}
+
+pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_diagonal(t, offset, dim1, dim2);
+    int64_t a[3] = {offset, dim1, dim2};
+    return pti_shape_record_view(PTI_VIEW_DIAGONAL, t, pti_fwd_diagonal(t, offset, dim1, dim2), 3,
+                                 a);
+}
+
+/* More inputs than a node holds: cat groups of them, then cat the groups (associative). */
+static pt_tensor *cat_grouped(int n, const pt_tensor *const *ts, int64_t dim)
+{
+    int groups = (n + PTI_NODE_MAX_IN - 1) / PTI_NODE_MAX_IN;
+    pt_tensor **parts = pti_calloc((size_t)groups, sizeof *parts);
+    if (!parts)
+        return NULL;
+    pt_tensor *out = NULL;
+    int g = 0;
+    for (; g < groups; g++) {
+        int first = g * PTI_NODE_MAX_IN;
+        int cnt = n - first < PTI_NODE_MAX_IN ? n - first : PTI_NODE_MAX_IN;
+        if (!(parts[g] = pt_cat(cnt, ts + first, dim)))
+            break;
+    }
+    if (g == groups)
+        out = pt_cat(groups, (const pt_tensor *const *)parts, dim);
+    for (int k = 0; k < groups; k++)
+        pt_release(parts[k]);
+    free(parts);
+    return out;
+}
+
+pt_tensor *pt_cat(int n, pt_tensor_list ts_in, int64_t dim)
+{
+    const pt_tensor *const *ts = PT_TENSOR_LIST_PTR(ts_in);
+    if (n <= 0 || !ts || !pti_grad_recording(n, ts))
+        return pti_fwd_cat(n, ts, dim);
+    if (n > PTI_NODE_MAX_IN)
+        return cat_grouped(n, ts, dim);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_cat(n, ts, dim);
+    pt_no_grad_end();
+    return pti_shape_record_cat(n, ts, out, dim);
+}
+
+pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_repeat(t, nreps, reps);
+    return pti_shape_record_repeat(t, pti_fwd_repeat(t, nreps, reps), nreps, reps);
+}
+
+pt_tensor *pt_flip(const pt_tensor *t, int ndims, const int64_t *dims)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_flip(t, ndims, dims);
+    return pti_shape_record_flip(t, pti_fwd_flip(t, ndims, dims), ndims, dims);
+}
+
+pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int ndims,
+                   const int64_t *dims)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_roll(t, nshifts, shifts, ndims, dims);
+    pt_no_grad_begin();
+    pt_tensor *out = pti_fwd_roll(t, nshifts, shifts, ndims, dims);
+    pt_no_grad_end();
+    return pti_shape_record_roll(t, out, nshifts, shifts, ndims, dims);
+}
+
+pt_tensor *pt_tril(const pt_tensor *t, int64_t diagonal)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_tril(t, diagonal);
+    return pti_shape_record_tri(false, t, pti_fwd_tril(t, diagonal), diagonal);
+}
+
+pt_tensor *pt_triu(const pt_tensor *t, int64_t diagonal)
+{
+    if (!pti_grad_recording(1, &t))
+        return pti_fwd_triu(t, diagonal);
+    return pti_shape_record_tri(true, t, pti_fwd_triu(t, diagonal), diagonal);
+}
+
+/* A view with an explicit geometry; not differentiable (no backward formula), so a tensor that
+ * records is refused. */
+pt_tensor *pt_as_strided(const pt_tensor *t, int ndim, const int64_t *shape, const int64_t *stride,
+                         int64_t offset)
+{
+    if (!PTI_CHECK_ARG(t, "pt_as_strided", "t"))
+        return NULL;
+    if (!pti_check_shape("pt_as_strided", ndim, shape))
+        return NULL;
+    if (ndim > 0 && !stride)
+        return pti_error_null(PT_ERR_NULL, "pt_as_strided: stride is NULL");
+    if (pti_dtypes[t->dtype].is_block)
+        return pti_error_null(PT_ERR_DTYPE, "pt_as_strided: block dtype %s cannot be viewed",
+                              pt_dtype_name(t->dtype));
+    if (pti_grad_recording(1, &t))
+        return pti_error_null(PT_ERR_UNSUPPORTED,
+                              "pt_as_strided: not differentiable; %s requires grad (use pt_detach, "
+                              "pt_no_grad_begin, or a view op such as pt_reshape/pt_narrow)",
+                              pti_tensor_desc(t));
+    return pti_tensor_view(t, ndim, shape, stride, offset);
 }

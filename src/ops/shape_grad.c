@@ -1,12 +1,12 @@
-/* Autograd for the shape family: the public entry points of the ops that record a node
- * (views and copies), their backward formulas, and the "embed" helper that scatters a
- * slice's gradient back into zeros of the input's shape. The forward computations live in
- * src/ops/shape.c (pti_fwd_*); ops composed of other public ops (stack, tile, t, expand_as,
- * squeeze_dim, split, chunk, unbind) are recorded through those ops and stay there. */
+/* Autograd for the shape family: recording the nodes of the ops that record one (views and
+ * copies; pti_shape_record_*, called by their front-ends in src/ops/shape.c), their backward
+ * formulas, and the "embed" helper that scatters a slice's gradient back into zeros of the
+ * input's shape. Ops composed of other public ops (stack, tile, t, expand_as, squeeze_dim,
+ * split, chunk, unbind) are recorded through those ops. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../autograd/node.h"
+#include "../graph/node.h"
 #include "common.h"
 #include "shape_grad.h"
 
@@ -49,65 +49,10 @@ static pt_status reshape_backward(pti_node *n, pt_tensor *const *go, pt_tensor *
 }
 
 /* d[1] = 1 when out is a view of t (reshape copies when the strides do not allow a view). */
-static pt_tensor *record_reshape(const char *name, const pt_tensor *t, pt_tensor *out)
+pt_tensor *pti_shape_record_reshape(const char *name, const pt_tensor *t, pt_tensor *out)
 {
     double dv[2] = {t->ndim, out && pt_shares_storage(out, t)};
     return record1(name, reshape_backward, t, out, t->ndim, t->shape, 2, dv);
-}
-
-pt_tensor *pt_reshape(const pt_tensor *t, int ndim, const int64_t *shape)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_reshape(t, ndim, shape);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_reshape(t, ndim, shape);
-    pt_no_grad_end();
-    return record_reshape("reshape", t, out);
-}
-
-pt_tensor *pt_view(const pt_tensor *t, int ndim, const int64_t *shape)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_view(t, ndim, shape);
-    return record_reshape("view", t, pti_fwd_view(t, ndim, shape));
-}
-
-pt_tensor *pt_flatten(const pt_tensor *t, int64_t start_dim, int64_t end_dim)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_flatten(t, start_dim, end_dim);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_flatten(t, start_dim, end_dim);
-    pt_no_grad_end();
-    return record_reshape("flatten", t, out);
-}
-
-pt_tensor *pt_unflatten(const pt_tensor *t, int64_t dim, int nsizes, const int64_t *sizes)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_unflatten(t, dim, nsizes, sizes);
-    return record_reshape("unflatten", t, pti_fwd_unflatten(t, dim, nsizes, sizes));
-}
-
-pt_tensor *pt_squeeze(const pt_tensor *t)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_squeeze(t);
-    return record_reshape("squeeze", t, pti_fwd_squeeze(t));
-}
-
-pt_tensor *pt_squeeze_dims(const pt_tensor *t, int ndims, const int64_t *dims)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_squeeze_dims(t, ndims, dims);
-    return record_reshape("squeeze", t, pti_fwd_squeeze_dims(t, ndims, dims));
-}
-
-pt_tensor *pt_unsqueeze(const pt_tensor *t, int64_t dim)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_unsqueeze(t, dim);
-    return record_reshape("unsqueeze", t, pti_fwd_unsqueeze(t, dim));
 }
 
 /* ---- reordering views ------------------------------------------------------------------------ */
@@ -118,13 +63,11 @@ static pt_status transpose_backward(pti_node *n, pt_tensor *const *go, pt_tensor
     return done(gi[0]);
 }
 
-pt_tensor *pt_transpose(const pt_tensor *t, int64_t dim0, int64_t dim1)
+pt_tensor *pti_shape_record_transpose(const pt_tensor *t, pt_tensor *out, int64_t dim0,
+                                      int64_t dim1)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_transpose(t, dim0, dim1);
     int64_t iv[2] = {dim0, dim1};
-    return record1("transpose", transpose_backward, t, pti_fwd_transpose(t, dim0, dim1), 2, iv, 0,
-                   NULL);
+    return record1("transpose", transpose_backward, t, out, 2, iv, 0, NULL);
 }
 
 static pt_status permute_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
@@ -133,11 +76,9 @@ static pt_status permute_backward(pti_node *n, pt_tensor *const *go, pt_tensor *
     return done(gi[0]);
 }
 
-pt_tensor *pt_permute(const pt_tensor *t, int ndims, const int64_t *dims)
+pt_tensor *pti_shape_record_permute(const pt_tensor *t, pt_tensor *out, int ndims,
+                                    const int64_t *dims)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_permute(t, ndims, dims);
-    pt_tensor *out = pti_fwd_permute(t, ndims, dims);
     if (!out)
         return NULL;
     int64_t inverse[PT_MAX_DIMS];
@@ -156,20 +97,16 @@ static pt_status expand_backward(pti_node *n, pt_tensor *const *go, pt_tensor **
     return done(gi[0]);
 }
 
-pt_tensor *pt_expand(const pt_tensor *t, int ndim, const int64_t *shape)
+pt_tensor *pti_shape_record_expand(const pt_tensor *t, pt_tensor *out)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_expand(t, ndim, shape);
     double nd = t->ndim;
-    return record1("expand", expand_backward, t, pti_fwd_expand(t, ndim, shape), t->ndim, t->shape,
-                   1, &nd);
+    return record1("expand", expand_backward, t, out, t->ndim, t->shape, 1, &nd);
 }
 
 /* ---- slicing views: the gradient is embedded into zeros of the input's shape ----------------- */
 
 /* Node layout of the slicing views and their embeddings: i[0..ndim) the input's shape,
  * i[PT_MAX_DIMS + k] the view's arguments, d[0] the input's ndim, d[1] the view kind. */
-enum { VIEW_NARROW, VIEW_SELECT, VIEW_SLICE, VIEW_DIAGONAL };
 static const char *const view_names[] = {"narrow", "select", "slice", "diagonal"};
 static const char *const embed_names[] = {"narrow_backward", "select_backward", "slice_backward",
                                           "diagonal_backward"};
@@ -179,9 +116,9 @@ static pt_tensor *apply_view(const pti_node *n, const pt_tensor *t)
 {
     const int64_t *a = n->i + PT_MAX_DIMS;
     switch ((int)n->d[1]) {
-    case VIEW_NARROW: return pt_narrow(t, a[0], a[1], a[2]);
-    case VIEW_SELECT: return pt_select(t, a[0], a[1]);
-    case VIEW_SLICE: return pt_slice(t, a[0], a[1], a[2], a[3]);
+    case PTI_VIEW_NARROW: return pt_narrow(t, a[0], a[1], a[2]);
+    case PTI_VIEW_SELECT: return pt_select(t, a[0], a[1]);
+    case PTI_VIEW_SLICE: return pt_slice(t, a[0], a[1], a[2], a[3]);
     default: return pt_diagonal(t, a[0], a[1], a[2]);
     }
 }
@@ -229,8 +166,8 @@ static pt_status view_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi
     return done(gi[0]);
 }
 
-static pt_tensor *record_view(int kind, const pt_tensor *t, pt_tensor *out, int nargs,
-                              const int64_t *args)
+pt_tensor *pti_shape_record_view(pti_view_kind kind, const pt_tensor *t, pt_tensor *out, int nargs,
+                                 const int64_t *args)
 {
     int64_t iv[PT_MAX_DIMS + 4] = {0};
     memcpy(iv, t->shape, sizeof(int64_t) * (size_t)t->ndim);
@@ -238,38 +175,6 @@ static pt_tensor *record_view(int kind, const pt_tensor *t, pt_tensor *out, int 
     double dv[2] = {t->ndim, kind};
     /* record1 copies a prefix of iv: pass the whole array so the arguments come along */
     return record1(view_names[kind], view_backward, t, out, PT_MAX_DIMS + nargs, iv, 2, dv);
-}
-
-pt_tensor *pt_narrow(const pt_tensor *t, int64_t dim, int64_t start, int64_t length)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_narrow(t, dim, start, length);
-    int64_t a[3] = {dim, start, length};
-    return record_view(VIEW_NARROW, t, pti_fwd_narrow(t, dim, start, length), 3, a);
-}
-
-pt_tensor *pt_select(const pt_tensor *t, int64_t dim, int64_t index)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_select(t, dim, index);
-    int64_t a[2] = {dim, index};
-    return record_view(VIEW_SELECT, t, pti_fwd_select(t, dim, index), 2, a);
-}
-
-pt_tensor *pt_slice(const pt_tensor *t, int64_t dim, int64_t start, int64_t end, int64_t step)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_slice(t, dim, start, end, step);
-    int64_t a[4] = {dim, start, end, step};
-    return record_view(VIEW_SLICE, t, pti_fwd_slice(t, dim, start, end, step), 4, a);
-}
-
-pt_tensor *pt_diagonal(const pt_tensor *t, int64_t offset, int64_t dim1, int64_t dim2)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_diagonal(t, offset, dim1, dim2);
-    int64_t a[3] = {offset, dim1, dim2};
-    return record_view(VIEW_DIAGONAL, t, pti_fwd_diagonal(t, offset, dim1, dim2), 3, a);
 }
 
 /* ---- cat ------------------------------------------------------------------------------------- */
@@ -301,39 +206,8 @@ static pt_status cat_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi)
     return PT_OK;
 }
 
-/* More inputs than a node holds: cat groups of them, then cat the groups (associative). */
-static pt_tensor *cat_grouped(int n, const pt_tensor *const *ts, int64_t dim)
+pt_tensor *pti_shape_record_cat(int n, const pt_tensor *const *ts, pt_tensor *out, int64_t dim)
 {
-    int groups = (n + PTI_NODE_MAX_IN - 1) / PTI_NODE_MAX_IN;
-    pt_tensor **parts = pti_calloc((size_t)groups, sizeof *parts);
-    if (!parts)
-        return NULL;
-    pt_tensor *out = NULL;
-    int g = 0;
-    for (; g < groups; g++) {
-        int first = g * PTI_NODE_MAX_IN;
-        int cnt = n - first < PTI_NODE_MAX_IN ? n - first : PTI_NODE_MAX_IN;
-        if (!(parts[g] = pt_cat(cnt, ts + first, dim)))
-            break;
-    }
-    if (g == groups)
-        out = pt_cat(groups, (const pt_tensor *const *)parts, dim);
-    for (int k = 0; k < groups; k++)
-        pt_release(parts[k]);
-    free(parts);
-    return out;
-}
-
-pt_tensor *pt_cat(int n, pt_tensor_list ts_in, int64_t dim)
-{
-    const pt_tensor *const *ts = PT_TENSOR_LIST_PTR(ts_in);
-    if (n <= 0 || !ts || !pti_grad_recording(n, ts))
-        return pti_fwd_cat(n, ts, dim);
-    if (n > PTI_NODE_MAX_IN)
-        return cat_grouped(n, ts, dim);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_cat(n, ts, dim);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     int d = 0;
@@ -387,11 +261,9 @@ static pt_status repeat_backward(pti_node *n, pt_tensor *const *go, pt_tensor **
     return done(gi[0]);
 }
 
-pt_tensor *pt_repeat(const pt_tensor *t, int nreps, const int64_t *reps)
+pt_tensor *pti_shape_record_repeat(const pt_tensor *t, pt_tensor *out, int nreps,
+                                   const int64_t *reps)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_repeat(t, nreps, reps);
-    pt_tensor *out = pti_fwd_repeat(t, nreps, reps);
     if (!out)
         return NULL;
     int64_t iv[2 * PT_MAX_DIMS] = {0};
@@ -410,12 +282,10 @@ static pt_status flip_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi
     return done(gi[0]);
 }
 
-pt_tensor *pt_flip(const pt_tensor *t, int ndims, const int64_t *dims)
+pt_tensor *pti_shape_record_flip(const pt_tensor *t, pt_tensor *out, int ndims, const int64_t *dims)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_flip(t, ndims, dims);
     double nd = ndims;
-    return record1("flip", flip_backward, t, pti_fwd_flip(t, ndims, dims), ndims, dims, 1, &nd);
+    return record1("flip", flip_backward, t, out, ndims, dims, 1, &nd);
 }
 
 /* Node layout: i[0..nshifts) the negated shifts, i[PT_MAX_DIMS..) the dims. */
@@ -425,14 +295,9 @@ static pt_status roll_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi
     return done(gi[0]);
 }
 
-pt_tensor *pt_roll(const pt_tensor *t, int nshifts, const int64_t *shifts, int ndims,
-                   const int64_t *dims)
+pt_tensor *pti_shape_record_roll(const pt_tensor *t, pt_tensor *out, int nshifts,
+                                 const int64_t *shifts, int ndims, const int64_t *dims)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_roll(t, nshifts, shifts, ndims, dims);
-    pt_no_grad_begin();
-    pt_tensor *out = pti_fwd_roll(t, nshifts, shifts, ndims, dims);
-    pt_no_grad_end();
     if (!out)
         return NULL;
     int64_t iv[2 * PT_MAX_DIMS] = {0};
@@ -456,18 +321,10 @@ static pt_status triu_backward(pti_node *n, pt_tensor *const *go, pt_tensor **gi
     return done(gi[0]);
 }
 
-pt_tensor *pt_tril(const pt_tensor *t, int64_t diagonal)
+pt_tensor *pti_shape_record_tri(bool upper, const pt_tensor *t, pt_tensor *out, int64_t diagonal)
 {
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_tril(t, diagonal);
-    return record1("tril", tril_backward, t, pti_fwd_tril(t, diagonal), 1, &diagonal, 0, NULL);
-}
-
-pt_tensor *pt_triu(const pt_tensor *t, int64_t diagonal)
-{
-    if (!pti_grad_recording(1, &t))
-        return pti_fwd_triu(t, diagonal);
-    return record1("triu", triu_backward, t, pti_fwd_triu(t, diagonal), 1, &diagonal, 0, NULL);
+    return upper ? record1("triu", triu_backward, t, out, 1, &diagonal, 0, NULL)
+                 : record1("tril", tril_backward, t, out, 1, &diagonal, 0, NULL);
 }
 
 /* ---- views and in-place ops ------------------------------------------------------------------ */

@@ -8,8 +8,6 @@
 #include "engine_impl.h"
 
 #define DEFAULT_PARALLEL 4
-#define DEFAULT_NUM_CTX 4096
-#define DEFAULT_N_BATCH 512
 #define DEFAULT_MAX_QUEUE 512
 #define MAX_PARALLEL 1024
 #define MAX_QUEUE (1 << 24)
@@ -366,8 +364,8 @@ static bool resolve_opts(const pti_engine_opts *in, pti_engine_opts *o)
         return false;
     }
     o->n_parallel = o->n_parallel ? o->n_parallel : DEFAULT_PARALLEL;
-    o->num_ctx = o->num_ctx ? o->num_ctx : DEFAULT_NUM_CTX;
-    o->n_batch = o->n_batch ? o->n_batch : DEFAULT_N_BATCH;
+    o->num_ctx = o->num_ctx ? o->num_ctx : PTI_LLM_DEFAULT_NUM_CTX;
+    o->n_batch = o->n_batch ? o->n_batch : PTI_LLM_DEFAULT_N_BATCH;
     o->max_queue = o->max_queue ? o->max_queue : DEFAULT_MAX_QUEUE;
     if (o->n_parallel > MAX_PARALLEL || o->max_queue > MAX_QUEUE) {
         pti_error(PT_ERR_INVALID_ARG,

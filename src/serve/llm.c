@@ -15,9 +15,6 @@
 #include "sampler.h"
 #include "tokenizer.h"
 
-#define DEFAULT_NUM_CTX 4096
-#define DEFAULT_N_BATCH 512
-
 struct pt_llm {
     pti_llm_model *m;
     pti_tokenizer *tok;
@@ -197,10 +194,10 @@ static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32
         return NULL;
     }
     const pti_llm_hparams *hp = &llm->m->hp;
-    llm->num_ctx = o.num_ctx > 0 ? o.num_ctx : DEFAULT_NUM_CTX;
+    llm->num_ctx = o.num_ctx > 0 ? o.num_ctx : PTI_LLM_DEFAULT_NUM_CTX;
     if (llm->num_ctx > hp->n_ctx_train)
         llm->num_ctx = hp->n_ctx_train;
-    llm->n_batch = o.n_batch > 0 ? o.n_batch : DEFAULT_N_BATCH;
+    llm->n_batch = o.n_batch > 0 ? o.n_batch : PTI_LLM_DEFAULT_N_BATCH;
     llm->cache =
         pti_kv_cache_new(llm->m, n_slots, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
     llm->cache_ids = pti_malloc((size_t)llm->num_ctx * sizeof *llm->cache_ids);

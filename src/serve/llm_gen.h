@@ -11,6 +11,10 @@
 struct pti_llm_model;
 struct pti_kv_cache;
 
+/* What a num_ctx / n_batch of 0 means, for pt_llm_load and the batching engine alike. */
+#define PTI_LLM_DEFAULT_NUM_CTX 4096
+#define PTI_LLM_DEFAULT_N_BATCH 512
+
 /* pt_llm_load with a KV cache of n_slots slots of num_ctx positions each (the server's
  * parallel sequences); the pt_llm_* functions use slot 0. path is a .gguf file or a name. */
 pt_llm *pti_llm_load_slots(const char *path, const pt_llm_opts *opts, int32_t n_slots);

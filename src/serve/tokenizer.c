@@ -1075,17 +1075,6 @@ int32_t pti_token_to_piece(const pti_tokenizer *t, int32_t id, bool special, cha
     return (int32_t)n;
 }
 
-const char *pti_token_text(const pti_tokenizer *t, int32_t id, size_t *len)
-{
-    if (!t || id < 0 || id >= t->n_vocab) {
-        return NULL;
-    }
-    if (len) {
-        *len = t->vocab.len[id];
-    }
-    return t->vocab.pool + t->vocab.off[id];
-}
-
 int pti_token_attr(const pti_tokenizer *t, int32_t id)
 {
     return (!t || id < 0 || id >= t->n_vocab) ? 0 : t->attr[id];
@@ -1116,10 +1105,6 @@ int32_t pti_tokenizer_eot(const pti_tokenizer *t)
 {
     return t ? t->eot : -1;
 }
-int32_t pti_tokenizer_eom(const pti_tokenizer *t)
-{
-    return t ? t->eom : -1;
-}
 int32_t pti_tokenizer_pad(const pti_tokenizer *t)
 {
     return t ? t->pad : -1;
@@ -1131,10 +1116,6 @@ int32_t pti_tokenizer_unk(const pti_tokenizer *t)
 bool pti_tokenizer_add_bos(const pti_tokenizer *t)
 {
     return t && t->add_bos;
-}
-bool pti_tokenizer_add_eos(const pti_tokenizer *t)
-{
-    return t && t->add_eos;
 }
 
 bool pti_tokenizer_add_space_prefix(const pti_tokenizer *t)

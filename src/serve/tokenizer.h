@@ -75,8 +75,6 @@ int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool 
  * or -1 for an id out of range. */
 int32_t pti_token_to_piece(const pti_tokenizer *t, int32_t id, bool special, char *buf,
                            int32_t cap);
-/* The raw vocabulary string of id (borrowed; NUL-terminated), NULL when out of range. */
-const char *pti_token_text(const pti_tokenizer *t, int32_t id, size_t *len);
 /* The attribute bits of id (PTI_ATTR_*), 0 when out of range. */
 int pti_token_attr(const pti_tokenizer *t, int32_t id);
 /* The id of a vocabulary string, or -1. */
@@ -87,11 +85,9 @@ int32_t pti_tokenizer_vocab_size(const pti_tokenizer *t);
 int32_t pti_tokenizer_bos(const pti_tokenizer *t); /* -1 when none */
 int32_t pti_tokenizer_eos(const pti_tokenizer *t);
 int32_t pti_tokenizer_eot(const pti_tokenizer *t);
-int32_t pti_tokenizer_eom(const pti_tokenizer *t);
 int32_t pti_tokenizer_pad(const pti_tokenizer *t);
 int32_t pti_tokenizer_unk(const pti_tokenizer *t);
 bool pti_tokenizer_add_bos(const pti_tokenizer *t);
-bool pti_tokenizer_add_eos(const pti_tokenizer *t);
 /* tokenizer.ggml.add_space_prefix (SPM: a space was put before the text when tokenizing). */
 bool pti_tokenizer_add_space_prefix(const pti_tokenizer *t);
 /* True when id ends generation (EOS, EOT, EOM and the end-of-turn-looking tokens llama.cpp

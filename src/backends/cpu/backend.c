@@ -48,11 +48,6 @@ static pt_backend cpu_backend = {
     .synchronize = cpu_sync,
 };
 
-const pt_backend *pti_cpu_backend(void)
-{
-    return &cpu_backend;
-}
-
 static bool avx2_enabled;
 static bool f16c_enabled;
 

@@ -18,6 +18,7 @@
  * convolutions are used for. Pooling, padding and interpolation kernels are
  * in conv_pool.c. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,12 +27,22 @@
 
 /* Bytes of column buffer per step: several images side by side when they fit, else one image's
  * output rows in blocks (so a large image never needs a huge buffer). PT_CONV_COL_BUDGET (bytes)
- * overrides it; the tests set it tiny to run the row-block paths against PyTorch. */
-static int64_t col_budget(void)
+ * overrides it, read once at the first convolution (docs/architecture.md); the tests set it tiny to
+ * run the row-block paths against PyTorch. */
+static pthread_once_t col_budget_once = PTHREAD_ONCE_INIT;
+static int64_t col_budget_bytes;
+
+static void read_col_budget(void)
 {
     const char *e = getenv("PT_CONV_COL_BUDGET");
     long long v = e ? atoll(e) : 0;
-    return v > 0 ? (int64_t)v : ((int64_t)8 << 20);
+    col_budget_bytes = v > 0 ? (int64_t)v : ((int64_t)8 << 20);
+}
+
+static int64_t col_budget(void)
+{
+    pthread_once(&col_budget_once, read_col_budget);
+    return col_budget_bytes;
 }
 
 /* Images per step (nb) and, when nb == 1, output rows per step (*blk, else rows_total). */

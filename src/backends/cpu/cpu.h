@@ -35,9 +35,6 @@ typedef void (*pti_loop_fn)(void *ctx, char **data, const int64_t *strides, int6
 
 /* ops[0] defines the shape; ops[1..] must broadcast to it (front-ends have checked). */
 void pti_iter_init(pti_iter *it, int n_ops, const pt_tensor *const *ops);
-/* True when the iteration is one run with each operand contiguous (stride == its elem size)
- * or broadcast (stride 0). */
-bool pti_iter_is_flat(const pti_iter *it);
 /* Runs fn over every element, split across the thread pool in chunks of >= grain elements. */
 void pti_iter_for_each(const pti_iter *it, int64_t grain, pti_loop_fn fn, void *ctx);
 
@@ -60,8 +57,5 @@ void pti_cpu_register_loss(pti_kernel *table);
 void pti_cpu_register_random(pti_kernel *table);
 void pti_cpu_register_quant(pti_kernel *table);
 void pti_cpu_register_optim(pti_kernel *table);
-
-/* The CPU backend's table, for backends that start from it (E2K). */
-const pt_backend *pti_cpu_backend(void);
 
 #endif

@@ -53,11 +53,6 @@ void pti_iter_init(pti_iter *it, int n_ops, const pt_tensor *const *ops)
         it->data[k] = pti_data(ops[k]);
 }
 
-bool pti_iter_is_flat(const pti_iter *it)
-{
-    return it->ndim == 1;
-}
-
 typedef struct iter_job {
     const pti_iter *it;
     pti_loop_fn fn;

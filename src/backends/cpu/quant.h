@@ -102,9 +102,6 @@ void pti_quantize_row_q8_0(const float *x, pti_block_q8_0 *y, int64_t n);
 /* Q8_0's values plus s = float16(d * sum(qs)) with d unrounded (llama.cpp's Q8_1). */
 void pti_quantize_row_q8_1(const float *x, pti_block_q8_1 *y, int64_t n);
 void pti_quantize_row_q8_k(const float *x, pti_block_q8_k *y, int64_t n);
-/* The dot product of one weight row of n elements (blocks of dt) with activations already
- * quantized to pti_quant_act_dtype(dt). */
-float pti_quant_dot(pt_dtype dt, const void *w_row, const void *act, int64_t n);
 
 /* Fills the quant_linear slot (quant_matmul.c); called by pti_cpu_register_linalg. */
 void pti_cpu_register_quant_linear(pti_kernel *table);

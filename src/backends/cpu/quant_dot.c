@@ -418,9 +418,3 @@ pti_qdot_rows_fn pti_quant_dot_rows_fn(pt_dtype dt)
 {
     return pti_quant_avx2_ok() ? pti_quant_dot_rows_avx2_fn(dt) : NULL;
 }
-
-float pti_quant_dot(pt_dtype dt, const void *w_row, const void *act, int64_t n)
-{
-    pti_qdot_fn f = pti_quant_dot_fn(dt);
-    return f ? f(w_row, act, n) : 0.0f;
-}

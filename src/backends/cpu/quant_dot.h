@@ -12,8 +12,8 @@
  * pti_quant_act_dtype(weight dtype)); n is a whole number of blocks. */
 typedef float (*pti_qdot_fn)(const void *w_row, const void *act, int64_t n);
 
-/* The kernel pti_quant_dot uses for dt (AVX2 when available, else scalar); NULL for a dtype
- * without one. */
+/* The dot-product kernel for dt (AVX2 when available, else scalar); NULL for a dtype without
+ * one. */
 pti_qdot_fn pti_quant_dot_fn(pt_dtype dt);
 
 /* Activation rows a multi-row kernel takes at once. */

@@ -1,6 +1,7 @@
 /* Autograd nodes: creation, saved tensors (with version checks), attaching nodes to their
- * outputs, iterative destruction, grad mode, and the helpers backward formulas share
- * (pti_sum_to, alias and in-place recording). The engine that runs nodes is engine.c. */
+ * outputs, iterative destruction, grad mode, and alias and in-place recording. This is the
+ * graph layer below the ops (which record nodes beside their forward); the engine that runs
+ * nodes is src/autograd/engine.c, above the ops. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,7 +159,9 @@ void pti_node_release(pti_node *n)
     draining = false;
 }
 
-void pti_autograd_tensor_dies(pt_tensor *t)
+/* Called by core's pti_unref when a tensor with autograd state dies (registered below, so
+ * core does not call up into this layer). */
+static void tensor_dies(pt_tensor *t)
 {
     pti_node *n = t->grad_fn;
     if (n) {
@@ -175,6 +178,11 @@ void pti_autograd_tensor_dies(pt_tensor *t)
         h = next;
     }
     t->hooks = NULL;
+}
+
+__attribute__((constructor)) static void graph_init(void)
+{
+    pti_set_tensor_death_hook(tensor_dies);
 }
 
 /* ---- building nodes ------------------------------------------------------------------------- */
@@ -206,6 +214,28 @@ pti_node *pti_node_new(const char *name, pti_backward_fn fn, int n, const pt_ten
     return node;
 }
 
+/* What a node keeps of a saved input. A view keeps its base alive (view_base), so saving the
+ * view itself would keep the base's later history alive, and when that history comes to
+ * include this node (y.mul_(y[:, :1]) rebases y onto a node that saved a view of y) the
+ * cycle would never be freed. A view with history is therefore kept as an alias with the same
+ * storage, geometry and history but no base. A leaf (or a view without history) is kept
+ * itself: gradients for a leaf must reach that very tensor. */
+static pt_tensor *saved_ref(const pt_tensor *t)
+{
+    if (!t->view_base || !t->grad_fn)
+        return pt_retain((pt_tensor *)t);
+    pt_tensor *a =
+        pti_tensor_on_storage(t->storage, t->dtype, t->ndim, t->shape, t->stride, t->offset);
+    if (!a)
+        return NULL;
+    pti_scope_untrack(a); /* owned by the node */
+    pti_node_retain(t->grad_fn);
+    a->grad_fn = t->grad_fn;
+    a->output_nr = t->output_nr;
+    a->requires_grad = t->requires_grad;
+    return a;
+}
+
 int pti_node_save(pti_node *n, const pt_tensor *t)
 {
     if (n->n_saved == PTI_NODE_MAX_SAVED) {
@@ -213,8 +243,11 @@ int pti_node_save(pti_node *n, const pt_tensor *t)
                   PTI_NODE_MAX_SAVED);
         return -1;
     }
+    pt_tensor *kept = t ? saved_ref(t) : NULL;
+    if (t && !kept)
+        return -1;
     int slot = n->n_saved++;
-    n->saved[slot] = t ? pt_retain((pt_tensor *)t) : NULL;
+    n->saved[slot] = kept;
     n->saved_version[slot] = t ? atomic_load(&t->storage->version) : 0;
     n->saved_is_output[slot] = false;
     return slot;
@@ -306,39 +339,7 @@ pt_tensor *pti_node_saved(pti_node *n, int i)
     return alias;
 }
 
-/* ---- shared backward helpers ------------------------------------------------------------------
- */
-
-pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape)
-{
-    if (!g)
-        return NULL;
-    int lead = g->ndim - ndim;
-    bool same = lead == 0;
-    for (int d = 0; same && d < ndim; d++)
-        same = g->shape[d] == shape[d];
-    if (same)
-        return pt_retain((pt_tensor *)g);
-    if (lead < 0)
-        return pti_error_null(PT_ERR_SHAPE, "autograd: gradient %s cannot be reduced to %s",
-                              pti_tensor_desc(g), pti_shape_str(ndim, shape));
-    int64_t dims[PT_MAX_DIMS];
-    int nd = 0;
-    for (int d = 0; d < g->ndim; d++) {
-        int j = d - lead;
-        if (j < 0 || (shape[j] == 1 && g->shape[d] != 1))
-            dims[nd++] = d;
-    }
-    pt_tensor *summed = nd ? pt_sum_dim(g, nd, dims, true) : pt_retain((pt_tensor *)g);
-    pt_tensor *r = pt_reshape(summed, ndim, shape);
-    pt_release(summed);
-    return r;
-}
-
-pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t)
-{
-    return pti_sum_to(g, t->ndim, t->shape);
-}
+/* ---- alias and in-place recording ------------------------------------------------------------ */
 
 static pt_status alias_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
 {

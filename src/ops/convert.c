@@ -1,10 +1,12 @@
-/* Moving and converting data: pt_copy_ / pt_fill_ (through the copy and fill kernels),
- * contiguous, clone, dtype conversion, device transfer, and reading values back to the host. */
+/* The differentiable conversions: pt_copy_ / pt_fill_ / pt_zero_, contiguous, clone, dtype
+ * conversion and device transfer, each recording its autograd node. The data movement under
+ * them (no autograd) is core's (src/core/copy.c), and so is reading values back to the host. */
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
-#include "../autograd/node.h"
+#include "../core/internal.h"
+#include "../graph/node.h"
+#include "common.h"
 
 /* ---- backward formulas of the conversions ---------------------------------------------------- */
 
@@ -63,58 +65,6 @@ static bool record_unary(const char *name, pti_backward_fn fn, pt_tensor *out, c
     return pti_node_finish(n, 1, &out) == PT_OK;
 }
 
-/* A view of src expanded to dst's shape (stride 0 on broadcast dims), or NULL with an error. */
-static pt_tensor *expand_to(const pt_tensor *src, const pt_tensor *dst, const char *op)
-{
-    int64_t stride[PT_MAX_DIMS];
-    int lead = dst->ndim - src->ndim;
-    if (lead < 0)
-        goto mismatch;
-    for (int i = 0; i < dst->ndim; i++) {
-        int j = i - lead;
-        if (j < 0) {
-            stride[i] = 0;
-        } else if (src->shape[j] == dst->shape[i]) {
-            stride[i] = src->shape[j] == 1 ? 0 : src->stride[j];
-        } else if (src->shape[j] == 1) {
-            stride[i] = 0;
-        } else {
-            goto mismatch;
-        }
-    }
-    return pti_tensor_on_storage(src->storage, src->dtype, dst->ndim, dst->shape, stride,
-                                 src->offset);
-mismatch:
-    return pti_error_null(PT_ERR_SHAPE, "%s: source shape %s cannot be broadcast to %s", op,
-                          pti_shape_str(src->ndim, src->shape),
-                          pti_shape_str(dst->ndim, dst->shape));
-}
-
-static pt_status copy_same_device(pt_tensor *dst, const pt_tensor *src, const char *op)
-{
-    if (pti_dtypes[dst->dtype].is_block || pti_dtypes[src->dtype].is_block) {
-        if (dst->dtype != src->dtype || !pti_is_contiguous(dst) || !pti_is_contiguous(src) ||
-            dst->numel != src->numel)
-            return pti_error(PT_ERR_DTYPE,
-                             "%s: block dtype %s can only be copied whole and contiguous to the "
-                             "same dtype (got %s -> %s)",
-                             op, pt_dtype_name(src->dtype), pti_tensor_desc(src),
-                             pti_tensor_desc(dst));
-        size_t n = pti_dtype_nbytes(src->dtype, src->numel);
-        char *d = (char *)dst->storage->data + pti_dtype_nbytes(dst->dtype, dst->offset);
-        const char *s =
-            (const char *)src->storage->data + pti_dtype_nbytes(src->dtype, src->offset);
-        return pti_copy_d2d(dst->storage->device, d, s, n);
-    }
-    pt_tensor *expanded = expand_to(src, dst, op);
-    if (!expanded)
-        return pt_last_status();
-    pti_call c = {.n_in = 1, .n_out = 1, .in = {expanded}, .out = {dst}};
-    pt_status st = pti_dispatch(PTI_OP_copy, &c);
-    pt_release(expanded);
-    return st;
-}
-
 static pt_status copy_data(pt_tensor *dst, const pt_tensor *src);
 
 pt_status pt_copy_(pt_tensor *dst, const pt_tensor *src)
@@ -148,11 +98,11 @@ static pt_status copy_data(pt_tensor *dst, const pt_tensor *src)
 {
     pti_bump_version(dst);
     if (pt_device_equal(dst->storage->device, src->storage->device))
-        return copy_same_device(dst, src, "pt_copy_");
+        return pti_copy_same_device(dst, src, "pt_copy_");
     pt_tensor *moved = pt_to(src, dst->storage->device);
     if (!moved)
         return pt_last_status();
-    pt_status st = copy_same_device(dst, moved, "pt_copy_");
+    pt_status st = pti_copy_same_device(dst, moved, "pt_copy_");
     pt_release(moved);
     return st;
 }
@@ -167,25 +117,107 @@ static pt_status fill_backward(pti_node *n, pt_tensor *const *grad_out, pt_tenso
     return grad_in[0] ? PT_OK : pt_last_status();
 }
 
-static pt_status fill_data(pt_tensor *t, double v)
+/* ---- fill_ through a view: PyTorch's CopySlices ------------------------------------------------
+ */
+
+/* Where the view lies in its (contiguous) base: shapes, the view's strides and its offset from
+ * the base's first element. Owned by the CopySlices node (ctx). */
+typedef struct view_geometry {
+    int base_ndim, ndim;
+    int64_t base_shape[PT_MAX_DIMS];
+    int64_t shape[PT_MAX_DIMS], stride[PT_MAX_DIMS], offset;
+} view_geometry;
+
+/* CopySlices(fill_): the base's old history gets the gradient with the filled positions
+ * zeroed (g * mask, so it stays differentiable under create_graph). */
+static pt_status copy_slices_fill_backward(pti_node *n, pt_tensor *const *grad_out,
+                                           pt_tensor **grad_in)
 {
-    pti_bump_version(t);
-    if (t->numel == 0)
+    if (!pti_node_needs_grad(n, 0))
         return PT_OK;
-    pti_call c = {.n_out = 1, .out = {t}, .scalar = {v}};
-    return pti_dispatch(PTI_OP_fill, &c);
+    const view_geometry *vg = n->ctx;
+    pt_tensor *g = grad_out[0];
+    pt_tensor *mask = pt_ones(vg->base_ndim, vg->base_shape, g->dtype, pt_device_of(g));
+    pt_tensor *region =
+        mask ? pti_tensor_view(mask, vg->ndim, vg->shape, vg->stride, vg->offset) : NULL;
+    pt_status st = region ? pti_fill_data("fill_", region, 0.0) : pt_last_status();
+    pt_release(region);
+    grad_in[0] = st == PT_OK ? pt_mul(g, mask) : NULL;
+    pt_release(mask);
+    return grad_in[0] ? PT_OK : pt_last_status();
+}
+
+/* The filled view's own new history: its values are constants now, so the base (through
+ * which it reaches the old history) gets zeros of the base's shape (n->i, ndim in n->d[0]). */
+static pt_status filled_view_backward(pti_node *n, pt_tensor *const *grad_out, pt_tensor **grad_in)
+{
+    if (!pti_node_needs_grad(n, 0))
+        return PT_OK;
+    grad_in[0] = pt_zeros((int)n->d[0], n->i, grad_out[0]->dtype, pt_device_of(grad_out[0]));
+    return grad_in[0] ? PT_OK : pt_last_status();
+}
+
+/* pt_fill_ of a view t while recording: fills, then gives t's base a CopySlices node over its
+ * old history and t a node over the base's new one (PyTorch: y = 2*x; y[0:2].fill_(5);
+ * y.sum().backward() leaves x.grad 0 at 0..1 and 2 elsewhere). */
+static pt_status fill_view_recorded(pt_tensor *t, double v)
+{
+    pt_tensor *base = t->view_base;
+    if (!t->grad_fn || !base->requires_grad) /* a leaf view, or one not recorded from base */
+        return pti_inplace_check("pt_fill_", t);
+    if (base->requires_grad && !base->grad_fn)
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "pt_fill_: a view of a leaf tensor that requires grad (%s, a view of %s) "
+                         "is being used in an in-place operation",
+                         pti_tensor_desc(t), pti_tensor_desc(base));
+    if (!pti_is_contiguous(base))
+        return pti_error(PT_ERR_UNSUPPORTED,
+                         "pt_fill_: in-place fill of a view (%s) of a non-contiguous base (%s) "
+                         "while autograd records is not supported; clone the base first",
+                         pti_tensor_desc(t), pti_tensor_desc(base));
+    view_geometry *vg = pti_scratch_alloc(sizeof *vg);
+    if (!vg)
+        return pti_error(PT_ERR_OOM, "pt_fill_: out of memory recording the fill of a view");
+    vg->base_ndim = base->ndim;
+    memcpy(vg->base_shape, base->shape, sizeof(int64_t) * (size_t)base->ndim);
+    vg->ndim = t->ndim;
+    memcpy(vg->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(vg->stride, t->stride, sizeof(int64_t) * (size_t)t->ndim);
+    vg->offset = t->offset - base->offset;
+    const pt_tensor *bin[1] = {base};
+    pti_node *cs = pti_node_new("CopySlices", copy_slices_fill_backward, 1, bin);
+    if (!cs) {
+        pti_scratch_free(vg);
+        return pt_last_status();
+    }
+    cs->ctx = vg;
+    cs->ctx_free = pti_scratch_free;
+    pt_set_grad_enabled(false);
+    pt_status st = pti_fill_data("pt_fill_", t, v);
+    pt_set_grad_enabled(true);
+    if (st != PT_OK) {
+        pti_node_release(cs);
+        return st;
+    }
+    if ((st = pti_node_finish(cs, 1, &base)) != PT_OK) /* base takes the new history */
+        return st;
+    pti_node *fv = pti_node_new("fill_", filled_view_backward, 1, bin);
+    if (!fv)
+        return pt_last_status();
+    fv->d[0] = base->ndim;
+    memcpy(fv->i, base->shape, sizeof(int64_t) * (size_t)base->ndim);
+    return pti_node_finish(fv, 1, &t);
 }
 
 pt_status pt_fill_(pt_tensor *t, double v)
 {
     if (!PTI_CHECK_ARG(t, "pt_fill_", "t"))
         return pt_last_status();
-    if (pti_dtypes[t->dtype].is_block)
-        return pti_error(PT_ERR_DTYPE, "pt_fill_: cannot fill a %s (block) tensor",
-                         pt_dtype_name(t->dtype));
     const pt_tensor *ins[1] = {t};
     if (!pti_grad_recording(1, ins))
-        return fill_data(t, v);
+        return pti_fill_data("pt_fill_", t, v);
+    if (t->is_view && t->view_base)
+        return fill_view_recorded(t, v);
     /* In place under autograd: a leaf that requires grad is refused; a non-leaf is rebased onto
      * a fill node, so its old history gets a zero gradient (docs/autograd.md). */
     pt_status st = pti_inplace_check("pt_fill_", t);
@@ -195,7 +227,7 @@ pt_status pt_fill_(pt_tensor *t, double v)
     if (!n)
         return pt_last_status();
     pt_set_grad_enabled(false);
-    st = fill_data(t, v);
+    st = pti_fill_data("pt_fill_", t, v);
     pt_set_grad_enabled(true);
     if (st != PT_OK) {
         pti_node_release(n);
@@ -214,7 +246,7 @@ pt_tensor *pt_clone(const pt_tensor *t)
     if (!PTI_CHECK_ARG(t, "pt_clone", "t"))
         return NULL;
     pt_tensor *r = pti_tensor_new(t->ndim, t->shape, t->dtype, t->storage->device);
-    if (r && copy_same_device(r, t, "pt_clone") != PT_OK) {
+    if (r && pti_copy_same_device(r, t, "pt_clone") != PT_OK) {
         pt_release(r);
         return NULL;
     }
@@ -270,7 +302,7 @@ pt_tensor *pt_to_dtype(const pt_tensor *t, pt_dtype dt)
                               "supported)",
                               pt_dtype_name(t->dtype), pt_dtype_name(dt));
     pt_tensor *r = pti_tensor_new(t->ndim, t->shape, dt, t->storage->device);
-    if (r && copy_same_device(r, t, "pt_to_dtype") != PT_OK) {
+    if (r && pti_copy_same_device(r, t, "pt_to_dtype") != PT_OK) {
         pt_release(r);
         return NULL;
     }
@@ -300,81 +332,5 @@ pt_tensor *pt_to(const pt_tensor *t, pt_device dev)
         }
         return r;
     }
-    pt_tensor *src = pt_contiguous(t);
-    if (!src)
-        return NULL;
-    pt_tensor *r = pti_tensor_new(t->ndim, t->shape, t->dtype, dev);
-    if (!r) {
-        pt_release(src);
-        return NULL;
-    }
-    size_t n = pti_dtype_nbytes(t->dtype, t->numel);
-    const char *sp = (const char *)src->storage->data + pti_dtype_nbytes(src->dtype, src->offset);
-    pt_status st = PT_OK;
-    if (n == 0) {
-        st = PT_OK;
-    } else if (from.type == PT_DEVICE_CPU) {
-        st = pti_copy_h2d(dev, r->storage->data, sp, n);
-    } else if (dev.type == PT_DEVICE_CPU) {
-        st = pti_copy_d2h(from, r->storage->data, sp, n);
-    } else { /* between two devices: through the host */
-        pt_tensor *host = pt_to(src, pt_cpu());
-        pt_tensor *r2 = host ? pt_to(host, dev) : NULL;
-        pt_release(host);
-        pt_release(src);
-        pt_release(r);
-        return r2;
-    }
-    pt_release(src);
-    if (st != PT_OK) {
-        pt_release(r);
-        return NULL;
-    }
-    return r;
-}
-
-pt_status pt_copy_to_host(const pt_tensor *t, void *dst, size_t nbytes)
-{
-    if (!PTI_CHECK_ARG(t, "pt_copy_to_host", "t"))
-        return pt_last_status();
-    size_t need = pti_dtype_nbytes(t->dtype, t->numel);
-    if (nbytes != need)
-        return pti_error(PT_ERR_INVALID_ARG,
-                         "pt_copy_to_host: buffer of %zu bytes given for %s which needs %zu",
-                         nbytes, pti_tensor_desc(t), need);
-    if (need == 0)
-        return PT_OK;
-    if (!dst)
-        return pti_error(PT_ERR_NULL, "pt_copy_to_host: destination is NULL");
-    pt_tensor *c = pt_contiguous(t);
-    if (!c)
-        return pt_last_status();
-    const char *sp = (const char *)c->storage->data + pti_dtype_nbytes(c->dtype, c->offset);
-    pt_status st = PT_OK;
-    if (pti_is_cpu(c))
-        memcpy(dst, sp, need);
-    else
-        st = pti_copy_d2h(c->storage->device, dst, sp, need);
-    pt_release(c);
-    return st;
-}
-
-double pt_item(const pt_tensor *t)
-{
-    if (!PTI_CHECK_ARG(t, "pt_item", "t"))
-        return NAN;
-    if (t->numel != 1) {
-        pti_error(PT_ERR_SHAPE,
-                  "pt_item: a tensor with %lld elements cannot be converted to a number",
-                  (long long)t->numel);
-        return NAN;
-    }
-    if (pti_dtypes[t->dtype].is_block) {
-        pti_error(PT_ERR_DTYPE, "pt_item: block dtype %s", pt_dtype_name(t->dtype));
-        return NAN;
-    }
-    unsigned char buf[8];
-    if (pt_copy_to_host(t, buf, pti_dtypes[t->dtype].size) != PT_OK)
-        return NAN;
-    return pti_load_f64(buf, t->dtype);
+    return pti_to_device(t, dev);
 }

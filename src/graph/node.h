@@ -1,5 +1,6 @@
 /* The autograd graph as op front-ends see it: nodes with backward functions, saved tensors
- * and edges, and the calls a front-end makes to record one. Engine in engine.c.
+ * and edges, and the calls a front-end makes to record one. This layer sits below the ops
+ * (src/graph); the engine that runs the graph is src/autograd/engine.c, above them.
  *
  * Recording, in an op front-end after the result `out` has been computed:
  *
@@ -14,8 +15,8 @@
  * are zeros of the output's shape) and writes one new reference per input into grad_in[i]
  * (NULL when pti_node_needs_grad(n, i) is false, or when the input gets no gradient). It is
  * written with public ops, so it runs on every backend and records its own graph when
- * create_graph is on. Shapes: a gradient has its input's shape (pti_sum_to undoes
- * broadcasting). */
+ * create_graph is on. Shapes: a gradient has its input's shape (pti_sum_to, src/ops/common.h,
+ * undoes broadcasting). */
 #ifndef PT_AUTOGRAD_NODE_H
 #define PT_AUTOGRAD_NODE_H
 
@@ -100,12 +101,6 @@ static inline bool pti_node_needs_grad(const pti_node *n, int i)
 {
     return i < n->n_in && (n->edges[i].node || n->edges[i].leaf);
 }
-
-/* g summed over broadcast dims so it has the given shape (new reference; g itself,
- * retained, when already that shape). */
-pt_tensor *pti_sum_to(const pt_tensor *g, int ndim, const int64_t *shape);
-/* Same, to the shape of t. */
-pt_tensor *pti_sum_to_like(const pt_tensor *g, const pt_tensor *t);
 
 /* For ops that return an alias of their input (contiguous of a contiguous tensor, to() to
  * the same dtype/device): records an identity node so gradients reach `in`. */
