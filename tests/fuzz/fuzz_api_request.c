@@ -1,4 +1,4 @@
-/* Fuzz target for promeserve's request JSON -> generation options path (src/serve/api_request.h):
+/* Fuzz target for promeserve's request JSON -> generation options path (src/serve/http/api_request.h):
  * the bytes are parsed as a request body and every field the generation endpoints read goes
  * through the same functions the handlers call -- Ollama options over a params layer,
  * keep_alive, format, messages, tools, context, and the OpenAI mapping (options,
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/api_request.h"
+#include "serve/http/api_request.h"
 
 int fuzz_accepted;
 

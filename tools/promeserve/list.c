@@ -11,8 +11,8 @@
 
 #include "prometorch/core.h"
 #include "promeserve.h"
-#include "serve/model_store.h"
-#include "serve/store_ops.h"
+#include "serve/llm/model_store.h"
+#include "serve/http/store_ops.h"
 
 /* ---- a borderless table, as Ollama's tablewriter setup prints it ----------------------------- */
 

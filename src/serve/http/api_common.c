@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/utf8.h"
-#include "serve/llm_gen.h"
+#include "../../core/utf8.h"
+#include "../llm/llm_gen.h"
 
 /* ---- small helpers -------------------------------------------------------------------------- */
 
@@ -124,8 +124,8 @@ ps_model *ps_api_load(ps_request *r, bool openai, const char *name, const cJSON 
         return NULL;
     }
     if (opts->unknown[0])
-        fprintf(stderr, "promeserve: warning: invalid option provided: %s (ignored)\n",
-                opts->unknown);
+        ps_log(r->srv, PT_LOG_WARN, "warning: invalid option provided: %s (ignored)",
+               opts->unknown);
     int num_ctx = opts->num_ctx ? opts->num_ctx : params_num_ctx(r->srv, name);
     pti_api_opts_free(opts);
     int status = 500;
@@ -140,8 +140,8 @@ ps_model *ps_api_load(ps_request *r, bool openai, const char *name, const cJSON 
     }
     pti_api_opts_init(opts);
     if (pti_api_apply_options(opts, ps_model_params(m)) != PT_OK) {
-        fprintf(stderr, "promeserve: warning: %s: params layer: %s (ignored)\n", name,
-                pt_last_error());
+        ps_log(r->srv, PT_LOG_WARN, "warning: %s: params layer: %s (ignored)", name,
+               pt_last_error());
         pti_api_opts_free(opts);
         pti_api_opts_init(opts);
     }

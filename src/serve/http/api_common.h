@@ -14,10 +14,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "server.h"
-#include "serve/api_request.h"
-#include "serve/go_template.h"
-#include "serve/tool_calls.h"
+#include "http_internal.h"
+#include "api_request.h"
+#include "go_template.h"
+#include "tool_calls.h"
 
 typedef struct ps_gen ps_gen;
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "api_common.h"
-#include "core/utf8.h"
+#include "../../core/utf8.h"
 
 /* Appends v as the shortest decimal that reads back as the same float32 (what Go's JSON
  * encoder writes for a float32; ".9g" always round-trips); at most 16 bytes. */

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "api_common.h"
-#include "serve/chat_template.h"
-#include "serve/llm_gen.h"
+#include "../llm/chat_template.h"
+#include "../llm/llm_gen.h"
 
 /* ---- reply objects ------------------------------------------------------------------------- */
 

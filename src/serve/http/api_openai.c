@@ -14,8 +14,8 @@
 #include <time.h>
 
 #include "api_common.h"
-#include "serve/chat_template.h"
-#include "serve/store_ops.h"
+#include "../llm/chat_template.h"
+#include "store_ops.h"
 
 /* ---- reply objects ------------------------------------------------------------------------- */
 

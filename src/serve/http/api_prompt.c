@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "api_common.h"
-#include "serve/json_constraint.h"
-#include "serve/llm_gen.h"
-#include "serve/ollama_prompt.h"
+#include "json_constraint.h"
+#include "../llm/llm_gen.h"
+#include "ollama_prompt.h"
 
 pti_chat_family ps_api_family(ps_model *m)
 {
@@ -41,15 +41,15 @@ const pti_gotmpl *ps_api_model_gotmpl(ps_model *m)
     char *copy = gotmpl_n < GOTMPL_CACHE ? strdup(text) : NULL;
     pti_gotmpl *t = copy ? pti_gotmpl_parse(text, strlen(text)) : NULL;
     if (!copy)
-        fprintf(stderr,
-                "promeserve: warning: %s: too many distinct template layers to keep; "
-                "using the GGUF chat template\n",
-                ps_model_get_ref(m)->name);
+        ps_log(ps_model_server(m), PT_LOG_WARN,
+               "warning: %s: too many distinct template layers to keep; "
+               "using the GGUF chat template",
+               ps_model_get_ref(m)->name);
     else if (!t)
-        fprintf(stderr,
-                "promeserve: warning: %s: the template layer does not parse (%s); using "
-                "the GGUF chat template\n",
-                ps_model_get_ref(m)->name, pt_last_error());
+        ps_log(ps_model_server(m), PT_LOG_WARN,
+               "warning: %s: the template layer does not parse (%s); using "
+               "the GGUF chat template",
+               ps_model_get_ref(m)->name, pt_last_error());
     if (copy) {
         gotmpl_cache[gotmpl_n].text = copy;
         gotmpl_cache[gotmpl_n].t = t;
@@ -250,10 +250,10 @@ char *ps_api_chat_prompt(ps_model *m, const char *model_name, const cJSON *messa
             pti_ollama_chat_prompt(t, messages, tools, ps_model_system(m), think_set, think, NULL);
         if (text)
             return text;
-        fprintf(stderr,
-                "promeserve: warning: %s: the template layer failed (%s); using the "
-                "GGUF chat template\n",
-                model_name, pt_last_error());
+        ps_log(ps_model_server(m), PT_LOG_WARN,
+               "warning: %s: the template layer failed (%s); using the "
+               "GGUF chat template",
+               model_name, pt_last_error());
     }
     return family_chat_prompt(m, model_name, messages, tools, think_set, think, status, err,
                               err_cap);
@@ -299,10 +299,10 @@ char *ps_api_generate_prompt(ps_model *m, const char *model_name, const char *pr
         pti_gotmpl_free(own);
         if (text || own)
             return text;
-        fprintf(stderr,
-                "promeserve: warning: %s: the template layer failed (%s); using the "
-                "GGUF chat template\n",
-                model_name, pt_last_error());
+        ps_log(ps_model_server(m), PT_LOG_WARN,
+               "warning: %s: the template layer failed (%s); using the "
+               "GGUF chat template",
+               model_name, pt_last_error());
     }
     if (has_suffix) {
         snprintf(err, err_cap, "\"%s\" does not support insert", model_name);

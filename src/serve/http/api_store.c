@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "prometorch/core.h"
-#include "serve/api_request.h"
-#include "serve/model_store.h"
-#include "serve/store_ops.h"
-#include "server.h"
+#include "api_request.h"
+#include "../llm/model_store.h"
+#include "store_ops.h"
+#include "http_internal.h"
 
 /* A field that must be a string when present (and not null); answers 400 naming it. */
 static bool string_typed(ps_request *r, const char *key)

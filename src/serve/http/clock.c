@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../core/internal.h"
+#include "prometorch/server.h"
 #include "serve_internal.h"
 
 int64_t ps_now_ns(void)
@@ -111,5 +113,22 @@ bool ps_parse_duration(const char *s, int64_t *ns)
     if (total > 9.2e18)
         return false;
     *ns = (int64_t)(neg ? -total : total);
+    return true;
+}
+
+/* The public form (server.h), here so that it exists without the server too. */
+bool pt_server_parse_duration(const char *s, int64_t *ns)
+{
+    if (!s || !ns) {
+        pti_error(PT_ERR_NULL, "pt_server_parse_duration: %s is NULL", !s ? "s" : "ns");
+        return false;
+    }
+    if (!ps_parse_duration(s, ns)) {
+        pti_error(PT_ERR_INVALID_ARG,
+                  "pt_server_parse_duration: \"%s\" is not a duration (\"5m\", \"1h30m\", "
+                  "\"1.5s\", \"-1\" or a number of seconds)",
+                  s);
+        return false;
+    }
     return true;
 }

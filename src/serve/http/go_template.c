@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 #define GT_MAX_DEPTH 200
 

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/internal.h"
-#include "../core/strbuf.h"
+#include "../../core/internal.h"
+#include "../../core/strbuf.h"
 
 #define GT_MAX_OUTPUT ((size_t)64 << 20)
 /* Bounds on one execution, so that a template from a request cannot exhaust memory or spin:

@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/utf8.h"
+#include "../../core/utf8.h"
 #include "serve_internal.h"
 
 #ifdef PS_HAVE_CHAT_PAGE
@@ -350,12 +350,12 @@ static void queue_reply(ps_request *r, int status, struct MHD_Response *resp, si
 {
     conn_state *cs = r->internal;
     if (!resp) {
-        fprintf(stderr, "promeserve: out of memory building a reply to %s\n", cs->path);
+        ps_log(cs->h->srv, PT_LOG_ERROR, "out of memory building a reply to %s", cs->path);
         return;
     }
     if (cs->answered) {
-        fprintf(stderr, "promeserve: %s %s answered twice (second answer %d dropped)\n", cs->method,
-                cs->path, status);
+        ps_log(cs->h->srv, PT_LOG_ERROR, "%s %s answered twice (second answer %d dropped)",
+               cs->method, cs->path, status);
         MHD_destroy_response(resp);
         return;
     }
@@ -365,7 +365,8 @@ static void queue_reply(ps_request *r, int status, struct MHD_Response *resp, si
     if (strcmp(cs->method, "HEAD") && len != (size_t)-1)
         atomic_fetch_add(&cs->bytes, (long long)len);
     if (MHD_queue_response(cs->connection, (unsigned)status, resp) != MHD_YES)
-        fprintf(stderr, "promeserve: could not queue the reply to %s %s\n", cs->method, cs->path);
+        ps_log(cs->h->srv, PT_LOG_ERROR, "could not queue the reply to %s %s", cs->method,
+               cs->path);
     MHD_destroy_response(resp);
 }
 
@@ -1384,7 +1385,8 @@ static void run_handler(conn_state *cs)
     cs->handler_ran = true;
     cs->rt->fn(r);
     if (!cs->answered) {
-        fprintf(stderr, "promeserve: the handler of %s %s did not answer\n", cs->method, cs->path);
+        ps_log(cs->h->srv, PT_LOG_ERROR, "the handler of %s %s did not answer", cs->method,
+               cs->path);
         ps_reply_error(r, 500, "internal error: no reply");
     }
 }
@@ -1461,13 +1463,13 @@ static void log_request(conn_state *cs)
         model[k++] = c <= 0x20 || c == '"' || c == '=' ? '_' : (char)c;
         model[k] = 0;
     }
-    fprintf(stderr,
-            "time=%s method=%s path=%s%s%s status=%d duration_ms=%.3f bytes=%lld model=%s "
-            "tokens_in=%lld tokens_out=%lld remote=%s\n",
-            when, cs->method, quote ? "\"" : "", path, quote ? "\"" : "", cs->status,
-            (double)(ps_now_ns() - cs->start_ns) / 1e6, (long long)atomic_load(&cs->bytes),
-            model[0] ? model : "-", (long long)cs->req.tokens_in, (long long)cs->req.tokens_out,
-            remote);
+    ps_log(cs->h->srv, PT_LOG_INFO,
+           "time=%s method=%s path=%s%s%s status=%d duration_ms=%.3f bytes=%lld model=%s "
+           "tokens_in=%lld tokens_out=%lld remote=%s",
+           when, cs->method, quote ? "\"" : "", path, quote ? "\"" : "", cs->status,
+           (double)(ps_now_ns() - cs->start_ns) / 1e6, (long long)atomic_load(&cs->bytes),
+           model[0] ? model : "-", (long long)cs->req.tokens_in, (long long)cs->req.tokens_out,
+           remote);
 }
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
@@ -1524,7 +1526,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     if (strstr(msg, "no longer available for sending") ||
         strstr(msg, "application error generating response"))
         return;
-    fprintf(stderr, "promeserve: libmicrohttpd: %s\n", msg);
+    ps_log(h->srv, PT_LOG_WARN, "libmicrohttpd: %s", msg);
 }
 
 static bool resolve_bind(const ps_config *cfg, struct sockaddr_storage *ss, socklen_t *len,
@@ -1612,6 +1614,11 @@ bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
         snprintf(err, err_cap, "listen tcp %s:%d: bind: %s", srv->cfg.host, srv->cfg.port,
                  errno ? strerror(errno) : "cannot bind");
         return false;
+    }
+    if (srv->cfg.port == 0) { /* the port the system picked, for pt_server_port */
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
+        if (info)
+            srv->cfg.port = info->port;
     }
     h->watchdog_run = pthread_create(&h->watchdog, NULL, watchdog_main, h) == 0;
     return true;

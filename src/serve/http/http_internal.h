@@ -24,7 +24,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../../src/serve/engine.h"
+#include "../llm/engine.h"
+#include "prometorch/server.h"
 
 #define PS_VERSION "0.12.0" /* the Ollama API version we answer /api/version with */
 
@@ -53,6 +54,8 @@ typedef struct ps_config {
     bool no_prune;              /* OLLAMA_NOPRUNE: no prune of the store at start */
     int64_t header_timeout_ns;  /* --header-timeout: a connection must send its request
                                  * headers within this (slow clients are cut); default 10 s */
+    pt_server_log_fn log;       /* NULL: stderr (ps_log) */
+    void *log_user;
 } ps_config;
 
 /* ---- requests and replies (http.c) --------------------------------------------------------- */
@@ -60,6 +63,12 @@ typedef struct ps_config {
 typedef struct ps_server ps_server;
 typedef struct ps_request ps_request;
 typedef struct ps_stream ps_stream;
+
+/* A log line (printf-style, no trailing newline) to the configured sink: opts.log, else
+ * stderr (PT_LOG_INFO lines, the access log, bare; others prefixed "promeserve: "). s may be
+ * NULL (stderr). */
+void ps_log(const ps_server *s, pt_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 struct ps_request {
     ps_server *srv;
@@ -178,6 +187,8 @@ bool ps_model_unload(ps_server *s, const char *name);
 
 pti_engine *ps_model_engine(ps_model *m);
 const ps_model_ref *ps_model_get_ref(const ps_model *m);
+/* The server m was acquired from. */
+ps_server *ps_model_server(const ps_model *m);
 /* The params layer (a JSON object of Ollama options, applied under the request's options)
  * and the system layer text; NULL when the model has none; owned by the model. */
 const cJSON *ps_model_params(const ps_model *m);

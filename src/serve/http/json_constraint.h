@@ -58,7 +58,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "engine.h"
+#include "../llm/engine.h"
 
 #define PTI_JSON_MAX_DEPTH 64
 #define PTI_JSON_MAX_INDENT 20 /* blanks or tabs after the newline of one gap */

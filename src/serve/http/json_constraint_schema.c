@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/utf8.h"
+#include "../../core/internal.h"
+#include "../../core/utf8.h"
 #include "json_constraint.h"
 #include "json_constraint_internal.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/utf8.h"
+#include "../../core/utf8.h"
 
 #include "serve_internal.h"
 

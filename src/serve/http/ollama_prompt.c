@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
-#include "../core/strbuf.h"
+#include "../../core/internal.h"
+#include "../../core/strbuf.h"
 #include "go_template_impl.h"
 
 /* ---- a small JSON text builder (Go struct field order) -------------------------------------- */

@@ -33,9 +33,9 @@
 #include <sys/stat.h>
 
 #include "prometorch/core.h"
-#include "serve/model_store.h"
-#include "serve/sha256.h"
-#include "serve/store_ops.h"
+#include "../llm/model_store.h"
+#include "sha256.h"
+#include "store_ops.h"
 #include "serve_internal.h"
 
 #define FULL_WAIT_S 30
@@ -65,6 +65,7 @@ typedef struct entry {
 } entry;
 
 struct ps_model {
+    ps_server *srv; /* the server it was acquired from (its log) */
     entry *e;
     layer_set *layers; /* the set this request started with (one reference) */
     int64_t load_ns;
@@ -384,8 +385,8 @@ void ps_registry_free(ps_server *s)
     while (e) {
         entry *next = e->next;
         if (e->in_use)
-            fprintf(stderr, "promeserve: unloading %s while %d request(s) still hold it\n",
-                    e->ref.name, e->in_use);
+            ps_log(s, PT_LOG_WARN, "unloading %s while %d request(s) still hold it", e->ref.name,
+                   e->in_use);
         entry_free(e);
         e = next;
     }
@@ -458,10 +459,11 @@ static bool make_room(ps_server *s, char *err, size_t err_cap)
 static void release_entry(ps_server *s, entry *e, layer_set *held);
 
 /* A handle on e with a reference to its current layers (lock held). */
-static ps_model *new_handle(entry *e, int64_t load_ns)
+static ps_model *new_handle(ps_server *s, entry *e, int64_t load_ns)
 {
     ps_model *m = malloc(sizeof *m);
     if (m) {
+        m->srv = s;
         m->e = e;
         m->layers = e->layers;
         m->layers->refs++;
@@ -571,7 +573,7 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
             e->keep_alive_ns = ka;
             e->last_used_ns = ps_now_ns();
             e->remove_when_idle = ka == 0; /* the latest request's keep_alive wins */
-            ps_model *m = new_handle(e, 0);
+            ps_model *m = new_handle(s, e, 0);
             pthread_mutex_unlock(&reg->lock);
             layers_free(fresh);
             if (!m) {
@@ -614,7 +616,7 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
             *status = 500;
             return NULL;
         }
-        ps_model *m = new_handle(e, ps_now_ns() - t0);
+        ps_model *m = new_handle(s, e, ps_now_ns() - t0);
         pthread_mutex_unlock(&reg->lock);
         if (!m) {
             release_entry(s, e, NULL);
@@ -683,6 +685,11 @@ bool ps_model_unload(ps_server *s, const char *name)
 pti_engine *ps_model_engine(ps_model *m)
 {
     return m ? m->e->eng : NULL;
+}
+
+ps_server *ps_model_server(const ps_model *m)
+{
+    return m->srv;
 }
 
 const ps_model_ref *ps_model_get_ref(const ps_model *m)

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "server.h"
+#include "http_internal.h"
 
 typedef struct ps_http ps_http;
 typedef struct ps_registry ps_registry;

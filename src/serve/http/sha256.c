@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the first 64 primes. */
 static const uint32_t K[64] = {

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/internal.h"
-#include "model_store.h"
+#include "../../core/internal.h"
+#include "../llm/model_store.h"
 #include "prometorch/gguf.h"
 #include "sha256.h"
 

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "go_template.h"
 
 /* ---- Python's json.dumps (ensure_ascii=False), as the templates' tojson -------------------- */

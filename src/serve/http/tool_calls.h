@@ -48,8 +48,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "../core/strbuf.h"
-#include "chat_template.h"
+#include "../../core/strbuf.h"
+#include "../llm/chat_template.h"
 
 /* ---- rendering tools for the C-coded chat families --------------------------------------- */
 

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/internal.h"
-#include "../core/strbuf.h"
+#include "../../core/internal.h"
+#include "../../core/strbuf.h"
 
 struct pti_chat_template {
     pti_chat_family family;

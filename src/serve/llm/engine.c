@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "engine_impl.h"
 
 #define DEFAULT_PARALLEL 4

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "engine_impl.h"
 
 /* Forward passes of all engines in the process take turns: the op thread pool is shared. */

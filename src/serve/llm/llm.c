@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "chat_template.h"
 #include "llm_gen.h"
 #include "llm_model.h"

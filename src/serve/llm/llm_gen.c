@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "llm_gen.h"
 #include "sampler.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "llm_model.h"
 
 /* ---- metadata ----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 #define DEFAULT_HOST "registry.ollama.ai"
 #define DEFAULT_NAMESPACE "library"

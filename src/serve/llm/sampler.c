@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 typedef struct cand {
     float logit;

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 /* ---- string table ------------------------------------------------------------------------------
  */

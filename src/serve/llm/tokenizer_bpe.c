@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 
 /* ---- pre-tokenizers
  * ------------------------------------------------------------------------------ */
