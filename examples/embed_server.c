@@ -9,7 +9,7 @@
 
 int main(int argc, char **argv)
 {
-    signal(SIGPIPE, SIG_IGN); /* a client hanging up mid-reply must not end the program */
+    signal(SIGPIPE, SIG_IGN);  /* a client hanging up mid-reply must not end the program */
     pt_server_opts opts = {0}; /* zero values: the defaults (127.0.0.1, a free port, ...) */
     opts.models_dir = argc > 1 ? argv[1] : NULL;
     pt_server *srv = pt_server_start(&opts);

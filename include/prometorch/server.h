@@ -35,7 +35,7 @@ typedef struct pt_server pt_server;
 typedef enum pt_log_level {
     PT_LOG_ERROR = 0, /* something failed (a reply could not be queued, ...) */
     PT_LOG_WARN = 1,  /* something odd that the server survived */
-    PT_LOG_INFO = 2,  /* the access log (one line per request) and start/stop notes */
+    PT_LOG_INFO = 2,  /* the access log (one line per request), the "Listening on" line */
 } pt_log_level;
 
 /* Receives one log line (no trailing newline) from any of the server's threads, so it must be
