@@ -26,6 +26,8 @@
 #include "io.h"
 #include "gguf.h"
 #include "llm.h"
+#include "model_store.h"
+#include "server.h" /* always declared; pt_server_available() says if built in */
 #include "nn.h"
 #include "nn_layers.h"
 #include "nn_init.h"

@@ -1,9 +1,9 @@
-/* Fuzz target for promeserve's request JSON -> generation options path (src/serve/api_request.h):
- * the bytes are parsed as a request body and every field the generation endpoints read goes
- * through the same functions the handlers call -- Ollama options over a params layer,
- * keep_alive, format, messages, tools, context, and the OpenAI mapping (options,
- * response_format, messages) -- and the raw bytes go through the thinking splitter. Any input
- * must give either parameters that respect the documented ranges or an error with a message;
+/* Fuzz target for promeserve's request JSON -> generation options path
+ * (src/serve/http/api_request.h): the bytes are parsed as a request body and every field the
+ * generation endpoints read goes through the same functions the handlers call -- Ollama options
+ * over a params layer, keep_alive, format, messages, tools, context, and the OpenAI mapping
+ * (options, response_format, messages) -- and the raw bytes go through the thinking splitter. Any
+ * input must give either parameters that respect the documented ranges or an error with a message;
  * never a crash, a leak or a hang. A request is "accepted" when the
  * Ollama reading or the OpenAI reading of it succeeds completely (the seed corpus,
  * tests/fuzz/corpus/api_request, holds real requests of each endpoint). Built as a libFuzzer
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/api_request.h"
+#include "serve/http/api_request.h"
 
 int fuzz_accepted;
 

@@ -1,4 +1,4 @@
-/* Request JSON -> generation parameters (src/serve/api_request.h): Ollama's options (defaults,
+/* Request JSON -> generation parameters (src/serve/http/api_request.h): Ollama's options (defaults,
  * types, integral floats as Go decodes them, ranges, unknown keys ignored and reported, the
  * params layer under the request), keep_alive as seconds or Go durations (values checked
  * against Go's time.ParseDuration documentation), format, chat messages and tools, OpenAI's
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "serve/api_request.h"
+#include "serve/http/api_request.h"
 
 static cJSON *json(const char *text)
 {

@@ -1,4 +1,4 @@
-/* Tests of the chat templates (src/serve/chat_template.c) against jinja2: each family's
+/* Tests of the chat templates (src/serve/llm/chat_template.c) against jinja2: each family's
  * official template string (tests/fixtures/chat/<family>.jinja) must be detected as that
  * family, and every conversation of tests/fixtures/chat/conversations.json rendered with and
  * without a generation prompt must equal jinja2's rendering (the .txt files there, written by
@@ -14,7 +14,7 @@
 
 #include "testutil.h"
 
-#include "serve/chat_template.h"
+#include "serve/llm/chat_template.h"
 
 #define CHAT_DIR PT_FIXTURES_DIR "/chat/"
 

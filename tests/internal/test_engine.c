@@ -1,4 +1,4 @@
-/* The serving engine (src/serve/engine.h): batched greedy generation gives the same text as
+/* The serving engine (src/serve/llm/engine.h): batched greedy generation gives the same text as
  * pt_llm_generate_tokens on a separately loaded model, prompt prefix reuse, the bounded queue
  * (full -> Ollama's busy message), cancelling queued and running requests, on_text stopping a
  * request, prompts longer than the context refused, two engines at once, freeing with
@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "serve/engine.h"
-#include "serve/llm_gen.h"
-#include "serve/llm_model.h"
+#include "serve/llm/engine.h"
+#include "serve/llm/llm_gen.h"
+#include "serve/llm/llm_model.h"
 
 #define TINY_LLAMA PT_FIXTURES_DIR "/llm/tiny/llama-q8_0.gguf"
 #define TINY_QWEN3 PT_FIXTURES_DIR "/llm/tiny/qwen3-q4_k_m.gguf"

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "serve/go_template.h"
-#include "serve/ollama_prompt.h"
+#include "serve/http/go_template.h"
+#include "serve/http/ollama_prompt.h"
 
 #define FIXTURE PT_FIXTURES_DIR "/gotmpl/expected.json"
 #define TEMPLATES PT_FIXTURES_DIR "/gotmpl/templates.json"

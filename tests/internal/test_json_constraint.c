@@ -1,4 +1,4 @@
-/* Tests of JSON-constrained sampling (src/serve/json_constraint*.c): the byte-level matcher
+/* Tests of JSON-constrained sampling (src/serve/http/json_constraint*.c): the byte-level matcher
  * over the whole JSON grammar (valid documents accepted whole and byte by byte; invalid ones
  * refused at the exact byte where they first go wrong), the JSON-schema subset (required
  * properties and their order, enum/const, integer vs number, nested objects and arrays with
@@ -22,8 +22,8 @@
 
 #include "prometorch/core.h"
 #include "prometorch/gguf.h"
-#include "serve/json_constraint.h"
-#include "serve/tokenizer.h"
+#include "serve/http/json_constraint.h"
+#include "serve/llm/tokenizer.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "serve/model_store.h"
+#include "serve/llm/model_store.h"
 
 #define TINY_MODEL PT_FIXTURES_DIR "/llm/tiny/qwen3-q8_0.gguf"
 #define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

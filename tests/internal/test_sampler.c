@@ -1,4 +1,4 @@
-/* Tests of the token sampler (src/serve/sampler.c): each stage's distribution against a NumPy
+/* Tests of the token sampler (src/serve/llm/sampler.c): each stage's distribution against a NumPy
  * transcription of llama.cpp's chain (tests/fixtures/gen/sampler.py), greedy, seeding, an
  * empirical-frequency check of the draws, edge cases, and the time of one step on a
  * 262,144-token vocabulary. */
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "serve/sampler.h"
+#include "serve/llm/sampler.h"
 #include "testutil.h"
 
 static pt_fixture *fx;

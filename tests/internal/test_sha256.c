@@ -1,4 +1,4 @@
-/* SHA-256 (src/serve/sha256.c): the FIPS 180-2 / NIST example vectors ("abc", the empty
+/* SHA-256 (src/serve/http/sha256.c): the FIPS 180-2 / NIST example vectors ("abc", the empty
  * string, the 448- and 896-bit messages, a million 'a'), the incremental API fed in uneven
  * pieces, and the file digest against coreutils' sha256sum over committed files (that part is
  * skipped when sha256sum is absent). */
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "serve/sha256.h"
+#include "serve/http/sha256.h"
 
 static void expect_hex(const void *data, size_t len, const char *hex)
 {

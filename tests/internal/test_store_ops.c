@@ -1,4 +1,4 @@
-/* Model store operations (src/serve/store_ops.h) on a temporary store built around the
+/* Model store operations (src/serve/http/store_ops.h) on a temporary store built around the
  * committed tiny GGUF models: Ollama's number/size/time formats (format.HumanNumber,
  * HumanBytes, HumanTime, Go's RFC 3339 JSON times), blob upload with digest checks, create
  * from an uploaded GGUF with template/system/parameters/license/messages, list (digest = the
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "serve/sha256.h"
-#include "serve/store_ops.h"
+#include "serve/http/sha256.h"
+#include "serve/http/store_ops.h"
 
 #define TINY_QWEN3 PT_FIXTURES_DIR "/llm/tiny/qwen3-q8_0.gguf"
 #define TINY_DIR PT_FIXTURES_DIR "/llm/tiny"

@@ -1,4 +1,4 @@
-/* Tests of the GGUF tokenizers (src/serve/tokenizer*.c) against llama.cpp's own token ids.
+/* Tests of the GGUF tokenizers (src/serve/llm/tokenizer*.c) against llama.cpp's own token ids.
  *
  * The ids come from llama.cpp (llama-cpp-python) through tests/fixtures/gen_llamacpp.py, stored
  * in tests/fixtures/llm/<model>.ref as `tokenize <hex> : ids` lines (no BOS, special tokens
@@ -19,7 +19,7 @@
 
 #include "prometorch/core.h"
 #include "prometorch/gguf.h"
-#include "serve/tokenizer.h"
+#include "serve/llm/tokenizer.h"
 
 #define SMOL "SmolLM2-135M-Instruct.Q4_1"
 #define GEMMA "gemma-3-270m-q4_k_m"

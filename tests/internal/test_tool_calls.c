@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "testutil.h"
-#include "serve/tool_calls.h"
+#include "serve/http/tool_calls.h"
 
 static cJSON *load_json(const char *path)
 {

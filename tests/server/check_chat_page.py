@@ -38,7 +38,7 @@ import urllib.request
 
 SKIP = 77
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PAGE_FILE = os.path.join(REPO, "tools", "promeserve", "chat_page.html")
+PAGE_FILE = os.path.join(REPO, "src", "serve", "http", "chat_page.html")
 WIDTH, HEIGHT = 1100, 800
 
 

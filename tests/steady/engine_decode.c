@@ -1,4 +1,4 @@
-/* Checks "no malloc in a steady-state decode step" for the serving engine (src/serve/engine.h):
+/* Checks "no malloc in a steady-state decode step" for the serving engine (src/serve/llm/engine.h):
  * two requests on the committed tiny llama decode together, one batched forward pass per
  * step, under the malloc_counter LD_PRELOAD shim on one op thread. Between request 0's 40th
  * and 140th piece of text (100 steps of both slots) no allocator call may happen. Linked with
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "serve/engine.h"
+#include "serve/llm/engine.h"
 
 typedef unsigned long (*counter_fn)(void);
 

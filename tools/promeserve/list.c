@@ -1,7 +1,8 @@
 /* `promeserve list`, `show`, `cp` and `rm`: the store commands of the command line, printing
  * what `ollama list` / `ollama show` / `ollama cp` / `ollama rm` print. They read and write
  * the store directly ($OLLAMA_MODELS, else ~/.ollama/models), so no server has to run; the
- * work is src/serve/store_ops.h, as for the HTTP endpoints. */
+ * work is include/prometorch/model_store.h (src/serve/http/store_ops.c), as for the HTTP
+ * endpoints. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "prometorch/core.h"
+#include <cjson/cJSON.h>
+#include <prometorch/core.h>
+#include <prometorch/model_store.h>
+
 #include "promeserve.h"
-#include "serve/model_store.h"
-#include "serve/store_ops.h"
 
 /* ---- a borderless table, as Ollama's tablewriter setup prints it ----------------------------- */
 
@@ -74,7 +76,7 @@ static int fail(const char *what)
 
 static bool store_root(char *buf, size_t cap)
 {
-    if (pti_model_store_root(buf, cap))
+    if (pt_model_store_root(buf, cap))
         return true;
     fprintf(stderr, "Error: no model store: set OLLAMA_MODELS or HOME\n");
     return false;
@@ -140,7 +142,9 @@ int ps_cmd_list(int argc, char **argv)
     char root[4096];
     if (!store_root(root, sizeof root))
         return 1;
-    cJSON *list = pti_store_list(root, models_dir, NULL, 0);
+    char *text = pt_model_store_list(root, models_dir);
+    cJSON *list = text ? cJSON_Parse(text) : NULL;
+    free(text);
     if (!list)
         return fail("out of memory");
     table t = {.cols = 4};
@@ -154,9 +158,9 @@ int ps_cmd_list(int argc, char **argv)
             continue;
         char id[13], size[32], when[64];
         snprintf(id, sizeof id, "%.12s", json_str(e, "digest"));
-        pti_store_human_bytes((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "size")), size,
-                              sizeof size);
-        pti_store_human_time(parse_rfc3339(json_str(e, "modified_at")), now, when, sizeof when);
+        pt_format_bytes((int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "size")), size,
+                        sizeof size);
+        pt_format_ago(parse_rfc3339(json_str(e, "modified_at")), now, when, sizeof when);
         table_add(&t, (const char *[]){name, id, size, when});
     }
     table_print(&t, stdout);
@@ -217,7 +221,7 @@ static void print_model_section(const cJSON *show)
     const cJSON *details = cJSON_GetObjectItemCaseSensitive(show, "details");
     const char *arch = json_str(info, "general.architecture");
     char params[32], key[160], ctx[32], emb[32];
-    pti_store_human_number(
+    pt_format_count(
         (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(info, "general.parameter_count")),
         params, sizeof params);
     snprintf(key, sizeof key, "%s.context_length", arch);
@@ -305,17 +309,19 @@ int ps_cmd_show(int argc, char **argv)
     }
     if (!model)
         return fprintf(stderr, "Error: accepts 1 arg(s), received 0\n"), 1;
-    int status;
+    char *text;
     cJSON *show;
     char root[4096];
     if (is_gguf_file(model)) {
         const char *slash = strrchr(model, '/');
-        show = pti_store_show_file(model, slash ? slash + 1 : model, verbose, &status);
+        text = pt_model_store_show_file(model, slash ? slash + 1 : model, verbose);
     } else {
         if (!store_root(root, sizeof root))
             return 1;
-        show = pti_store_show(root, model, verbose, &status);
+        text = pt_model_store_show(root, model, verbose);
     }
+    show = text ? cJSON_Parse(text) : NULL;
+    free(text);
     if (!show)
         return fail(NULL);
     if (field) {
@@ -337,7 +343,7 @@ int ps_cmd_cp(int argc, char **argv)
     char root[4096];
     if (!store_root(root, sizeof root))
         return 1;
-    if (pti_store_copy(root, argv[1], argv[2]) != PTI_STORE_OK)
+    if (!pt_model_store_copy(root, argv[1], argv[2]))
         return fail(NULL);
     printf("copied '%s' to '%s'\n", argv[1], argv[2]);
     return 0;
@@ -351,7 +357,7 @@ int ps_cmd_rm(int argc, char **argv)
     if (!store_root(root, sizeof root))
         return 1;
     for (int i = 1; i < argc; i++) {
-        if (pti_store_delete(root, argv[i]) != PTI_STORE_OK)
+        if (!pt_model_store_delete(root, argv[i]))
             return fail(NULL);
         printf("deleted '%s'\n", argv[i]);
     }

@@ -1,10 +1,11 @@
-/* `promeserve serve`: the server's options and OLLAMA_* variables (flags win), the start of
- * its parts, and signals.
+/* `promeserve serve`: the server's options and OLLAMA_* variables (flags win) mapped onto
+ * pt_server_opts, then pt_server_start (include/prometorch/server.h) and signals.
  *
  * Shutdown: SIGINT and SIGTERM handlers write to a pipe the main thread waits on. The first one
- * stops accepting connections, makes open streams refuse writes (their generations cancel at the
- * next token and the streams end), waits up to SHUTDOWN_GRACE_S for requests in flight, closes the
- * connections, unloads the models and exits 0. A second signal exits at once (status 130 / 143). */
+ * calls pt_server_stop, which stops accepting connections, makes open streams refuse writes
+ * (their generations cancel at the next token and the streams end), waits up to 10 s for
+ * requests in flight, closes the connections and unloads the models; then promeserve exits 0.
+ * A second signal exits at once (status 130 / 143). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -16,12 +17,34 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "promeserve.h"
-#include "serve/model_store.h"
-#include "serve/store_ops.h"
-#include "serve_internal.h"
+#include <prometorch/prometorch.h>
+#include <prometorch/server.h>
 
-#define SHUTDOWN_GRACE_S 10
+#include "promeserve.h"
+
+/* What the flags and variables set; strings live here until pt_server_start has copied them.
+ * Durations and sizes as the command line means them (0 timeout: none; 0 keep-alive: unload
+ * when idle), turned into pt_server_opts' conventions by to_opts. */
+typedef struct ps_config {
+    char host[256];
+    int port;
+    char models_store[4096];
+    char models_dir[4096];
+    int n_parallel;
+    int max_queue;
+    int max_loaded_models;
+    int64_t keep_alive_ns;
+    int num_ctx;
+    int n_threads;
+    size_t max_body;
+    size_t max_blob;
+    int64_t request_timeout_ns;
+    char api_key[256];
+    char origins[4096];
+    bool quiet;
+    bool no_prune;
+    int64_t header_timeout_ns;
+} ps_config;
 
 static void serve_usage(FILE *f)
 {
@@ -190,8 +213,6 @@ static void config_defaults(ps_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     snprintf(cfg->host, sizeof cfg->host, "127.0.0.1");
     cfg->port = 11434;
-    if (!pti_model_store_root(cfg->models_store, sizeof cfg->models_store))
-        cfg->models_store[0] = 0;
     cfg->n_parallel = 4;
     cfg->max_queue = 512;
     cfg->max_loaded_models = 3;
@@ -257,7 +278,7 @@ static bool config_from_env(ps_config *cfg, char *err, size_t cap)
         !env_int("OLLAMA_CONTEXT_LENGTH", 0, 1 << 24, &cfg->num_ctx, err, cap))
         return false;
     if ((v = getenv("OLLAMA_KEEP_ALIVE")) && *v) {
-        if (!ps_parse_duration(v, &cfg->keep_alive_ns))
+        if (!pt_server_parse_duration(v, &cfg->keep_alive_ns))
             fprintf(stderr,
                     "promeserve: invalid environment variable OLLAMA_KEEP_ALIVE=\"%s\" (a "
                     "duration such as 5m or -1), using the default\n",
@@ -344,7 +365,7 @@ static bool apply_opt(ps_config *cfg, const opt_def *o, const char *v, char *err
     case OPT_BYTES:
         ok = parse_bytes(v, (size_t *)(void *)field) && *(size_t *)(void *)field > 0;
         break;
-    case OPT_DUR: ok = ps_parse_duration(v, (int64_t *)(void *)field); break;
+    case OPT_DUR: ok = pt_server_parse_duration(v, (int64_t *)(void *)field); break;
     case OPT_STR: {
         size_t fcap = o->off == OFF(models_dir) ? sizeof cfg->models_dir : sizeof cfg->api_key;
         ok = strlen(v) < fcap;
@@ -454,68 +475,72 @@ static int wait_for_signal(void)
     }
 }
 
-static void graceful_shutdown(ps_server *srv)
+/* The command line's meanings onto pt_server_opts' (whose zero values are defaults). */
+static pt_server_opts to_opts(const ps_config *cfg, const char *const *paths, int n_paths)
 {
-    atomic_store(&srv->stopping, true);
-    ps_http_quiesce(srv);
-    ps_http_close_streams(srv);
-    int64_t deadline = ps_now_ns() + (int64_t)SHUTDOWN_GRACE_S * 1000000000;
-    while (ps_http_active(srv) > 0 && ps_now_ns() < deadline) {
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    if (ps_http_active(srv) > 0)
-        fprintf(stderr, "promeserve: %d request(s) still running; waiting for them\n",
-                ps_http_active(srv));
-    ps_http_stop(srv);
-    ps_registry_free(srv);
-    ps_http_free(srv);
-    ps_metrics_free(srv);
+    pt_server_opts o = {0};
+    o.host = cfg->host;
+    o.port = cfg->port;
+    o.models_store = cfg->models_store[0] ? cfg->models_store : NULL;
+    o.models_dir = cfg->models_dir[0] ? cfg->models_dir : NULL;
+    o.model_paths = paths;
+    o.n_model_paths = n_paths;
+    o.n_parallel = cfg->n_parallel;
+    o.max_queue = cfg->max_queue;
+    o.max_loaded_models = cfg->max_loaded_models;
+    o.num_ctx = cfg->num_ctx;
+    o.n_threads = cfg->n_threads;
+    o.keep_alive_ns = cfg->keep_alive_ns == 0 ? PT_SERVER_UNLOAD_IDLE : cfg->keep_alive_ns;
+    o.max_body = cfg->max_body;
+    o.max_blob = cfg->max_blob;
+    o.request_timeout_ns = cfg->request_timeout_ns == 0 ? -1 : cfg->request_timeout_ns;
+    o.header_timeout_ns = cfg->header_timeout_ns == 0 ? -1 : cfg->header_timeout_ns;
+    o.api_key = cfg->api_key;
+    o.origins = cfg->origins;
+    o.quiet = cfg->quiet;
+    o.no_prune = cfg->no_prune;
+    return o;
 }
 
-static int serve_run(ps_server *srv)
+static int serve_run(const ps_config *cfg, const char *const *paths, int n_paths)
 {
-    char err[512] = "";
     if (!install_signals()) {
         fprintf(stderr, "Error: cannot create the signal pipe: %s\n", strerror(errno));
         return 1;
     }
-    /* what interrupted uploads and creates left behind, and the blobs no model uses, as
-     * Ollama's PruneLayers removes them */
-    if (srv->cfg.models_store[0] && !srv->cfg.no_prune)
-        pti_store_prune(srv->cfg.models_store, ps_wall_ns() / 1000000000);
-    if (!ps_metrics_init(srv) || !ps_registry_init(srv, err, sizeof err) ||
-        !ps_http_start(srv, err, sizeof err)) {
-        fprintf(stderr, "Error: %s\n", err[0] ? err : "out of memory");
-        ps_http_free(srv);
-        ps_registry_free(srv);
-        ps_metrics_free(srv);
+    pt_server_opts opts = to_opts(cfg, paths, n_paths);
+    pt_server *srv = pt_server_start(&opts);
+    if (!srv) {
+        /* the message without the function name, as promeserve always printed it */
+        const char *msg = pt_last_error();
+        const char *prefix = "pt_server_start: ";
+        if (!strncmp(msg, prefix, strlen(prefix)))
+            msg += strlen(prefix);
+        fprintf(stderr, "Error: %s\n", msg);
         return 1;
     }
-    fprintf(stderr, "Listening on %s%s%s:%d (version %s)\n", strchr(srv->cfg.host, ':') ? "[" : "",
-            srv->cfg.host, strchr(srv->cfg.host, ':') ? "]" : "", srv->cfg.port, PS_VERSION);
     int sig = wait_for_signal();
     fprintf(stderr, "promeserve: %s received, shutting down\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM");
-    graceful_shutdown(srv);
+    pt_server_stop(srv);
     return 0;
 }
 
 int ps_cmd_serve(int argc, char **argv)
 {
-    ps_server *srv = calloc(1, sizeof *srv);
+    ps_config *cfg = calloc(1, sizeof *cfg);
     const char **paths = calloc((size_t)argc + 1, sizeof *paths);
-    if (!srv || !paths) {
+    if (!cfg || !paths) {
         fprintf(stderr, "Error: out of memory\n");
-        free(srv);
+        free(cfg);
         free(paths);
         return 1;
     }
     char err[1024] = "";
-    config_defaults(&srv->cfg);
+    config_defaults(cfg);
     int n_paths = 0;
-    int rc = config_from_env(&srv->cfg, err, sizeof err)
-                 ? config_from_args(argc, argv, &srv->cfg, paths, &n_paths, err, sizeof err)
+    int rc = config_from_env(cfg, err, sizeof err)
+                 ? config_from_args(argc, argv, cfg, paths, &n_paths, err, sizeof err)
                  : 1;
     if (rc == 2) {
         serve_usage(stdout);
@@ -523,12 +548,9 @@ int ps_cmd_serve(int argc, char **argv)
     } else if (rc == 1) {
         fprintf(stderr, "Error: %s\n", err);
     } else {
-        srv->cfg.model_paths = paths;
-        srv->cfg.n_model_paths = n_paths;
-        atomic_init(&srv->stopping, false);
-        rc = serve_run(srv);
+        rc = serve_run(cfg, paths, n_paths);
     }
     free(paths);
-    free(srv);
+    free(cfg);
     return rc;
 }
