@@ -5,7 +5,7 @@
  * CPU backend, registered in its place for the test (as tests/internal/optim_paths.h does). */
 #include <string.h>
 
-#include "serve/llm_model.h"
+#include "serve/llm/llm_model.h"
 #include "testutil.h"
 
 #define TINY PT_FIXTURES_DIR "/llm/tiny/"

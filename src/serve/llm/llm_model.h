@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/internal.h"
+#include "../../core/internal.h"
 #include "prometorch/prometorch.h"
 
 typedef enum pti_llm_arch {
