@@ -3,7 +3,8 @@
 #               Fashion-MNIST (build/bin/tensor_demo is the smaller tensor demo)
 #   make test   set up, build, fetch the test LLMs (make models), make the official clients' venv
 #               in the build tree (scripts/setup-venv.sh), run the whole suite (ctest)
-#   make bench  set up (with PyTorch), build, run the benchmarks against PyTorch
+#   make bench  set up (with PyTorch), build, make the benchmarks' venv (PyPI torch, llama-cpp-python
+#               built natively: scripts/setup-bench-venv.sh), run the benchmarks against them
 #   make asan   the test suite under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make fuzz   libFuzzer on each file parser and the server's request parser for FUZZ_SECONDS
 #               (clang; default 60 each)
@@ -43,10 +44,15 @@ test: build models
 	@scripts/setup-venv.sh $(BUILD)/clients-venv
 	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The peers (PyPI torch, llama-cpp-python compiled for this CPU) live in a venv in the build
+# tree, made once by scripts/setup-bench-venv.sh (benchmarks/requirements.txt pins them).
 bench: setup
 	@cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
-	@scripts/bench.sh $(BUILD)
+	@CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) scripts/setup-bench-venv.sh $(BUILD)/bench-venv
+	@PT_LLAMA_PYTHON="$${PT_LLAMA_PYTHON:-$(abspath $(BUILD))/bench-venv/bin/python}" \
+	  PT_TORCH_PYTHONS="$${PT_TORCH_PYTHONS:-$(abspath $(BUILD))/bench-venv/bin/python}" \
+	  scripts/bench.sh $(BUILD)
 
 asan: setup
 	@cmake -S . -B $(BUILD)-asan $(GENERATOR) -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON -DPT_WITH_CUDA=OFF >/dev/null

@@ -45,6 +45,11 @@ enum {
     F_WANT_LOW = 1 << 4, /* the \u escape being read must be a low surrogate */
 };
 
+/* Digits of a number's integer part, and of its exponent: llama.cpp's JSON grammars take
+ * `[1-9] [0-9]{0,15}` and 16 exponent digits at most, so a model cannot run a number's digits on
+ * until num_predict. */
+#define JC_MAX_INT_DIGITS 16
+
 /* string sub-states */
 enum { S_PLAIN, S_UTF8, S_ESC, S_HEX, S_LOW_BACKSLASH, S_LOW_U };
 /* number phases; the ones marked * may end the number */
@@ -62,7 +67,8 @@ typedef struct thread {
     /* string: sub-state, UTF-8 bytes still needed and the range of the next one */
     uint8_t sub, need, lo, hi;
     uint16_t node;
-    uint16_t pos;  /* literal/key: bytes matched; \u escape: hex digits read */
+    uint16_t pos;  /* literal/key: bytes matched; \u escape: hex digits read; number: integer or
+                      exponent digits */
     uint32_t code; /* \u escape: value so far */
     uint32_t pad;
     uint64_t mask; /* literal/key candidates */
@@ -247,7 +253,8 @@ static bool open_container(const jc_schema *s, state *st, thread *t, bool is_arr
 static bool step_value(const jc_schema *s, state *st, thread *t, uint8_t b)
 {
     if (is_ws(b)) {
-        return take_ws(t, b);
+        /* none before the root value: llama.cpp's grammars start with it (`root ::= object`) */
+        return t->depth > 0 && take_ws(t, b);
     }
     if (t->flags & F_ARR_FIRST) {
         frame *f = top(t);
@@ -294,6 +301,7 @@ static bool step_value(const jc_schema *s, state *st, thread *t, uint8_t b)
         set_mode(t, M_NUMBER, t->node);
         t->flags = ty & JT_NUMBER ? 0 : F_INT_ONLY;
         t->sub = b == '-' ? N_MINUS : b == '0' ? N_ZERO : N_INT;
+        t->pos = b == '-' ? 0 : 1;
         return true;
     }
 }
@@ -331,9 +339,11 @@ static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
             return false;
         }
         t->sub = b == '0' ? N_ZERO : N_INT;
+        t->pos = 1;
         return true;
     case N_INT:
-        if (is_digit(b)) {
+        if (is_digit(b) && t->pos < JC_MAX_INT_DIGITS) {
+            t->pos++;
             return true;
         }
         /* fall through */
@@ -373,9 +383,11 @@ static bool step_number(const jc_schema *s, state *st, thread *t, uint8_t b)
             return false;
         }
         t->sub = N_EXP;
+        t->pos = 1;
         return true;
     case N_EXP:
-        if (is_digit(b)) {
+        if (is_digit(b) && t->pos < JC_MAX_INT_DIGITS) {
+            t->pos++;
             return true;
         }
         break;
@@ -423,8 +435,8 @@ static bool string_hex(thread *t, uint8_t b)
 
 static bool string_lead_byte(thread *t, uint8_t b)
 {
-    if (b < 0x20) {
-        return false; /* raw control characters are not allowed in strings */
+    if (b < 0x20 || b == 0x7f) {
+        return false; /* raw control characters (and DEL, as llama.cpp's grammars) */
     }
     if (b < 0x80) {
         return true;
@@ -481,7 +493,7 @@ static bool step_string(thread *t, uint8_t b)
             t->sub = S_HEX;
             return true;
         }
-        if (!strchr("\"\\/bfnrt", b) || b == 0) {
+        if (!strchr("\"\\bfnrt", b) || b == 0) { /* llama.cpp's escapes: no \\/ */
             return false;
         }
         t->sub = S_PLAIN;
@@ -745,7 +757,7 @@ static bool plain_string_bytes(const char *bytes, size_t n)
     while (i < n) {
         uint8_t b = p[i];
         if (b < 0x80) {
-            if (b < 0x20 || b == '"' || b == '\\') {
+            if (b < 0x20 || b == 0x7f || b == '"' || b == '\\') {
                 return false;
             }
             i++;
