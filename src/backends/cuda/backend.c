@@ -159,7 +159,7 @@ static void cuda_free(int index, void *p, size_t nbytes)
     block_stack *s = &dc->classes[cls];
     if (s->count == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
-        void **grown = realloc(s->ptrs, (size_t)cap * sizeof *grown);
+        void **grown = pti_realloc(s->ptrs, (size_t)cap * sizeof *grown);
         if (grown) {
             s->ptrs = grown;
             s->cap = cap;
