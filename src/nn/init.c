@@ -351,7 +351,8 @@ pt_status pt_nn_init_orthogonal_(pt_tensor *t, double gain)
     pt_tensor *g = pt_randn(1, shape, PT_FLOAT64, pt_cpu());
     if (!g)
         return pt_last_status();
-    double *a = pti_malloc((size_t)n * sizeof(double)), *out = pti_malloc((size_t)n * sizeof(double));
+    double *a = pti_malloc((size_t)n * sizeof(double)),
+           *out = pti_malloc((size_t)n * sizeof(double));
     st = (a && out) ? pt_copy_to_host(g, a, (size_t)n * sizeof(double))
                     : pti_error(PT_ERR_OOM, "pt_nn_init_orthogonal_: out of memory");
     pt_release(g);

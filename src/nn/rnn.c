@@ -195,7 +195,8 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
     /* the final states of every layer and direction; on the stack for usual depths so a
      * steady-state training step does not call malloc */
     pt_tensor *hn_stack[64] = {NULL};
-    pt_tensor **hn = 2 * L * D <= 64 ? hn_stack : pti_calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
+    pt_tensor **hn =
+        2 * L * D <= 64 ? hn_stack : pti_calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
     pt_tensor **cn = hn ? hn + L * D : NULL;
     if (!hn)
         st = pti_error(PT_ERR_OOM, "%s: out of memory", mode_name(c));
