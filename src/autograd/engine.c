@@ -44,7 +44,7 @@ static bool list_push(node_list *l, pti_node *n)
 {
     if (l->count == l->cap) {
         int64_t cap = l->cap ? l->cap * 2 : 256;
-        pti_node **grown = realloc(l->items, (size_t)cap * sizeof *grown);
+        pti_node **grown = pti_realloc(l->items, (size_t)cap * sizeof *grown);
         if (!grown) {
             pti_error(PT_ERR_OOM, "autograd: out of memory walking the graph");
             return false;

@@ -106,7 +106,7 @@ static pt_status analytical(checker *c)
     pt_tensor *req_inputs[GC_MAX_IN];
     for (int r = 0; r < c->n_req; r++) {
         req_inputs[r] = c->inputs[c->req[r]];
-        c->jac[r] = calloc((size_t)(c->total_out * req_inputs[r]->numel) + 1, sizeof(double));
+        c->jac[r] = pti_calloc((size_t)(c->total_out * req_inputs[r]->numel) + 1, sizeof(double));
         if (!c->jac[r]) {
             release_all(n_out, outs);
             return pti_error(PT_ERR_OOM, "%s: out of memory for the Jacobian", c->op);
@@ -188,8 +188,8 @@ static const char *index_str(int ndim, const int64_t *shape, int64_t k)
 /* Perturbs every element of every required input and compares the columns. */
 static pt_status numerical(checker *c, bool *ok)
 {
-    double *plus = malloc(sizeof(double) * (size_t)(c->total_out + 1));
-    double *minus = malloc(sizeof(double) * (size_t)(c->total_out + 1));
+    double *plus = pti_malloc(sizeof(double) * (size_t)(c->total_out + 1));
+    double *minus = pti_malloc(sizeof(double) * (size_t)(c->total_out + 1));
     if (!plus || !minus) {
         free(plus);
         free(minus);

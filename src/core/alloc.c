@@ -1,6 +1,10 @@
-/* The CPU caching allocator: 64-byte aligned blocks rounded to size classes (eight per power
- * of two), kept on per-class free lists when released, so a steady-state loop of ops that
- * allocates the same sizes every iteration never reaches malloc. */
+/* The library's allocation functions. Tensor memory comes from the CPU caching allocator:
+ * 64-byte aligned blocks rounded to size classes (eight per power of two), kept on per-class
+ * free lists when released, so a steady-state loop of ops that allocates the same sizes every
+ * iteration never reaches malloc. Every other allocation of the library goes through
+ * pti_malloc / pti_calloc / pti_realloc / pti_strdup (released with free()), so that one
+ * place sets PT_ERR_OOM and one switch, pti_alloc_fail_nth, can make the n-th allocation fail
+ * for the fault-injection tests. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +26,26 @@ static free_block *free_lists[N_CLASSES];
 static size_t cached_bytes;
 static atomic_size_t live_bytes;
 static atomic_uint_fast64_t system_allocs;
+/* > 0: the allocation that brings it to 0 fails (fault injection); 0: off. */
+static atomic_int_fast64_t fault_countdown;
+
+void pti_alloc_fail_nth(int64_t n)
+{
+    atomic_store(&fault_countdown, n > 0 ? n : 0);
+}
+
+int64_t pti_alloc_fault_pending(void)
+{
+    return atomic_load(&fault_countdown);
+}
+
+/* True when fault injection is armed and this allocation is the one to fail. */
+static bool injected_failure(void)
+{
+    if (atomic_load_explicit(&fault_countdown, memory_order_relaxed) <= 0)
+        return false;
+    return atomic_fetch_sub(&fault_countdown, 1) == 1;
+}
 
 static int floor_log2(size_t v)
 {
@@ -50,7 +74,7 @@ void *pti_cpu_alloc(size_t nbytes)
 {
     size_t rounded;
     int cls = size_class(nbytes, &rounded);
-    if (cls < 0)
+    if (cls < 0 || injected_failure())
         return NULL;
     pthread_mutex_lock(&lock);
     free_block *b = free_lists[cls];
@@ -153,7 +177,7 @@ uint64_t pt_memory_system_allocs(void)
 
 void *pti_malloc(size_t n)
 {
-    void *p = malloc(n ? n : 1);
+    void *p = injected_failure() ? NULL : malloc(n ? n : 1);
     if (!p)
         pti_error(PT_ERR_OOM, "out of memory allocating %zu bytes", n);
     return p;
@@ -161,8 +185,36 @@ void *pti_malloc(size_t n)
 
 void *pti_calloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
+    void *p = injected_failure() ? NULL : calloc(n ? n : 1, size ? size : 1);
     if (!p)
         pti_error(PT_ERR_OOM, "out of memory allocating %zu x %zu bytes", n, size);
     return p;
+}
+
+void *pti_realloc(void *p, size_t n)
+{
+    void *q = injected_failure() ? NULL : realloc(p, n ? n : 1);
+    if (!q)
+        pti_error(PT_ERR_OOM, "out of memory growing a block to %zu bytes", n);
+    return q;
+}
+
+char *pti_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = pti_malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+char *pti_strndup(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max);
+    char *d = pti_malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
 }

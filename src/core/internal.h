@@ -258,9 +258,21 @@ void pti_cpu_free(void *p, size_t nbytes);
  * malloc call. Sets PT_ERR_OOM on failure. */
 void *pti_scratch_alloc(size_t nbytes);
 void pti_scratch_free(void *p);
-/* Small allocations of library structs that never come from tensors. */
-void *pti_malloc(size_t n); /* sets PT_ERR_OOM on failure */
+/* Every allocation of the library that is not tensor memory: malloc / calloc / realloc /
+ * strdup / strndup that set PT_ERR_OOM on failure (the caller may add its own context) and
+ * take part in fault injection. Blocks are released with free(); a failed pti_realloc leaves
+ * the old block valid, as realloc does. */
+void *pti_malloc(size_t n);
 void *pti_calloc(size_t n, size_t size);
+void *pti_realloc(void *p, size_t n);
+char *pti_strdup(const char *s);
+char *pti_strndup(const char *s, size_t max);
+/* Fault injection for tests: the n-th library allocation from now (pti_cpu_alloc and the
+ * functions above, counted across threads) fails as if memory ran out; n <= 0 turns it off.
+ * pti_alloc_fault_pending() is the count still to go (0 once the failure happened or when
+ * off), so a test can tell whether its scenario reached the n-th allocation. */
+void pti_alloc_fail_nth(int64_t n);
+int64_t pti_alloc_fault_pending(void);
 
 /* ---- threads -----------------------------------------------------------------------------------
  */

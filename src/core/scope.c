@@ -1,6 +1,8 @@
 /* Scopes: a thread-local list of the tensors created since pt_scope_begin(). pt_scope_end()
  * releases those still listed; pt_keep() marks one to survive into the enclosing scope. A
- * tensor knows its slot in the list, so untracking on pt_release is O(1). */
+ * tensor knows its slot in the list, so untracking on pt_release is O(1): it leaves a hole,
+ * and the holes are squeezed out when the list is full, so a long-lived scope whose tensors
+ * are released by hand does not grow the list without bound. */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -24,15 +26,44 @@ void pt_scope_begin(void)
     starts[depth++] = count;
 }
 
+/* Moves the listed tensors down over the holes (keeping their order and each scope's start). */
+static void squeeze_holes(void)
+{
+    int64_t w = 0;
+    int d = 0;
+    for (int64_t i = 0; i < count; i++) {
+        while (d < depth && starts[d] == i)
+            starts[d++] = w;
+        uintptr_t e = (uintptr_t)entries[i];
+        if (!e)
+            continue;
+        ((pt_tensor *)(e & ~KEPT_TAG))->scope_slot = (int32_t)w;
+        entries[w++] = (pt_tensor *)e;
+    }
+    while (d < depth)
+        starts[d++] = w;
+    count = w;
+}
+
+static bool grow_list(void)
+{
+    int64_t cap = capacity ? capacity * 2 : 1024;
+    pt_tensor **grown = pti_realloc(entries, (size_t)cap * sizeof *grown);
+    if (!grown)
+        return false;
+    entries = grown;
+    capacity = cap;
+    return true;
+}
+
 static bool append(pt_tensor *t)
 {
+    /* When full, squeeze the holes out first, and grow unless that freed a quarter (so one
+     * squeeze pays for at least capacity/4 appends). */
     if (count == capacity) {
-        int64_t cap = capacity ? capacity * 2 : 1024;
-        pt_tensor **grown = realloc(entries, (size_t)cap * sizeof *grown);
-        if (!grown)
+        squeeze_holes();
+        if (count >= capacity - capacity / 4 && !grow_list() && count == capacity)
             return false;
-        entries = grown;
-        capacity = cap;
     }
     t->scope_slot = (int32_t)count;
     entries[count++] = t;

@@ -1,6 +1,7 @@
 /* pti_strbuf: the growable string builder shared by the library's printers and template
  * renderers (see strbuf.h). Capacity doubles from 64 bytes. */
 #include "strbuf.h"
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -32,7 +33,7 @@ static bool reserve(pti_strbuf *b, size_t n)
         }
         cap *= 2;
     }
-    char *d = realloc(b->data, cap);
+    char *d = pti_realloc(b->data, cap);
     if (!d) {
         b->oom = true;
         return false;
@@ -91,7 +92,7 @@ char *pti_strbuf_take(pti_strbuf *b)
 {
     char *s = b->data;
     if (pti_strbuf_ok(b) && !s) {
-        s = calloc(1, 1);
+        s = pti_calloc(1, 1);
         if (!s)
             b->oom = true;
     }

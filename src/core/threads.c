@@ -179,7 +179,7 @@ static void start_workers(int nthreads)
     atomic_store(&the_pool.claim, 0);
     if (nthreads <= 1)
         return;
-    the_pool.workers = calloc((size_t)nthreads - 1, sizeof(pthread_t));
+    the_pool.workers = pti_calloc((size_t)nthreads - 1, sizeof(pthread_t));
     if (!the_pool.workers) {
         the_pool.nthreads = 1;
         return;

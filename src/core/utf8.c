@@ -1,5 +1,6 @@
 /* Strict UTF-8 checking (utf8.h). */
 #include "utf8.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ char *pti_utf8_repair(const void *p, size_t n, size_t *out_n)
     size_t i = pti_utf8_invalid_at(s, n);
     if (i == n || n > (SIZE_MAX - 1) / 3)
         return NULL;
-    char *out = malloc(n * 3 + 1); /* a bad byte grows to 3 */
+    char *out = pti_malloc(n * 3 + 1); /* a bad byte grows to 3 */
     if (!out)
         return NULL;
     memcpy(out, s, i);

@@ -24,7 +24,7 @@ static unsigned char *read_all(const char *path, size_t limit, size_t *n)
     for (;;) {
         if (len + CHUNK > cap) {
             size_t ncap = cap ? cap * 2 : CHUNK;
-            unsigned char *g = realloc(buf, ncap);
+            unsigned char *g = pti_realloc(buf, ncap);
             if (!g) {
                 free(buf);
                 gzclose(f);
@@ -202,8 +202,8 @@ pt_status pt_read_cifar10(int n, const char *const *paths, pt_tensor **images, p
     *images = *labels = NULL;
     if (n < 1)
         return pti_error(PT_ERR_INVALID_ARG, "pt_read_cifar10: n = %d, need >= 1 file", n);
-    unsigned char **bufs = calloc((size_t)n, sizeof *bufs);
-    size_t *lens = calloc((size_t)n, sizeof *lens);
+    unsigned char **bufs = pti_calloc((size_t)n, sizeof *bufs);
+    size_t *lens = pti_calloc((size_t)n, sizeof *lens);
     pt_status st = PT_OK;
     int64_t total = 0;
     if (!bufs || !lens) {

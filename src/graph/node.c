@@ -84,7 +84,7 @@ static pti_node *node_alloc(void)
     if (n)
         memset(n, 0, sizeof *n);
     else
-        n = calloc(1, sizeof *n);
+        n = pti_calloc(1, sizeof *n);
     return n;
 }
 
@@ -133,7 +133,7 @@ static bool push_dying(pti_node *n)
 {
     if (dying_count == dying_cap) {
         int64_t cap = dying_cap ? dying_cap * 2 : 256;
-        pti_node **grown = realloc(dying, (size_t)cap * sizeof *grown);
+        pti_node **grown = pti_realloc(dying, (size_t)cap * sizeof *grown);
         if (!grown)
             return false;
         dying = grown;

@@ -22,7 +22,7 @@ static pti_file_map *map_struct_new(const char *name)
     if (!name)
         name = "<buffer>";
     size_t len = strlen(name);
-    pti_file_map *m = malloc(sizeof *m + len + 1);
+    pti_file_map *m = pti_malloc(sizeof *m + len + 1);
     if (!m)
         return pti_error_null(PT_ERR_OOM, "out of memory opening %s", name);
     atomic_init(&m->refcount, 1);

@@ -148,7 +148,7 @@ static bool grow(void **arr, uint64_t *cap, uint64_t need_items, size_t elem, co
     uint64_t c = *cap ? *cap : 64;
     while (c < need_items)
         c *= 2;
-    void *p = realloc(*arr, (size_t)c * elem);
+    void *p = pti_realloc(*arr, (size_t)c * elem);
     if (!p) {
         pti_error(PT_ERR_OOM, "%s: gguf: out of memory (%llu bytes)", file,
                   (unsigned long long)(c * elem));
@@ -346,7 +346,7 @@ static int cmp_tensor_offsets(const void *a, const void *b)
 /* Sorts 0..n-1 by `cmp` (indices into g's tables); NULL with PT_ERR_OOM. */
 static int64_t *sorted_indices(const pt_gguf *g, int64_t n, int (*cmp)(const void *, const void *))
 {
-    int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int64_t *idx = pti_malloc((size_t)(n ? n : 1) * sizeof *idx);
     if (!idx)
         return pti_error_null(PT_ERR_OOM, "%s: gguf: out of memory", pti_file_map_name(g->map));
     for (int64_t i = 0; i < n; i++)
@@ -513,7 +513,7 @@ static pt_gguf *open_map(pti_file_map *m)
 {
     if (!m)
         return NULL;
-    pt_gguf *g = calloc(1, sizeof *g);
+    pt_gguf *g = pti_calloc(1, sizeof *g);
     if (!g) {
         pti_file_map_release(m);
         return pti_error_null(PT_ERR_OOM, "%s: gguf: out of memory", pti_file_map_name(m));

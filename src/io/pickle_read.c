@@ -123,7 +123,7 @@ static bool track(pk_vm *vm, pt_value *v, uint32_t flags, uint32_t tuple_size)
         return false;
     if (vm->ntr == vm->tr_cap) {
         size_t cap = vm->tr_cap ? vm->tr_cap * 2 : 64;
-        pk_track *t = realloc(vm->tr, cap * sizeof *t);
+        pk_track *t = pti_realloc(vm->tr, cap * sizeof *t);
         if (!t)
             return pti_error(PT_ERR_OOM, "%s: pickle: out of memory", vm->what), false;
         vm->tr = t;
@@ -311,7 +311,7 @@ bool pk_push(pk_vm *vm, pt_value *v)
         return false;
     if (vm->sp == vm->stack_cap) {
         size_t cap = vm->stack_cap ? vm->stack_cap * 2 : 64;
-        pt_value **s = realloc(vm->stack, cap * sizeof *s);
+        pt_value **s = pti_realloc(vm->stack, cap * sizeof *s);
         if (!s) {
             pt_value_free(v);
             return pti_error(PT_ERR_OOM, "%s: pickle: out of memory", vm->what), false;
@@ -371,7 +371,7 @@ static bool memo_put(pk_vm *vm, uint64_t idx)
             cap *= 2;
         if (cap > vm->len + 1)
             cap = vm->len + 1;
-        pt_value **m = realloc(vm->memo, cap * sizeof *m);
+        pt_value **m = pti_realloc(vm->memo, cap * sizeof *m);
         if (!m)
             return pti_error(PT_ERR_OOM, "%s: pickle: out of memory", vm->what), false;
         memset(m + vm->memo_cap, 0, (cap - vm->memo_cap) * sizeof *m);
@@ -742,7 +742,7 @@ static bool step(pk_vm *vm, bool *stop)
     case OP_MARK:
         if (vm->nmarks == vm->marks_cap) {
             size_t cap = vm->marks_cap ? vm->marks_cap * 2 : 32;
-            size_t *m = realloc(vm->marks, cap * sizeof *m);
+            size_t *m = pti_realloc(vm->marks, cap * sizeof *m);
             if (!m)
                 return pti_error(PT_ERR_OOM, "%s: pickle: out of memory", vm->what), false;
             vm->marks = m;

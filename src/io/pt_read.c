@@ -131,7 +131,7 @@ static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int6
 {
     if (c->ncache == c->capcache) {
         int64_t cap = c->capcache ? c->capcache * 2 : 16;
-        cached_storage *n = realloc(c->cache, (size_t)cap * sizeof *n);
+        cached_storage *n = pti_realloc(c->cache, (size_t)cap * sizeof *n);
         if (!n)
             return pti_error_null(PT_ERR_OOM, "%s: out of memory", c->what);
         c->cache = n;
@@ -141,7 +141,7 @@ static cached_storage *cache_add(load_ctx *c, const char *key, pt_dtype dt, int6
     pt_tensor *t = pti_tensor_on_storage(s, dt, 1, &numel, &one, 0);
     if (!t)
         return NULL;
-    char *k = strdup(key);
+    char *k = pti_strdup(key);
     if (!c->index)
         c->index = pt_value_dict();
     if (!k || !c->index || pt_value_dict_set_str(c->index, key, pt_value_int(c->ncache)) != PT_OK) {
@@ -761,7 +761,7 @@ pt_value *pt_load_tensors(const char *path)
     pt_value *tree = pt_load_ex(path, &o);
     if (!tree)
         return NULL;
-    flat_walk *w = calloc(1, sizeof *w);
+    flat_walk *w = pti_calloc(1, sizeof *w);
     pt_value *out = w ? pt_value_dict() : NULL;
     if (!out) {
         free(w);

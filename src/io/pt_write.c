@@ -139,7 +139,7 @@ static pt_status memo_grow(pickler *pk)
     size_t n = pk->nslots ? pk->nslots * 2 : 256;
     memo_slot *old = pk->slots;
     size_t old_n = pk->nslots;
-    pk->slots = calloc(n, sizeof(*pk->slots));
+    pk->slots = pti_calloc(n, sizeof(*pk->slots));
     if (!pk->slots) {
         pk->slots = old;
         return pti_error(PT_ERR_OOM, OP ": out of memory");
@@ -364,7 +364,7 @@ static pt_status storage_key(pickler *pk, const pt_tensor *t, size_t *key)
                          pt_dtype_name(t->dtype), t->storage->nbytes);
     if (pk->nstorages == pk->cap_storages) {
         size_t cap = pk->cap_storages ? 2 * pk->cap_storages : 16;
-        storage_rec *r = realloc(pk->storages, cap * sizeof(*r));
+        storage_rec *r = pti_realloc(pk->storages, cap * sizeof(*r));
         if (!r)
             return pti_error(PT_ERR_OOM, OP ": out of memory");
         pk->storages = r;
@@ -628,7 +628,7 @@ static void pickler_free(pickler *pk)
 static pt_status pickle_value(pickler *pk, key_names *keys, const pt_value *v)
 {
     keys->n = count_tensors(v, 0);
-    keys->names = calloc(keys->n ? keys->n : 1, sizeof(*keys->names));
+    keys->names = pti_calloc(keys->n ? keys->n : 1, sizeof(*keys->names));
     if (!keys->names)
         return pti_error(PT_ERR_OOM, OP ": out of memory");
     for (size_t i = 0; i < keys->n; i++)
@@ -661,7 +661,7 @@ static char *archive_name(const char *path)
         base = "archive";
         n = 7;
     }
-    char *s = malloc(n + 1);
+    char *s = pti_malloc(n + 1);
     if (s) {
         memcpy(s, base, n);
         s[n] = '\0';
@@ -674,7 +674,7 @@ static pt_status add_record(pti_zip_writer *z, const char *archive, const char *
                             const void *data, uint64_t size)
 {
     size_t n = strlen(archive) + strlen(name) + 2;
-    char *full = malloc(n);
+    char *full = pti_malloc(n);
     if (!full)
         return pti_error(PT_ERR_OOM, OP ": out of memory");
     snprintf(full, n, "%s/%s", archive, name);
@@ -692,7 +692,7 @@ static pt_status add_storage(pti_zip_writer *z, const char *archive, size_t key,
     snprintf(name, sizeof(name), "data/%zu", key);
     if (s->nbytes == 0 || s->device.type == PT_DEVICE_CPU)
         return add_record(z, archive, name, s->nbytes ? s->data : NULL, s->nbytes);
-    void *buf = malloc(s->nbytes);
+    void *buf = pti_malloc(s->nbytes);
     if (!buf)
         return pti_error(PT_ERR_OOM, OP ": out of memory (%zu bytes)", s->nbytes);
     int64_t numel = (int64_t)s->nbytes, one = 1;
@@ -755,7 +755,7 @@ pt_status pt_save(const char *path, const pt_value *v)
     key_names keys = {0};
     pt_status st = pickle_value(&pk, &keys, v);
     size_t plen = strlen(path);
-    char *tmp = st == PT_OK ? malloc(plen + 5) : NULL;
+    char *tmp = st == PT_OK ? pti_malloc(plen + 5) : NULL;
     if (st == PT_OK && !tmp)
         st = pti_error(PT_ERR_OOM, OP ": out of memory");
     if (st == PT_OK) {

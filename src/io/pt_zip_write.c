@@ -102,14 +102,14 @@ static pt_status add_entry(pti_zip_writer *z, const char *name, uint32_t crc, ui
 {
     if (z->n == z->cap) {
         size_t cap = z->cap ? 2 * z->cap : 16;
-        pti_zip_written_entry *e = realloc(z->entries, cap * sizeof(*e));
+        pti_zip_written_entry *e = pti_realloc(z->entries, cap * sizeof(*e));
         if (!e)
             return pti_error(PT_ERR_OOM, "%s: out of memory", z->op);
         z->entries = e;
         z->cap = cap;
     }
     size_t len = strlen(name);
-    char *copy = malloc(len + 1);
+    char *copy = pti_malloc(len + 1);
     if (!copy)
         return pti_error(PT_ERR_OOM, "%s: out of memory", z->op);
     memcpy(copy, name, len + 1);

@@ -246,7 +246,7 @@ static int cmp_offsets(const void *a, const void *b)
 /* Keys of the header object must be unique (including "__metadata__"). */
 static pt_status check_unique_keys(const char *file, const cJSON *root, size_t n)
 {
-    const char **names = malloc((n ? n : 1) * sizeof *names);
+    const char **names = pti_malloc((n ? n : 1) * sizeof *names);
     if (!names)
         return pti_error(PT_ERR_OOM, "%s: safetensors: out of memory", file);
     size_t k = 0;
@@ -310,8 +310,7 @@ static pt_value *build_dict(pti_file_map *m, const st_entry *e, size_t n, uint64
         pti_storage_release(s);
         pt_value *v = pt_value_tensor(t);
         pt_release(t);
-        if (!v || pt_value_dict_set_str(d, e[i].name, v) != PT_OK) {
-            pt_value_free(v);
+        if (!v || pt_value_dict_set_str(d, e[i].name, v) != PT_OK) { /* set frees v */
             pt_value_free(d);
             return NULL;
         }
@@ -426,7 +425,7 @@ pt_value *pti_safetensors_load_map(pti_file_map *m, pt_value **metadata, bool co
     uint64_t data_start = 8 + json_len;
     uint64_t data_size = pti_file_map_size(m) - data_start;
     size_t nkeys = (size_t)cJSON_GetArraySize(root);
-    st_entry *entries = malloc((nkeys ? nkeys : 1) * sizeof *entries);
+    st_entry *entries = pti_malloc((nkeys ? nkeys : 1) * sizeof *entries);
     pt_value *result = NULL, *meta = NULL;
     const cJSON *meta_json = NULL;
     if (!entries) {

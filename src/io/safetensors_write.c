@@ -133,7 +133,7 @@ static pt_status write_data(FILE *f, const pt_value *sd, const char *path)
         size_t nbytes = pti_dtype_nbytes(t->dtype, t->numel);
         if (nbytes == 0)
             continue;
-        void *buf = malloc(nbytes);
+        void *buf = pti_malloc(nbytes);
         if (!buf)
             return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory (%zu bytes)", nbytes);
         pt_status st = pt_copy_to_host(t, buf, nbytes);
@@ -160,7 +160,7 @@ pt_status pt_save_safetensors(const char *path, const pt_value *state_dict,
         return st;
     }
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    char *tmp = pti_malloc(plen + 5);
     if (!tmp) {
         pti_strbuf_free(&header);
         return pti_error(PT_ERR_OOM, "pt_save_safetensors: out of memory");

@@ -493,7 +493,7 @@ static int by_name_cmp(const void *a, const void *b)
 static bool build_index(pti_zip *z)
 {
     size_t n = (size_t)z->count;
-    z->by_name = malloc((n ? n : 1) * sizeof *z->by_name);
+    z->by_name = pti_malloc((n ? n : 1) * sizeof *z->by_name);
     if (!z->by_name) {
         pti_error(PT_ERR_OOM, "%s: zip: out of memory indexing %zu entries", z->file, n);
         return false;
@@ -555,7 +555,7 @@ pti_zip *pti_zip_open(pti_file_map *m)
     if (!read_end(file, d, size, &end))
         return NULL;
 
-    pti_zip *z = calloc(1, sizeof *z);
+    pti_zip *z = pti_calloc(1, sizeof *z);
     span *spans = NULL;
     if (!z)
         return pti_error_null(PT_ERR_OOM, "%s: zip: out of memory", file);
@@ -563,9 +563,9 @@ pti_zip *pti_zip_open(pti_file_map *m)
     z->count = (int64_t)end.count;
     /* both bounded by the directory's size: count <= cd_size / 46, names <= cd_size */
     size_t n = (size_t)end.count;
-    z->entries = calloc(n ? n : 1, sizeof *z->entries);
-    z->names = malloc((size_t)end.cd_size + n + 1);
-    spans = malloc((n ? n : 1) * sizeof *spans);
+    z->entries = pti_calloc(n ? n : 1, sizeof *z->entries);
+    z->names = pti_malloc((size_t)end.cd_size + n + 1);
+    spans = pti_malloc((n ? n : 1) * sizeof *spans);
     if (!z->entries || !z->names || !spans) {
         pti_error(PT_ERR_OOM, "%s: zip: out of memory reading %zu entries", file, n);
         goto fail;
@@ -739,7 +739,7 @@ uint8_t *pti_zip_read(const pti_zip *z, const pti_zip_entry *e, uint64_t max_byt
                               "bytes, more than deflate can expand to",
                               z->file, e->name, (unsigned long long)e->size,
                               (unsigned long long)e->comp_size);
-    uint8_t *out = malloc((size_t)e->size + 1);
+    uint8_t *out = pti_malloc((size_t)e->size + 1);
     if (!out)
         return pti_error_null(PT_ERR_OOM, "%s: zip: out of memory for entry '%s' (%llu bytes)",
                               z->file, e->name, (unsigned long long)e->size);

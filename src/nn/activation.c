@@ -126,15 +126,12 @@ static void repr_float2(const pt_module *m, char *buf, size_t cap, const char *n
 /* A module of `def` owning a copy of *opts (NULL: all zero). */
 static pt_module *act_new(const pt_module_def *def, const act_ctx *opts)
 {
-    act_ctx *c = calloc(1, sizeof(*c));
+    act_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn: out of memory creating %s", def->type_name);
     if (opts)
         *c = *opts;
-    pt_module *m = pt_nn_module_new(def, c);
-    if (!m)
-        free(c);
-    return m;
+    return pt_nn_module_new(def, c); /* frees c itself when it fails (def->free_ctx) */
 }
 
 /* ---- activations with no options ------------------------------------------------------------- */

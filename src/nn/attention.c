@@ -116,7 +116,7 @@ pt_module *pt_nn_multihead_attention(int64_t embed_dim, int64_t num_heads,
     if (!(o->dropout >= 0.0 && o->dropout <= 1.0))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_nn_multihead_attention: dropout %g is not in [0, 1]", o->dropout);
-    mha_ctx *c = calloc(1, sizeof(*c));
+    mha_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_multihead_attention: out of memory");
     *c = (mha_ctx){

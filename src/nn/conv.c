@@ -231,7 +231,7 @@ static pt_module *conv_nd(const pt_module_def *def, const char *op, int nd, int6
                           const int64_t *kernel, const pt_nn_conv_opts *opts)
 {
     pt_nn_conv_opts o = opts ? *opts : (pt_nn_conv_opts){0};
-    conv_ctx *c = calloc(1, sizeof(*c));
+    conv_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->nd = nd;
@@ -294,7 +294,7 @@ pt_module *pt_nn_conv_transpose2d_ex(int64_t in, int64_t out, const int64_t kern
     if (!kernel)
         return pti_error_null(PT_ERR_NULL, "%s: kernel is NULL", op);
     pt_nn_conv_transpose_opts o = opts ? *opts : (pt_nn_conv_transpose_opts){0};
-    conv_ctx *c = calloc(1, sizeof(*c));
+    conv_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->nd = 2;

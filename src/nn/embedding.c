@@ -77,7 +77,7 @@ pt_module *pt_nn_embedding_ex(int64_t num_embeddings, int64_t embedding_dim,
     pt_nn_embedding_opts o = opts ? *opts : (pt_nn_embedding_opts){0};
     if (check_embedding(op, num_embeddings, embedding_dim, &o) != PT_OK)
         return NULL;
-    embedding_ctx *c = calloc(1, sizeof(*c));
+    embedding_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->num = num_embeddings;

@@ -260,7 +260,7 @@ static double *host_uniform(int64_t n)
     pt_tensor *u = pt_rand(1, shape, PT_FLOAT64, pt_cpu());
     if (!u)
         return NULL;
-    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    double *v = pti_malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
     if (!v) {
         pt_release(u);
         return pti_error_null(PT_ERR_OOM, "pt_nn_init: out of memory for %lld values",
@@ -351,7 +351,8 @@ pt_status pt_nn_init_orthogonal_(pt_tensor *t, double gain)
     pt_tensor *g = pt_randn(1, shape, PT_FLOAT64, pt_cpu());
     if (!g)
         return pt_last_status();
-    double *a = malloc((size_t)n * sizeof(double)), *out = malloc((size_t)n * sizeof(double));
+    double *a = pti_malloc((size_t)n * sizeof(double)),
+           *out = pti_malloc((size_t)n * sizeof(double));
     st = (a && out) ? pt_copy_to_host(g, a, (size_t)n * sizeof(double))
                     : pti_error(PT_ERR_OOM, "pt_nn_init_orthogonal_: out of memory");
     pt_release(g);

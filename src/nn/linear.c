@@ -84,7 +84,7 @@ pt_module *pt_nn_linear(int64_t in, int64_t out, bool bias)
                               "pt_nn_linear: in_features (%lld) and "
                               "out_features (%lld) must be > 0",
                               (long long)in, (long long)out);
-    linear_ctx *c = calloc(1, sizeof(*c));
+    linear_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_linear: out of memory");
     c->in = in;
@@ -198,7 +198,7 @@ pt_module *pt_nn_bilinear(int64_t in1, int64_t in2, int64_t out, bool bias)
                               "pt_nn_bilinear: in1_features (%lld), "
                               "in2_features (%lld) and out_features (%lld) must be > 0",
                               (long long)in1, (long long)in2, (long long)out);
-    bilinear_ctx *c = calloc(1, sizeof(*c));
+    bilinear_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_bilinear: out of memory");
     c->in1 = in1;
@@ -256,7 +256,7 @@ static const pt_module_def flatten_def = {.type_name = "Flatten",
 
 pt_module *pt_nn_flatten(int64_t start_dim, int64_t end_dim)
 {
-    flatten_ctx *c = malloc(sizeof(*c));
+    flatten_ctx *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_flatten: out of memory");
     c->start = start_dim;
@@ -304,7 +304,7 @@ pt_module *pt_nn_unflatten(int64_t dim, int n, const int64_t *sizes)
     }
     if (n_infer > 1)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_unflatten: only one size can be -1");
-    unflatten_ctx *c = calloc(1, sizeof(*c));
+    unflatten_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_unflatten: out of memory");
     c->dim = dim;
@@ -347,7 +347,7 @@ pt_module *pt_nn_dropout(double p)
                               "pt_nn_dropout: dropout probability has to be "
                               "between 0 and 1, but got %g",
                               p);
-    dropout_ctx *c = malloc(sizeof(*c));
+    dropout_ctx *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_dropout: out of memory");
     c->p = p;

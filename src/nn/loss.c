@@ -227,15 +227,13 @@ static pt_status add_weight(pt_module *m, const char *fn, const char *name, pt_t
 static pt_module *loss_new(const pt_module_def *def, const char *fn, const loss_ctx *c,
                            pt_tensor *weight, pt_tensor *pos_weight)
 {
-    loss_ctx *ctx = malloc(sizeof(*ctx));
+    loss_ctx *ctx = pti_malloc(sizeof(*ctx));
     if (!ctx)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", fn);
     *ctx = *c;
-    pt_module *m = pt_nn_module_new(def, ctx);
-    if (!m) {
-        free(ctx);
+    pt_module *m = pt_nn_module_new(def, ctx); /* on failure it frees ctx (def->free_ctx) */
+    if (!m)
         return NULL;
-    }
     if (add_weight(m, fn, "weight", weight, &ctx->weight_idx) != PT_OK ||
         add_weight(m, fn, "pos_weight", pos_weight, &ctx->pos_weight_idx) != PT_OK) {
         pt_nn_free(m);

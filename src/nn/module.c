@@ -75,13 +75,13 @@ static pt_status tensor_list_push(pti_tensor_list *l, const char *name, pt_tenso
 {
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 4;
-        pti_named_tensor *items = realloc(l->items, (size_t)cap * sizeof(*items));
+        pti_named_tensor *items = pti_realloc(l->items, (size_t)cap * sizeof(*items));
         if (!items)
             return pti_error(PT_ERR_OOM, "nn: out of memory registering \"%s\"", name);
         l->items = items;
         l->cap = cap;
     }
-    char *copy = strdup(name);
+    char *copy = pti_strdup(name);
     if (!copy)
         return pti_error(PT_ERR_OOM, "nn: out of memory registering \"%s\"", name);
     l->items[l->n++] = (pti_named_tensor){copy, pt_retain(t), persistent};
@@ -149,7 +149,7 @@ pt_status pt_nn_add(pt_module *parent, const char *name, pt_module *child)
     pt_status st = check_new_name("pt_nn_add", parent, name);
     if (st == PT_OK && parent->n_children == parent->cap_children) {
         int cap = parent->cap_children ? parent->cap_children * 2 : 4;
-        pti_named_child *c = realloc(parent->children, (size_t)cap * sizeof(*c));
+        pti_named_child *c = pti_realloc(parent->children, (size_t)cap * sizeof(*c));
         if (!c)
             st = pti_error(PT_ERR_OOM, "pt_nn_add: out of memory");
         else {
@@ -157,7 +157,7 @@ pt_status pt_nn_add(pt_module *parent, const char *name, pt_module *child)
             parent->cap_children = cap;
         }
     }
-    char *copy = st == PT_OK ? strdup(name) : NULL;
+    char *copy = st == PT_OK ? pti_strdup(name) : NULL;
     if (st == PT_OK && !copy)
         st = pti_error(PT_ERR_OOM, "pt_nn_add: out of memory");
     if (st != PT_OK) {
@@ -384,7 +384,7 @@ int pti_nn_list(pt_module *m, bool buffers, bool dedup, bool persistent_only,
     }
     int upper = count_members(m, buffers);
     listing acc = {.dedup = dedup, .persistent_only = persistent_only};
-    acc.tensors = malloc((size_t)(upper ? upper : 1) * sizeof(pt_tensor *));
+    acc.tensors = pti_malloc((size_t)(upper ? upper : 1) * sizeof(pt_tensor *));
     if (!acc.tensors) {
         pti_error(PT_ERR_OOM, "nn: out of memory listing parameters");
         return -1;
@@ -396,8 +396,8 @@ int pti_nn_list(pt_module *m, bool buffers, bool dedup, bool persistent_only,
     }
     if (names_out) {
         int n = acc.n;
-        char *pool = malloc(acc.name_bytes ? acc.name_bytes : 1);
-        const char **names = malloc((size_t)(n ? n : 1) * sizeof(char *));
+        char *pool = pti_malloc(acc.name_bytes ? acc.name_bytes : 1);
+        const char **names = pti_malloc((size_t)(n ? n : 1) * sizeof(char *));
         if (!pool || !names) {
             free(pool);
             free(names);
@@ -540,7 +540,7 @@ static int add_hook(pt_module *m, pti_hook_entry e)
         pti_error(PT_ERR_NULL, "pt_nn_register_forward_hook: module is NULL");
         return -1;
     }
-    pti_hook_entry *h = realloc(m->hooks, (size_t)(m->n_hooks + 1) * sizeof(*h));
+    pti_hook_entry *h = pti_realloc(m->hooks, (size_t)(m->n_hooks + 1) * sizeof(*h));
     if (!h) {
         pti_error(PT_ERR_OOM, "pt_nn_register_forward_hook: out of memory");
         return -1;

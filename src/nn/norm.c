@@ -134,7 +134,7 @@ static pt_module *batch_norm_nd(int kind, int64_t n, const pt_nn_batch_norm_opts
 {
     const char *op = kind == 1 ? "pt_nn_batch_norm1d" : "pt_nn_batch_norm2d";
     pt_nn_batch_norm_opts o = opts ? *opts : (pt_nn_batch_norm_opts){0};
-    norm_ctx *c = calloc(1, sizeof(*c));
+    norm_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->kind = kind;
@@ -251,7 +251,7 @@ pt_module *pt_nn_layer_norm_ex(int n, const int64_t *normalized_shape,
                                const pt_nn_layer_norm_opts *opts)
 {
     pt_nn_layer_norm_opts o = opts ? *opts : (pt_nn_layer_norm_opts){0};
-    layer_norm_ctx *c = calloc(1, sizeof(*c));
+    layer_norm_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_layer_norm: out of memory");
     c->has_eps = true;
@@ -269,7 +269,7 @@ pt_module *pt_nn_rms_norm_ex(int n, const int64_t *normalized_shape,
                              const pt_nn_rms_norm_opts *opts)
 {
     pt_nn_rms_norm_opts o = opts ? *opts : (pt_nn_rms_norm_opts){0};
-    layer_norm_ctx *c = calloc(1, sizeof(*c));
+    layer_norm_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_rms_norm: out of memory");
     c->has_eps = o.has_eps;
@@ -327,7 +327,7 @@ pt_module *pt_nn_group_norm_ex(int64_t num_groups, int64_t num_channels,
                               op, (long long)num_channels, (long long)num_groups);
     if (!(o.eps >= 0))
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: eps must be >= 0, got %g", op, o.eps);
-    group_norm_ctx *c = calloc(1, sizeof(*c));
+    group_norm_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->groups = num_groups;
@@ -431,7 +431,7 @@ static const pt_module_def instance_norm2d_def = {.type_name = "InstanceNorm2d",
 pt_module *pt_nn_instance_norm2d_ex(int64_t num_features, const pt_nn_instance_norm_opts *opts)
 {
     pt_nn_instance_norm_opts o = opts ? *opts : (pt_nn_instance_norm_opts){0};
-    norm_ctx *c = calloc(1, sizeof(*c));
+    norm_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_instance_norm2d: out of memory");
     c->kind = 3;

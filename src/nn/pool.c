@@ -100,7 +100,7 @@ pt_module *pt_nn_max_pool2d_ex(const int64_t kernel[2], const pt_max_pool2d_opts
         check_pair(op, "dilation", o.dilation, 0) != PT_OK ||
         resolve_window(op, "effective kernel", kernel, o.padding, o.stride) != PT_OK)
         return NULL;
-    max_pool_ctx *c = malloc(sizeof(*c));
+    max_pool_ctx *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->o = o;
@@ -157,7 +157,7 @@ pt_module *pt_nn_avg_pool2d_ex(const int64_t kernel[2], const pt_avg_pool2d_opts
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: divisor must be not zero", op);
     if (resolve_window(op, "kernel", kernel, o.padding, o.stride) != PT_OK)
         return NULL;
-    avg_pool_ctx *c = malloc(sizeof(*c));
+    avg_pool_ctx *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->o = o;
@@ -205,7 +205,7 @@ static pt_module *adaptive_new(const int64_t size[2], bool as_tuple)
     const char *op = "pt_nn_adaptive_avg_pool2d";
     if (check_pair(op, "output_size", size, 1) != PT_OK)
         return NULL;
-    adaptive_ctx *c = malloc(sizeof(*c));
+    adaptive_ctx *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     c->size[0] = size[0];
@@ -286,7 +286,7 @@ pt_module *pt_nn_upsample(const pt_interpolate_opts *opts)
                               "%s: align_corners option can only be set with "
                               "the interpolating modes: linear | bilinear | bicubic | trilinear",
                               op);
-    pt_interpolate_opts *c = malloc(sizeof(*c));
+    pt_interpolate_opts *c = pti_malloc(sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     *c = *opts;

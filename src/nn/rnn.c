@@ -195,7 +195,8 @@ static pt_status layers_forward(pt_module *self, int n_in, const pt_tensor *cons
     /* the final states of every layer and direction; on the stack for usual depths so a
      * steady-state training step does not call malloc */
     pt_tensor *hn_stack[64] = {NULL};
-    pt_tensor **hn = 2 * L * D <= 64 ? hn_stack : calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
+    pt_tensor **hn =
+        2 * L * D <= 64 ? hn_stack : pti_calloc((size_t)(2 * L * D), sizeof(pt_tensor *));
     pt_tensor **cn = hn ? hn + L * D : NULL;
     if (!hn)
         st = pti_error(PT_ERR_OOM, "%s: out of memory", mode_name(c));
@@ -386,7 +387,7 @@ static pt_module *build(rnn_ctx *c)
         .extra_repr = rnn_extra_repr,
     };
     int64_t D = n_dirs(c), groups = c->num_layers * D;
-    c->params = calloc((size_t)(4 * groups), sizeof(pt_tensor *));
+    c->params = pti_calloc((size_t)(4 * groups), sizeof(pt_tensor *));
     if (!c->params) {
         rnn_ctx_free(c);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", def.type_name);
@@ -440,7 +441,7 @@ static pt_module *make_layers(pti_rnn_mode mode, const char *name, int64_t input
                               (int)o.nonlinearity);
     if (mode != PTI_RNN_TANH && o.nonlinearity != PT_RNN_TANH)
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_nn_%s: nonlinearity is only for RNN", name);
-    rnn_ctx *c = calloc(1, sizeof(*c));
+    rnn_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_%s: out of memory", name);
     *c = (rnn_ctx){mode == PTI_RNN_TANH && o.nonlinearity == PT_RNN_RELU ? PTI_RNN_RELU : mode,
@@ -479,7 +480,7 @@ static pt_module *make_cell(pti_rnn_mode mode, const char *name, int64_t input_s
                               "pt_nn_%s: input_size and hidden_size must be "
                               ">= 1, got %lld and %lld",
                               name, (long long)input_size, (long long)hidden_size);
-    rnn_ctx *c = calloc(1, sizeof(*c));
+    rnn_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_%s: out of memory", name);
     *c = (rnn_ctx){mode, true, input_size, hidden_size, 1, bias, false, false, 0.0, NULL};

@@ -28,14 +28,14 @@ static pt_status push_entry(state_list *l, const pt_module *owner, const char *p
 {
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 16;
-        state_entry *items = realloc(l->items, (size_t)cap * sizeof(*items));
+        state_entry *items = pti_realloc(l->items, (size_t)cap * sizeof(*items));
         if (!items)
             return pti_error(PT_ERR_OOM, "state_dict: out of memory");
         l->items = items;
         l->cap = cap;
     }
     size_t np = strlen(prefix), nn = strlen(name);
-    char *key = malloc(np + nn + 1);
+    char *key = pti_malloc(np + nn + 1);
     if (!key)
         return pti_error(PT_ERR_OOM, "state_dict: out of memory");
     memcpy(key, prefix, np);
@@ -173,9 +173,9 @@ static int match_keys(const pt_module *m, const state_list *l, const pt_value *s
                       pt_tensor **sources, bool *zero, pti_strbuf *b)
 {
     int problems = 0;
-    const char **missing = calloc((size_t)l->n + 1, sizeof(char *));
+    const char **missing = pti_calloc((size_t)l->n + 1, sizeof(char *));
     int64_t n_state = pt_value_len(state);
-    const char **unexpected = calloc((size_t)n_state + 1, sizeof(char *));
+    const char **unexpected = pti_calloc((size_t)n_state + 1, sizeof(char *));
     pti_strbuf mismatch = {0};
     if (!missing || !unexpected) {
         free(missing);
@@ -237,8 +237,8 @@ pt_status pt_nn_load_state_dict(pt_module *m, const pt_value *state, bool strict
     state_list l = {0};
     if (collect_state(m, &l) != PT_OK)
         return pt_last_status();
-    pt_tensor **sources = calloc((size_t)l.n + 1, sizeof(*sources));
-    bool *zero = calloc((size_t)l.n + 1, sizeof(*zero));
+    pt_tensor **sources = pti_calloc((size_t)l.n + 1, sizeof(*sources));
+    bool *zero = pti_calloc((size_t)l.n + 1, sizeof(*zero));
     if (!sources || !zero) {
         free(sources);
         free(zero);

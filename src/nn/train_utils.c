@@ -69,7 +69,7 @@ pt_progress *pt_progress_new_ex(const char *label, int64_t total_steps, int64_t 
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "pt_progress_new: samples_per_step must be >= 0, got %lld",
                               (long long)samples_per_step);
-    pt_progress *p = calloc(1, sizeof(*p));
+    pt_progress *p = pti_calloc(1, sizeof(*p));
     if (!p)
         return pti_error_null(PT_ERR_OOM, "pt_progress_new: out of memory");
     snprintf(p->label, sizeof(p->label), "%s", label ? label : "");

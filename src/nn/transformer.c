@@ -130,7 +130,7 @@ static pt_module *make_layer(const char *op, int64_t d_model, int64_t nhead,
     pt_transformer_layer_opts o = opts ? *opts : PT_TRANSFORMER_LAYER_DEFAULTS;
     if (check_layer_opts(op, d_model, nhead, &o) != PT_OK)
         return NULL;
-    layer_ctx *c = calloc(1, sizeof(*c));
+    layer_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     *c = (layer_ctx){.d_model = d_model, .nhead = nhead, .o = o, .decoder = decoder};
@@ -361,8 +361,8 @@ static pt_module *make_stack(const char *op, pt_module *layer, int num_layers, p
         pt_nn_free(norm);
         return NULL;
     }
-    pt_module **layers = calloc((size_t)num_layers, sizeof(*layers));
-    stack_ctx *c = calloc(1, sizeof(*c));
+    pt_module **layers = pti_calloc((size_t)num_layers, sizeof(*layers));
+    stack_ctx *c = pti_calloc(1, sizeof(*c));
     pt_module *m =
         c && layers ? pt_nn_module_new(decoder ? &dec_stack_def : &enc_stack_def, c) : NULL;
     if (!m) {
@@ -456,7 +456,7 @@ pt_module *pt_nn_transformer(int64_t d_model, int64_t nhead, int num_encoder_lay
     pt_transformer_layer_opts o = opts ? *opts : PT_TRANSFORMER_LAYER_DEFAULTS;
     if (check_layer_opts(op, d_model, nhead, &o) != PT_OK)
         return NULL;
-    layer_ctx *c = calloc(1, sizeof(*c));
+    layer_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     *c = (layer_ctx){.d_model = d_model, .nhead = nhead, .o = o};
@@ -557,7 +557,7 @@ static const pt_module_def pe_def = {
  * div = exp(2i * (-ln(10000) / d)), pe[pos, 2i] = sin(pos * div), pe[pos, 2i+1] = cos(...). */
 static pt_tensor *pe_table(int64_t max_len, int64_t d)
 {
-    float *buf = malloc((size_t)max_len * (size_t)d * sizeof(float));
+    float *buf = pti_malloc((size_t)max_len * (size_t)d * sizeof(float));
     if (!buf)
         return pti_error_null(PT_ERR_OOM, "pt_nn_positional_encoding: out of memory");
     float scale = (float)(-log(10000.0) / (double)d);
@@ -583,7 +583,7 @@ pt_module *pt_nn_positional_encoding(int64_t d_model, const pt_positional_encodi
                               "pt_nn_positional_encoding: d_model %lld and "
                               "max_len %lld must be positive and dropout %g in [0, 1]",
                               (long long)d_model, (long long)o.max_len, o.dropout);
-    pe_ctx *c = calloc(1, sizeof(*c));
+    pe_ctx *c = pti_calloc(1, sizeof(*c));
     if (!c)
         return pti_error_null(PT_ERR_OOM, "pt_nn_positional_encoding: out of memory");
     *c = (pe_ctx){d_model, o.max_len, o.dropout, o.batch_first};

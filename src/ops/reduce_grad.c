@@ -468,7 +468,7 @@ static pt_tensor *cumprod_grad_zeros(const pt_tensor *x, const pt_tensor *out, c
 static pt_tensor *cumprod_grad_twice(const pt_tensor *x, const pt_tensor *g, int64_t dim)
 {
     int64_t len = pt_size(x, dim);
-    pt_tensor **parts = calloc((size_t)len, sizeof *parts);
+    pt_tensor **parts = pti_calloc((size_t)len, sizeof *parts);
     if (!parts)
         return pti_error_null(PT_ERR_OOM, "cumprod backward: out of memory");
     for (int64_t i = 0; i < len; i++) {

@@ -17,7 +17,7 @@ static int collect_grads(const char *op, int n, pt_tensor *const *params, pt_ten
     *grads = NULL;
     if (n < 0 || (n > 0 && !params))
         return pti_error(PT_ERR_INVALID_ARG, "%s: bad parameter list (n = %d)", op, n), -1;
-    pt_tensor **gs = malloc(sizeof *gs * (size_t)(n > 0 ? n : 1));
+    pt_tensor **gs = pti_malloc(sizeof *gs * (size_t)(n > 0 ? n : 1));
     if (!gs)
         return pti_error(PT_ERR_OOM, "%s: out of memory", op), -1;
     int k = 0;
@@ -46,7 +46,7 @@ static void release_grads(int k, pt_tensor **gs)
 /* The total norm as a tensor in the grads' (promoted) dtype; NULL on error. Scoped by caller. */
 static pt_tensor *total_norm_of(int k, pt_tensor **gs, double p)
 {
-    pt_tensor **norms = malloc(sizeof *norms * (size_t)k);
+    pt_tensor **norms = pti_malloc(sizeof *norms * (size_t)k);
     if (!norms)
         return pti_error_null(PT_ERR_OOM, "pt_clip_grad_norm_: out of memory");
     pt_dtype dt = pt_dtype_of(gs[0]);

@@ -40,7 +40,7 @@ static int members(pt_module *m, int which, pt_tensor ***out)
 
 static pt_tensor **clone_all(int n, pt_tensor **src)
 {
-    pt_tensor **out = calloc((size_t)(n > 0 ? n : 1), sizeof *out);
+    pt_tensor **out = pti_calloc((size_t)(n > 0 ? n : 1), sizeof *out);
     if (!out)
         return pti_error_null(PT_ERR_OOM, "pt_ema_new: out of memory");
     pt_no_grad_begin();
@@ -65,7 +65,7 @@ pt_ema *pt_ema_new(pt_module *m, pt_ema_opts opts)
     if (!(opts.decay >= 0 && opts.decay <= 1))
         return pti_error_null(PT_ERR_INVALID_ARG, "pt_ema_new: decay must be in [0, 1], got %g",
                               opts.decay);
-    pt_ema *e = calloc(1, sizeof *e);
+    pt_ema *e = pti_calloc(1, sizeof *e);
     if (!e)
         return pti_error_null(PT_ERR_OOM, "pt_ema_new: out of memory");
     e->opts = opts;

@@ -42,7 +42,7 @@ pt_grad_scaler *pt_grad_scaler_new(pt_grad_scaler_opts o)
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "%s: growth_interval and init_scale must be > 0, got %lld and %g", op,
                               (long long)o.growth_interval, o.init_scale);
-    pt_grad_scaler *gs = calloc(1, sizeof *gs);
+    pt_grad_scaler *gs = pti_calloc(1, sizeof *gs);
     if (!gs)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     gs->opts = o;
@@ -65,7 +65,7 @@ static opt_state *state_of(pt_grad_scaler *gs, const pt_optim *o)
             return &gs->states[i];
     if (gs->n_states == gs->cap_states) {
         int cap = gs->cap_states ? gs->cap_states * 2 : 4;
-        opt_state *s = realloc(gs->states, sizeof *s * (size_t)cap);
+        opt_state *s = pti_realloc(gs->states, sizeof *s * (size_t)cap);
         if (!s)
             return pti_error_null(PT_ERR_OOM, "pt_grad_scaler: out of memory");
         gs->states = s;

@@ -104,7 +104,7 @@ static pt_status lbfgs_init(pt_optim *o, const void *opts, const pt_tensor *p, p
 
 static double *vec_new(int64_t n)
 {
-    return calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    return pti_calloc((size_t)(n > 0 ? n : 1), sizeof(double));
 }
 
 static double *vec_dup(const double *x, int64_t n)
@@ -351,11 +351,11 @@ static pt_status ensure_history(lbfgs_state *s, int cap)
         return pti_error(PT_ERR_INVALID_ARG, "pt_optim_step: LBFGS history_size changed "
                                              "after the first step");
     s->cap = cap;
-    s->old_dirs = calloc((size_t)cap, sizeof(double *));
-    s->old_stps = calloc((size_t)cap, sizeof(double *));
-    s->ro = calloc((size_t)cap, sizeof(double));
-    s->al = calloc((size_t)cap, sizeof(double));
-    s->al_set = calloc((size_t)cap, sizeof(bool));
+    s->old_dirs = pti_calloc((size_t)cap, sizeof(double *));
+    s->old_stps = pti_calloc((size_t)cap, sizeof(double *));
+    s->ro = pti_calloc((size_t)cap, sizeof(double));
+    s->al = pti_calloc((size_t)cap, sizeof(double));
+    s->al_set = pti_calloc((size_t)cap, sizeof(bool));
     if (!s->old_dirs || !s->old_stps || !s->ro || !s->al || !s->al_set)
         return pti_error(PT_ERR_OOM, "pt_optim_step: out of memory (LBFGS history)");
     return PT_OK;
@@ -444,7 +444,7 @@ static pt_status work_new(lbfgs_work *k, const pti_optim_group *g, int64_t n, bo
     if (wolfe) {
         k->w.g_new = vec_new(n), k->w.g_prev = vec_new(n);
         k->w.bg[0] = vec_new(n), k->w.bg[1] = vec_new(n);
-        k->x = calloc((size_t)g->n, sizeof(*k->x));
+        k->x = pti_calloc((size_t)g->n, sizeof(*k->x));
     }
     if (!k->flat_grad ||
         (wolfe && (!k->w.g_new || !k->w.g_prev || !k->w.bg[0] || !k->w.bg[1] || !k->x)))
@@ -857,7 +857,7 @@ static pt_optim *attach_state(pt_optim *o)
 {
     if (!o)
         return NULL;
-    lbfgs_state *s = calloc(1, sizeof(*s));
+    lbfgs_state *s = pti_calloc(1, sizeof(*s));
     if (!s) {
         pt_optim_free(o);
         return pti_error_null(PT_ERR_OOM, "pt_optim_lbfgs: out of memory");

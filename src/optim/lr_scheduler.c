@@ -50,7 +50,7 @@ pt_lr_scheduler *pti_sched_alloc(pti_sched_kind kind, const char *name, const ch
     int ng = pt_optim_num_groups(o);
     if (ng < 1)
         return pti_error_null(PT_ERR_INVALID_ARG, "%s: the optimizer has no parameter groups", op);
-    pt_lr_scheduler *s = calloc(1, sizeof *s);
+    pt_lr_scheduler *s = pti_calloc(1, sizeof *s);
     if (!s)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     s->kind = kind;
@@ -58,9 +58,9 @@ pt_lr_scheduler *pti_sched_alloc(pti_sched_kind kind, const char *name, const ch
     s->opt = o;
     s->ng = ng;
     s->last_epoch = -1;
-    s->base_lrs = calloc((size_t)ng, sizeof(double));
-    s->last_lr = calloc((size_t)ng, sizeof(double));
-    s->tmp = calloc((size_t)ng, sizeof(double));
+    s->base_lrs = pti_calloc((size_t)ng, sizeof(double));
+    s->last_lr = pti_calloc((size_t)ng, sizeof(double));
+    s->tmp = pti_calloc((size_t)ng, sizeof(double));
     if (!s->base_lrs || !s->last_lr || !s->tmp) {
         pt_lr_scheduler_free(s);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
@@ -445,7 +445,7 @@ pt_lr_scheduler *pt_lr_multistep_lr(pt_optim *o, int n, const int64_t *milestone
     pt_lr_scheduler *s = pti_sched_alloc(PTI_SCHED_MULTISTEP, "MultiStepLR", op, o);
     if (!s)
         return NULL;
-    s->milestones = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+    s->milestones = pti_malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
     if (!s->milestones) {
         pt_lr_scheduler_free(s);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);

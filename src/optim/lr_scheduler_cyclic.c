@@ -11,7 +11,7 @@
 /* Copies a per-group array (or fills with the scalar) into a new malloc'd array. */
 static double *group_values(const pt_lr_scheduler *s, const double *arr, double v)
 {
-    double *out = malloc(sizeof(double) * (size_t)s->ng);
+    double *out = pti_malloc(sizeof(double) * (size_t)s->ng);
     if (!out)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", s->name);
     for (int g = 0; g < s->ng; g++)
@@ -279,7 +279,7 @@ void pti_sched_free_children(pt_lr_scheduler *s)
 /* Takes ownership of the n schedulers into s->children (freeing them when that fails). */
 static pt_status adopt(pt_lr_scheduler *s, int n, pt_lr_scheduler **scheds)
 {
-    s->children = malloc(sizeof *s->children * (size_t)n);
+    s->children = pti_malloc(sizeof *s->children * (size_t)n);
     if (!s->children) {
         for (int i = 0; i < n; i++)
             pt_lr_scheduler_free(scheds[i]);
@@ -347,7 +347,7 @@ pt_lr_scheduler *pt_lr_sequential_lr(pt_optim *o, int n, pt_lr_scheduler **sched
     pt_lr_scheduler *s =
         st == PT_OK ? pti_sched_alloc(PTI_SCHED_SEQUENTIAL, "SequentialLR", op, o) : NULL;
     if (s && n > 1)
-        s->milestones = malloc(sizeof(int64_t) * (size_t)(n - 1));
+        s->milestones = pti_malloc(sizeof(int64_t) * (size_t)(n - 1));
     if (!s || (n > 1 && !s->milestones)) {
         if (s && !s->milestones)
             pti_error(PT_ERR_OOM, "%s: out of memory", op);

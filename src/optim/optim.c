@@ -79,15 +79,15 @@ static pt_status check_params(const pt_optim *o, const char *op, int n, pt_tenso
 /* Appends a group (options already validated). */
 static pt_status add_group(pt_optim *o, int n, pt_tensor *const *params, const void *opts)
 {
-    pti_optim_group *gs = realloc(o->groups, sizeof(*gs) * (size_t)(o->n_groups + 1));
+    pti_optim_group *gs = pti_realloc(o->groups, sizeof(*gs) * (size_t)(o->n_groups + 1));
     if (!gs)
         return pti_error(PT_ERR_OOM, "pt_optim: out of memory adding a parameter group");
     o->groups = gs;
     pti_optim_group *g = &gs[o->n_groups];
     memset(g, 0, sizeof(*g));
-    g->opts = malloc(o->def->opts_size);
-    g->params = calloc((size_t)n, sizeof(*g->params));
-    g->state = calloc((size_t)n, sizeof(*g->state));
+    g->opts = pti_malloc(o->def->opts_size);
+    g->params = pti_calloc((size_t)n, sizeof(*g->params));
+    g->state = pti_calloc((size_t)n, sizeof(*g->state));
     if (!g->opts || !g->params || !g->state) {
         free(g->opts);
         free(g->params);
@@ -116,11 +116,11 @@ pt_optim *pti_optim_new(const pti_optim_def *def, const char *op, int n, pt_tens
 {
     if (def->check_opts(op, opts) != PT_OK || check_params(NULL, op, n, params) != PT_OK)
         return NULL;
-    pt_optim *o = calloc(1, sizeof(*o));
+    pt_optim *o = pti_calloc(1, sizeof(*o));
     if (!o)
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
     o->def = def;
-    o->defaults = malloc(def->opts_size);
+    o->defaults = pti_malloc(def->opts_size);
     if (!o->defaults) {
         free(o);
         return pti_error_null(PT_ERR_OOM, "%s: out of memory", op);
@@ -312,12 +312,12 @@ pt_status pt_optim_get_option(const pt_optim *o, int group, const char *name, in
 
 static pt_status add_extra(pti_optim_group *g, const char *name, double v)
 {
-    pti_group_extra *es = realloc(g->extra, sizeof(*es) * (size_t)(g->n_extra + 1));
+    pti_group_extra *es = pti_realloc(g->extra, sizeof(*es) * (size_t)(g->n_extra + 1));
     if (!es)
         return pti_error(PT_ERR_OOM, "pt_optim_set_option: out of memory");
     g->extra = es;
     size_t len = strlen(name);
-    char *copy = malloc(len + 1);
+    char *copy = pti_malloc(len + 1);
     if (!copy)
         return pti_error(PT_ERR_OOM, "pt_optim_set_option: out of memory");
     memcpy(copy, name, len + 1);

@@ -311,12 +311,12 @@ static const pti_hparam *hparam_named(const pti_optim_def *def, const char *name
 static pt_status load_group_opts(const pt_optim *o, const pti_optim_group *g, const pt_value *sg,
                                  loaded_group *lg)
 {
-    lg->opts = malloc(o->def->opts_size);
+    lg->opts = pti_malloc(o->def->opts_size);
     if (!lg->opts)
         return pti_error(PT_ERR_OOM, "%s: out of memory", OP);
     memcpy(lg->opts, g->opts, o->def->opts_size);
     int64_t n = pt_value_len(sg);
-    lg->extra = calloc((size_t)(n > 0 ? n : 1), sizeof(*lg->extra));
+    lg->extra = pti_calloc((size_t)(n > 0 ? n : 1), sizeof(*lg->extra));
     if (!lg->extra)
         return pti_error(PT_ERR_OOM, "%s: out of memory", OP);
     for (int64_t k = 0; k < n; k++) {
@@ -334,7 +334,7 @@ static pt_status load_group_opts(const pt_optim *o, const pti_optim_group *g, co
         if (pt_value_as_float(v, &d) != PT_OK || pt_value_is(v, PT_VALUE_BOOL))
             continue; /* a non-numeric extra key: not kept */
         size_t len = strlen(key);
-        char *copy = malloc(len + 1);
+        char *copy = pti_malloc(len + 1);
         if (!copy)
             return pti_error(PT_ERR_OOM, "%s: out of memory", OP);
         memcpy(copy, key, len + 1);
@@ -456,7 +456,7 @@ static pt_status load_group_state(pt_optim *o, int g, const pt_value *sg, const 
                                   loaded_group *lg)
 {
     const pti_optim_group *grp = &o->groups[g];
-    lg->state = calloc((size_t)grp->n, sizeof(*lg->state));
+    lg->state = pti_calloc((size_t)grp->n, sizeof(*lg->state));
     if (!lg->state)
         return pti_error(PT_ERR_OOM, "%s: out of memory", OP);
     const pt_value *ids = find_str(sg, "params");
@@ -499,7 +499,7 @@ static void commit_groups(pt_optim *o, loaded_group *lgs)
                 e->is_int = lg->extra[k].is_int;
                 continue;
             }
-            pti_group_extra *es = realloc(grp->extra, sizeof(*es) * (size_t)(grp->n_extra + 1));
+            pti_group_extra *es = pti_realloc(grp->extra, sizeof(*es) * (size_t)(grp->n_extra + 1));
             if (!es)
                 continue; /* out of memory: the key is dropped, nothing else is affected */
             grp->extra = es;
@@ -520,7 +520,7 @@ pt_status pt_optim_load_state_dict(pt_optim *o, const pt_value *sd)
     pt_status st = check_layout(o, sd, &state, &groups);
     if (st != PT_OK)
         return st;
-    loaded_group *lgs = calloc(o->n_groups > 0 ? (size_t)o->n_groups : 1, sizeof(*lgs));
+    loaded_group *lgs = pti_calloc(o->n_groups > 0 ? (size_t)o->n_groups : 1, sizeof(*lgs));
     if (!lgs)
         return pti_error(PT_ERR_OOM, "%s: out of memory", OP);
     for (int g = 0; g < o->n_groups && st == PT_OK; g++) {

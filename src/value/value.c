@@ -374,7 +374,7 @@ bool pti_value_grow(void **arr, int64_t *cap, int64_t need, size_t elem)
                   (long long)ncap);
         return false;
     }
-    void *p = realloc(*arr, (size_t)ncap * elem);
+    void *p = pti_realloc(*arr, (size_t)ncap * elem);
     if (!p) {
         pti_error(PT_ERR_OOM, "pt_value: out of memory growing a container to %lld items",
                   (long long)ncap);

@@ -199,7 +199,7 @@ static void cuda_free(void *p_ctx, void *p, size_t nbytes)
     pti_cuda_block_stack *s = &dc->classes[cls];
     if (s->count == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
-        void **grown = realloc(s->ptrs, (size_t)cap * sizeof *grown);
+        void **grown = pti_realloc(s->ptrs, (size_t)cap * sizeof *grown);
         if (grown) {
             s->ptrs = grown;
             s->cap = cap;

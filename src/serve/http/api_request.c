@@ -116,7 +116,7 @@ static pt_status set_stop(pti_api_opts *o, const char *what, const cJSON *v)
     int k = 0;
     cJSON_ArrayForEach(e, v)
     {
-        list[k] = strdup(e->valuestring);
+        list[k] = pti_strdup(e->valuestring);
         if (!list[k]) {
             for (int i = 0; i < k; i++)
                 free(list[i]);
@@ -527,7 +527,7 @@ static cJSON *normalise_tool_calls(const cJSON *calls, int msg)
 
 static char *lower_dup(const char *s)
 {
-    char *d = strdup(s);
+    char *d = pti_strdup(s);
     for (char *p = d; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return d;
@@ -597,9 +597,9 @@ cJSON *pti_api_chat_messages(const cJSON *messages, bool *has_images)
 static char *openai_content(const cJSON *content, int i, bool *has_images)
 {
     if (!content || cJSON_IsNull(content))
-        return strdup("");
+        return pti_strdup("");
     if (cJSON_IsString(content))
-        return strdup(content->valuestring);
+        return pti_strdup(content->valuestring);
     if (!cJSON_IsArray(content))
         return pti_error_null(PT_ERR_INVALID_ARG,
                               "messages[%d].content must be a string or an array of parts", i);

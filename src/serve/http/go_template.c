@@ -34,7 +34,7 @@ void *gt_arena_alloc(gt_arena *a, size_t n)
     gt_arena_blk *b = a->head;
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 16384 ? n : 16384;
-        b = calloc(1, sizeof *b + cap);
+        b = pti_calloc(1, sizeof *b + cap);
         if (!b)
             return NULL;
         b->cap = cap;
@@ -513,7 +513,7 @@ static bool declare_var(parser *p, const char *name)
 {
     if (p->nvars == p->capvars) {
         int cap = p->capvars ? p->capvars * 2 : 16;
-        const char **v = realloc(p->vars, sizeof *v * (size_t)cap);
+        const char **v = pti_realloc(p->vars, sizeof *v * (size_t)cap);
         if (!v)
             return fail(p, PT_ERR_OOM, "out of memory");
         p->vars = v;
@@ -969,7 +969,7 @@ pti_gotmpl *pti_gotmpl_parse(const char *text, size_t len)
 {
     if (!text && len)
         return pti_error_null(PT_ERR_NULL, "pti_gotmpl_parse: text is NULL");
-    pti_gotmpl *t = calloc(1, sizeof *t);
+    pti_gotmpl *t = pti_calloc(1, sizeof *t);
     if (!t)
         return pti_error_null(PT_ERR_OOM, "template: out of memory");
     /* text nodes point into the source: keep a copy with the tree */

@@ -424,7 +424,7 @@ static void put_json_object(pti_strbuf *b, const cJSON *obj)
     size_t k = 0;
     for (const cJSON *c = obj->child; c; c = c->next)
         k++;
-    const cJSON **m = malloc(sizeof *m * (k ? k : 1));
+    const cJSON **m = pti_malloc(sizeof *m * (k ? k : 1));
     if (!m) {
         b->oom = true;
         return;
@@ -505,7 +505,7 @@ static void put_value(pti_strbuf *b, val v, bool top)
         size_t k = 0;
         for (const cJSON *c = v.j->child; c; c = c->next)
             k++;
-        const cJSON **m = malloc(sizeof *m * (k ? k : 1));
+        const cJSON **m = pti_malloc(sizeof *m * (k ? k : 1));
         if (!m) {
             b->oom = true;
             break;
@@ -576,7 +576,7 @@ static bool push_var(ex *e, const char *name, val v)
 {
     if (e->nvars == e->capvars) {
         int cap = e->capvars ? e->capvars * 2 : 16;
-        var *nv = realloc(e->vars, sizeof *nv * (size_t)cap);
+        var *nv = pti_realloc(e->vars, sizeof *nv * (size_t)cap);
         if (!nv)
             return oom(e);
         e->vars = nv;

@@ -722,7 +722,7 @@ static void summarise(pti_json_matcher *m)
 
 pti_json_matcher *pti_json_matcher_new(const cJSON *schema)
 {
-    pti_json_matcher *m = calloc(1, sizeof *m);
+    pti_json_matcher *m = pti_calloc(1, sizeof *m);
     if (!m) {
         return pti_error_null(PT_ERR_OOM, "json constraint: out of memory");
     }

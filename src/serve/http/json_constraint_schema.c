@@ -102,7 +102,7 @@ static int32_t new_node(ctx *c)
     }
     if (s->n_nodes == s->cap_nodes) {
         int32_t cap = s->cap_nodes ? s->cap_nodes * 2 : 16;
-        jc_node *n = realloc(s->nodes, (size_t)cap * sizeof *n);
+        jc_node *n = pti_realloc(s->nodes, (size_t)cap * sizeof *n);
         if (!n) {
             pti_error(PT_ERR_OOM, "json schema: out of memory");
             return -1;
@@ -140,7 +140,7 @@ static bool lit_from_value(ctx *c, const cJSON *v, jc_lit *out)
         cJSON_free(p);
         return false;
     }
-    out->text = malloc(len + 1);
+    out->text = pti_malloc(len + 1);
     if (!out->text) {
         cJSON_free(p);
         pti_error(PT_ERR_OOM, "json schema: out of memory");
@@ -275,7 +275,7 @@ static bool compile_enum(ctx *c, int32_t idx, const cJSON *en, const cJSON *cn, 
                     "json schema: 'enum' at %s has more than %d values (not supported)", where(c),
                     JC_MAX_LITS);
     }
-    jc_lit *lits = calloc((size_t)n, sizeof *lits);
+    jc_lit *lits = pti_calloc((size_t)n, sizeof *lits);
     if (!lits) {
         return fail(PT_ERR_OOM, "json schema: out of memory");
     }
@@ -341,7 +341,7 @@ static bool compile_properties(ctx *c, int32_t idx, const cJSON *props, const cJ
                         r->valuestring, where(c));
         }
     }
-    jc_prop *p = calloc(n ? (size_t)n : 1, sizeof *p);
+    jc_prop *p = pti_calloc(n ? (size_t)n : 1, sizeof *p);
     if (!p) {
         return fail(PT_ERR_OOM, "json schema: out of memory");
     }
@@ -516,7 +516,7 @@ static int32_t compile_ref(ctx *c, const cJSON *target)
     }
     if (c->n_memo == c->cap_memo) {
         int cap = c->cap_memo ? c->cap_memo * 2 : 8;
-        ref_memo *m = realloc(c->memo, (size_t)cap * sizeof *m);
+        ref_memo *m = pti_realloc(c->memo, (size_t)cap * sizeof *m);
         if (!m) {
             pti_error(PT_ERR_OOM, "json schema: out of memory");
             return -1;
@@ -558,7 +558,7 @@ static int32_t compile_union(ctx *c, const cJSON *j, const char *kw)
     if (idx < 0) {
         return -1;
     }
-    int32_t *a = calloc((size_t)n, sizeof *a);
+    int32_t *a = pti_calloc((size_t)n, sizeof *a);
     if (!a) {
         pti_error(PT_ERR_OOM, "json schema: out of memory");
         return -1;
@@ -741,7 +741,7 @@ static void collect_alts(const jc_schema *s, int32_t u, uint8_t *seen, int32_t *
 /* Replaces each union's alternatives by the non-union nodes they reach. */
 static bool flatten_unions(jc_schema *s)
 {
-    uint8_t *seen = malloc((size_t)s->n_nodes);
+    uint8_t *seen = pti_malloc((size_t)s->n_nodes);
     if (!seen) {
         return fail(PT_ERR_OOM, "json schema: out of memory");
     }
@@ -764,7 +764,7 @@ static bool flatten_unions(jc_schema *s)
                       "nested ones are expanded (not supported)",
                       PTI_JSON_MAX_ALTS);
         } else {
-            int32_t *a = realloc(nd->alts, (size_t)n * sizeof *a);
+            int32_t *a = pti_realloc(nd->alts, (size_t)n * sizeof *a);
             if (!a) {
                 ok = fail(PT_ERR_OOM, "json schema: out of memory");
                 break;
@@ -812,7 +812,7 @@ static bool producible(const jc_schema *s, const uint8_t *prod, int32_t i)
 
 static bool check_satisfiable(const jc_schema *s)
 {
-    uint8_t *prod = calloc((size_t)s->n_nodes, 1);
+    uint8_t *prod = pti_calloc((size_t)s->n_nodes, 1);
     if (!prod) {
         return fail(PT_ERR_OOM, "json schema: out of memory");
     }
@@ -840,7 +840,7 @@ static bool check_satisfiable(const jc_schema *s)
 
 jc_schema *jc_schema_compile(const cJSON *schema)
 {
-    jc_schema *s = calloc(1, sizeof *s);
+    jc_schema *s = pti_calloc(1, sizeof *s);
     if (!s) {
         return pti_error_null(PT_ERR_OOM, "json schema: out of memory");
     }

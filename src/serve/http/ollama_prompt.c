@@ -437,7 +437,7 @@ typedef struct collated {
 static bool append_text(char **dst, const char *sep, const char *s)
 {
     size_t a = *dst ? strlen(*dst) : 0, b = strlen(sep), c = strlen(s);
-    char *n = realloc(*dst, a + b + c + 1);
+    char *n = pti_realloc(*dst, a + b + c + 1);
     if (!n)
         return false;
     memcpy(n + a, sep, b);
@@ -452,7 +452,7 @@ static bool append_text(char **dst, const char *sep, const char *s)
 static bool collate(const cJSON *messages, const char *default_system, collated *out)
 {
     out->messages = cJSON_CreateArray();
-    out->system = calloc(1, 1);
+    out->system = pti_calloc(1, 1);
     if (!out->messages || !out->system)
         return false;
     const cJSON *first = cJSON_IsArray(messages) ? messages->child : NULL;

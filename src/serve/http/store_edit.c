@@ -156,7 +156,7 @@ static void set_add(digest_set *s, const char *d)
         return;
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 32;
-        void *grown = realloc(s->d, (size_t)cap * sizeof *s->d);
+        void *grown = pti_realloc(s->d, (size_t)cap * sizeof *s->d);
         if (!grown)
             return;
         s->d = grown;

@@ -42,7 +42,7 @@ static void strbuf_printf(strbuf *sb, const char *fmt, ...)
         return;
     if (sb->len + (size_t)need + 1 > sb->cap) {
         size_t cap = (sb->len + (size_t)need + 1) * 2;
-        char *grown = realloc(sb->data, cap);
+        char *grown = pti_realloc(sb->data, cap);
         if (!grown)
             return;
         sb->data = grown;
@@ -310,12 +310,12 @@ static int list_dir(const char *dir, bool want_dir, char ***out)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            char **grown = realloc(*out, (size_t)cap * sizeof **out);
+            char **grown = pti_realloc(*out, (size_t)cap * sizeof **out);
             if (!grown)
                 break;
             *out = grown;
         }
-        (*out)[n] = strdup(e->d_name);
+        (*out)[n] = pti_strdup(e->d_name);
         if ((*out)[n])
             n++;
     }
@@ -957,7 +957,7 @@ static bool read_show_layers(const char *root, const cJSON *man, show_parts *p)
         }
     }
     if (license.len)
-        p->license = strdup(license.data);
+        p->license = pti_strdup(license.data);
     strbuf_free(&license);
     return ok;
 }
@@ -1041,7 +1041,7 @@ cJSON *pti_store_show(const char *root, const char *name, bool verbose, int *sta
         if (!p.template_) {
             const char *tmpl = gguf_str(g, "tokenizer.chat_template");
             jinja = tmpl != NULL;
-            p.template_ = strdup(tmpl ? tmpl : "{{ .Prompt }}");
+            p.template_ = pti_strdup(tmpl ? tmpl : "{{ .Prompt }}");
         }
         r = show_json(&p, g, &facts, manifest_details(root, man), &st, jinja, verbose);
         *status = PTI_STORE_OK;
@@ -1066,7 +1066,7 @@ cJSON *pti_store_show_file(const char *path, const char *shown, bool verbose, in
     facts_from_gguf(g, &facts);
     show_parts p = {0};
     const char *tmpl = gguf_str(g, "tokenizer.chat_template");
-    p.template_ = tmpl ? strdup(tmpl) : NULL;
+    p.template_ = tmpl ? pti_strdup(tmpl) : NULL;
     /* no TEMPLATE line: the chat template is Jinja, not a Go template a Modelfile could hold */
     char *abs = realpath(path, NULL);
     modelfile_header(&p.modelfile, shown, abs ? abs : path);

@@ -239,7 +239,7 @@ static bool render_llama3_tools(const pti_chat_template *t, const pti_chat_messa
                                              "must be a plain message to carry the tools"),
                false;
     /* the same conversation without that message: the difference is its turn */
-    pti_chat_message *rest = malloc(sizeof *rest * n);
+    pti_chat_message *rest = pti_malloc(sizeof *rest * n);
     if (!rest)
         return pti_error(PT_ERR_OOM, "tools: out of memory"), false;
     size_t k = 0;
@@ -511,11 +511,11 @@ pti_tool_parser *pti_tool_parser_new(const char *open_tag, const char *close_tag
 {
     if (!open_tag || !open_tag[0])
         return pti_error_null(PT_ERR_INVALID_ARG, "tool parser: the open tag is empty");
-    pti_tool_parser *p = calloc(1, sizeof *p);
+    pti_tool_parser *p = pti_calloc(1, sizeof *p);
     if (!p)
         return pti_error_null(PT_ERR_OOM, "tool parser: out of memory");
-    p->open = strdup(open_tag);
-    p->close = strdup(close_tag ? close_tag : "");
+    p->open = pti_strdup(open_tag);
+    p->close = pti_strdup(close_tag ? close_tag : "");
     if (!p->open || !p->close) {
         pti_tool_parser_free(p);
         return pti_error_null(PT_ERR_OOM, "tool parser: out of memory");

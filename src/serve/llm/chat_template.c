@@ -731,7 +731,7 @@ char *pti_chat_render(const pti_chat_template *t, const pti_chat_message *msgs, 
 
 static char *dup_n(const char *s, size_t n)
 {
-    char *d = malloc(n + 1);
+    char *d = pti_malloc(n + 1);
     if (d) {
         memcpy(d, s, n);
         d[n] = '\0';
@@ -770,7 +770,7 @@ static char *chatml_default_system(sv tpl)
 
 static pti_chat_template *tmpl_alloc(pti_chat_family f)
 {
-    pti_chat_template *t = calloc(1, sizeof *t);
+    pti_chat_template *t = pti_calloc(1, sizeof *t);
     if (!t)
         return pti_error_null(PT_ERR_OOM, "pti_chat_template: out of memory");
     t->family = f;

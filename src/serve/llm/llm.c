@@ -186,6 +186,11 @@ static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32
         return NULL;
     }
     llm->name = name_of(g, model);
+    if (!llm->name) { /* checked at once: the tokenizer's optional-key reads clear the error */
+        pt_gguf_close(g);
+        pt_llm_free(llm);
+        return NULL;
+    }
     llm->tok = pti_tokenizer_from_gguf(g);
     llm->tmpl = llm->tok ? pti_chat_template_from_gguf(g) : NULL;
     llm->m = llm->tmpl ? pti_llm_model_from_gguf(g) : (pt_gguf_close(g), NULL);
@@ -202,7 +207,7 @@ static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32
         pti_kv_cache_new(llm->m, n_slots, llm->num_ctx, o.kv_f32 ? PT_FLOAT32 : PT_FLOAT16);
     llm->cache_ids = pti_malloc((size_t)llm->num_ctx * sizeof *llm->cache_ids);
     llm->logits = pti_malloc((size_t)hp->n_vocab * sizeof *llm->logits);
-    if (!llm->cache || !llm->cache_ids || !llm->logits || !llm->name) {
+    if (!llm->cache || !llm->cache_ids || !llm->logits) {
         pt_llm_free(llm);
         return NULL;
     }
@@ -351,7 +356,7 @@ static char *detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
         }
         if (used + (size_t)k + 1 > size) {
             size_t want = (used + (size_t)k + 1) * 2;
-            char *grown = realloc(out, want);
+            char *grown = pti_realloc(out, want);
             if (!grown) {
                 pti_error(PT_ERR_OOM, "%s: out of memory", fn);
                 free(out);
@@ -369,7 +374,7 @@ static char *detokenize(const pt_llm *llm, const int32_t *ids, int64_t n, bool s
         out[used] = '\0';
     }
     if (out == NULL && piece && n == 0)
-        out = calloc(1, 1);
+        out = pti_calloc(1, 1);
     if (!piece)
         pti_error(PT_ERR_OOM, "%s: out of memory", fn);
     free(piece);

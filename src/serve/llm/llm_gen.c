@@ -64,7 +64,7 @@ static void stopper_compact(pti_stopper *s)
 static bool stopper_append(pti_stopper *s, const char *text, size_t len)
 {
     if (s->n_pend + len > s->cap) { /* only with an unexpectedly long piece */
-        char *grown = realloc(s->pend, s->n_pend + len);
+        char *grown = pti_realloc(s->pend, s->n_pend + len);
         if (!grown) {
             pti_error(PT_ERR_OOM, "pt_llm: out of memory holding generated text");
             return false;

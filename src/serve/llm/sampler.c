@@ -83,17 +83,17 @@ pti_sampler *pti_sampler_new(const pti_sampler_opts *opts, int32_t n_vocab)
                               "repeat_penalty %g must be > 0, repeat_last_n %d must be >= 0; "
                               "resolve -1 to num_ctx)",
                               (double)o.repeat_penalty, (int)o.repeat_last_n);
-    pti_sampler *s = calloc(1, sizeof *s);
+    pti_sampler *s = pti_calloc(1, sizeof *s);
     if (!s)
         return pti_error_null(PT_ERR_OOM, "pti_sampler_new: out of memory");
     s->o = o;
     s->n_vocab = n_vocab;
     size_t n = (size_t)n_vocab;
-    s->count = calloc(n, sizeof *s->count);
-    s->work = malloc(n * sizeof *s->work);
-    s->cand = malloc(n * sizeof *s->cand);
-    s->buf = malloc(n * sizeof *s->buf);
-    s->ring = o.repeat_last_n > 0 ? malloc((size_t)o.repeat_last_n * sizeof *s->ring) : NULL;
+    s->count = pti_calloc(n, sizeof *s->count);
+    s->work = pti_malloc(n * sizeof *s->work);
+    s->cand = pti_malloc(n * sizeof *s->cand);
+    s->buf = pti_malloc(n * sizeof *s->buf);
+    s->ring = o.repeat_last_n > 0 ? pti_malloc((size_t)o.repeat_last_n * sizeof *s->ring) : NULL;
     if (!s->count || !s->work || !s->cand || !s->buf || (o.repeat_last_n > 0 && !s->ring)) {
         pti_sampler_free(s);
         return pti_error_null(PT_ERR_OOM, "pti_sampler_new: out of memory for n_vocab %d",

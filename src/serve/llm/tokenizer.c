@@ -98,7 +98,7 @@ static bool strtab_build(pti_strtab *st, const pt_gguf *g, int64_t key, bool kee
         cap <<= 1;
     }
     st->mask = cap - 1;
-    st->slots = calloc(cap, sizeof(uint32_t));
+    st->slots = pti_calloc(cap, sizeof(uint32_t));
     if (!st->pool || !st->slots) {
         if (!st->slots) {
             pti_error(PT_ERR_OOM, "tokenizer: out of memory");
@@ -297,7 +297,7 @@ static bool add_eog(pti_tokenizer *t, int32_t id)
             return true;
         }
     }
-    int32_t *e = realloc(t->eog, sizeof(int32_t) * (size_t)(t->n_eog + 1));
+    int32_t *e = pti_realloc(t->eog, sizeof(int32_t) * (size_t)(t->n_eog + 1));
     if (!e) {
         pti_error(PT_ERR_OOM, "tokenizer: out of memory");
         return false;
@@ -571,7 +571,7 @@ static bool build_pieces(pti_tokenizer *t)
         return false;
     }
     size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
+    char *buf = pti_malloc(cap);
     for (int32_t id = 0; buf && id < t->n_vocab; id++) {
         size_t len = t->vocab.len[id];
         size_t need = n + len * (len + 24) + 16; /* worst case: every char an unknown byte */
@@ -579,7 +579,7 @@ static bool build_pieces(pti_tokenizer *t)
             while (cap < need) {
                 cap *= 2;
             }
-            char *nb = realloc(buf, cap);
+            char *nb = pti_realloc(buf, cap);
             if (!nb) {
                 free(buf);
                 buf = NULL;
@@ -600,7 +600,7 @@ static bool build_pieces(pti_tokenizer *t)
     }
     t->piece_off[t->n_vocab] = n;
     t->pieces = buf;
-    char *shrunk = realloc(t->pieces, n + 1); /* a failed shrink keeps the larger block */
+    char *shrunk = pti_realloc(t->pieces, n + 1); /* a failed shrink keeps the larger block */
     if (shrunk)
         t->pieces = shrunk;
     return true;
@@ -619,7 +619,7 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
     if (!model) {
         return pti_error_null(PT_ERR_FORMAT, "%s: tokenizer: no string tokenizer.ggml.model", name);
     }
-    pti_tokenizer *t = calloc(1, sizeof *t);
+    pti_tokenizer *t = pti_calloc(1, sizeof *t);
     if (!t) {
         return pti_error_null(PT_ERR_OOM, "tokenizer: out of memory");
     }
@@ -659,8 +659,8 @@ pti_tokenizer *pti_tokenizer_from_gguf(const pt_gguf *g)
         return NULL;
     }
     t->n_vocab = (int32_t)t->vocab.n;
-    t->scores = calloc((size_t)t->n_vocab + 1, sizeof(float));
-    t->attr = calloc((size_t)t->n_vocab + 1, 1);
+    t->scores = pti_calloc((size_t)t->n_vocab + 1, sizeof(float));
+    t->attr = pti_calloc((size_t)t->n_vocab + 1, 1);
     if (!t->scores || !t->attr) {
         pti_tokenizer_free(t);
         return pti_error_null(PT_ERR_OOM, "tokenizer: out of memory");
@@ -805,7 +805,7 @@ static bool partition(const pti_tokenizer *t, const char *text, size_t len, bool
                 (parse_special || !(t->attr[id] & (PTI_ATTR_CONTROL | PTI_ATTR_UNKNOWN)))) {
                 if (n_occ == cap_occ) {
                     cap_occ = cap_occ ? cap_occ * 2 : 64;
-                    occ *o = realloc(occs, cap_occ * sizeof(occ));
+                    occ *o = pti_realloc(occs, cap_occ * sizeof(occ));
                     if (!o) {
                         free(occs);
                         pti_error(PT_ERR_OOM, "pti_tokenize: out of memory");
@@ -990,7 +990,7 @@ int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool 
         return -1;
     }
     pti_tok_out o = {out, cap, 0};
-    int32_t *claim = malloc(sizeof(int32_t) * (len + 1));
+    int32_t *claim = pti_malloc(sizeof(int32_t) * (len + 1));
     if (!claim) {
         pti_error(PT_ERR_OOM, "pti_tokenize: out of memory");
         return -1;
@@ -1005,9 +1005,9 @@ int64_t pti_tokenize(const pti_tokenizer *t, const char *text, size_t len, bool 
     pti_merge *heap = NULL;
     if (t->kind == PTI_TOK_SPM) {
         /* worst case: every byte a space (3 bytes as U+2581) plus the prefix */
-        esc = malloc(3 * len + 4);
-        sym = malloc(sizeof(spm_sym) * (3 * len + 4));
-        heap = malloc(sizeof(pti_merge) * (9 * len + 12));
+        esc = pti_malloc(3 * len + 4);
+        sym = pti_malloc(sizeof(spm_sym) * (3 * len + 4));
+        heap = pti_malloc(sizeof(pti_merge) * (9 * len + 12));
         if (!esc || !sym || !heap) {
             pti_error(PT_ERR_OOM, "pti_tokenize: out of memory");
             ok = false;

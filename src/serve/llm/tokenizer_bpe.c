@@ -459,10 +459,11 @@ bool pti_bpe_tokenize(const pti_tokenizer *t, const char *text, size_t len, pti_
     }
     /* re-encoded text: each input byte gives at most 3 bytes (a bad byte becomes U+FFFD) */
     size_t cap = 3 * len + 4;
-    char *norm = malloc(cap), *rx = malloc(cap);
-    span *a = malloc(sizeof(span) * cap), *b = malloc(sizeof(span) * cap);
-    bpe_scratch sc = {malloc(2 * cap + 8), malloc(4 * cap + 16), malloc(sizeof(bpe_sym) * cap),
-                      malloc(sizeof(pti_merge) * (3 * cap + 8))};
+    char *norm = pti_malloc(cap), *rx = pti_malloc(cap);
+    span *a = pti_malloc(sizeof(span) * cap), *b = pti_malloc(sizeof(span) * cap);
+    bpe_scratch sc = {pti_malloc(2 * cap + 8), pti_malloc(4 * cap + 16),
+                      pti_malloc(sizeof(bpe_sym) * cap),
+                      pti_malloc(sizeof(pti_merge) * (3 * cap + 8))};
     pcre2_match_data *md = pcre2_match_data_create(16, NULL);
     bool ok = norm && rx && a && b && sc.word && sc.key && sc.sym && sc.heap && md;
     if (!ok) {
