@@ -120,7 +120,7 @@ static pt_status cuda_context_create(int index, void **out)
     if (index < 0 || index >= cuda_device_count())
         return pt_backend_error(PT_ERR_DEVICE, "cuda: no device cuda:%d (%d found)", index,
                                 cuda_device_count());
-    pti_cuda_ctx *ctx = calloc(1, sizeof *ctx);
+    pti_cuda_ctx *ctx = pti_calloc(1, sizeof *ctx);
     if (!ctx)
         return pt_backend_error(PT_ERR_OOM, "cuda: no host memory for the context of cuda:%d",
                                 index);

@@ -154,7 +154,7 @@ ps_model *ps_api_load(ps_request *r, bool openai, const char *name, const cJSON 
 
 ps_gen *ps_gen_new(ps_request *r, const ps_gen_style *style, const char *model, ps_model *m)
 {
-    ps_gen *g = calloc(1, sizeof *g);
+    ps_gen *g = pti_calloc(1, sizeof *g);
     if (!g)
         return NULL;
     g->style = style;
@@ -194,7 +194,7 @@ static bool append(char **buf, size_t *n, size_t *cap, const char *s, size_t len
 {
     if (*n + len + 1 > *cap) {
         size_t want = (*n + len + 1) * 2;
-        char *q = realloc(*buf, want);
+        char *q = pti_realloc(*buf, want);
         if (!q)
             return false;
         *buf = q;
@@ -329,7 +329,7 @@ static void on_done(void *user, pt_status st, const char *msg, const pt_gen_stat
     if (st != PT_OK)
         snprintf(g->msg, sizeof g->msg, "%s", msg ? msg : "generation failed");
     if (embedding && n_embd > 0) {
-        g->embedding = malloc((size_t)n_embd * sizeof *g->embedding);
+        g->embedding = pti_malloc((size_t)n_embd * sizeof *g->embedding);
         if (g->embedding) {
             memcpy(g->embedding, embedding, (size_t)n_embd * sizeof *embedding);
             g->n_embd = n_embd;
@@ -594,7 +594,7 @@ static bool embed_alloc(ps_embed_vecs *out, int count, int dim, int *status, cha
 {
     size_t n = (size_t)count * (size_t)dim;
     out->v = dim > 0 && n / (size_t)dim == (size_t)count && n <= SIZE_MAX / sizeof(float)
-                 ? malloc((n ? n : 1) * sizeof(float))
+                 ? pti_malloc((n ? n : 1) * sizeof(float))
                  : NULL;
     out->count = count;
     out->dim = dim;
@@ -673,9 +673,9 @@ bool ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *i
     pti_engine *e = ps_model_engine(m);
     int count = cJSON_IsString(inputs) ? 1 : cJSON_GetArraySize(inputs);
     int win = embed_window(r, count > 0 ? count : 1);
-    int32_t **ids = calloc((size_t)(count > 0 ? count : 1), sizeof *ids);
-    int32_t *n_ids = calloc((size_t)(count > 0 ? count : 1), sizeof *n_ids);
-    ps_gen **ring = calloc((size_t)win, sizeof *ring); /* input i lives in ring[i % win] */
+    int32_t **ids = pti_calloc((size_t)(count > 0 ? count : 1), sizeof *ids);
+    int32_t *n_ids = pti_calloc((size_t)(count > 0 ? count : 1), sizeof *n_ids);
+    ps_gen **ring = pti_calloc((size_t)win, sizeof *ring); /* input i lives in ring[i % win] */
     int status = 500, submitted = 0, finished = 0;
     char err[512] = "out of memory";
     *prompt_tokens = 0;

@@ -73,7 +73,7 @@ static size_t put_base64(char *out, const float *v, int n)
 
 cJSON *ps_api_embed_vector_json(const float *v, int n)
 {
-    char *text = malloc((size_t)n * FLOAT_TEXT_MAX + 3);
+    char *text = pti_malloc((size_t)n * FLOAT_TEXT_MAX + 3);
     if (!text)
         return NULL;
     text[put_float_array(text, v, n)] = '\0';
@@ -170,7 +170,7 @@ static char *head_text(cJSON *before, const char *key)
 {
     char *t = print_object(before);
     size_t n = t ? strlen(t) : 0;
-    char *out = t ? malloc(n + strlen(key) + 8) : NULL;
+    char *out = t ? pti_malloc(n + strlen(key) + 8) : NULL;
     if (out) /* "{...}" -> "{...,"key":[" ; "{}" -> "{"key":[" */
         sprintf(out, "%.*s%s\"%s\":[", (int)(n - 1), t, n > 2 ? "," : "", key);
     free(t);
@@ -182,7 +182,7 @@ static char *tail_text(cJSON *after)
 {
     char *t = print_object(after);
     size_t n = t ? strlen(t) : 0;
-    char *out = t ? malloc(n + 4) : NULL;
+    char *out = t ? pti_malloc(n + 4) : NULL;
     if (out)
         sprintf(out, "]%s%s", n > 2 ? "," : "", t + 1);
     free(t);
@@ -192,13 +192,13 @@ static char *tail_text(cJSON *after)
 void ps_api_reply_embeddings(ps_request *r, ps_embed_vecs *vecs, ps_embed_form form, cJSON *before,
                              const char *key, cJSON *after)
 {
-    embed_reply *e = calloc(1, sizeof *e);
+    embed_reply *e = pti_calloc(1, sizeof *e);
     if (e) {
         e->vecs = *vecs;
         e->form = form;
         e->head = head_text(before, key);
         e->tail = tail_text(after);
-        e->piece = e->head && e->tail ? malloc(piece_cap(e)) : NULL;
+        e->piece = e->head && e->tail ? pti_malloc(piece_cap(e)) : NULL;
     } else {
         free(vecs->v);
         cJSON_Delete(before);

@@ -31,14 +31,14 @@ static void add_metrics(cJSON *o, const ps_gen *g)
     cJSON_AddStringToObject(o, "done_reason", g->done_reason);
     if (g->want_context) {
         size_t n_prompt = strlen(g->prompt_text ? g->prompt_text : "");
-        char *all = malloc(n_prompt + g->n_text + 1);
+        char *all = pti_malloc(n_prompt + g->n_text + 1);
         if (all) {
             memcpy(all, g->prompt_text ? g->prompt_text : "", n_prompt);
             memcpy(all + n_prompt, g->text ? g->text : "", g->n_text);
             all[n_prompt + g->n_text] = '\0';
             const pt_llm *llm = pti_engine_llm(g->eng);
             int64_t n = pt_llm_tokenize(llm, all, strlen(all), true, true, NULL, 0);
-            int32_t *ids = n > 0 ? malloc((size_t)n * sizeof *ids) : NULL;
+            int32_t *ids = n > 0 ? pti_malloc((size_t)n * sizeof *ids) : NULL;
             if (ids && pt_llm_tokenize(llm, all, strlen(all), true, true, ids, n) == n)
                 cJSON_AddItemToObject(o, "context", cJSON_CreateIntArray(ids, (int)n));
             free(ids);
@@ -60,7 +60,7 @@ static void add_metrics(cJSON *o, const ps_gen *g)
 
 static void add_text(cJSON *o, const char *key, const char *text, size_t len)
 {
-    char *s = malloc(len + 1);
+    char *s = pti_malloc(len + 1);
     if (!s)
         return;
     memcpy(s, text ? text : "", len);
@@ -274,7 +274,7 @@ static char *context_text(ps_request *r, ps_model *m)
     int32_t *ids = pti_api_context_ids(ctx, pt_llm_get_info(llm)->n_vocab, &n);
     if (n < 0)
         return NULL;
-    char *text = n > 0 ? pt_llm_detokenize(llm, ids, n, true) : strdup("");
+    char *text = n > 0 ? pt_llm_detokenize(llm, ids, n, true) : pti_strdup("");
     free(ids);
     return text;
 }
@@ -301,7 +301,7 @@ static char *generate_prompt_text(ps_request *r, ps_model *m, const common_field
     char *full = NULL;
     if (text) {
         size_t nb = strlen(before), nt = strlen(text);
-        full = malloc(nb + nt + 1);
+        full = pti_malloc(nb + nt + 1);
         if (full) {
             memcpy(full, before, nb);
             memcpy(full + nb, text, nt + 1);

@@ -48,7 +48,7 @@ static const char *finish_reason(const ps_gen *g)
 
 static void add_text(cJSON *o, const char *key, const char *text, size_t len)
 {
-    char *s = malloc(len + 1);
+    char *s = pti_malloc(len + 1);
     if (!s)
         return;
     memcpy(s, text ? text : "", len);

@@ -38,7 +38,7 @@ const pti_gotmpl *ps_api_model_gotmpl(ps_model *m)
             pthread_mutex_unlock(&gotmpl_mu);
             return t;
         }
-    char *copy = gotmpl_n < GOTMPL_CACHE ? strdup(text) : NULL;
+    char *copy = gotmpl_n < GOTMPL_CACHE ? pti_strdup(text) : NULL;
     pti_gotmpl *t = copy ? pti_gotmpl_parse(text, strlen(text)) : NULL;
     if (!copy)
         ps_log(ps_model_server(m), PT_LOG_WARN,
@@ -74,7 +74,7 @@ static void sb_add(sbuf *b, const char *s, size_t n)
         return;
     if (b->n + n + 1 > b->cap) {
         size_t want = (b->n + n + 1) * 2;
-        char *q = realloc(b->p, want);
+        char *q = pti_realloc(b->p, want);
         if (!q) {
             b->oom = true;
             return;
@@ -133,9 +133,9 @@ static pti_chat_message *family_messages(const cJSON *messages, size_t *n_out, c
     const cJSON *m;
     cJSON_ArrayForEach(m, messages) total_calls +=
         (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(m, "tool_calls"));
-    pti_chat_message *cm = calloc(n ? n : 1, sizeof *cm);
-    pti_chat_tool_call *calls = calloc(total_calls ? total_calls : 1, sizeof *calls);
-    char **args = calloc(total_calls ? total_calls : 1, sizeof *args);
+    pti_chat_message *cm = pti_calloc(n ? n : 1, sizeof *cm);
+    pti_chat_tool_call *calls = pti_calloc(total_calls ? total_calls : 1, sizeof *calls);
+    char **args = pti_calloc(total_calls ? total_calls : 1, sizeof *args);
     if (!cm || !calls || !args) {
         free(cm);
         free(calls);
@@ -266,7 +266,7 @@ char *ps_api_generate_prompt(ps_model *m, const char *model_name, const char *pr
 {
     *status = 400;
     if (raw)
-        return strdup(prompt ? prompt : "");
+        return pti_strdup(prompt ? prompt : "");
     pti_chat_family f = ps_api_family(m);
     pti_gotmpl *own = NULL;
     const pti_gotmpl *t = NULL;
@@ -354,7 +354,7 @@ int32_t *ps_api_tokenize_all(pti_engine *e, const char *text, int64_t *n)
     int64_t need = pt_llm_tokenize(llm, text, len, true, true, NULL, 0);
     if (need < 0)
         return NULL;
-    int32_t *ids = malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
+    int32_t *ids = pti_malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
     if (!ids || pt_llm_tokenize(llm, text, len, true, true, ids, need) != need) {
         free(ids);
         return NULL;

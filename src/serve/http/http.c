@@ -164,7 +164,7 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
 {
     ps_http *h = cls;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-        conn_rec *c = calloc(1, sizeof *c);
+        conn_rec *c = pti_calloc(1, sizeof *c);
         *socket_context = c;
         if (!c)
             return;
@@ -462,7 +462,7 @@ void ps_reply_pull(ps_request *r, int status, const char *content_type, ps_pull_
                    void (*release)(void *user))
 {
     conn_state *cs = r->internal;
-    pull_reply *p = calloc(1, sizeof *p);
+    pull_reply *p = pti_calloc(1, sizeof *p);
     if (!p) {
         release(user);
         ps_reply_error(r, 500, "out of memory");
@@ -639,7 +639,7 @@ bool ps_request_client_gone(ps_request *r)
 ps_stream *ps_reply_stream(ps_request *r, const char *content_type)
 {
     conn_state *cs = r->internal;
-    ps_stream *s = calloc(1, sizeof *s);
+    ps_stream *s = pti_calloc(1, sizeof *s);
     if (!s) {
         ps_reply_error(r, 500, "out of memory");
         return NULL;
@@ -695,7 +695,7 @@ bool ps_stream_write(ps_stream *s, const char *data, size_t len)
         size_t cap = s->cap ? s->cap : 4096;
         while (cap < s->len + len)
             cap *= 2;
-        char *nb = realloc(s->buf, cap);
+        char *nb = pti_realloc(s->buf, cap);
         if (!nb) {
             s->dead = true;
             pthread_mutex_unlock(&s->lock);
@@ -719,7 +719,7 @@ bool ps_stream_write_ndjson(ps_stream *s, cJSON *obj)
         return false;
     size_t n = strlen(text);
     text[n] = 0;
-    char *line = realloc(text, n + 2);
+    char *line = pti_realloc(text, n + 2);
     if (!line) {
         free(text);
         return false;
@@ -740,7 +740,7 @@ bool ps_stream_write_sse(ps_stream *s, cJSON *obj)
     if (!text)
         return false;
     size_t n = strlen(text);
-    char *ev = malloc(n + 9);
+    char *ev = pti_malloc(n + 9);
     if (!ev) {
         free(text);
         return false;
@@ -797,7 +797,7 @@ static void stream_append_shutdown_line(ps_stream *s)
     const char *line = s->sse ? sse : ndjson;
     size_t len = s->sse ? sizeof sse - 1 : sizeof ndjson - 1;
     if (s->len + len > s->cap) {
-        char *nb = realloc(s->buf, s->len + len);
+        char *nb = pti_realloc(s->buf, s->len + len);
         if (!nb)
             return;
         s->buf = nb;
@@ -1229,7 +1229,7 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
         size_t cap = cs->body_cap ? cs->body_cap : 4096;
         while (cap < cs->body_len + n + 1)
             cap *= 2;
-        char *nb = realloc(cs->body, cap);
+        char *nb = pti_realloc(cs->body, cap);
         if (!nb)
             return false;
         cs->body = nb;
@@ -1244,7 +1244,7 @@ static bool take_body(conn_state *cs, const char *data, size_t n)
 static conn_state *new_conn_state(ps_http *h, struct MHD_Connection *connection, const char *url,
                                   const char *method)
 {
-    conn_state *cs = calloc(1, sizeof *cs);
+    conn_state *cs = pti_calloc(1, sizeof *cs);
     if (!cs)
         return NULL;
     cs->h = h;
@@ -1253,7 +1253,7 @@ static conn_state *new_conn_state(ps_http *h, struct MHD_Connection *connection,
     cs->body_fd = -1;
     snprintf(cs->method, sizeof cs->method, "%s", method);
     size_t n = strcspn(url, "?");
-    cs->path = strndup(url, n);
+    cs->path = pti_strndup(url, n);
     if (!cs->path) {
         free(cs);
         return NULL;
@@ -1580,7 +1580,7 @@ static int connection_limit(const ps_config *cfg)
 
 bool ps_http_start(ps_server *srv, char *err, size_t err_cap)
 {
-    ps_http *h = calloc(1, sizeof *h);
+    ps_http *h = pti_calloc(1, sizeof *h);
     if (!h) {
         snprintf(err, err_cap, "out of memory");
         return false;

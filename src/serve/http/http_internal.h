@@ -24,6 +24,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../../core/internal.h"
 #include "../llm/engine.h"
 #include "prometorch/server.h"
 

@@ -248,7 +248,7 @@ char *ps_json_normalize(const char *b, size_t n, size_t *out_n)
 {
     if (!needs_normalize(b, n) || n > (SIZE_MAX - 1) / 3)
         return NULL;
-    char *out = malloc(n * 3 + 1); /* a bad byte grows to 3; escapes keep their length */
+    char *out = pti_malloc(n * 3 + 1); /* a bad byte grows to 3; escapes keep their length */
     if (!out)
         return NULL;
     size_t o = 0;
@@ -299,7 +299,7 @@ static void dedupe_object(cJSON *o)
         n++;
     if (n < 2)
         return;
-    keyed *v = malloc(n * sizeof *v);
+    keyed *v = pti_malloc(n * sizeof *v);
     if (!v)
         return; /* out of memory: the first stays the one found */
     size_t i = 0;

@@ -167,7 +167,7 @@ static const fold_field *find_field(const fold_schema *s, const char *key)
 /* Gives item the key name (cJSON owns its keys unless flagged constant). */
 static void rename_key(cJSON *item, const char *name)
 {
-    char *copy = malloc(strlen(name) + 1);
+    char *copy = pti_malloc(strlen(name) + 1);
     if (!copy)
         return; /* out of memory: the key stays as it was sent (unused) */
     strcpy(copy, name);

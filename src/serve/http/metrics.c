@@ -47,7 +47,7 @@ struct ps_metrics {
 
 bool ps_metrics_init(ps_server *s)
 {
-    ps_metrics *m = calloc(1, sizeof *m);
+    ps_metrics *m = pti_calloc(1, sizeof *m);
     if (!m)
         return false;
     pthread_mutex_init(&m->lock, NULL);
@@ -134,7 +134,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
         size_t cap = b->cap ? b->cap * 2 : 8192;
         while (cap < b->len + (size_t)n + 1)
             cap *= 2;
-        char *np = realloc(b->p, cap);
+        char *np = pti_realloc(b->p, cap);
         if (!np) {
             b->oom = true;
             return;
@@ -266,7 +266,7 @@ static void render_models(sbuf *b, const ps_model_stat *st, int n)
 char *ps_metrics_render(ps_server *s, size_t *len)
 {
     ps_metrics *m = s->metrics;
-    ps_model_stat *st = calloc(MAX_MODELS_SHOWN, sizeof *st);
+    ps_model_stat *st = pti_calloc(MAX_MODELS_SHOWN, sizeof *st);
     if (!m || !st) {
         free(st);
         return NULL;

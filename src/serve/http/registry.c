@@ -149,7 +149,7 @@ static bool resolve_store(const ps_config *cfg, const char *name, ps_model_ref *
     pti_model_name mn;
     if (!cfg->models_store[0] || !pti_model_name_parse(name, &mn))
         return false;
-    pti_model_files *files = malloc(sizeof *files);
+    pti_model_files *files = pti_malloc(sizeof *files);
     if (!files)
         return false;
     bool ok = pti_model_store_resolve(cfg->models_store, &mn, files);
@@ -190,7 +190,7 @@ static char *read_text(const char *path, char *err, size_t cap)
         snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
-    char *buf = malloc(LAYER_TEXT_MAX + 1);
+    char *buf = pti_malloc(LAYER_TEXT_MAX + 1);
     size_t n = buf ? fread(buf, 1, LAYER_TEXT_MAX + 1, f) : 0;
     fclose(f);
     if (!buf || n > LAYER_TEXT_MAX) {
@@ -236,7 +236,7 @@ static bool read_layer_files(layer_set *ls, char *err, size_t cap)
 /* Reads the layers named by ref into a new set holding one reference; NULL and err on error. */
 static layer_set *layers_read(const ps_model_ref *ref, char *err, size_t cap)
 {
-    layer_set *ls = calloc(1, sizeof *ls);
+    layer_set *ls = pti_calloc(1, sizeof *ls);
     if (!ls) {
         snprintf(err, cap, "out of memory");
         return NULL;
@@ -352,7 +352,7 @@ static void *reaper_main(void *arg)
 
 bool ps_registry_init(ps_server *s, char *err, size_t err_cap)
 {
-    ps_registry *reg = calloc(1, sizeof *reg);
+    ps_registry *reg = pti_calloc(1, sizeof *reg);
     if (!reg) {
         snprintf(err, err_cap, "out of memory");
         return false;
@@ -461,7 +461,7 @@ static void release_entry(ps_server *s, entry *e, layer_set *held);
 /* A handle on e with a reference to its current layers (lock held). */
 static ps_model *new_handle(ps_server *s, entry *e, int64_t load_ns)
 {
-    ps_model *m = malloc(sizeof *m);
+    ps_model *m = pti_malloc(sizeof *m);
     if (m) {
         m->srv = s;
         m->e = e;
@@ -592,7 +592,7 @@ ps_model *ps_model_acquire(ps_server *s, const char *name, int num_ctx, int64_t 
         }
         if (find_entry(reg, ref.name))
             continue; /* someone else started loading it while we made room */
-        e = calloc(1, sizeof *e);
+        e = pti_calloc(1, sizeof *e);
         if (!e) {
             pthread_mutex_unlock(&reg->lock);
             *status = 500;

@@ -132,7 +132,7 @@ static bool copy_paths(pt_server *s, const pt_server_opts *o)
 {
     if (o->n_model_paths == 0)
         return true;
-    s->paths = calloc((size_t)o->n_model_paths, sizeof *s->paths);
+    s->paths = pti_calloc((size_t)o->n_model_paths, sizeof *s->paths);
     if (!s->paths) {
         pti_error(PT_ERR_OOM, "pt_server_start: out of memory");
         return false;
@@ -142,7 +142,7 @@ static bool copy_paths(pt_server *s, const pt_server_opts *o)
             pti_error(PT_ERR_NULL, "pt_server_start: opts.model_paths[%d] is NULL", i);
             return false;
         }
-        if (!(s->paths[i] = strdup(o->model_paths[i]))) {
+        if (!(s->paths[i] = pti_strdup(o->model_paths[i]))) {
             pti_error(PT_ERR_OOM, "pt_server_start: out of memory");
             return false;
         }
@@ -165,7 +165,7 @@ pt_server *pt_server_start(const pt_server_opts *opts)
 {
     static const pt_server_opts defaults;
     const pt_server_opts *o = opts ? opts : &defaults;
-    pt_server *s = calloc(1, sizeof *s);
+    pt_server *s = pti_calloc(1, sizeof *s);
     if (!s) {
         pti_error(PT_ERR_OOM, "pt_server_start: out of memory");
         return NULL;
