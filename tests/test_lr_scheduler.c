@@ -485,6 +485,65 @@ static void test_state_dict_keys(void **state)
     setup_free(&su);
 }
 
+/* CyclicLR divides by total_size = up + down and by step_ratio = up / total_size: sizes that
+ * make either 0 or not finite are refused when built and when loaded (torch raises
+ * ZeroDivisionError at the next step), and a refused dict changes nothing */
+static void test_cyclic_sizes(void **state)
+{
+    (void)state;
+    setup su = setup_new(true);
+    pt_cyclic_lr_opts c = PT_CYCLIC_LR_DEFAULTS;
+    c.base_lr = 0.01;
+    c.max_lr = 0.1;
+    c.step_size_up = -2;
+    assert_pt_error(pt_lr_cyclic_lr(su.opt, c), PT_ERR_INVALID_ARG, "step_size_up must be");
+    c.step_size_up = INFINITY;
+    assert_pt_error(pt_lr_cyclic_lr(su.opt, c), PT_ERR_INVALID_ARG, "step_size_up must be");
+    c.step_size_up = 4;
+    c.step_size_down = -1;
+    assert_pt_error(pt_lr_cyclic_lr(su.opt, c), PT_ERR_INVALID_ARG, "step_size_down must be");
+    c.step_size_down = NAN;
+    assert_pt_error(pt_lr_cyclic_lr(su.opt, c), PT_ERR_INVALID_ARG, "step_size_down must be");
+    c.step_size_up = 1e308;
+    c.step_size_down = 1e308;
+    assert_pt_error(pt_lr_cyclic_lr(su.opt, c), PT_ERR_INVALID_ARG,
+                    "step_size_up + step_size_down must be finite");
+
+    pt_lr_scheduler *s = mk_cyclic_triangular(su.opt);
+    assert_non_null(s);
+    assert_int_equal(pt_lr_scheduler_step(s), PT_OK);
+    static const struct {
+        const char *key;
+        double v;
+        const char *msg;
+    } bad[] = {
+        {"total_size", 0, "total_size must be a finite number > 0, got 0"},
+        {"total_size", -8, "total_size must be a finite number > 0, got -8"},
+        {"total_size", INFINITY, "total_size must be a finite number > 0, got inf"},
+        {"step_ratio", 0, "step_ratio must be in (0, 1], got 0"},
+        {"step_ratio", 1.5, "step_ratio must be in (0, 1], got 1.5"},
+        {"step_ratio", NAN, "step_ratio must be in (0, 1], got nan"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_value *sd = pt_lr_scheduler_state_dict(s);
+        pt_value_dict_set_str(sd, "last_epoch", pt_value_int(7));
+        pt_value_dict_set_str(sd, bad[i].key, pt_value_float(bad[i].v));
+        assert_pt_status_error(pt_lr_scheduler_load_state_dict(s, sd), PT_ERR_INVALID_ARG,
+                               bad[i].msg);
+        assert_int_equal(pt_lr_scheduler_last_epoch(s), 1);
+        pt_value_free(sd);
+    }
+    /* the edge a real CyclicLR can have: step_size_down 0 in torch gives step_ratio 1 */
+    pt_value *sd = pt_lr_scheduler_state_dict(s);
+    pt_value_dict_set_str(sd, "step_ratio", pt_value_float(1.0));
+    assert_int_equal(pt_lr_scheduler_load_state_dict(s, sd), PT_OK);
+    pt_value_free(sd);
+    assert_int_equal(pt_lr_scheduler_step(s), PT_OK);
+    assert_true(isfinite(pt_lr_scheduler_get_last_lr(s, 0)));
+    pt_lr_scheduler_free(s);
+    setup_free(&su);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -576,10 +635,9 @@ int main(void)
     fx = fx_open("lr_scheduler");
 #define T(f) cmocka_unit_test_setup_teardown(f, pt_test_setup, pt_test_teardown)
     const struct CMUnitTest tests[] = {
-        T(test_sequences_match_torch),
-        T(test_resume_from_state_dict),
-        T(test_state_dict_keys),
-        T(test_errors),
+        T(test_sequences_match_torch), T(test_resume_from_state_dict),
+        T(test_state_dict_keys),       T(test_errors),
+        T(test_cyclic_sizes),
     };
 #undef T
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -112,7 +112,8 @@ typedef struct pt_cyclic_lr_opts {
 
 /* CyclicLR(optimizer, ...): sets every group's lr to its base lr (and momentum to
  * base_momentum) before the initial step. Errors: step_size_up <= 0, step_size_down < 0,
- * an unknown mode, cycle_momentum with an optimizer that has neither momentum nor betas. */
+ * either not finite or their sum not finite, an unknown mode, cycle_momentum with an
+ * optimizer that has neither momentum nor betas. */
 PT_API pt_lr_scheduler *pt_lr_cyclic_lr(pt_optim *o, pt_cyclic_lr_opts opts);
 
 /* OneCycleLR options (torch defaults in PT_ONE_CYCLE_LR_DEFAULTS). max_lrs, when non-NULL,

@@ -75,9 +75,19 @@ pt_status pti_sched_cyclic_get_lr(pt_lr_scheduler *s, double *out)
 
 static pt_status cyclic_check(const char *op, const pt_cyclic_lr_opts *p)
 {
-    if (!(p->step_size_up > 0) || !(p->step_size_down >= 0))
+    /* torch divides by total_size = up + down and by step_ratio = up / total_size
+     * (ZeroDivisionError when either is 0); an infinite size makes every lr NaN */
+    if (!(p->step_size_up > 0) || !isfinite(p->step_size_up))
+        return pti_error(PT_ERR_INVALID_ARG, "%s: step_size_up must be a finite number > 0, got %g",
+                         op, p->step_size_up);
+    if (!(p->step_size_down >= 0) || !isfinite(p->step_size_down))
         return pti_error(PT_ERR_INVALID_ARG,
-                         "%s: step_size_up must be > 0 and step_size_down >= 0, got %g and %g", op,
+                         "%s: step_size_down must be a finite number >= 0 (0: same as "
+                         "step_size_up), got %g",
+                         op, p->step_size_down);
+    if (!isfinite(p->step_size_up + p->step_size_down))
+        return pti_error(PT_ERR_INVALID_ARG,
+                         "%s: step_size_up + step_size_down must be finite, got %g + %g", op,
                          p->step_size_up, p->step_size_down);
     if (!p->scale_fn && (p->mode < PT_CYCLIC_TRIANGULAR || p->mode > PT_CYCLIC_EXP_RANGE))
         return pti_error(PT_ERR_INVALID_ARG, "%s: mode is invalid and scale_fn is None", op);

@@ -2,6 +2,7 @@
  * kind lists its attributes as fields with torch's __dict__ key names and order; one table
  * drives both saving and loading. Loading checks every named key first and applies only
  * when all are valid, so a bad dict leaves the scheduler unchanged. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,8 @@ typedef enum field_kind {
     F_POS,     /* int64_t *, a period or a count that is divided by: must be >= 1 */
     F_NONNEG,  /* int64_t *, a count: must be >= 0 */
     F_FLOAT,   /* double *   */
+    F_POSF,    /* double *, a size that is divided by (CyclicLR total_size): finite and > 0 */
+    F_RATIO,   /* double *, a fraction that is divided by (CyclicLR step_ratio): in (0, 1] */
     F_BOOL,    /* bool *     */
     F_LIST,    /* double[ng] */
     F_INTLIST, /* int64_t[n] (saved only) */
@@ -85,8 +88,8 @@ static int kind_fields(pt_lr_scheduler *s, field *f)
         break;
     case PTI_SCHED_CYCLIC:
         n = add(f, n, "max_lrs", F_LIST, s->max_lrs);
-        n = add(f, n, "total_size", F_FLOAT, &s->total_size);
-        n = add(f, n, "step_ratio", F_FLOAT, &s->step_ratio);
+        n = add(f, n, "total_size", F_POSF, &s->total_size);
+        n = add(f, n, "step_ratio", F_RATIO, &s->step_ratio);
         n = add_str(f, n, "mode",
                     s->scale_fn                        ? "custom"
                     : s->mode == PT_CYCLIC_TRIANGULAR2 ? "triangular2"
@@ -177,7 +180,9 @@ static pt_value *save_field(const pt_lr_scheduler *s, const field *f)
     case F_INT:
     case F_POS:
     case F_NONNEG: return pt_value_int(*(const int64_t *)f->ptr);
-    case F_FLOAT: return pt_value_float(*(const double *)f->ptr);
+    case F_FLOAT:
+    case F_POSF:
+    case F_RATIO: return pt_value_float(*(const double *)f->ptr);
     case F_BOOL: return pt_value_bool(*(const bool *)f->ptr);
     case F_LIST: return float_list(f->ptr, s->ng);
     case F_STR: return pt_value_str(f->str);
@@ -250,10 +255,20 @@ static pt_status load_field(pt_lr_scheduler *s, const field *f, const pt_value *
             *(int64_t *)f->ptr = x;
         return PT_OK;
     }
-    case F_FLOAT: {
+    case F_FLOAT:
+    case F_POSF:
+    case F_RATIO: {
         double x;
         if (pt_value_as_float(v, &x) != PT_OK)
             return pti_error(PT_ERR_DTYPE, "%s: %s must be a number", op, f->name);
+        /* torch divides by both (ZeroDivisionError at the next step); CyclicLR itself only
+         * makes total_size = up + down > 0 and step_ratio = up / total_size in (0, 1] */
+        if (f->kind == F_POSF && !(x > 0 && isfinite(x)))
+            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be a finite number > 0, got %g", op,
+                             f->name, x);
+        if (f->kind == F_RATIO && !(x > 0 && x <= 1))
+            return pti_error(PT_ERR_INVALID_ARG, "%s: %s must be in (0, 1], got %g", op, f->name,
+                             x);
         if (apply)
             *(double *)f->ptr = x;
         return PT_OK;

@@ -495,6 +495,18 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* How much longer the timing bounds are in an AddressSanitizer build (-DPT_SANITIZE=ON). */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZER_SLOWDOWN 4
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZER_SLOWDOWN 4
+#endif
+#endif
+#ifndef SANITIZER_SLOWDOWN
+#define SANITIZER_SLOWDOWN 1
+#endif
+
 static double time_step(const pti_sampler_opts *o, const float *l, int32_t n, int reps)
 {
     pti_sampler *s = pti_sampler_new(o, n);
@@ -533,10 +545,12 @@ static void test_timing(void **state)
     printf("  n_vocab 262144: top_k 40/top_p 0.9/repeat 1.1: %.1f us; without penalties %.1f us;"
            " greedy %.1f us; top_k off/top_p 0.9: %.1f us\n",
            t_def * 1e6, t_nopen * 1e6, t_greedy * 1e6, t_nok * 1e6);
-    /* The brief's target is well under 1 ms; the bound is loose for sanitizer builds and a
-     * loaded machine. */
-    assert_true(t_def < 5e-3);
-    free(l);
+    free(l); /* before the check: a failed assert would leak it (LeakSanitizer reports it) */
+    /* The brief's target is well under 1 ms; the bound is loose for a loaded machine. Under
+     * AddressSanitizer every load and store of the passes over the 262k candidates is checked
+     * (2-3x slower; 7.2 ms measured in the PT_DISABLE_AVX2 twin on a loaded 2-core machine), so
+     * there the bound is 4x; an ordinary build keeps 5 ms. */
+    assert_true(t_def < 5e-3 * SANITIZER_SLOWDOWN);
 }
 
 /* No allocation per step, in every mode: checked when run under tests/steady's malloc counter

@@ -17,6 +17,7 @@
 #include "testutil.h"
 #include "serve/http/sha256.h"
 #include "serve/http/store_ops.h"
+#include "serve/llm/llm_model.h"
 
 #define TINY_QWEN3 PT_FIXTURES_DIR "/llm/tiny/qwen3-q8_0.gguf"
 #define TINY_DIR PT_FIXTURES_DIR "/llm/tiny"
@@ -116,11 +117,19 @@ static void test_formats(void **state)
         unsetenv("TZ");
     tzset();
     free(old_tz);
-    assert_string_equal(pti_store_file_type_name(15), "Q4_K_M");
-    assert_string_equal(pti_store_file_type_name(7), "Q8_0");
-    assert_string_equal(pti_store_file_type_name(3), "Q4_1");
-    assert_string_equal(pti_store_file_type_name(4), "unknown");
-    assert_string_equal(pti_store_file_type_name(1000), "unknown");
+    /* one table for the engine and the store, with the names of Ollama's FileType.String():
+     * 4 is Ollama's MXFP4; llama.cpp's 38 (MXFP4_MOE) and the IQ types Ollama calls unknown */
+    assert_string_equal(pti_llm_file_type_name(15), "Q4_K_M");
+    assert_string_equal(pti_llm_file_type_name(7), "Q8_0");
+    assert_string_equal(pti_llm_file_type_name(3), "Q4_1");
+    assert_string_equal(pti_llm_file_type_name(21), "Q2_K_S");
+    assert_string_equal(pti_llm_file_type_name(32), "BF16");
+    assert_string_equal(pti_llm_file_type_name(4), "MXFP4");
+    assert_string_equal(pti_llm_file_type_name(38), "unknown");
+    assert_string_equal(pti_llm_file_type_name(19), "unknown");
+    assert_string_equal(pti_llm_file_type_name(5), "unknown");
+    assert_string_equal(pti_llm_file_type_name(-1), "unknown");
+    assert_string_equal(pti_llm_file_type_name(1000), "unknown");
     assert_true(pti_store_digest_valid("sha256:" HEX64));
     assert_false(pti_store_digest_valid("sha256:" HEX64 "0"));
     assert_false(pti_store_digest_valid("sha256-" HEX64));

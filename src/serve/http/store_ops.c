@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../core/internal.h"
+#include "../llm/llm_model.h"
 #include "../llm/model_store.h"
 #include "prometorch/gguf.h"
 #include "sha256.h"
@@ -156,23 +157,6 @@ void pti_store_rfc3339(int64_t sec, long nsec, char *buf, size_t cap)
         snprintf(zone, sizeof zone, "%c%02d:%02d", off < 0 ? '-' : '+', abs(off) / 3600,
                  abs(off) % 3600 / 60);
     snprintf(buf, cap, "%s%s%s", date, frac, zone);
-}
-
-const char *pti_store_file_type_name(int64_t ft)
-{
-    /* llama.cpp's llama_ftype numbering (4-6 and 33-35 are retired) */
-    static const char *const names[] = {
-        [0] = "F32",      [1] = "F16",      [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",
-        [8] = "Q5_0",     [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M",
-        [13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M",
-        [18] = "Q6_K",    [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS",
-        [23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL", [26] = "IQ3_S",  [27] = "IQ3_M",
-        [28] = "IQ2_S",   [29] = "IQ2_M",   [30] = "IQ4_XS", [31] = "IQ1_M",  [32] = "BF16",
-        [36] = "TQ1_0",   [37] = "TQ2_0",   [38] = "MXFP4",
-    };
-    if (ft < 0 || ft >= (int64_t)(sizeof names / sizeof names[0]) || !names[ft])
-        return "unknown";
-    return names[ft];
 }
 
 bool pti_store_digest_valid(const char *d)
@@ -399,7 +383,7 @@ static void facts_from_gguf(const pt_gguf *g, pti_gguf_facts *out)
     out->parameter_count = (uint64_t)count;
     pti_store_human_number(out->parameter_count, out->parameter_size, sizeof out->parameter_size);
     snprintf(out->quantization, sizeof out->quantization, "%s",
-             pti_store_file_type_name(gguf_int(g, "general.file_type", -1)));
+             pti_llm_file_type_name(gguf_int(g, "general.file_type", -1)));
     char key[160];
     snprintf(key, sizeof key, "%s.context_length", out->family);
     out->context_length = gguf_int(g, key, 0);

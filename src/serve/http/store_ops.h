@@ -43,9 +43,6 @@ void pti_store_human_time(int64_t t_s, int64_t now_s, char *buf, size_t cap);
 /* RFC 3339 with nanoseconds in local time, as Go's time.Time marshals to JSON (trailing zeros
  * of the fraction dropped, "Z" for UTC): "2025-05-17T07:59:32.393035486-07:00". */
 void pti_store_rfc3339(int64_t sec, long nsec, char *buf, size_t cap);
-/* llama.cpp's file type names, as Ollama shows them as quantization_level: 15 -> "Q4_K_M";
- * "unknown" for other values. */
-const char *pti_store_file_type_name(int64_t file_type);
 /* True for "sha256:" + 64 lowercase hex digits. */
 bool pti_store_digest_valid(const char *digest);
 
@@ -55,7 +52,7 @@ bool pti_store_digest_valid(const char *digest);
 typedef struct pti_gguf_facts {
     char family[64];          /* general.architecture */
     char parameter_size[32];  /* pti_store_human_number(parameter_count) */
-    char quantization[32];    /* pti_store_file_type_name(general.file_type) */
+    char quantization[32];    /* pti_llm_file_type_name(general.file_type) */
     uint64_t parameter_count; /* general.parameter_count, else the sum of the tensors' elements */
     int64_t context_length;   /* <arch>.context_length; 0 when absent */
     int64_t embedding_length; /* <arch>.embedding_length; 0 when absent */

@@ -298,16 +298,17 @@ static bool load_layer(loader *L, const pti_llm_hparams *hp, int il, pti_llm_lay
     return !L->failed;
 }
 
-static const char *ftype_name(int64_t ft)
+const char *pti_llm_file_type_name(int64_t ft)
 {
+    /* Ollama's fs/ggml FileType.String() over llama.cpp's llama_ftype numbering: the short
+     * names both print, where llama.cpp's llama_model_ftype_name adds a description
+     * ("Q4_K - Medium"). 4 is Ollama's MXFP4 (llama.cpp's retired Q4_1_SOME_F16); the types
+     * Ollama does not name (IQ*, TQ*, llama.cpp's 38 MXFP4_MOE) it shows as "unknown". */
     static const char *const names[] = {
-        [0] = "F32",      [1] = "F16",      [2] = "Q4_0",       [3] = "Q4_1",    [7] = "Q8_0",
-        [8] = "Q5_0",     [9] = "Q5_1",     [10] = "Q2_K",      [11] = "Q3_K_S", [12] = "Q3_K_M",
-        [13] = "Q3_K_L",  [14] = "Q4_K_S",  [15] = "Q4_K_M",    [16] = "Q5_K_S", [17] = "Q5_K_M",
-        [18] = "Q6_K",    [19] = "IQ2_XXS", [20] = "IQ2_XS",    [21] = "Q2_K_S", [22] = "IQ3_XS",
-        [23] = "IQ3_XXS", [24] = "IQ1_S",   [25] = "IQ4_NL",    [26] = "IQ3_S",  [27] = "IQ3_M",
-        [28] = "IQ2_S",   [29] = "IQ2_M",   [30] = "IQ4_XS",    [31] = "IQ1_M",  [32] = "BF16",
-        [36] = "TQ1_0",   [37] = "TQ2_0",   [38] = "MXFP4_MOE",
+        [0] = "F32",     [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [4] = "MXFP4",
+        [7] = "Q8_0",    [8] = "Q5_0",    [9] = "Q5_1",    [10] = "Q2_K",   [11] = "Q3_K_S",
+        [12] = "Q3_K_M", [13] = "Q3_K_L", [14] = "Q4_K_S", [15] = "Q4_K_M", [16] = "Q5_K_S",
+        [17] = "Q5_K_M", [18] = "Q6_K",   [21] = "Q2_K_S", [32] = "BF16",
     };
     if (ft >= 0 && ft < (int64_t)(sizeof names / sizeof names[0]) && names[ft])
         return names[ft];
@@ -318,7 +319,7 @@ static void set_quant_name(pti_llm_model *m)
 {
     int64_t i = pt_gguf_find_key(m->gguf, "general.file_type"), ft = -1;
     if (i >= 0 && pt_gguf_get_int(m->gguf, i, &ft) == PT_OK)
-        snprintf(m->quant_name, sizeof m->quant_name, "%s", ftype_name(ft));
+        snprintf(m->quant_name, sizeof m->quant_name, "%s", pti_llm_file_type_name(ft));
     else /* older files: the type of the first attention weight */
         snprintf(m->quant_name, sizeof m->quant_name, "%s", pt_dtype_name(m->layers[0].wo->dtype));
 }

@@ -69,6 +69,10 @@ typedef struct pti_llm_model {
  * missing or inconsistent keys/tensors, PT_ERR_UNSUPPORTED for other architectures); g is
  * closed then too. */
 pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g);
+/* The name of a GGUF general.file_type (llama.cpp's llama_ftype) as Ollama prints it as
+ * quantization_level: 15 -> "Q4_K_M", 4 -> "MXFP4"; "unknown" for the others. The engine's
+ * pt_llm_info.quantization and the model store's facts both come from here. */
+const char *pti_llm_file_type_name(int64_t file_type);
 void pti_llm_model_free(pti_llm_model *m);
 
 /* The key/value cache: per layer [n_slots, n_ctx, n_head_kv, head_dim] tensors. */
