@@ -972,7 +972,7 @@ static pt_status drop_fwd(pt_autograd_ctx *ctx, int n, pt_tensor *const *in, pt_
 {
     (void)n;
     pt_tensor *mask = NULL;
-    out[0] = pt_dropout_ex(in[0], drop_p, true, &mask);
+    out[0] = pt_dropout_mask(in[0], drop_p, true, &mask);
     pt_tensor *fmask = mask ? pt_to_dtype(mask, pt_dtype_of(in[0])) : NULL;
     pt_release(mask);
     pt_status st = out[0] && fmask ? pt_ctx_save_for_backward(ctx, 1, &fmask) : pt_last_status();

@@ -233,7 +233,7 @@ static void test_binary_vector_paths(void **state)
     assert_tensor_close(pt_div(m, pt_add_scalar(pt_abs(row), 0.5)), fx_get(fx, "big.div_row"),
                         F32_RTOL, F32_ATOL);
     assert_tensor_close(pt_maximum(m, row), fx_get(fx, "big.max_row"), F32_RTOL, F32_ATOL);
-    assert_tensor_close(pt_add_ex(m, row, 2.5), fx_get(fx, "big.add_row_alpha"), F32_RTOL,
+    assert_tensor_close(pt_add_alpha(m, row, 2.5), fx_get(fx, "big.add_row_alpha"), F32_RTOL,
                         F32_ATOL);
     pt_tensor *y = pt_clone(m);
     assert_int_equal(pt_sub_(y, row), PT_OK);
@@ -297,19 +297,19 @@ static void test_unary_errors(void **state)
 typedef pt_tensor *(*binary_fn)(const pt_tensor *, const pt_tensor *);
 static pt_tensor *add_alpha3(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_add_ex(a, b, 3);
+    return pt_add_alpha(a, b, 3);
 }
 static pt_tensor *sub_alpha2(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_sub_ex(a, b, 2);
+    return pt_sub_alpha(a, b, 2);
 }
 static pt_tensor *div_trunc(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_div_ex(a, b, PT_ROUND_TRUNC);
+    return pt_div_rounding(a, b, PT_ROUND_TRUNC);
 }
 static pt_tensor *div_floor(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_div_ex(a, b, PT_ROUND_FLOOR);
+    return pt_div_rounding(a, b, PT_ROUND_FLOOR);
 }
 
 typedef struct binary_case {
@@ -402,8 +402,8 @@ static void test_binary_promotion_and_broadcast(void **state)
     assert_tensor_equal(pt_minimum(sa, sb), fx_get(fx, "s.minimum"));
     assert_tensor_equal(pt_remainder(sa, sb), fx_get(fx, "s.remainder"));
     assert_tensor_equal(pt_fmod(sa, sb), fx_get(fx, "s.fmod"));
-    assert_tensor_equal(pt_div_ex(sa, sb, PT_ROUND_FLOOR), fx_get(fx, "s.div_floor"));
-    assert_tensor_equal(pt_div_ex(sa, sb, PT_ROUND_TRUNC), fx_get(fx, "s.div_trunc"));
+    assert_tensor_equal(pt_div_rounding(sa, sb, PT_ROUND_FLOOR), fx_get(fx, "s.div_floor"));
+    assert_tensor_equal(pt_div_rounding(sa, sb, PT_ROUND_TRUNC), fx_get(fx, "s.div_trunc"));
     assert_tensor_equal(pt_div(sa, sb), fx_get(fx, "s.div"));
     assert_tensor_close(pt_atan2(sa, sb), fx_get(fx, "s.atan2"), F32_RTOL, F32_ATOL);
 }
@@ -411,7 +411,7 @@ static void test_binary_promotion_and_broadcast(void **state)
 typedef pt_tensor *(*scalar_fn)(const pt_tensor *, double);
 static pt_tensor *div_floor_s(const pt_tensor *a, double s)
 {
-    return pt_div_scalar_ex(a, s, PT_ROUND_FLOOR);
+    return pt_div_scalar_rounding(a, s, PT_ROUND_FLOOR);
 }
 static pt_tensor *rpow_s(const pt_tensor *a, double s)
 {
@@ -461,10 +461,10 @@ static void test_inplace_binary(void **state)
     assert_int_equal(pt_add_(x, b32), PT_OK);
     assert_tensor_close(x, fx_get(fx, "b.add.f32"), F32_RTOL, F32_ATOL);
     x = pt_clone(a32);
-    assert_int_equal(pt_add_ex_(x, b32, 3), PT_OK);
+    assert_int_equal(pt_add_alpha_(x, b32, 3), PT_OK);
     assert_tensor_close(x, fx_get(fx, "b.add_alpha.f32"), F32_RTOL, F32_ATOL);
     x = pt_clone(a32);
-    assert_int_equal(pt_sub_ex_(x, b32, 2), PT_OK);
+    assert_int_equal(pt_sub_alpha_(x, b32, 2), PT_OK);
     assert_tensor_close(x, fx_get(fx, "b.sub_alpha.f32"), F32_RTOL, F32_ATOL);
     x = pt_test_noncontig(a32);
     assert_int_equal(pt_mul_(x, b32), PT_OK);
@@ -473,7 +473,7 @@ static void test_inplace_binary(void **state)
     assert_int_equal(pt_div_(x, b32), PT_OK);
     assert_tensor_close(x, fx_get(fx, "b.div.f32"), F32_RTOL, F32_ATOL);
     x = pt_clone(ai);
-    assert_int_equal(pt_div_ex_(x, bi, PT_ROUND_FLOOR), PT_OK);
+    assert_int_equal(pt_div_rounding_(x, bi, PT_ROUND_FLOOR), PT_OK);
     assert_tensor_equal(x, fx_get(fx, "b.div_floor.i64"));
     /* float32 self with a float64 other: computed in float64, stored as float32 */
     x = pt_clone(a32);
@@ -528,13 +528,14 @@ static void test_binary_errors(void **state)
     assert_pt_error(pt_sub(ba, ba), PT_ERR_DTYPE, "bool tensor is not supported");
     assert_pt_error(pt_sub_scalar(ba, 1), PT_ERR_DTYPE, "bool");
     assert_pt_error(pt_pow(ba, ba), PT_ERR_DTYPE, "bool");
-    assert_pt_error(pt_div_ex(ba, ba, PT_ROUND_FLOOR), PT_ERR_DTYPE, "bool");
+    assert_pt_error(pt_div_rounding(ba, ba, PT_ROUND_FLOOR), PT_ERR_DTYPE, "bool");
     assert_pt_error(pt_hypot(ai, ai), PT_ERR_DTYPE, "int64");
-    assert_pt_error(pt_add_ex(ai, ai, 1.5), PT_ERR_INVALID_ARG, "alpha");
-    assert_pt_error(pt_div_ex(a32, a32, (pt_rounding_mode)9), PT_ERR_INVALID_ARG, "rounding");
+    assert_pt_error(pt_add_alpha(ai, ai, 1.5), PT_ERR_INVALID_ARG, "alpha");
+    assert_pt_error(pt_div_rounding(a32, a32, (pt_rounding_mode)9), PT_ERR_INVALID_ARG, "rounding");
     assert_pt_error(pt_pow_scalar(ai, -1), PT_ERR_INVALID_ARG, "negative integer powers");
     pt_tensor *zero = pt_zeros(PT_SHAPE(4), PT_INT64, pt_cpu());
-    assert_pt_error(pt_div_ex(ai, zero, PT_ROUND_FLOOR), PT_ERR_INVALID_ARG, "division by zero");
+    assert_pt_error(pt_div_rounding(ai, zero, PT_ROUND_FLOOR), PT_ERR_INVALID_ARG,
+                    "division by zero");
     assert_pt_error(pt_remainder(ai, zero), PT_ERR_INVALID_ARG, "division by zero");
     assert_pt_error(pt_remainder_scalar(ai, 0), PT_ERR_INVALID_ARG, "division by zero");
     /* true division of ints by zero is float: inf/nan */
@@ -635,11 +636,11 @@ static void test_small_ints_and_bfloat16(void **state)
     assert_tensor_equal(pt_add(u8, u8), fx_get(fx, "n.add.u8"));
     assert_tensor_equal(pt_mul(i8, i8), fx_get(fx, "n.mul.i8"));
     assert_tensor_equal(pt_add(u8, i8), fx_get(fx, "n.add.u8_i8"));
-    assert_tensor_equal(pt_div_ex(i8, fx_get(fx, "n.div_b.i8"), PT_ROUND_FLOOR),
+    assert_tensor_equal(pt_div_rounding(i8, fx_get(fx, "n.div_b.i8"), PT_ROUND_FLOOR),
                         fx_get(fx, "n.div_floor.i8"));
     pt_tensor *bf = fx_get(fx, "n.bf");
     /* bfloat16 computes in float32 and rounds once at the end, as PyTorch's CPU kernels */
-    assert_tensor_equal(pt_add_ex(bf, bf, 3), fx_get(fx, "n.add.bf"));
+    assert_tensor_equal(pt_add_alpha(bf, bf, 3), fx_get(fx, "n.add.bf"));
     assert_tensor_equal(pt_mul_scalar(bf, 3), fx_get(fx, "n.mul3.bf"));
     assert_tensor_equal(pt_lt_scalar(bf, 1), fx_get(fx, "n.lt.bf"));
     assert_tensor_equal(pt_exp(bf), fx_get(fx, "n.exp.bf"));

@@ -237,7 +237,7 @@ static pt_tensor *inplace2(const pt_tensor *a, const pt_tensor *b, opid op)
         return NULL;
     pt_status st;
     switch (op) {
-    case O_I_ADD: st = pt_add_ex_(y, b, 0.5); break;
+    case O_I_ADD: st = pt_add_alpha_(y, b, 0.5); break;
     case O_I_SUB: st = pt_sub_(y, b); break;
     case O_I_MUL: st = pt_mul_(y, b); break;
     case O_I_DIV: st = pt_div_(y, b); break;
@@ -256,13 +256,13 @@ static pt_tensor *binary_fn(const pt_tensor *a, const pt_tensor *b, opid op)
 {
     switch (op) {
     case O_ADD: return pt_add(a, b);
-    case O_ADD_EX: return pt_add_ex(a, b, -2.5);
+    case O_ADD_EX: return pt_add_alpha(a, b, -2.5);
     case O_SUB: return pt_sub(a, b);
-    case O_SUB_EX: return pt_sub_ex(a, b, 0.5);
+    case O_SUB_EX: return pt_sub_alpha(a, b, 0.5);
     case O_MUL: return pt_mul(a, b);
     case O_DIV: return pt_div(a, b);
-    case O_DIV_TRUNC: return pt_div_ex(a, b, PT_ROUND_TRUNC);
-    case O_DIV_FLOOR: return pt_div_ex(a, b, PT_ROUND_FLOOR);
+    case O_DIV_TRUNC: return pt_div_rounding(a, b, PT_ROUND_TRUNC);
+    case O_DIV_FLOOR: return pt_div_rounding(a, b, PT_ROUND_FLOOR);
     case O_POW: return pt_pow(a, b);
     case O_REM: return pt_remainder(a, b);
     case O_FMOD: return pt_fmod(a, b);
@@ -467,7 +467,8 @@ static void test_zero_grads_and_pow_corners(void **state)
     (void)state;
     pt_tensor *x = vec(3, (double[]){0.0, 1.5, -2.0}, true);
     pt_tensor *z = vec(3, (double[]){0, 0, 0}, false);
-    pt_tensor *ops[4] = {pt_sign(x), pt_floor(x), pt_round(x), pt_div_ex(x, x, PT_ROUND_FLOOR)};
+    pt_tensor *ops[4] = {pt_sign(x), pt_floor(x), pt_round(x),
+                         pt_div_rounding(x, x, PT_ROUND_FLOOR)};
     for (int k = 0; k < 4; k++) {
         pt_tensor *g = grad_of(ops[k], x);
         assert_tensor_equal(g, z);

@@ -210,7 +210,7 @@ static void test_dropout_grad(void **state)
     }
     /* the gradient is grad * mask / (1 - p) with the forward's mask */
     pt_tensor *x = gc_leaf(3, xs, 13), *mask = NULL;
-    pt_tensor *y = pt_dropout_ex(x, 0.4, true, &mask);
+    pt_tensor *y = pt_dropout_mask(x, 0.4, true, &mask);
     assert_non_null(y);
     assert_non_null(mask);
     assert_string_equal(pt_grad_fn_name(y), "dropout");

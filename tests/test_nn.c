@@ -262,7 +262,7 @@ static void test_dropout_properties(void **state)
     pt_tensor *x = pt_arange(1, (double)n + 1, 1, PT_FLOAT32, pt_cpu());
     pt_manual_seed(42);
     pt_tensor *mask = NULL;
-    pt_tensor *y = pt_dropout_ex(x, p, true, &mask);
+    pt_tensor *y = pt_dropout_mask(x, p, true, &mask);
     assert_non_null(y);
     assert_non_null(mask);
     assert_int_equal(pt_dtype_of(mask), PT_BOOL);
@@ -304,20 +304,20 @@ static void test_dropout_edge_cases(void **state)
                                  (const int64_t[]){5, 1}, 0);
     /* eval and p == 0: the input itself (alias) and an all-true mask */
     pt_tensor *mask = NULL;
-    pt_tensor *e = pt_dropout_ex(x, 0.5, false, &mask);
+    pt_tensor *e = pt_dropout_mask(x, 0.5, false, &mask);
     assert_true(pt_shares_storage(e, x));
     for (int i = 0; i < 30; i++)
         assert_true(pt_test_get(mask, i) == 1.0);
     assert_true(pt_shares_storage(pt_dropout(x, 0.0, true), x));
     /* p == 1: zeros, an all-false mask */
-    pt_tensor *z = pt_dropout_ex(x, 1.0, true, &mask);
+    pt_tensor *z = pt_dropout_mask(x, 1.0, true, &mask);
     for (int i = 0; i < 30; i++) {
         assert_true(pt_test_get(z, i) == 0.0);
         assert_true(pt_test_get(mask, i) == 0.0);
     }
     /* float64, non-contiguous: kept values are x / (1 - p) */
     pt_tensor *nc = pt_test_noncontig(x);
-    pt_tensor *d = pt_dropout_ex(nc, 0.25, true, &mask);
+    pt_tensor *d = pt_dropout_mask(nc, 0.25, true, &mask);
     assert_true(pt_is_contiguous(d));
     for (int i = 0; i < 30; i++)
         assert_true(pt_test_get(d, i) ==

@@ -294,7 +294,7 @@ static void test_pool_layers(void **state)
     pt_avg_pool2d_opts ap = {
         .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .exclude_pad = true};
     run_case("avgpool_ex", pt_nn_avg_pool2d_ex((const int64_t[]){3, 3}, &ap));
-    run_case("adaptive", pt_nn_adaptive_avg_pool2d_ex((const int64_t[]){2, 3}));
+    run_case("adaptive", pt_nn_adaptive_avg_pool2d_hw((const int64_t[]){2, 3}));
     run_case("adaptive_1", pt_nn_adaptive_avg_pool2d(1));
     pt_interpolate_opts up = {.scale_factor = {2, 2}};
     run_case("upsample", pt_nn_upsample(&up));

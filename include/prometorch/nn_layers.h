@@ -216,7 +216,7 @@ PT_API pt_module *pt_nn_avg_pool2d_ex(const int64_t kernel[2], const pt_avg_pool
 /* nn.AdaptiveAvgPool2d(output_size) with a square int size. */
 PT_API pt_module *pt_nn_adaptive_avg_pool2d(int64_t output_size);
 /* nn.AdaptiveAvgPool2d((oH, oW)). */
-PT_API pt_module *pt_nn_adaptive_avg_pool2d_ex(const int64_t output_size[2]);
+PT_API pt_module *pt_nn_adaptive_avg_pool2d_hw(const int64_t output_size[2]);
 
 /* nn.Upsample(size=..., scale_factor=..., mode=..., align_corners=...): opts as pt_interpolate
  * (exactly one of size / scale_factor; modes nearest and bilinear; align_corners bilinear

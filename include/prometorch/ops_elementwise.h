@@ -128,11 +128,11 @@ PT_API pt_status pt_hardswish_(pt_tensor *t);
 /* a + b (torch.add); bool + bool is logical or. */
 PT_API pt_tensor *pt_add(const pt_tensor *a, const pt_tensor *b);
 /* a + alpha * b (torch.add(a, b, alpha=alpha)); alpha must be integral for integer results. */
-PT_API pt_tensor *pt_add_ex(const pt_tensor *a, const pt_tensor *b, double alpha);
+PT_API pt_tensor *pt_add_alpha(const pt_tensor *a, const pt_tensor *b, double alpha);
 PT_API pt_tensor *pt_add_scalar(const pt_tensor *a, double b);
 /* a - b / a - alpha * b (torch.sub); bool - bool is an error. */
 PT_API pt_tensor *pt_sub(const pt_tensor *a, const pt_tensor *b);
-PT_API pt_tensor *pt_sub_ex(const pt_tensor *a, const pt_tensor *b, double alpha);
+PT_API pt_tensor *pt_sub_alpha(const pt_tensor *a, const pt_tensor *b, double alpha);
 PT_API pt_tensor *pt_sub_scalar(const pt_tensor *a, double b);
 /* b - a (torch.rsub with a number: `b - tensor`). */
 PT_API pt_tensor *pt_rsub_scalar(const pt_tensor *a, double b);
@@ -146,9 +146,9 @@ typedef enum pt_rounding_mode {
     PT_ROUND_FLOOR,    /* toward -inf (Python //); integers stay integers */
 } pt_rounding_mode;
 PT_API pt_tensor *pt_div(const pt_tensor *a, const pt_tensor *b);
-PT_API pt_tensor *pt_div_ex(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mode);
+PT_API pt_tensor *pt_div_rounding(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mode);
 PT_API pt_tensor *pt_div_scalar(const pt_tensor *a, double b);
-PT_API pt_tensor *pt_div_scalar_ex(const pt_tensor *a, double b, pt_rounding_mode mode);
+PT_API pt_tensor *pt_div_scalar_rounding(const pt_tensor *a, double b, pt_rounding_mode mode);
 /* a ** b. Integer bases with negative integer exponents follow PyTorch (0 unless |a| == 1);
  * pt_pow_scalar with an integer tensor and a negative integral exponent is an error. */
 PT_API pt_tensor *pt_pow(const pt_tensor *a, const pt_tensor *b);
@@ -207,15 +207,15 @@ PT_API pt_tensor *pt_logical_xor(const pt_tensor *a, const pt_tensor *b);
  */
 
 PT_API pt_status pt_add_(pt_tensor *self, const pt_tensor *other);
-PT_API pt_status pt_add_ex_(pt_tensor *self, const pt_tensor *other, double alpha);
+PT_API pt_status pt_add_alpha_(pt_tensor *self, const pt_tensor *other, double alpha);
 PT_API pt_status pt_add_scalar_(pt_tensor *self, double other);
 PT_API pt_status pt_sub_(pt_tensor *self, const pt_tensor *other);
-PT_API pt_status pt_sub_ex_(pt_tensor *self, const pt_tensor *other, double alpha);
+PT_API pt_status pt_sub_alpha_(pt_tensor *self, const pt_tensor *other, double alpha);
 PT_API pt_status pt_sub_scalar_(pt_tensor *self, double other);
 PT_API pt_status pt_mul_(pt_tensor *self, const pt_tensor *other);
 PT_API pt_status pt_mul_scalar_(pt_tensor *self, double other);
 PT_API pt_status pt_div_(pt_tensor *self, const pt_tensor *other);
-PT_API pt_status pt_div_ex_(pt_tensor *self, const pt_tensor *other, pt_rounding_mode mode);
+PT_API pt_status pt_div_rounding_(pt_tensor *self, const pt_tensor *other, pt_rounding_mode mode);
 PT_API pt_status pt_div_scalar_(pt_tensor *self, double other);
 PT_API pt_status pt_pow_(pt_tensor *self, const pt_tensor *exponent);
 PT_API pt_status pt_pow_scalar_(pt_tensor *self, double exponent);

@@ -12,7 +12,7 @@
  * of public ops (the statistics are recomputed from the saved input), so create_graph gives
  * second derivatives. batch_norm's running stats never get gradients (eval mode saves copies of
  * them, so later in-place updates do not invalidate the graph). pt_scaled_dot_product_attention
- * with dropout_p > 0, when recording, runs as public ops (scores, softmax, pt_dropout_ex on the
+ * with dropout_p > 0, when recording, runs as public ops (scores, softmax, pt_dropout_mask on the
  * weights, matmul) so backward reuses the forward's mask; its random draws then differ from
  * the unrecorded (fused) call with the same seed. */
 #ifndef PROMETORCH_OPS_NN_H
@@ -114,7 +114,7 @@ PT_API pt_tensor *pt_dropout(const pt_tensor *x, double p, bool training);
 /* pt_dropout, also returning the keep mask (bool, x's shape; true = kept) through `mask`
  * when it is non-NULL (a new reference; all true when no dropout was applied, all false for
  * p == 1). The gradient of dropout is grad * mask / (1 - p). */
-PT_API pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask);
+PT_API pt_tensor *pt_dropout_mask(const pt_tensor *x, double p, bool training, pt_tensor **mask);
 
 /* ---- attention ------------------------------------------------------------------------------- */
 

@@ -229,7 +229,7 @@ PT_API pt_status pt_optim_step_closure(pt_optim *o, double (*closure)(void *user
 PT_API void pt_optim_zero_grad(pt_optim *o);
 /* optimizer.zero_grad(set_to_none): with set_to_none false, existing gradients are filled with
  * zeros in place instead. */
-PT_API pt_status pt_optim_zero_grad_ex(pt_optim *o, bool set_to_none);
+PT_API pt_status pt_optim_zero_grad_set_to_none(pt_optim *o, bool set_to_none);
 
 /* ---- state dict ------------------------------------------------------------------------------ */
 

@@ -220,10 +220,10 @@ pt_module *pt_nn_adaptive_avg_pool2d(int64_t output_size)
     return adaptive_new(s, false);
 }
 
-pt_module *pt_nn_adaptive_avg_pool2d_ex(const int64_t output_size[2])
+pt_module *pt_nn_adaptive_avg_pool2d_hw(const int64_t output_size[2])
 {
     if (!output_size)
-        return pti_error_null(PT_ERR_NULL, "pt_nn_adaptive_avg_pool2d_ex: output_size is NULL");
+        return pti_error_null(PT_ERR_NULL, "pt_nn_adaptive_avg_pool2d_hw: output_size is NULL");
     return adaptive_new(output_size, true);
 }
 

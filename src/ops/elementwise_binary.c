@@ -235,7 +235,7 @@ pt_tensor *pt_add(const pt_tensor *a, const pt_tensor *b)
     return binary_impl("pt_add", PTI_OP_add, TENSOR(a), TENSOR(b), 1.0, NULL);
 }
 
-pt_tensor *pt_add_ex(const pt_tensor *a, const pt_tensor *b, double alpha)
+pt_tensor *pt_add_alpha(const pt_tensor *a, const pt_tensor *b, double alpha)
 {
     return binary_impl("pt_add", PTI_OP_add, TENSOR(a), TENSOR(b), alpha, NULL);
 }
@@ -247,10 +247,10 @@ pt_tensor *pt_add_scalar(const pt_tensor *a, double b)
 
 pt_tensor *pt_sub(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_sub_ex(a, b, 1.0);
+    return pt_sub_alpha(a, b, 1.0);
 }
 
-pt_tensor *pt_sub_ex(const pt_tensor *a, const pt_tensor *b, double alpha)
+pt_tensor *pt_sub_alpha(const pt_tensor *a, const pt_tensor *b, double alpha)
 {
     if (!sub_check("pt_sub", TENSOR(a), TENSOR(b)))
         return NULL;
@@ -283,10 +283,10 @@ pt_tensor *pt_mul_scalar(const pt_tensor *a, double b)
 
 pt_tensor *pt_div(const pt_tensor *a, const pt_tensor *b)
 {
-    return pt_div_ex(a, b, PT_ROUND_NONE);
+    return pt_div_rounding(a, b, PT_ROUND_NONE);
 }
 
-pt_tensor *pt_div_ex(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mode)
+pt_tensor *pt_div_rounding(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mode)
 {
     if (!mode_check("pt_div", mode))
         return NULL;
@@ -295,10 +295,10 @@ pt_tensor *pt_div_ex(const pt_tensor *a, const pt_tensor *b, pt_rounding_mode mo
 
 pt_tensor *pt_div_scalar(const pt_tensor *a, double b)
 {
-    return pt_div_scalar_ex(a, b, PT_ROUND_NONE);
+    return pt_div_scalar_rounding(a, b, PT_ROUND_NONE);
 }
 
-pt_tensor *pt_div_scalar_ex(const pt_tensor *a, double b, pt_rounding_mode mode)
+pt_tensor *pt_div_scalar_rounding(const pt_tensor *a, double b, pt_rounding_mode mode)
 {
     if (!mode_check("pt_div_scalar", mode))
         return NULL;
@@ -482,7 +482,7 @@ pt_status pt_add_(pt_tensor *self, const pt_tensor *other)
 {
     return binary_("pt_add_", PTI_OP_add, self, TENSOR(other), 1.0);
 }
-pt_status pt_add_ex_(pt_tensor *self, const pt_tensor *other, double alpha)
+pt_status pt_add_alpha_(pt_tensor *self, const pt_tensor *other, double alpha)
 {
     return binary_("pt_add_", PTI_OP_add, self, TENSOR(other), alpha);
 }
@@ -492,9 +492,9 @@ pt_status pt_add_scalar_(pt_tensor *self, double other)
 }
 pt_status pt_sub_(pt_tensor *self, const pt_tensor *other)
 {
-    return pt_sub_ex_(self, other, 1.0);
+    return pt_sub_alpha_(self, other, 1.0);
 }
-pt_status pt_sub_ex_(pt_tensor *self, const pt_tensor *other, double alpha)
+pt_status pt_sub_alpha_(pt_tensor *self, const pt_tensor *other, double alpha)
 {
     if (!sub_check("pt_sub_", TENSOR(self), TENSOR(other)))
         return pt_last_status();
@@ -516,9 +516,9 @@ pt_status pt_mul_scalar_(pt_tensor *self, double other)
 }
 pt_status pt_div_(pt_tensor *self, const pt_tensor *other)
 {
-    return pt_div_ex_(self, other, PT_ROUND_NONE);
+    return pt_div_rounding_(self, other, PT_ROUND_NONE);
 }
-pt_status pt_div_ex_(pt_tensor *self, const pt_tensor *other, pt_rounding_mode mode)
+pt_status pt_div_rounding_(pt_tensor *self, const pt_tensor *other, pt_rounding_mode mode)
 {
     if (!mode_check("pt_div_", mode))
         return pt_last_status();

@@ -393,8 +393,9 @@ static pt_tensor *binary_formula(pti_node *n, tmp_list *l, const pt_tensor *g, i
     case PTI_OP_fmod:
         if (k == 0)
             return T(l, pt_retain((pt_tensor *)g));
-        return MUL(T(l, pt_neg(g)),
-                   T(l, pt_div_ex(a, b, op == PTI_OP_fmod ? PT_ROUND_TRUNC : PT_ROUND_FLOOR)));
+        return MUL(
+            T(l, pt_neg(g)),
+            T(l, pt_div_rounding(a, b, op == PTI_OP_fmod ? PT_ROUND_TRUNC : PT_ROUND_FLOOR)));
     case PTI_OP_maximum:
     case PTI_OP_minimum: return maxmin_grad(l, g, a, b, k == 0, op == PTI_OP_maximum);
     case PTI_OP_atan2: {

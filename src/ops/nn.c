@@ -518,7 +518,7 @@ pt_tensor *pt_group_norm_backward(const pt_tensor *grad_out, const pt_tensor *x,
 
 static pt_tensor *dropout_impl(const pt_tensor *x, double p, bool training, pt_tensor **mask);
 
-pt_tensor *pt_dropout_ex(const pt_tensor *x, double p, bool training, pt_tensor **mask)
+pt_tensor *pt_dropout_mask(const pt_tensor *x, double p, bool training, pt_tensor **mask)
 {
     if (!rec_begin(1, &x))
         return dropout_impl(x, p, training, mask);
@@ -590,7 +590,7 @@ fail:
 
 pt_tensor *pt_dropout(const pt_tensor *x, double p, bool training)
 {
-    return pt_dropout_ex(x, p, training, NULL);
+    return pt_dropout_mask(x, p, training, NULL);
 }
 
 /* ---- scaled_dot_product_attention
@@ -706,7 +706,7 @@ static pt_tensor *sdpa_dropout_forward(const pt_tensor *q, const pt_tensor *k, c
                                        double scale, pt_tensor **drop_mask)
 {
     pt_tensor *probs = pti_sdpa_probs(q, k, attn_mask, is_causal, scale);
-    pt_tensor *dropped = probs ? pt_dropout_ex(probs, dropout_p, true, drop_mask) : NULL;
+    pt_tensor *dropped = probs ? pt_dropout_mask(probs, dropout_p, true, drop_mask) : NULL;
     pt_tensor *out = dropped ? pt_matmul(dropped, v) : NULL;
     pt_release(probs);
     pt_release(dropped);

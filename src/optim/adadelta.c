@@ -71,7 +71,7 @@ static pt_status adadelta_generic(const pt_adadelta_opts *o, pt_tensor *p, const
     if (st == PT_OK)
         st = pti_optim_ema_sq_(acc, delta, o->rho);
     if (st == PT_OK)
-        st = pt_add_ex_(p, delta, -o->lr);
+        st = pt_add_alpha_(p, delta, -o->lr);
     pt_release(delta);
     pt_release(std);
     pt_release(d);

@@ -122,7 +122,7 @@ static pt_status ema_mean(pt_tensor *x, const pt_tensor *q, int64_t dim, double 
     pt_tensor *mean = pt_mean_dim(q, 1, &dim, false);
     pt_status st = mean ? pt_mul_scalar_(x, b2) : pt_last_status();
     if (st == PT_OK)
-        st = pt_add_ex_(x, mean, 1.0 - b2);
+        st = pt_add_alpha_(x, mean, 1.0 - b2);
     pt_release(mean);
     return st;
 }
@@ -156,7 +156,7 @@ static pt_tensor *precondition(const pt_adafactor_opts *o, pti_param_state *s, c
         u = factored_update(s->buf[BUF_ROW], s->buf[BUF_COL], q, g, b2);
     } else {
         pt_tensor *v = s->buf[BUF_SQ];
-        if (pt_mul_scalar_(v, b2) == PT_OK && pt_add_ex_(v, q, 1.0 - b2) == PT_OK &&
+        if (pt_mul_scalar_(v, b2) == PT_OK && pt_add_alpha_(v, q, 1.0 - b2) == PT_OK &&
             (u = pt_rsqrt(v)) && pt_mul_(u, g) != PT_OK) {
             pt_release(u);
             u = NULL;
@@ -206,7 +206,7 @@ static pt_status adafactor_update(pt_optim *opt, const void *opts, pt_tensor *p,
         pt_tensor *m = s->buf[BUF_EXP_AVG];
         st = pt_mul_scalar_(m, o->beta1);
         if (st == PT_OK)
-            st = pt_add_ex_(m, u, 1.0 - o->beta1);
+            st = pt_add_alpha_(m, u, 1.0 - o->beta1);
         upd = m;
     }
     if (st == PT_OK && o->weight_decay != 0.0)

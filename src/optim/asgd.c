@@ -60,7 +60,7 @@ static pt_status asgd_generic(const pt_asgd_opts *o, pt_tensor *p, const pt_tens
         return pt_last_status();
     pt_status st = pt_mul_scalar_(p, 1.0 - o->lambd * eta);
     if (st == PT_OK)
-        st = pt_add_ex_(p, d, -eta);
+        st = pt_add_alpha_(p, d, -eta);
     pt_release(d);
     if (st != PT_OK)
         return st;

@@ -80,7 +80,7 @@ static pt_status lamb_generic(const lamb_args *a, pt_tensor *p, const pt_tensor 
     pt_tensor *denom = NULL, *u = NULL;
     pt_status st = pt_mul_scalar_(m, a->b1);
     if (st == PT_OK)
-        st = pt_add_ex_(m, g, a->b3);
+        st = pt_add_alpha_(m, g, a->b3);
     if (st == PT_OK)
         st = pti_optim_ema_sq_(v, g, a->b2);
     if (st == PT_OK && !(denom = pt_sqrt(v)))
@@ -94,7 +94,7 @@ static pt_status lamb_generic(const lamb_args *a, pt_tensor *p, const pt_tensor 
     if (st == PT_OK)
         st = pt_div_(u, denom);
     if (st == PT_OK && a->wd != 0.0)
-        st = pt_add_ex_(u, p, a->wd);
+        st = pt_add_alpha_(u, p, a->wd);
     if (st == PT_OK && a->adapt) {
         double wn = 0.0, un = 0.0;
         st = norm_of(p, &wn);
@@ -104,7 +104,7 @@ static pt_status lamb_generic(const lamb_args *a, pt_tensor *p, const pt_tensor 
             st = pt_mul_scalar_(u, trust_ratio(a, wn, un));
     }
     if (st == PT_OK)
-        st = pt_add_ex_(p, u, -a->lr);
+        st = pt_add_alpha_(p, u, -a->lr);
     pt_release(u);
     pt_release(denom);
     return st;

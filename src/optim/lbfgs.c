@@ -164,7 +164,7 @@ static pt_status add_grad(const pti_optim_group *g, double t, const double *d)
         pt_tensor *p = g->params[i];
         pt_tensor *v = pt_from_data(d + off, pt_ndim(p), pt_shape(p), PT_FLOAT64, pt_cpu());
         pt_tensor *vp = v ? pt_to_dtype(v, pt_dtype_of(p)) : NULL;
-        st = vp ? pt_add_ex_(p, vp, t) : pt_last_status();
+        st = vp ? pt_add_alpha_(p, vp, t) : pt_last_status();
         pt_release(vp);
         pt_release(v);
         off += pt_numel(p);

@@ -45,15 +45,15 @@ static pt_status lion_generic(const pt_lion_opts *o, pt_tensor *p, const pt_tens
     if (st == PT_OK && !u)
         st = pt_last_status();
     if (st == PT_OK)
-        st = pt_add_ex_(u, g, 1.0 - o->betas[0]);
+        st = pt_add_alpha_(u, g, 1.0 - o->betas[0]);
     if (st == PT_OK)
         st = pt_sign_(u);
     if (st == PT_OK)
-        st = pt_add_ex_(p, u, -o->lr);
+        st = pt_add_alpha_(p, u, -o->lr);
     if (st == PT_OK)
         st = pt_mul_scalar_(m, o->betas[1]);
     if (st == PT_OK)
-        st = pt_add_ex_(m, g, 1.0 - o->betas[1]);
+        st = pt_add_alpha_(m, g, 1.0 - o->betas[1]);
     pt_release(u);
     return st;
 }

@@ -440,10 +440,10 @@ pt_status pt_optim_step_closure(pt_optim *o, double (*closure)(void *user), void
 
 void pt_optim_zero_grad(pt_optim *o)
 {
-    (void)pt_optim_zero_grad_ex(o, true);
+    (void)pt_optim_zero_grad_set_to_none(o, true);
 }
 
-pt_status pt_optim_zero_grad_ex(pt_optim *o, bool set_to_none)
+pt_status pt_optim_zero_grad_set_to_none(pt_optim *o, bool set_to_none)
 {
     if (!o)
         return pti_error(PT_ERR_NULL, "pt_optim_zero_grad: optimizer is NULL");
@@ -509,7 +509,7 @@ pt_status pti_optim_assign(pt_tensor *dst, pt_tensor *src_owned)
 pt_status pti_optim_ema_(pt_tensor *avg, const pt_tensor *x, double beta)
 {
     pt_status st = pt_mul_scalar_(avg, beta);
-    return st == PT_OK ? pt_add_ex_(avg, x, 1.0 - beta) : st;
+    return st == PT_OK ? pt_add_alpha_(avg, x, 1.0 - beta) : st;
 }
 
 pt_status pti_optim_ema_sq_(pt_tensor *avg, const pt_tensor *x, double beta)
@@ -523,7 +523,7 @@ pt_tensor *pti_optim_generic_grad(const pt_tensor *p, const pt_tensor *g, bool m
 {
     pt_tensor *d = maximize ? pt_neg(g) : pt_retain((pt_tensor *)g);
     if (d && weight_decay != 0.0) {
-        pt_tensor *d2 = pt_add_ex(d, p, weight_decay);
+        pt_tensor *d2 = pt_add_alpha(d, p, weight_decay);
         pt_release(d);
         d = d2;
     }

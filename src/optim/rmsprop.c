@@ -97,7 +97,7 @@ static pt_status rmsprop_generic(const pt_rmsprop_opts *o, pt_tensor *p, const p
         if (st == PT_OK)
             st = pti_optim_assign(buf, pt_addcdiv(buf, d, avg, 1.0));
         if (st == PT_OK)
-            st = pt_add_ex_(p, buf, -o->lr);
+            st = pt_add_alpha_(p, buf, -o->lr);
     } else if (st == PT_OK) {
         st = pti_optim_assign(p, pt_addcdiv(p, d, avg, -o->lr));
     }

@@ -60,13 +60,13 @@ static pt_status sgd_generic(const pt_sgd_opts *o, pt_tensor *p, const pt_tensor
         } else {
             st = pt_mul_scalar_(buf, o->momentum);
             if (st == PT_OK)
-                st = pt_add_ex_(buf, d, 1.0 - o->dampening);
+                st = pt_add_alpha_(buf, d, 1.0 - o->dampening);
         }
         if (st == PT_OK && o->nesterov)
-            st = pt_add_ex_(d, buf, o->momentum);
+            st = pt_add_alpha_(d, buf, o->momentum);
     }
     if (st == PT_OK)
-        st = pt_add_ex_(p, buf && !o->nesterov ? buf : d, -o->lr);
+        st = pt_add_alpha_(p, buf && !o->nesterov ? buf : d, -o->lr);
     pt_release(d);
     return st;
 }

@@ -433,7 +433,7 @@ static void test_step_skips_missing_grads_and_zero_grad(void **state)
     pt_tensor *g = pt_grad(pr.W);
     assert_non_null(g);
     pt_release(g);
-    assert_int_equal(pt_optim_zero_grad_ex(opt, false), PT_OK);
+    assert_int_equal(pt_optim_zero_grad_set_to_none(opt, false), PT_OK);
     g = pt_grad(pr.W);
     assert_true(pt_test_get(g, 3) == 0.0);
     pt_release(g);

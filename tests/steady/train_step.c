@@ -28,8 +28,8 @@ static int step(pt_tensor **w, pt_tensor **b, const pt_tensor *x, const pt_tenso
     int ok = pt_backward(loss, NULL, false, false) == PT_OK;
     pt_no_grad_begin();
     for (int i = 0; i < 3 && ok; i++) {
-        ok = pt_add_ex_(w[i], pt_grad(w[i]), -0.01) == PT_OK &&
-             pt_add_ex_(b[i], pt_grad(b[i]), -0.01) == PT_OK;
+        ok = pt_add_alpha_(w[i], pt_grad(w[i]), -0.01) == PT_OK &&
+             pt_add_alpha_(b[i], pt_grad(b[i]), -0.01) == PT_OK;
         pt_set_grad(w[i], NULL);
         pt_set_grad(b[i], NULL);
     }
