@@ -120,7 +120,7 @@ static pt_status cuda_context_create(int index, void **out)
     if (index < 0 || index >= cuda_device_count())
         return pt_backend_error(PT_ERR_DEVICE, "cuda: no device cuda:%d (%d found)", index,
                                 cuda_device_count());
-    pti_cuda_ctx *ctx = pti_calloc(1, sizeof *ctx);
+    pti_cuda_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return pt_backend_error(PT_ERR_OOM, "cuda: no host memory for the context of cuda:%d",
                                 index);
@@ -199,7 +199,7 @@ static void cuda_free(void *p_ctx, void *p, size_t nbytes)
     pti_cuda_block_stack *s = &dc->classes[cls];
     if (s->count == s->cap) {
         int cap = s->cap ? s->cap * 2 : 16;
-        void **grown = pti_realloc(s->ptrs, (size_t)cap * sizeof *grown);
+        void **grown = realloc(s->ptrs, (size_t)cap * sizeof *grown);
         if (grown) {
             s->ptrs = grown;
             s->cap = cap;
