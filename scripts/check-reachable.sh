@@ -14,10 +14,15 @@ objdir="$build/CMakeFiles/prometorch_objects.dir"
 }
 cc=${CC:-cc}
 
-# The objects of the sources in the tree now (a build folder may keep objects of moved files).
-objs=$(git ls-files 'src/*.c' 'src/*.cu' | while read -r f; do
-    [ -f "$objdir/$f.o" ] && printf '%s\n' "$objdir/$f.o"
-done)
+# The objects linked into the library: ninja knows them exactly (a build folder keeps objects
+# of files that were moved or configured out); otherwise those of the tracked sources.
+if [ -f "$build/build.ninja" ] && command -v ninja >/dev/null 2>&1; then
+    objs=$(ninja -C "$build" -t inputs prometorch | sed -n "s|^\(CMakeFiles/prometorch_objects\.dir/.*\.o\)\$|$build/\1|p")
+else
+    objs=$(git ls-files 'src/*.c' 'src/*.cu' | while read -r f; do
+        [ -f "$objdir/$f.o" ] && printf '%s\n' "$objdir/$f.o"
+    done)
+fi
 [ -n "$objs" ] || {
     echo "check-reachable: no objects of tracked sources under $objdir" >&2
     exit 1
