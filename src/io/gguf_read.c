@@ -515,8 +515,9 @@ static pt_gguf *open_map(pti_file_map *m)
         return NULL;
     pt_gguf *g = pti_calloc(1, sizeof *g);
     if (!g) {
-        pti_file_map_release(m);
-        return pti_error_null(PT_ERR_OOM, "%s: gguf: out of memory", pti_file_map_name(m));
+        pti_error(PT_ERR_OOM, "%s: gguf: out of memory", pti_file_map_name(m));
+        pti_file_map_release(m); /* after the message: it owns the name */
+        return NULL;
     }
     g->map = m;
     if (!parse(g)) {
