@@ -101,13 +101,26 @@ static const pt_value *entry_or_self(const pt_value *v, const char *key)
     return e ? e : v;
 }
 
+/* A refused state dict must say why: a failing status and a message (a crash, a silent
+ * failure or a missing message aborts, which the fuzzer and the smoke test report). */
+static void require_clean_refusal(pt_status st)
+{
+    if (st == PT_OK)
+        return;
+    if (pt_last_status() != st || pt_last_error()[0] == '\0')
+        abort();
+}
+
 static void try_optimizers(const pt_value *sd, pt_tensor *const *params)
 {
     for (size_t k = 0; k < sizeof(MAKERS) / sizeof(MAKERS[0]); k++) {
         pt_optim *o = MAKERS[k](params);
         if (!o)
             abort();
-        if (pt_optim_load_state_dict(o, sd) == PT_OK) {
+        pt_clear_error();
+        pt_status st = pt_optim_load_state_dict(o, sd);
+        require_clean_refusal(st);
+        if (st == PT_OK) {
             /* LBFGS needs its closure; the others step on the gradients set below */
             double loss = 0;
             if (MAKERS[k] == mk_lbfgs)
@@ -135,7 +148,10 @@ static void try_schedulers(const pt_value *sd, pt_tensor *const *params)
         }
         if (!s)
             abort();
-        if (pt_lr_scheduler_load_state_dict(s, sd) == PT_OK)
+        pt_clear_error();
+        pt_status st = pt_lr_scheduler_load_state_dict(s, sd);
+        require_clean_refusal(st);
+        if (st == PT_OK)
             pt_lr_scheduler_step(s);
         pt_clear_error();
         pt_lr_scheduler_free(s);

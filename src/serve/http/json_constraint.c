@@ -406,7 +406,7 @@ static int hex_value(uint8_t b)
                                   : -1;
 }
 
-/* A hex digit of \uXXXX: refuses as soon as every completion would be a lone low surrogate,
+/* A hex digit of a \u escape: refuses as soon as every completion would be a lone low surrogate,
  * or (after a high surrogate) anything but a low one. */
 static bool string_hex(thread *t, uint8_t b)
 {

@@ -42,12 +42,13 @@
  * value) holds nothing, one blank, or one newline and at most PTI_JSON_MAX_INDENT blanks or
  * tabs; never '\r'; none before the value (`root ::= object`). So a model cannot fill the
  * gaps with blank lines until num_predict. Strings may not contain raw control characters or
- * DEL (0x7f); escapes are llama.cpp's (\" \\ \b \f \n \r \t \uXXXX; not \/), and \uXXXX
- * surrogates must pair (llama.cpp takes any four hex digits). Numbers follow the JSON grammar
- * (no leading zeros, no NaN) with at most 16 integer digits, as llama.cpp's `[1-9] [0-9]{0,15}`,
- * and at most 16 exponent digits; fraction digits are not bounded (as json.gbnf). json.gbnf's
- * exponent is `[0-9] [1-9]{0,15}`, which refuses a 0 after the first digit (1e10): ours takes it;
- * llama.cpp's schema converter bounds fractions to 16 digits, ours does not. Nesting
+ * DEL (0x7f); escapes are llama.cpp's (\" \\ \b \f \n \r \t \u with four hex digits; not \/), and
+ * surrogates written as \u escapes must pair (llama.cpp takes any four hex digits).
+ * Numbers follow the JSON grammar (no leading zeros, no NaN) with at most 16 integer digits,
+ * as llama.cpp's `[1-9] [0-9]{0,15}`, and at most 16 exponent digits; fraction digits are not
+ * bounded (as json.gbnf).
+ * json.gbnf's exponent is `[0-9] [1-9]{0,15}`, which refuses a 0 after the first digit (1e10): ours
+ * takes it; llama.cpp's schema converter bounds fractions to 16 digits, ours does not. Nesting
  * depth is bounded (PTI_JSON_MAX_DEPTH containers; llama.cpp has no bound). A schema's gaps
  * hold one newline at most, where llama.cpp's schema converter allows two (`"\n"{1,2}`).
  * The text must be valid UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).

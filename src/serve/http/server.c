@@ -2,7 +2,8 @@
  * server's configuration, the start of its parts (metrics, model registry, libmicrohttpd) and
  * the graceful stop, plus the log sink every part writes through (ps_log).
  *
- * Built only with PT_WITH_SERVER; server_stub.c answers the same functions otherwise. */
+ * Built only with PT_WITH_SERVER; server_off.c gives the same functions otherwise (pt_server_start:
+ * PT_ERR_UNSUPPORTED). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
