@@ -4,14 +4,6 @@
  * so a backend without these kernels still trains, only slower. */
 #include "optim.h"
 
-/* Whether the backend of device d has a kernel for op. The one place that asks the backend
- * (a supports query replaces it when the backend interface has one). */
-static bool backend_has(pti_op op, pt_device d)
-{
-    const pt_backend *b = pti_backend_for(d);
-    return b && b->kernels[op];
-}
-
 static bool fits(const pt_tensor *t, const pt_tensor *p)
 {
     return t->dtype == PT_FLOAT32 && t->numel == p->numel && pti_is_contiguous(t) &&
@@ -26,7 +18,8 @@ bool pti_optim_kernel_applies(pti_op op, const pt_tensor *p, const pt_tensor *g,
     for (int k = 0; k < n_bufs; k++)
         if (bufs[k] && !fits(bufs[k], p))
             return false;
-    return backend_has(op, p->storage->device);
+    /* the backend's own answer: a kernel for op that takes float32 (dtype mask, supports()) */
+    return pt_backend_supports(p->storage->device.type, (int)op, PT_FLOAT32);
 }
 
 pt_status pti_optim_kernel(pti_op op, pt_tensor *p, const pt_tensor *g, int n_bufs,

@@ -432,7 +432,8 @@ int pti_llm_missing_ops(pt_device d, char *buf, size_t cap)
     int n_missing = 0, n = 0;
     const pti_op *ops = pti_llm_required_ops(&n);
     for (int i = 0; i < n; i++) {
-        if (b->kernels[ops[i]]) /* a supports query replaces this test with the new interface */
+        /* the forward pass computes in float32 (the KV cache's f16 copies aside) */
+        if (pt_backend_supports(d.type, (int)ops[i], PT_FLOAT32))
             continue;
         n_missing++;
         if (cap)
