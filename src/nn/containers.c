@@ -53,7 +53,10 @@ static pt_module *indexed_container(const pt_module_def *def, int n, pt_module *
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
         if (!children[i]) {
-            pti_error(PT_ERR_NULL, "%s: child %d is NULL", def->type_name, i);
+            /* a NULL child is usually a failed constructor: keep its error, as ops keep the
+             * error of a failed call whose NULL they are given */
+            if (pt_last_status() == PT_OK)
+                pti_error(PT_ERR_NULL, "%s: child %d is NULL", def->type_name, i);
             free_children(i + 1, n, children);
             pt_nn_free(m);
             return NULL;
