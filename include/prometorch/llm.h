@@ -32,7 +32,8 @@ typedef struct pt_llm_opts {
     int32_t num_ctx;   /* context (KV cache) length in tokens; 0: 4096, capped at the model's */
     int32_t n_batch;   /* prompt tokens per forward pass; 0: 512 */
     bool kv_f32;       /* KV cache in float32 instead of float16 */
-    pt_device device;  /* zero value: the CPU */
+    pt_device device;  /* where weights, KV cache and compute live; zero value: the CPU. Its
+                        * backend needs the kernels the engine dispatches (docs/llm.md) */
 } pt_llm_opts;
 
 /* Generation statistics (durations in nanoseconds, as Ollama reports them). */

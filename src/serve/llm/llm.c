@@ -92,30 +92,24 @@ static void fill_info(pt_llm *llm, const char *path)
 }
 
 /* The device's backend must have a kernel for every op the engine dispatches (the error
- * names the missing ones); and for now the weights and the KV cache live on the CPU. */
+ * names the missing ones); the weights, the cache and the forward pass then live on it. */
 static bool check_device(pt_device d)
 {
     char dev[32], missing[512];
     int n_ops = 0;
     pti_llm_required_ops(&n_ops);
-    int n = pti_llm_missing_ops(d, missing, sizeof missing);
     pt_device_str(d, dev, sizeof dev);
+    if (pti_device_check(d) != PT_OK)
+        return false;
+    int n = pti_llm_missing_ops(d, missing, sizeof missing);
     if (n < 0)
-        pti_error(PT_ERR_UNSUPPORTED,
-                  "pt_llm_load: device %s has no backend in this build (the LLM engine runs on "
-                  "the CPU only for now)",
-                  dev);
+        pti_error(PT_ERR_UNSUPPORTED, "pt_llm_load: device %s has no backend in this build", dev);
     else if (n > 0)
         pti_error(PT_ERR_UNSUPPORTED,
                   "pt_llm_load: the backend of device %s has no kernel for %d of the %d ops the "
-                  "LLM forward pass dispatches: %s (the LLM engine runs on the CPU only for now)",
+                  "LLM forward pass dispatches: %s",
                   dev, n, n_ops, missing);
-    else if (d.type != PT_DEVICE_CPU)
-        pti_error(PT_ERR_UNSUPPORTED,
-                  "pt_llm_load: the LLM engine keeps its weights and KV cache on the CPU only "
-                  "for now (device %s)",
-                  dev);
-    return n == 0 && d.type == PT_DEVICE_CPU;
+    return n == 0;
 }
 
 static bool check_opts(const pt_llm_opts *o)
@@ -194,7 +188,7 @@ static pt_llm *load_with_slots(const char *model, const pt_llm_opts *opts, int32
     llm->tok = pti_tokenizer_from_gguf(g);
     llm->tmpl = llm->tok ? pti_chat_template_from_gguf(g) : NULL;
     llm->m = llm->tmpl ? pti_llm_model_from_gguf(g) : (pt_gguf_close(g), NULL);
-    if (!llm->m) {
+    if (!llm->m || pti_llm_model_to_device(llm->m, o.device) != PT_OK) {
         pt_llm_free(llm);
         return NULL;
     }

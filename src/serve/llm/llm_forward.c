@@ -8,10 +8,12 @@
  * Memory: each layer runs in its own scope, so the temporaries of one layer are back in the
  * allocator cache before the next starts; in a steady decode loop no call reaches malloc.
  *
- * Every computation goes through ops and so through the device's kernel table; the ops it
- * dispatches are listed in required_ops (pt_llm_load refuses a device whose backend lacks one
- * and names it). Done here on the host: only the int64 token ids / int32 positions of a batch
- * and the row lists of logits_of / hidden_of (index set-up, no arithmetic). */
+ * Every computation goes through ops and so through the kernel table of the model's device
+ * (m->device: the weights, the cache and every temporary live there); the ops it dispatches
+ * are listed in required_ops (pt_llm_load refuses a device whose backend lacks one and names
+ * it). Done here on the host: only the int64 token ids / int32 positions of a batch and the
+ * row lists of logits_of / hidden_of (index set-up, no arithmetic), copied to the device, and
+ * the logits / hidden states copied back. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +41,8 @@ pti_kv_cache *pti_kv_cache_new(const pti_llm_model *m, int32_t n_slots, int32_t 
         return NULL;
     }
     for (int il = 0; il < hp->n_layer; il++) {
-        c->k[il] = pt_zeros(PT_SHAPE(n_slots, n_ctx, hp->n_head_kv, hp->head_dim_k), dt, pt_cpu());
-        c->v[il] = pt_zeros(PT_SHAPE(n_slots, n_ctx, hp->n_head_kv, hp->head_dim_v), dt, pt_cpu());
+        c->k[il] = pt_zeros(PT_SHAPE(n_slots, n_ctx, hp->n_head_kv, hp->head_dim_k), dt, m->device);
+        c->v[il] = pt_zeros(PT_SHAPE(n_slots, n_ctx, hp->n_head_kv, hp->head_dim_v), dt, m->device);
         if (!c->k[il] || !c->v[il]) {
             pti_kv_cache_free(c);
             return NULL;
@@ -141,7 +143,7 @@ static pt_tensor *attend(const fwd *f, int il, const pt_tensor *q, const pt_tens
     pt_tensor *kc = f->c->k[il], *vc = f->c->v[il];
     pt_tensor *out = f->n_runs == 1 ? NULL
                                     : pt_empty(PT_SHAPE(f->n_tokens, hp->n_head, hp->head_dim_v),
-                                               PT_FLOAT32, pt_cpu());
+                                               PT_FLOAT32, f->m->device);
     pt_attention_kv_opts ao = {.scale = hp->attn_scale != 0.0f ? 1.0 : 0.0,
                                .window = l->swa ? hp->n_swa : 0};
     for (int32_t r = 0; r < f->n_runs; r++) {
@@ -256,7 +258,14 @@ static bool check_batch(const pti_kv_cache *c, int32_t n_tokens, const pti_llm_r
     return true;
 }
 
-/* int64 token ids [T] (checked against the vocabulary) and int32 positions [T]. */
+/* A host-built index tensor on the model's device (the same tensor on the CPU). */
+static pt_tensor *on_model_device(const pti_llm_model *m, pt_tensor *host)
+{
+    return host && m->device.type != PT_DEVICE_CPU ? pt_to(host, m->device) : host;
+}
+
+/* int64 token ids [T] (checked against the vocabulary) and int32 positions [T], on the
+ * model's device. */
 static bool batch_inputs(const pti_llm_model *m, const int32_t *tokens, int32_t n_tokens,
                          const pti_llm_run *runs, int32_t n_runs, pt_tensor **ids, pt_tensor **pos)
 {
@@ -279,7 +288,9 @@ static bool batch_inputs(const pti_llm_model *m, const int32_t *tokens, int32_t 
     for (int32_t r = 0; r < n_runs; r++)
         for (int32_t i = 0; i < runs[r].n; i++)
             p[runs[r].t0 + i] = runs[r].pos0 + i;
-    return true;
+    *ids = on_model_device(m, *ids);
+    *pos = on_model_device(m, *pos);
+    return *ids && *pos;
 }
 
 static pt_tensor *embed(const pti_llm_model *m, const pt_tensor *ids)
@@ -307,6 +318,7 @@ static pt_tensor *logits_of(const pti_llm_model *m, const pt_tensor *x, const pt
         if (runs[r].want_logits)
             ri[j++] = runs[r].t0 + runs[r].n - 1;
     int64_t E = m->hp.n_embd;
+    rows = on_model_device(m, rows);
     pt_tensor *h = pt_rms_norm(pt_index_select(x, 0, rows), 1, &E, m->output_norm, m->hp.rms_eps);
     return pt_linear(h, m->output, NULL);
 }
@@ -329,7 +341,14 @@ static pt_tensor *hidden_of(const pti_llm_model *m, const pt_tensor *x, const pt
         for (int32_t i = 0; runs[r].want_hidden && i < runs[r].n; i++)
             ri[j++] = runs[r].t0 + i;
     int64_t E = m->hp.n_embd;
+    rows = on_model_device(m, rows);
     return pt_rms_norm(pt_index_select(x, 0, rows), 1, &E, m->output_norm, m->hp.rms_eps);
+}
+
+/* The result t on the CPU, where the sampler and the callers read it. */
+static pt_tensor *on_host(pt_tensor *t)
+{
+    return t && t->storage->device.type != PT_DEVICE_CPU ? pt_to(t, pt_cpu()) : t;
 }
 
 static bool wants_hidden(const pti_llm_run *runs, int32_t n_runs)
@@ -362,8 +381,8 @@ pt_status pti_llm_forward_ex(const pti_llm_model *m, pti_kv_cache *c, const int3
             pt_release(x); /* layer il's input is not needed any more */
             x = next;
         }
-        lg = x ? logits_of(m, x, runs, n_runs) : NULL;
-        hid = lg && want_hid ? hidden_of(m, x, runs, n_runs) : NULL;
+        lg = on_host(x ? logits_of(m, x, runs, n_runs) : NULL);
+        hid = lg && want_hid ? on_host(hidden_of(m, x, runs, n_runs)) : NULL;
     }
     bool ok = lg && (!want_hid || hid);
     if (ok) {
@@ -390,24 +409,26 @@ pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_
  */
 
 /* What each op is used for (tests/internal/test_llm_ops.c runs every architecture on a CPU
- * backend with only these slots filled): */
-static const pti_op required_ops[] = {
-    PTI_OP_fill,            /* the zeroed KV cache (pti_kv_cache_new) */
-    PTI_OP_copy,            /* k/v rows into the cache, dtype casts, contiguous copies */
-    PTI_OP_embedding_quant, /* token embedding rows of a block-dtype table */
-    PTI_OP_index_select,    /* float embedding tables, the rows wanting logits */
-    PTI_OP_quant_linear,    /* projections with block / float16 / bfloat16 weights */
-    PTI_OP_mm,              /* projections with float32 weights (pt_linear's float path) */
-    PTI_OP_rms_norm,        /* pre/post, q/k and output norms */
-    PTI_OP_rope,            /* rotary position embedding of q and k */
-    PTI_OP_attention_kv,    /* attention of the new queries against the cache */
-    PTI_OP_add,             /* residuals, biases */
-    PTI_OP_mul,             /* gate * up, attention and embedding scales */
-    PTI_OP_silu,            /* SwiGLU feed-forward */
-    PTI_OP_gelu,            /* GeGLU feed-forward (gemma3) */
+ * backend with only these slots filled, and on a device of its own backend): */
+static const pti_llm_op_need required_ops[] = {
+    {PTI_OP_fill, PT_FLOAT32},            /* the zeroed KV cache (pti_kv_cache_new) */
+    {PTI_OP_fill, PT_FLOAT16},            /* ... when it holds float16 (the default) */
+    {PTI_OP_copy, PT_FLOAT32},            /* k/v rows into the cache, contiguous copies */
+    {PTI_OP_copy, PT_FLOAT16},            /* the float16 cache; gemma3's GELU in float16 */
+    {PTI_OP_embedding_quant, PT_FLOAT32}, /* token embedding rows of a block-dtype table */
+    {PTI_OP_index_select, PT_FLOAT32},    /* float embedding tables, the rows wanting logits */
+    {PTI_OP_quant_linear, PT_FLOAT32},    /* projections with block / float16 / bfloat16 weights */
+    {PTI_OP_mm, PT_FLOAT32},              /* projections with float32 weights (pt_linear) */
+    {PTI_OP_rms_norm, PT_FLOAT32},        /* pre/post, q/k and output norms */
+    {PTI_OP_rope, PT_FLOAT32},            /* rotary position embedding of q and k */
+    {PTI_OP_attention_kv, PT_FLOAT32},    /* attention of the new queries against the cache */
+    {PTI_OP_add, PT_FLOAT32},             /* residuals, biases */
+    {PTI_OP_mul, PT_FLOAT32},             /* gate * up, attention and embedding scales */
+    {PTI_OP_silu, PT_FLOAT32},            /* SwiGLU feed-forward */
+    {PTI_OP_gelu, PT_FLOAT16},            /* GeGLU feed-forward (gemma3, as ggml: in float16) */
 };
 
-const pti_op *pti_llm_required_ops(int *n)
+const pti_llm_op_need *pti_llm_required_ops(int *n)
 {
     *n = (int)(sizeof required_ops / sizeof required_ops[0]);
     return required_ops;
@@ -430,14 +451,19 @@ int pti_llm_missing_ops(pt_device d, char *buf, size_t cap)
     if (!b)
         return -1;
     int n_missing = 0, n = 0;
-    const pti_op *ops = pti_llm_required_ops(&n);
+    const pti_llm_op_need *need = pti_llm_required_ops(&n);
     for (int i = 0; i < n; i++) {
-        /* the forward pass computes in float32 (the KV cache's f16 copies aside) */
-        if (pt_backend_supports(d.type, (int)ops[i], PT_FLOAT32))
+        if (pt_backend_supports(d.type, (int)need[i].op, need[i].dtype))
             continue;
         n_missing++;
+        char name[64];
+        if (need[i].dtype == PT_FLOAT32)
+            snprintf(name, sizeof name, "%s", pti_op_names[need[i].op]);
+        else
+            snprintf(name, sizeof name, "%s (%s)", pti_op_names[need[i].op],
+                     pt_dtype_name(need[i].dtype));
         if (cap)
-            append_name(buf, cap, pti_op_names[ops[i]]);
+            append_name(buf, cap, name);
     }
     return n_missing;
 }

@@ -370,22 +370,65 @@ pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g)
     return m;
 }
 
+/* The weight slots of a layer, for walking them all (moving, releasing). */
+enum { LAYER_WEIGHTS = 19 };
+static void layer_weights(pti_llm_layer *l, pt_tensor **all[LAYER_WEIGHTS])
+{
+    pt_tensor **w[LAYER_WEIGHTS] = {
+        &l->attn_norm, &l->wq,     &l->wk,     &l->wv,       &l->wqkv,           &l->wo,
+        &l->bq,        &l->bk,     &l->bv,     &l->bqkv,     &l->bo,             &l->q_norm,
+        &l->k_norm,    &l->attn_post_norm,     &l->ffn_norm, &l->w_gate,         &l->w_up,
+        &l->w_down,    &l->ffn_post_norm};
+    memcpy(all, w, sizeof w);
+}
+
 static void release_layer(pti_llm_layer *l)
 {
-    pt_tensor **all[] = {&l->attn_norm,    &l->wq,
-                         &l->wk,           &l->wv,
-                         &l->wqkv,         &l->wo,
-                         &l->bq,           &l->bk,
-                         &l->bv,           &l->bqkv,
-                         &l->bo,           &l->q_norm,
-                         &l->k_norm,       &l->attn_post_norm,
-                         &l->ffn_norm,     &l->w_gate,
-                         &l->w_up,         &l->w_down,
-                         &l->ffn_post_norm};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+    pt_tensor **all[LAYER_WEIGHTS];
+    layer_weights(l, all);
+    for (size_t i = 0; i < LAYER_WEIGHTS; i++) {
         pt_release(*all[i]);
         *all[i] = NULL;
     }
+}
+
+/* Replaces *slot by its copy on d (NULL slots stay NULL). */
+static bool move_weight(pt_tensor **slot, pt_device d)
+{
+    if (!*slot)
+        return true;
+    pt_tensor *moved = pt_to(*slot, d);
+    if (!moved)
+        return false;
+    pti_scope_untrack(moved);
+    pt_release(*slot);
+    *slot = moved;
+    return true;
+}
+
+pt_status pti_llm_model_to_device(pti_llm_model *m, pt_device d)
+{
+    if (pt_device_equal(m->device, d))
+        return PT_OK;
+    bool tied = m->output == m->tok_embd;
+    if (tied) { /* one copy for both */
+        pt_release(m->output);
+        m->output = NULL;
+    }
+    bool ok = move_weight(&m->tok_embd, d) && move_weight(&m->output_norm, d) &&
+              move_weight(&m->output, d) && move_weight(&m->rope_freqs, d);
+    for (int il = 0; ok && il < m->hp.n_layer; il++) {
+        pt_tensor **all[LAYER_WEIGHTS];
+        layer_weights(&m->layers[il], all);
+        for (size_t i = 0; ok && i < LAYER_WEIGHTS; i++)
+            ok = move_weight(all[i], d);
+    }
+    if (tied)
+        m->output = pt_retain(m->tok_embd);
+    if (!ok)
+        return pt_last_status();
+    m->device = d;
+    return PT_OK;
 }
 
 void pti_llm_model_free(pti_llm_model *m)

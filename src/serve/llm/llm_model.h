@@ -62,6 +62,8 @@ typedef struct pti_llm_model {
     pti_llm_layer *layers;
     int64_t n_params;
     char quant_name[16];
+    pt_device device; /* where the weights live and the forward pass computes (the CPU unless
+                       * pti_llm_model_to_device moved them) */
 } pti_llm_model;
 
 /* Reads hyperparameters and weights (zero-copy views of the mapped file) from g, which the
@@ -73,6 +75,12 @@ pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g);
  * quantization_level: 15 -> "Q4_K_M", 4 -> "MXFP4"; "unknown" for the others. The engine's
  * pt_llm_info.quantization and the model store's facts both come from here. */
 const char *pti_llm_file_type_name(int64_t file_type);
+/* Copies every weight to device d (a no-op for the CPU), releasing the file-backed views, so
+ * that the forward pass, the cache made afterwards and all temporaries live on d. The
+ * tokenizer, the sampler and the logits handed back stay on the host. PT_OK, or the error of
+ * the first copy that failed (the model is then unchanged on the weights not yet moved and
+ * must be freed). */
+pt_status pti_llm_model_to_device(pti_llm_model *m, pt_device d);
 void pti_llm_model_free(pti_llm_model *m);
 
 /* The key/value cache: per layer [n_slots, n_ctx, n_head_kv, head_dim] tensors. */
@@ -92,7 +100,8 @@ typedef struct pti_llm_run {
 } pti_llm_run;
 
 /* Runs the model over the batch: writes the runs' keys/values into the cache and returns the
- * logits [number of runs with want_logits, n_vocab] (float32, new reference, in run order), or
+ * logits [number of runs with want_logits, n_vocab] (float32, on the CPU whatever the model's
+ * device, new reference, in run order), or
  * NULL with the error set. Positions must fit the cache (pos0 + n <= n_ctx); earlier positions
  * of the slot are read from the cache as they are. */
 pt_tensor *pti_llm_forward(const pti_llm_model *m, pti_kv_cache *c, const int32_t *tokens,
@@ -105,12 +114,19 @@ pt_status pti_llm_forward_ex(const pti_llm_model *m, pti_kv_cache *c, const int3
                              int32_t n_tokens, const pti_llm_run *runs, int32_t n_runs,
                              pt_tensor **logits, pt_tensor **hidden);
 
-/* The ops whose kernels the engine dispatches (the forward pass over every supported
- * architecture and weight dtype, and the cache set-up): *n of them, a static table. A backend
- * runs the engine only with a kernel for each. */
-const pti_op *pti_llm_required_ops(int *n);
-/* How many of those ops device d's backend has no kernel for (-1: no backend for d in this
- * build), their names written comma-separated into buf (cap bytes, truncated with "..."). */
+/* One op the engine dispatches and the dtype it computes in (float32 for most; float16 too
+ * for the cache's copies and gemma3's GELU). */
+typedef struct pti_llm_op_need {
+    pti_op op;
+    pt_dtype dtype;
+} pti_llm_op_need;
+/* The (op, dtype) pairs whose kernels the engine dispatches (the forward pass over every
+ * supported architecture and weight dtype, and the cache set-up): *n of them, a static table.
+ * A backend runs the engine only with a kernel for each. */
+const pti_llm_op_need *pti_llm_required_ops(int *n);
+/* How many of those pairs device d's backend has no kernel for (-1: no backend for d in this
+ * build), written comma-separated into buf as "op" (float32) or "op (float16)" (cap bytes,
+ * truncated with "..."). */
 int pti_llm_missing_ops(pt_device d, char *buf, size_t cap);
 
 #endif
