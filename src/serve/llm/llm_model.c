@@ -374,11 +374,16 @@ pti_llm_model *pti_llm_model_from_gguf(pt_gguf *g)
 enum { LAYER_WEIGHTS = 19 };
 static void layer_weights(pti_llm_layer *l, pt_tensor **all[LAYER_WEIGHTS])
 {
-    pt_tensor **w[LAYER_WEIGHTS] = {
-        &l->attn_norm, &l->wq,     &l->wk,     &l->wv,       &l->wqkv,           &l->wo,
-        &l->bq,        &l->bk,     &l->bv,     &l->bqkv,     &l->bo,             &l->q_norm,
-        &l->k_norm,    &l->attn_post_norm,     &l->ffn_norm, &l->w_gate,         &l->w_up,
-        &l->w_down,    &l->ffn_post_norm};
+    pt_tensor **w[LAYER_WEIGHTS] = {&l->attn_norm,    &l->wq,
+                                    &l->wk,           &l->wv,
+                                    &l->wqkv,         &l->wo,
+                                    &l->bq,           &l->bk,
+                                    &l->bv,           &l->bqkv,
+                                    &l->bo,           &l->q_norm,
+                                    &l->k_norm,       &l->attn_post_norm,
+                                    &l->ffn_norm,     &l->w_gate,
+                                    &l->w_up,         &l->w_down,
+                                    &l->ffn_post_norm};
     memcpy(all, w, sizeof w);
 }
 
