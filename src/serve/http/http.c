@@ -37,6 +37,7 @@
 
 #include "../../core/utf8.h"
 #include "serve_internal.h"
+#include "store_ops.h"
 
 #ifdef PS_HAVE_CHAT_PAGE
 #include "chat_page.h"
@@ -1383,7 +1384,9 @@ static void run_handler(conn_state *cs)
     cs->counted_active = true;
     pthread_mutex_unlock(&cs->h->lock);
     cs->handler_ran = true;
+    pti_store_set_warn(ps_store_warn_to_log, cs->h->srv); /* store warnings into the log */
     cs->rt->fn(r);
+    pti_store_set_warn(NULL, NULL);
     if (!cs->answered) {
         ps_log(cs->h->srv, PT_LOG_ERROR, "the handler of %s %s did not answer", cs->method,
                cs->path);

@@ -70,6 +70,9 @@ typedef struct ps_stream ps_stream;
  * NULL (stderr). */
 void ps_log(const ps_server *s, pt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* A pti_store_warn_fn (store_ops.h): the warning as a PT_LOG_WARN line of the server
+ * (a ps_server *), "model store: <msg>". */
+void ps_store_warn_to_log(void *server, const char *msg);
 
 struct ps_request {
     ps_server *srv;

@@ -47,6 +47,11 @@ void ps_log(const ps_server *s, pt_log_level level, const char *fmt, ...)
         fprintf(stderr, "promeserve: %s\n", line);
 }
 
+void ps_store_warn_to_log(void *server, const char *msg)
+{
+    ps_log(server, PT_LOG_WARN, "model store: %s", msg);
+}
+
 /* Copies a string option into a fixed field; false (PT_ERR_INVALID_ARG) when it does not fit. */
 static bool copy_opt(char *dst, size_t cap, const char *src, const char *what)
 {
@@ -179,8 +184,11 @@ pt_server *pt_server_start(const pt_server_opts *opts)
     }
     /* what interrupted uploads and creates left behind, and the blobs no model uses, as
      * Ollama's PruneLayers removes them */
-    if (srv->cfg.models_store[0] && !srv->cfg.no_prune)
+    if (srv->cfg.models_store[0] && !srv->cfg.no_prune) {
+        pti_store_set_warn(ps_store_warn_to_log, srv);
         pti_store_prune(srv->cfg.models_store, ps_wall_ns() / 1000000000);
+        pti_store_set_warn(NULL, NULL);
+    }
     char err[512] = "";
     if (!ps_metrics_init(srv) || !ps_registry_init(srv, err, sizeof err) ||
         !ps_http_start(srv, err, sizeof err)) {

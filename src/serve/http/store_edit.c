@@ -188,7 +188,7 @@ static bool collect_used(const char *name, const char *path, void *user)
     gc_state *gc = user;
     cJSON *man = pti_store_read_manifest(path, NULL);
     if (!man) {
-        fprintf(stderr, "model store: warning: %s: %s; no blob is removed\n", path,
+        pti_store_warn("%s: %s; no blob is removed", path,
                 pt_last_error());
         gc->broken = true;
         return false;
@@ -300,8 +300,8 @@ int pti_store_prune(const char *root, int64_t now_s)
     pti_store_walk(root, collect_used, &gc);
     int removed = -1;
     if (gc.broken) {
-        fprintf(stderr, "model store: warning: a manifest is corrupt, so nothing is pruned; "
-                        "re-create or delete that model to clear it\n");
+        pti_store_warn("a manifest is corrupt, so nothing is pruned; re-create or delete that "
+                       "model to clear it");
     } else {
         int64_t before = now_s - PTI_STORE_PRUNE_GRACE_S;
         removed =

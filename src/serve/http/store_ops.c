@@ -61,6 +61,30 @@ static void strbuf_free(strbuf *sb)
     *sb = (strbuf){0};
 }
 
+/* ---- warnings ----------------------------------------------------------------------------- */
+
+static _Thread_local pti_store_warn_fn warn_fn;
+static _Thread_local void *warn_user;
+
+void pti_store_set_warn(pti_store_warn_fn fn, void *user)
+{
+    warn_fn = fn;
+    warn_user = user;
+}
+
+void pti_store_warn(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (warn_fn)
+        warn_fn(warn_user, line);
+    else
+        fprintf(stderr, "model store: warning: %s\n", line);
+}
+
 /* ---- formatting ---------------------------------------------------------------------------- */
 
 void pti_store_human_number(uint64_t n, char *buf, size_t cap)
@@ -335,7 +359,7 @@ static bool walk_level(const char *dir, int level, const char *parts[4], pti_sto
         pti_model_name name;
         snprintf(full, sizeof full, "%s/%s/%s:%s", parts[0], parts[1], parts[2], parts[3]);
         if (!pti_model_name_parse(full, &name)) {
-            fprintf(stderr, "model store: warning: skipping %s: %s\n", p, pt_last_error());
+            pti_store_warn("skipping %s: %s", p, pt_last_error());
             continue;
         }
         pti_model_name_format(&name, shown, sizeof shown);
@@ -615,7 +639,7 @@ static bool list_manifest(const char *name, const char *path, void *user)
     struct stat st;
     cJSON *man = stat(path, &st) == 0 ? pti_store_read_manifest(path, hex) : NULL;
     if (!man) {
-        fprintf(stderr, "model store: warning: skipping %s: %s\n", path, pt_last_error());
+        pti_store_warn("skipping %s: %s", path, pt_last_error());
         return true;
     }
     double size = 0;
@@ -643,7 +667,7 @@ static void list_gguf_file(cJSON *out, const char *path)
     struct stat st;
     pti_gguf_facts f;
     if (stat(path, &st) != 0 || !pti_store_gguf_facts(path, &f)) {
-        fprintf(stderr, "model store: warning: skipping %s: %s\n", path,
+        pti_store_warn("skipping %s: %s", path,
                 pt_last_error() ? pt_last_error() : "cannot stat");
         return;
     }

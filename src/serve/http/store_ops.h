@@ -143,4 +143,16 @@ int pti_store_prune_temporaries(const char *root, int64_t before_s);
  * were removed, -1 when a manifest could not be read. Run it before anything writes. */
 int pti_store_prune(const char *root, int64_t now_s);
 
+/* ---- warnings ------------------------------------------------------------------------- */
+
+/* Receives one store warning (a manifest skipped in a listing, pruning refused) as a line
+ * without a trailing newline. */
+typedef void (*pti_store_warn_fn)(void *user, const char *msg);
+/* Sends the calling thread's store warnings to fn (NULL: to stderr as "model store: warning:
+ * <msg>", what the CLI prints). The server points it at its log around each request it
+ * handles and around its start-up prune. */
+void pti_store_set_warn(pti_store_warn_fn fn, void *user);
+/* One warning (printf format) to this thread's sink. */
+void pti_store_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif
