@@ -402,9 +402,11 @@ static int32_t *tokenize_all(const pt_llm *llm, const char *text, bool add_bos, 
     if (need < 0)
         return NULL;
     int32_t *ids = pti_malloc((size_t)(need > 0 ? need : 1) * sizeof *ids);
-    if (ids && pti_tokenize(llm->tok, text, len, add_bos, true, ids, need) != need) {
+    int64_t got = ids ? pti_tokenize(llm->tok, text, len, add_bos, true, ids, need) : -1;
+    if (got != need) {
         free(ids);
-        pti_error(PT_ERR_RUNTIME, "pt_llm: tokenization changed between two calls");
+        if (got >= 0) /* otherwise the tokenizer's (or the allocation's) error stands */
+            pti_error(PT_ERR_RUNTIME, "pt_llm: tokenization changed between two calls");
         return NULL;
     }
     *n = need;
