@@ -223,6 +223,23 @@ def check_body_limit(port, pid):
     check(call(port, "GET", "/")[0] == 200, "still serving after the 40 MB chunked 413")
 
 
+def check_embed_limit(port, digest):
+    """One /api/embed may hold 64 times --max-body in vectors: with 64K, 4 MiB, 4096 of the
+    tiny model's 256-dim vectors. 5000 one-letter inputs (a 20 KB body) are refused with 413
+    saying so, not computed into an unbounded buffer; 4000 are answered."""
+    check(create(port, "embedlim", digest)[0] == 200, "create embedlim")
+    st, _, d = call(port, "POST", "/api/embed", {"model": "embedlim", "input": ["a"] * 5000},
+                    timeout=300)
+    j = strict_json(d) or {}
+    check(st == 413 and "limit" in j.get("error", ""),
+          "5000 embeddings of 256 values over a 64K body limit get 413 (%d %r)" % (st, d[:300]))
+    st, _, d = call(port, "POST", "/api/embed", {"model": "embedlim", "input": ["a"] * 4000},
+                    timeout=300)
+    j = strict_json(d) or {}
+    check(st == 200 and len(j.get("embeddings", [])) == 4000,
+          "4000 embeddings under the limit are answered (%d %r)" % (st, d[:200]))
+
+
 def check_openai_errors(port):
     for method, path, want in (("GET", "/v1/models/nope", 404),
                                ("POST", "/v1/chat/completions", 400),
@@ -379,6 +396,7 @@ def main():
         check_strings(port, digest)
         check_create_fields(port, digest)
         check_body_limit(port, srv.proc.pid)
+        check_embed_limit(port, digest)
         check_openai_errors(port)
         smol = find_model("SmolLM2-135M-Instruct.Q4_1.gguf")
         if smol:

@@ -588,14 +588,28 @@ static bool embed_result(ps_gen *g, int dims, float *row, int dim, int *status, 
     return true;
 }
 
-/* The batch's buffer of count x dim floats, made when the first vector tells dim. */
-static bool embed_alloc(ps_embed_vecs *out, int count, int dim, int *status, char *err,
-                        size_t err_cap)
+/* The batch's buffer of count x dim floats, made when the first vector tells dim. One request
+ * may hold at most PS_EMBED_BODY_FACTOR times the body limit in vectors (413 beyond): without
+ * a bound, a 16 MiB list of one-letter inputs would ask for tens of gigabytes. */
+#define PS_EMBED_BODY_FACTOR 64
+static bool embed_alloc(const ps_request *r, ps_embed_vecs *out, int count, int dim, int *status,
+                        char *err, size_t err_cap)
 {
     size_t n = (size_t)count * (size_t)dim;
-    out->v = dim > 0 && n / (size_t)dim == (size_t)count && n <= SIZE_MAX / sizeof(float)
-                 ? pti_malloc((n ? n : 1) * sizeof(float))
-                 : NULL;
+    size_t body = ps_server_max_body(r->srv);
+    size_t cap = body > SIZE_MAX / PS_EMBED_BODY_FACTOR ? SIZE_MAX : body * PS_EMBED_BODY_FACTOR;
+    bool fits = dim > 0 && n / (size_t)dim == (size_t)count && n <= cap / sizeof(float);
+    if (!fits && dim > 0) {
+        *status = 413;
+        snprintf(err, err_cap,
+                 "the embeddings of %d inputs (%d values each) would take %.0f MB, over this "
+                 "server's limit of %zu MB (%d times its request body limit); send fewer inputs "
+                 "per request",
+                 count, dim, (double)count * dim * sizeof(float) / 1e6, cap / 1000000,
+                 PS_EMBED_BODY_FACTOR);
+        return false;
+    }
+    out->v = dim > 0 ? pti_malloc((n ? n : 1) * sizeof(float)) : NULL;
     out->count = count;
     out->dim = dim;
     if (out->v)
@@ -708,8 +722,8 @@ bool ps_api_embed_inputs(ps_request *r, bool openai, ps_model *m, const cJSON *i
         ps_gen *g = ring[finished % win];
         wait_done(g);
         if (!out->v && g->st == PT_OK && g->embedding)
-            ok = embed_alloc(out, count, dims > 0 && dims < g->n_embd ? dims : g->n_embd, &status,
-                             err, sizeof err);
+            ok = embed_alloc(r, out, count, dims > 0 && dims < g->n_embd ? dims : g->n_embd,
+                             &status, err, sizeof err);
         ok = ok &&
              embed_result(g, dims, out->v ? out->v + (size_t)finished * (size_t)out->dim : NULL,
                           out->dim, &status, err, sizeof err);

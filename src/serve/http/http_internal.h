@@ -73,6 +73,8 @@ void ps_log(const ps_server *s, pt_log_level level, const char *fmt, ...)
 /* A pti_store_warn_fn (store_ops.h): the warning as a PT_LOG_WARN line of the server
  * (a ps_server *), "model store: <msg>". */
 void ps_store_warn_to_log(void *server, const char *msg);
+/* The server's largest JSON request body in bytes (--max-body). */
+size_t ps_server_max_body(const ps_server *s);
 
 struct ps_request {
     ps_server *srv;

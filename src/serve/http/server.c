@@ -47,6 +47,11 @@ void ps_log(const ps_server *s, pt_log_level level, const char *fmt, ...)
         fprintf(stderr, "promeserve: %s\n", line);
 }
 
+size_t ps_server_max_body(const ps_server *s)
+{
+    return s->cfg.max_body;
+}
+
 void ps_store_warn_to_log(void *server, const char *msg)
 {
     ps_log(server, PT_LOG_WARN, "model store: %s", msg);
