@@ -188,8 +188,7 @@ static bool collect_used(const char *name, const char *path, void *user)
     gc_state *gc = user;
     cJSON *man = pti_store_read_manifest(path, NULL);
     if (!man) {
-        pti_store_warn("%s: %s; no blob is removed", path,
-                pt_last_error());
+        pti_store_warn("%s: %s; no blob is removed", path, pt_last_error());
         gc->broken = true;
         return false;
     }

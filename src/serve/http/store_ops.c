@@ -667,8 +667,7 @@ static void list_gguf_file(cJSON *out, const char *path)
     struct stat st;
     pti_gguf_facts f;
     if (stat(path, &st) != 0 || !pti_store_gguf_facts(path, &f)) {
-        pti_store_warn("skipping %s: %s", path,
-                pt_last_error() ? pt_last_error() : "cannot stat");
+        pti_store_warn("skipping %s: %s", path, pt_last_error() ? pt_last_error() : "cannot stat");
         return;
     }
     uint8_t d[32];
