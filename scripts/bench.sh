@@ -4,20 +4,38 @@
 set -euo pipefail
 build="${1:-build}"
 cd "$(dirname "$0")/.."
+# The torch peer of every PyTorch row: the first interpreter listed in $PT_TORCH_PYTHONS (the
+# Makefile passes the bench venv's, PyPI torch 2.x); the next one, if any, is a second peer of
+# the checkpoint-loading row. Unset, the python3 on PATH is used, with a warning (it may be an
+# older torch, e.g. Debian's 1.13, whose figures are not comparable).
+read -r -a torch_pys <<<"${PT_TORCH_PYTHONS:-}"
+if [ ${#torch_pys[@]} -gt 0 ]; then
+  torch_py="${torch_pys[0]}"
+else
+  torch_py="$(command -v python3 || echo python3)"
+  echo "WARNING: PT_TORCH_PYTHONS is not set: the PyTorch rows below run against $torch_py" \
+    "($("$torch_py" -c 'import torch; print("torch", torch.__version__)' 2>/dev/null ||
+      echo "no torch")), not the bench venv's torch (make bench sets it)" >&2
+fi
+if ! "$torch_py" -c "import torch" 2>/dev/null; then
+  echo "error: $torch_py cannot import torch (set PT_TORCH_PYTHONS to a python with torch)" >&2
+  exit 1
+fi
+echo "torch peer: $torch_py ($("$torch_py" -c 'import torch; print(torch.__version__)'))"
 echo "== float32 matmul 1024^3 vs direct OpenBLAS =="
 PT_NUM_THREADS=2 "$build/bin/bench_matmul_blas"
 echo "== ops vs PyTorch =="
-/usr/bin/python3 benchmarks/ops_vs_torch.py --bin "$build/bin/bench_ops" --threads 2 \
+"$torch_py" benchmarks/ops_vs_torch.py --bin "$build/bin/bench_ops" --threads 2 \
   --min-seconds 0.2 --repeat 3
 echo "== autograd vs PyTorch =="
-/usr/bin/python3 benchmarks/autograd_vs_torch.py --bin "$build/bin/autograd_vs_torch" --threads 2
+"$torch_py" benchmarks/autograd_vs_torch.py --bin "$build/bin/autograd_vs_torch" --threads 2
 echo "== training one epoch vs PyTorch (MLP and CNN on Fashion-MNIST) =="
-/usr/bin/python3 benchmarks/train_vs_torch.py --bin "$build/bin/train_vs_torch" --threads 2
+"$torch_py" benchmarks/train_vs_torch.py --bin "$build/bin/train_vs_torch" --threads 2
 echo "== checkpoint loading vs PyTorch (torch.load, safetensors) =="
-# A second peer: the first interpreter listed in $PT_TORCH_PYTHONS (e.g. a venv with torch 2.x).
+# A second peer: the second interpreter listed in $PT_TORCH_PYTHONS, if any.
 py2=()
-for py in ${PT_TORCH_PYTHONS:-}; do py2=(--python2 "$py"); break; done
-/usr/bin/python3 benchmarks/load_vs_torch.py --bin "$build/bin/load_vs_torch" --threads 2 "${py2[@]}"
+if [ ${#torch_pys[@]} -gt 1 ]; then py2=(--python2 "${torch_pys[1]}"); fi
+"$torch_py" benchmarks/load_vs_torch.py --bin "$build/bin/load_vs_torch" --threads 2 "${py2[@]}"
 echo "== LLM prompt processing and generation vs llama.cpp (llama-cpp-python) =="
 # The models of issue 6 from $PT_MODELS_DIR; llama-cpp-python (with gguf and numpy) from the
 # interpreter $PT_LLAMA_PYTHON. Skipped when either is missing.

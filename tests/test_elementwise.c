@@ -260,6 +260,44 @@ static void test_unary_accuracy_grid(void **state)
     assert_tensor_close(pt_erf(grid(25001, 5.0)), fx_get(fx, "grid.erf"), F32_RTOL, F32_ATOL);
 }
 
+/* Inputs far outside the polynomial ranges (where the vector loops clamp before reducing) give
+ * the limits every float32 implementation rounds to: sigmoid 0 / 1, silu and gelu -0 / x, tanh
+ * +-1, exp 0 (or its subnormal value) / inf / 1, and log of a subnormal its exact value. 40
+ * elements, so the vector loops run full vectors and a masked or padded tail. */
+static void test_unary_extremes(void **state)
+{
+    (void)state;
+    static const float vals[10] = {-3e38f, -1e30f, -1e5f, -200.0f, -89.5f,
+                                   89.5f,  200.0f, 1e5f,  1e30f,   3e38f};
+    float buf[40];
+    for (int i = 0; i < 40; i++)
+        buf[i] = vals[i % 10];
+    pt_tensor *x = pt_from_data(buf, 1, (int64_t[]){40}, PT_FLOAT32, pt_cpu());
+    pt_tensor *sg = pt_sigmoid(x), *si = pt_silu(x), *ge = pt_gelu(x), *th = pt_tanh(x);
+    pt_tensor *ex = pt_exp(x);
+    for (int i = 0; i < 40; i++) {
+        double v = buf[i];
+        bool neg = v < 0;
+        assert_true(neg ? fabs(pt_test_get(sg, i)) < 1e-37 : pt_test_get(sg, i) == 1.0);
+        assert_true(neg ? fabs(pt_test_get(si, i)) < 1e-30 : pt_test_get(si, i) == v);
+        assert_true(neg ? fabs(pt_test_get(ge, i)) < 1e-30 : pt_test_get(ge, i) == v);
+        assert_true(pt_test_get(th, i) == (neg ? -1.0 : 1.0));
+        /* e^-89.5 = 1.2e-39 is subnormal: within a subnormal step of libm's double value */
+        assert_true(neg ? fabs(pt_test_get(ex, i) - exp(v)) <= 1.5e-45 : isinf(pt_test_get(ex, i)));
+    }
+    /* subnormals: e^x = 1, log x exact */
+    float sub[20];
+    for (int i = 0; i < 20; i++)
+        sub[i] = (float)(1e-45 * (i + 1)) * (i % 2 ? 1.0f : 1e6f);
+    pt_tensor *xs = pt_from_data(sub, 1, (int64_t[]){20}, PT_FLOAT32, pt_cpu());
+    pt_tensor *es = pt_exp(xs), *ls = pt_log(xs);
+    for (int i = 0; i < 20; i++) {
+        assert_true(pt_test_get(es, i) == 1.0);
+        assert_true(fabs(pt_test_get(ls, i) - log((double)sub[i])) <
+                    1e-5 * fabs(log((double)sub[i])));
+    }
+}
+
 static void test_unary_errors(void **state)
 {
     (void)state;
@@ -703,6 +741,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unary_activations, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_bool_results, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_half_and_large, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_unary_extremes, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_unary_errors, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_binary_ops, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_binary_promotion_and_broadcast, pt_test_setup,

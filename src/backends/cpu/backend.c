@@ -49,11 +49,16 @@ static pt_backend cpu_backend = {
 };
 
 static bool avx2_enabled;
+static bool avx512_enabled;
 static bool f16c_enabled;
 
 bool pti_cpu_has_avx2(void)
 {
     return avx2_enabled;
+}
+bool pti_cpu_has_avx512(void)
+{
+    return avx512_enabled;
 }
 bool pti_cpu_has_f16c(void)
 {
@@ -69,16 +74,28 @@ static bool cpu_has_f16c(void)
 }
 #endif
 
+/* An environment knob that is set to anything but "" or "0". */
+static bool env_flag(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 __attribute__((constructor)) static void cpu_backend_init(void)
 {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     avx2_enabled = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     f16c_enabled = avx2_enabled && cpu_has_f16c();
+    /* __builtin_cpu_supports also checks that the OS saves the zmm and mask registers */
+    avx512_enabled = avx2_enabled && __builtin_cpu_supports("avx512f") &&
+                     __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl");
 #endif
-    const char *off = getenv("PT_DISABLE_AVX2");
-    if (off && *off && strcmp(off, "0") != 0)
-        avx2_enabled = f16c_enabled = false;
+    if (env_flag("PT_DISABLE_AVX512"))
+        avx512_enabled = false;
+    if (env_flag("PT_DISABLE_AVX2"))
+        avx2_enabled = f16c_enabled = avx512_enabled = false;
     pti_cpu_register_core(cpu_backend.kernels);
     pti_cpu_register_elementwise(cpu_backend.kernels);
     pti_cpu_register_reduce(cpu_backend.kernels);

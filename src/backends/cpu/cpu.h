@@ -11,6 +11,9 @@
 /* True when the CPU has AVX2 and FMA and PT_DISABLE_AVX2 is not set in the environment (the
  * portable scalar paths then run everywhere, which the tests use as the reference). */
 bool pti_cpu_has_avx2(void);
+/* AVX2 as above and AVX-512 F/DQ/BW/VL, unless PT_DISABLE_AVX512 is set (which caps the unary
+ * elementwise and softmax row kernels at AVX2; the *_avx2 tests run so). */
+bool pti_cpu_has_avx512(void);
 /* AVX2 as above and F16C (vcvtph2ps / vcvtps2ph). */
 bool pti_cpu_has_f16c(void);
 

@@ -1,18 +1,18 @@
 /* CPU kernels of the elementwise family, unary part (front-ends in src/ops/elementwise.c):
  * math functions, activations, rounding, clamp and the bool-valued tests. float32 and float64
- * share one expression per op (type-generic math); contiguous float32 runs take the AVX2 loops
- * of elementwise_avx2.c when the CPU has them; integer dtypes go through int64. Binary and
- * ternary kernels are in elementwise_binary.c. */
+ * share one expression per op (type-generic math); contiguous float32 runs take the AVX-512 loops
+ * of elementwise_avx512.c or the AVX2 loops of elementwise_avx2.c when the CPU has them; integer
+ * dtypes go through int64. Binary and ternary kernels are in elementwise_binary.c. */
 #include <tgmath.h>
 
 #include "elementwise.h"
 
 typedef struct unary_ctx {
     pti_op op;
-    pt_dtype dt; /* input dtype (= output dtype except for the bool-valued ops) */
-    bool avx2;
-    double p[4]; /* the op's parameters (call scalars) */
-    float pf[4]; /* the same as floats, for the float32 loops */
+    pt_dtype dt;       /* input dtype (= output dtype except for the bool-valued ops) */
+    bool avx2, avx512; /* the contiguous float32 loop to take (AVX-512 first) */
+    double p[4];       /* the op's parameters (call scalars) */
+    float pf[4];       /* the same as floats, for the float32 loops */
 } unary_ctx;
 
 /* x is the input element of type T; each case assigns y. */
@@ -95,6 +95,10 @@ static void unary_f32_loop(void *ctx, char **data, const int64_t *strides, int64
     char *out = data[0];
     const char *in = data[1];
     int64_t so = strides[0], si = strides[1];
+    if (u->avx512 && so == 4 && si == 4) {
+        pti_ew_avx512_unary(u->op, (float *)out, (const float *)in, n, u->pf);
+        return;
+    }
     if (u->avx2 && so == 4 && si == 4) {
         pti_ew_avx2_unary(u->op, (float *)out, (const float *)in, n, u->pf);
         return;
@@ -230,6 +234,7 @@ static pt_status cpu_unary(const pti_call *c)
     else
         fn = unary_int_loop;
     u.avx2 = u.dt == PT_FLOAT32 && pti_ew_avx2_has_unary(c->op) && pti_cpu_has_avx2();
+    u.avx512 = u.dt == PT_FLOAT32 && pti_ew_avx512_has_unary(c->op) && pti_cpu_has_avx512();
     pti_iter it;
     pti_iter_init(&it, 2, ops);
     pti_iter_for_each(&it, unary_grain(c->op), fn, &u);

@@ -1,5 +1,6 @@
-/* Shared between the CPU elementwise kernel files: the AVX2+FMA float32 loops (elementwise_avx2.c)
- * and the registration of the binary/ternary kernels (elementwise_binary.c). */
+/* Shared between the CPU elementwise kernel files: the AVX2+FMA float32 loops (elementwise_avx2.c),
+ * the AVX-512 unary loops (elementwise_avx512.c) and the registration of the binary/ternary kernels
+ * (elementwise_binary.c). */
 #ifndef PT_CPU_ELEMENTWISE_H
 #define PT_CPU_ELEMENTWISE_H
 
@@ -9,6 +10,9 @@
 bool pti_ew_avx2_has_unary(pti_op op);
 /* out[i] = op(in[i]) for n contiguous floats; p holds the op's float parameters. */
 void pti_ew_avx2_unary(pti_op op, float *out, const float *in, int64_t n, const float *p);
+/* The same for the AVX-512 loops (elementwise_avx512.c). */
+bool pti_ew_avx512_has_unary(pti_op op);
+void pti_ew_avx512_unary(pti_op op, float *out, const float *in, int64_t n, const float *p);
 /* True when op has an AVX2 float32 binary loop. */
 bool pti_ew_avx2_has_binary(pti_op op);
 /* out[i] = a[i*sa] op b[i*sb] for n floats, sa and sb each 0 (broadcast) or 1; alpha for add. */

@@ -1,7 +1,8 @@
 /* CPU kernels of the dim-wise ops of the reduce family: cumsum, cumprod, softmax and
  * log_softmax along one dim. The input is seen as lines along the dim (any strides); the
  * output is contiguous. The generic path works in double (int64 for integer scans); float32
- * has fast paths for contiguous rows (AVX2 exp) and for blocks of contiguous columns. */
+ * has fast paths for contiguous rows (AVX2 exp, or AVX-512 in reduce_dim_avx512.c) and for blocks
+ * of contiguous columns. */
 #include <math.h>
 #include <string.h>
 
@@ -10,8 +11,8 @@
 typedef struct djob {
     const pti_call *c;
     pti_rgeom g;
-    int64_t D, K; /* length of the dim; elements after it (output stride along the dim) */
-    bool log, avx2;
+    int64_t D, K;           /* length of the dim; elements after it (output stride along the dim) */
+    bool log, avx2, avx512; /* avx512: the AVX-512 rows (contiguous, K == 1) */
 } djob;
 
 static inline double ld(const char *base, pt_dtype dt, size_t es, int64_t off)
@@ -442,6 +443,10 @@ static void f32_range(void *arg, int64_t begin, int64_t end)
     int64_t D = j->D, K = j->K;
     if (K == 1) {
 #ifdef __x86_64__
+        if (j->avx512) {
+            pti_softmax_rows_avx512(x, y, D, begin, end, j->log);
+            return;
+        }
         if (j->avx2) {
             softmax_rows_avx2(x, y, D, begin, end, j->log);
             return;
@@ -469,7 +474,10 @@ static pt_status cpu_dim_op(const pti_call *c)
 {
     const pt_tensor *in = c->in[0];
     int dim = (int)c->scalar[0];
-    djob j = {.c = c, .log = c->op == PTI_OP_log_softmax, .avx2 = pti_cpu_has_avx2()};
+    djob j = {.c = c,
+              .log = c->op == PTI_OP_log_softmax,
+              .avx2 = pti_cpu_has_avx2(),
+              .avx512 = pti_cpu_has_avx512()};
     if (in->numel == 0)
         return PT_OK;
     pti_rgeom_init(&j.g, in, in->ndim > 0 ? 1u << dim : 0u);

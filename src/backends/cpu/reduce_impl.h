@@ -1,5 +1,5 @@
 /* Declarations shared by the reduce family's CPU kernel files (reduce.c, reduce_f32.c,
- * reduce_dim.c): the reduction geometry and the float32 fast paths. */
+ * reduce_dim.c, reduce_dim_avx512.c): the reduction geometry and the float32 fast paths. */
 #ifndef PT_CPU_REDUCE_IMPL_H
 #define PT_CPU_REDUCE_IMPL_H
 
@@ -27,5 +27,9 @@ int64_t pti_rgeom_out_offset(const pti_rgeom *g, int64_t o);
  * layout is not covered and the generic path must run. */
 bool pti_reduce_f32_fast(const pti_call *c, const pti_rgeom *g);
 void pti_cpu_register_reduce_dim(pti_kernel *table);
+/* softmax (lg false) or log_softmax (lg true) of rows [begin, end) of n contiguous floats, x to
+ * y; the AVX-512 loops of reduce_dim_avx512.c (only when pti_cpu_has_avx512()). */
+void pti_softmax_rows_avx512(const float *x, float *y, int64_t n, int64_t begin, int64_t end,
+                             bool lg);
 
 #endif
