@@ -35,8 +35,9 @@ Norm weights are float32 ones.
 
 Tokenizer: every tokenizer.* key of --vocab-from (SmolLM2's GPT-2 byte-level BPE, 49152 tokens
 with its merges and chat template), with the token list padded to the model's vocabulary by
-normal tokens "synthetic000000", ... (byte-level strings no merge produces, never emitted by the
-tokenizer; they give the output matrix and embedding table their real size).
+normal tokens "synthetic000000", ... (byte-level strings no merge produces: never emitted by the
+tokenizer, they give the output matrix and the embedding table their real size). Both
+llama.cpp (llama-cpp-python 0.3.36) and PromeTorch (llm_bench, pt-inspect) load the files.
 """
 import argparse
 import os

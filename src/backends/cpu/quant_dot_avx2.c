@@ -362,6 +362,19 @@ KQ_FNS(dot_q4_k_vnni, rows_q4_k_vnni, q4_k_rows, false, true)
 KQ_FNS(dot_q5_k, rows_q5_k, q4_k_rows, true, false)
 KQ_FNS(dot_q5_k_vnni, rows_q5_k_vnni, q4_k_rows, true, true)
 
+/* t[p] = the sum of the 8 int32 lanes of v[p], p < 8, in 9 instructions (hadd tree, then the
+ * two 128-bit halves) instead of 8 separate horizontal sums; exact integers, the same values. */
+ROWS_INLINE void hsum8_i32(const __m256i v[8], int32_t t[8])
+{
+    __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    __m256i g0 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: lanes 0-3 | lanes 4-7 partials */
+    __m256i g1 = _mm256_hadd_epi32(h45, h67); /* rows 4-7 */
+    __m256i tot = _mm256_add_epi32(_mm256_permute2x128_si256(g0, g1, 0x20),
+                                   _mm256_permute2x128_si256(g0, g1, 0x31));
+    _mm256_storeu_si256((__m256i *)t, tot);
+}
+
 /* Q6_K: codes q in 0..63 with y = d * s * (q - 32); sum(s * (q - 32) * a) is computed as
  * sum(s * q * a) - 32 * sum_g(s_g * bsum_g), exactly, in int32 (subtracting it in float would
  * cancel away precision: sum(s * q * a) is ~32 times larger than the result). */
@@ -432,10 +445,17 @@ ROWS_INLINE void q6_k_rows(const void *wv, size_t w_stride, const char *act, siz
         if (split)
             for (int p = 0; p < W * R; p++)
                 sumi[p] = _mm256_add_epi32(sumi[p], sumh[p]);
+        int32_t tot[KQ_MAX_PAIRS];
+        if (W * R == 8) {
+            hsum8_i32(sumi, tot);
+        } else {
+            for (int p = 0; p < W * R; p++)
+                tot[p] = hsum_i32(sumi[p]);
+        }
         for (int w = 0; w < W; w++) {
             float dw = h2f(wr[w][b].d);
             for (int r = 0; r < R; r++)
-                out[w * R + r] += a[r][b].d * dw * (float)hsum_i32(sumi[w * R + r]);
+                out[w * R + r] += a[r][b].d * dw * (float)tot[w * R + r];
         }
     }
 }
