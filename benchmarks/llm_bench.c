@@ -19,10 +19,14 @@
  *
  * --membw measures copy bandwidth on the same number of threads (bench_qgemv's method: each
  * thread memcpy's its slice of a --mb (512) MB buffer, best of several rounds) and prints
- * {"copy_gbs": bytes copied / s, "traffic_gbs": bytes read + written / s}. */
+ * {"copy_gbs": bytes copied / s, "traffic_gbs": bytes read + written / s}, and read
+ * bandwidth: each thread sums its slice of the same buffer, best of 7 ("read_gbs": bytes read / s;
+ * the decode bound, as a GEMV only reads its weights). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +87,52 @@ static double copy_once(char *dst, const char *src, size_t bytes, int threads)
     return now_s() - t0;
 }
 
+/* ---- read bandwidth ---------------------------------------------------------------------- */
+
+typedef struct read_part {
+    const uint64_t *p;
+    size_t n; /* 64-byte lines */
+    uint64_t sum;
+} read_part;
+
+/* Sums a slice 64 bytes at a time into 8 independent lanes (vectorized by the compiler): a pure
+ * streaming read, what a GEMV over weights does at best. */
+static void *read_slice(void *arg)
+{
+    read_part *r = arg;
+    uint64_t acc[8] = {0};
+    for (size_t i = 0; i < r->n; i++)
+        for (int k = 0; k < 8; k++)
+            acc[k] += r->p[8 * i + k];
+    for (int k = 0; k < 8; k++)
+        r->sum += acc[k];
+    return NULL;
+}
+
+/* One read of `bytes` split over `threads` threads; returns the seconds it took. */
+static double read_once(const char *src, size_t bytes, int threads, uint64_t *sink)
+{
+    pthread_t th[MAX_THREADS];
+    read_part parts[MAX_THREADS];
+    bool started[MAX_THREADS] = {false};
+    size_t lines = bytes / 64, chunk = lines / (size_t)threads;
+    double t0 = now_s();
+    for (int t = 0; t < threads; t++) {
+        size_t n = t == threads - 1 ? lines - chunk * (size_t)t : chunk;
+        parts[t] = (read_part){(const uint64_t *)src + (size_t)t * chunk * 8, n, 0};
+        if (t > 0 && !(started[t] = pthread_create(&th[t], NULL, read_slice, &parts[t]) == 0))
+            read_slice(&parts[t]);
+    }
+    read_slice(&parts[0]);
+    for (int t = 1; t < threads; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+    double s = now_s() - t0;
+    for (int t = 0; t < threads; t++)
+        *sink += parts[t].sum;
+    return s;
+}
+
 static int membw(int threads, int64_t mb)
 {
     size_t bytes = (size_t)mb << 20;
@@ -100,12 +150,18 @@ static int membw(int threads, int64_t mb)
         double s = copy_once(dst, src, bytes, threads);
         best = s < best ? s : best;
     }
+    uint64_t sink = 0;
+    double best_read = 1e30;
+    for (int r = 0; r < 7; r++) {
+        double s = read_once(src, bytes, threads, &sink);
+        best_read = s < best_read ? s : best_read;
+    }
     free(src);
     free(dst);
     double gbs = (double)bytes / best / 1e9;
     printf("{\"bench\": \"membw\", \"threads\": %d, \"bytes\": %zu, \"copy_gbs\": %.3f, "
-           "\"traffic_gbs\": %.3f}\n",
-           threads, bytes, gbs, 2 * gbs);
+           "\"traffic_gbs\": %.3f, \"read_gbs\": %.3f, \"sink\": %" PRIu64 "}\n",
+           threads, bytes, gbs, 2 * gbs, (double)bytes / best_read / 1e9, sink);
     return 0;
 }
 

@@ -22,10 +22,11 @@ near-equal logits is possible).
 Generation reads every weight once per token, so it is bounded by memory bandwidth: the weight
 bytes read per token (all tensors but the token embedding table, plus the output matrix, which
 is the embedding table when the model ties them; sizes from the gguf package) divided by the
-bandwidth a multi-threaded memcpy of 512 MB reaches on the same threads (read + written bytes
-per second, measured by `llm_bench --membw`) gives the highest possible tokens/s; each side's
-tg128 is shown as a percentage of it. A model small enough to stay in the last-level cache can
-pass 100%.
+read bandwidth of the same threads (each sums its slice of a 512 MB buffer, best of 7:
+`llm_bench --membw`, "read_gbs") gives the highest possible tokens/s; each side's tg128 is shown
+as a percentage of it. A model small enough to stay in the last-level cache can pass 100%.
+--threads 1,2 runs the whole comparison once per thread count (one table each). Each cell is
+the median of --repeat runs with the range (min–max) beside it.
 
 llama.cpp's CPU threads wait for each other by spinning (OpenMP's default wait policy): on a
 machine where other processes compete for the cores this collapses its speed (a descheduled
@@ -118,10 +119,12 @@ def bench_model(args, model, bw):
             for who in order:
                 res[who].append(ours(args, model, ids_file, ctx) if who == "ours" else cpp.run())
         cpp.close()
-    row = {"model": os.path.basename(model)}
+    row = {"model": os.path.basename(model), "threads": args.threads}
     for who in ("ours", "cpp"):
-        row[who + "_pp"] = statistics.median(x[0] for x in res[who])
-        row[who + "_tg"] = statistics.median(x[1] for x in res[who])
+        for k, key in ((0, "_pp"), (1, "_tg")):
+            v = [x[k] for x in res[who]]
+            row[who + key] = statistics.median(v)
+            row[who + key + "_range"] = (min(v), max(v))
     a, b = res["ours"][-1][2], res["cpp"][-1][2]
     row["agree"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     row["bytes"] = weight_bytes_per_token(model)
@@ -129,12 +132,40 @@ def bench_model(args, model, bw):
     return row
 
 
+def fmt_range(r, key):
+    lo, hi = r[key + "_range"]
+    return f"{r[key]:.1f} ({lo:.1f}–{hi:.1f})"
+
+
+def print_table(args, rows, bwj, load):
+    pp, tg = f"pp{args.pp}", f"tg{args.tg}"
+    cores = os.cpu_count() or 1
+    print(f"\nLLM speed, {args.threads} thread(s), median (min–max) of {args.repeat} alternating "
+          f"runs, tokens/s. Bandwidth bound = streaming read of 512 MB on {args.threads} "
+          f"thread(s), {bwj['read_gbs']:.2f} GB/s (memcpy: {bwj['copy_gbs']:.2f} GB/s copied), "
+          f"÷ weight bytes per token. Load average {load:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end, on {cores} cores; llama.cpp OMP_WAIT_POLICY "
+          f"{os.environ.get('OMP_WAIT_POLICY', 'default')}\n")
+    print(f"| model | threads | {pp} ours | {pp} llama.cpp | {pp} ratio | {tg} ours | "
+          f"{tg} llama.cpp | {tg} ratio | weights/token MB | bound tok/s | ours % bound | "
+          f"llama.cpp % bound | greedy ids agree |")
+    print("|" + "---|" * 13)
+    for r in rows:
+        print(f"| {r['model']} | {r['threads']} | {fmt_range(r, 'ours_pp')} | "
+              f"{fmt_range(r, 'cpp_pp')} | {r['ours_pp'] / r['cpp_pp']:.2f} | "
+              f"{fmt_range(r, 'ours_tg')} | {fmt_range(r, 'cpp_tg')} | "
+              f"{r['ours_tg'] / r['cpp_tg']:.2f} | {r['bytes'] / 1e6:.1f} | {r['bound']:.1f} | "
+              f"{100 * r['ours_tg'] / r['bound']:.0f}% | {100 * r['cpp_tg'] / r['bound']:.0f}% | "
+              f"{r['agree']}/{args.tg} |", flush=True)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", help="GGUF files")
     ap.add_argument("--bin", default=os.path.join(here, "..", "build", "bin", "llm_bench"))
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", default="2",
+                    help="thread count, or a comma-separated list (each is a table)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
@@ -154,28 +185,19 @@ def main():
     if args.pp + args.tg > args.ctx:
         sys.exit("--ctx must hold --pp + --tg tokens")
 
-    bwj = run_json([args.bin, "--membw", "--threads", str(args.threads), "--mb", "512"])
-    bw = bwj["traffic_gbs"]
-    rows = [bench_model(args, m, bw) for m in args.models]
-
-    pp, tg = f"pp{args.pp}", f"tg{args.tg}"
-    print(f"\nLLM speed, {args.threads} thread(s), median of {args.repeat} alternating runs, "
-          f"tokens/s (memcpy of 512 MB: {bwj['copy_gbs']:.2f} GB/s copied = {bw:.2f} GB/s "
-          f"read + written; load average {load:.1f} on {cores} cores; llama.cpp OMP_WAIT_POLICY "
-          f"{os.environ.get('OMP_WAIT_POLICY', 'default')})\n")
-    print(f"| model | {pp} ours | {pp} llama.cpp | {pp} ratio | {tg} ours | {tg} llama.cpp | "
-          f"{tg} ratio | weights/token MB | bound tok/s | ours % bound | llama.cpp % bound | "
-          f"greedy ids agree |")
-    print("|" + "---|" * 12)
-    for r in rows:
-        print(f"| {r['model']} | {r['ours_pp']:.1f} | {r['cpp_pp']:.1f} | "
-              f"{r['ours_pp'] / r['cpp_pp']:.2f} | {r['ours_tg']:.1f} | {r['cpp_tg']:.1f} | "
-              f"{r['ours_tg'] / r['cpp_tg']:.2f} | {r['bytes'] / 1e6:.1f} | {r['bound']:.1f} | "
-              f"{100 * r['ours_tg'] / r['bound']:.0f}% | {100 * r['cpp_tg'] / r['bound']:.0f}% | "
-              f"{r['agree']}/{args.tg} |")
+    out = []
+    for threads in [int(t) for t in args.threads.split(",")]:
+        args.threads = threads
+        bwj = run_json([args.bin, "--membw", "--threads", str(threads), "--mb", "512"])
+        rows = []
+        for m in args.models:
+            rows.append(bench_model(args, m, bwj["read_gbs"]))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        print_table(args, rows, bwj, load)
+        out.append({"threads": threads, "membw": bwj, "rows": rows})
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"threads": args.threads, "membw": bwj, "rows": rows}, f, indent=1)
+            json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

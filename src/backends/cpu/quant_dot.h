@@ -28,6 +28,17 @@ typedef void (*pti_qdot_rows_fn)(const void *w_row, const void *act, size_t act_
 /* The multi-row kernel for dt, or NULL (then callers use pti_quant_dot_fn row by row). */
 pti_qdot_rows_fn pti_quant_dot_rows_fn(pt_dtype dt);
 
+/* Activation rows of the wide kernels (pti_quant_dot_rows_wide_fn): the same contract as
+ * pti_qdot_rows_fn with PTI_QDOT_ROWS_WIDE rows (out[r] bit-identical to pti_qdot_fn's). */
+#define PTI_QDOT_ROWS_WIDE 8
+
+/* The wide kernel for dt (Q4_K, Q5_K, Q6_K on an AVX-512 VNNI CPU, pti_quant_avx512_ok), or
+ * NULL. Prefill runs 8 activation rows per weight-row decode with it: the 8 rows' accumulators
+ * need AVX-512's 32 vector registers. */
+pti_qdot_rows_fn pti_quant_dot_rows_wide_fn(pt_dtype dt);
+/* AVX512F/BW/VL/VNNI usable (pti_quant_vnni_ok, and PT_DISABLE_AVX512 not set). */
+bool pti_quant_avx512_ok(void);
+
 /* AVX2+FMA+F16C variants (quant_dot_avx2.c); only called when pti_quant_avx2_ok(). NULL
  * from pti_quant_dot_avx2_fn for the dtypes that only have the scalar path. */
 bool pti_quant_avx2_ok(void);

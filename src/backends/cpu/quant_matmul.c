@@ -15,8 +15,10 @@
  * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
  * rest -- the K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
  * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
- * through pti_quant_dot_rows_fn (each weight block unpacked once for PTI_QDOT_ROWS activation
- * rows) where the dtype has one, and row by row otherwise. In every case a row's result is the
+ * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
+ * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
+ * pti_quant_dot_rows_fn (each weight block unpacked once for PTI_QDOT_ROWS activation rows)
+ * where the dtype has them, and row by row for the rest. In every case a row's result is the
  * same bits whatever M. */
 #include "cpu.h"
 #include "quant_dot.h"
@@ -31,6 +33,7 @@ typedef struct qlinear_ctx {
     pt_status status;   /* its result (PT_ERR_OOM only), set by the chunk that failed */
     pti_qdot_fn dot;
     pti_qdot_rows_fn dot_rows; /* NULL: row by row */
+    pti_qdot_rows_fn dot_wide; /* PTI_QDOT_ROWS_WIDE rows at once; NULL: none */
     const char *w;             /* weight row 0 */
     size_t w_row_bytes;        /* bytes of one weight row */
     const char *act;           /* quantized (or float) activation row 0 */
@@ -65,6 +68,17 @@ static void qlinear_rows(void *vctx, int64_t n0, int64_t n1)
     for (int64_t t0 = n0; t0 < n1; t0 += ROWS_PER_TILE) {
         int64_t t1 = t0 + ROWS_PER_TILE < n1 ? t0 + ROWS_PER_TILE : n1;
         int64_t i = 0;
+        if (c->dot_wide) {
+            for (; i + PTI_QDOT_ROWS_WIDE <= c->m; i += PTI_QDOT_ROWS_WIDE) {
+                const char *a = c->act + (size_t)i * c->act_row_bytes;
+                for (int64_t j = t0; j < t1; j++) {
+                    float v[PTI_QDOT_ROWS_WIDE];
+                    c->dot_wide(c->w + (size_t)j * c->w_row_bytes, a, c->act_row_bytes, c->k, v);
+                    for (int r = 0; r < PTI_QDOT_ROWS_WIDE; r++)
+                        c->y[(i + r) * c->n + j] = c->bias ? v[r] + c->bias[j] : v[r];
+                }
+            }
+        }
         if (c->dot_rows) {
             for (; i + PTI_QDOT_ROWS <= c->m; i += PTI_QDOT_ROWS) {
                 const char *a = c->act + (size_t)i * c->act_row_bytes;
@@ -139,6 +153,7 @@ static pt_status cpu_quant_linear(const pti_call *c)
     qlinear_ctx q = {
         .dot = dot,
         .dot_rows = m > 1 ? pti_quant_dot_rows_fn(w->dtype) : NULL,
+        .dot_wide = m >= PTI_QDOT_ROWS_WIDE ? pti_quant_dot_rows_wide_fn(w->dtype) : NULL,
         .w = weight_data(w),
         .w_row_bytes = (size_t)(k / wi->block_size) * wi->size,
         .act_row_bytes = (size_t)(k / ai->block_size) * ai->size,
