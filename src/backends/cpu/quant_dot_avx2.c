@@ -480,9 +480,8 @@ bool pti_quant_avx512_ok(void)
     static atomic_int ok = -1; /* every thread that races here stores the same value */
     int v = atomic_load_explicit(&ok, memory_order_relaxed);
     if (v < 0) {
-        const char *off = getenv("PT_DISABLE_AVX512");
-        v = pti_quant_vnni_ok() && __builtin_cpu_supports("avx512f") &&
-            __builtin_cpu_supports("avx512bw") && !(off && *off && strcmp(off, "0") != 0);
+        /* the backend's AVX-512 level (F/DQ/BW/VL, PT_DISABLE_AVX512 read once there) */
+        v = pti_quant_vnni_ok() && pti_cpu_has_avx512();
         atomic_store_explicit(&ok, v, memory_order_relaxed);
     }
     return v;
