@@ -1,0 +1,58 @@
+/* The CPU backend's SIMD kernels of the CNN layers against PyTorch
+ * (tests/fixtures/gen/conv_simd.py) on shapes wide enough for their vector loops: 2x2 / stride 2
+ * max pooling (values, indices and the gradient, with NaN, ties and -inf). The _scalar twin of
+ * this executable (PT_DISABLE_AVX2=1) checks the portable loops on the same cases, so both paths
+ * agree with PyTorch and with each other. */
+#include "testutil.h"
+
+#include <stdio.h>
+
+static pt_fixture *fx;
+
+static char name_buf[8][64];
+static int name_slot;
+
+/* "<op>.<i>.<field>" in a small rotating buffer. */
+static const char *key(const char *op, int i, const char *field)
+{
+    char *b = name_buf[name_slot++ % 8];
+    snprintf(b, 64, "%s.%d.%s", op, i, field);
+    return b;
+}
+
+/* Values and indices exactly (the same comparisons in the same order as PyTorch); the gradient
+ * scatters each output gradient to its index, sums of at most a few terms. */
+static void test_max_pool2d_2x2_matches_torch(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (int i = 0; fx_has(fx, key("mp", i, "x")); i++, n++) {
+        pt_scope_begin();
+        pt_tensor *x = fx_get(fx, key("mp", i, "x"));
+        pt_tensor *idx = NULL;
+        pt_tensor *got = pt_max_pool2d_ex(x, (const int64_t[]){2, 2}, NULL, &idx);
+        if (!got)
+            fail_msg("mp case %d: %s", i, pt_last_error());
+        assert_tensor_equal(got, fx_get(fx, key("mp", i, "out")));
+        assert_tensor_equal(idx, fx_get(fx, key("mp", i, "idx")));
+        /* without indices the values are the same */
+        assert_tensor_equal(pt_max_pool2d(x, (const int64_t[]){2, 2}, NULL, NULL),
+                            fx_get(fx, key("mp", i, "out")));
+        assert_tensor_close(pt_max_pool2d_backward(fx_get(fx, key("mp", i, "gout")), x, idx),
+                            fx_get(fx, key("mp", i, "gx")), 1e-6, 1e-6);
+        pt_scope_end();
+    }
+    assert_true(n >= 5);
+}
+
+int main(void)
+{
+    fx = fx_open("conv_simd");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_max_pool2d_2x2_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    fx_close(fx);
+    return rc;
+}
