@@ -1,6 +1,7 @@
 /* The CPU backend's SIMD kernels of the CNN layers against PyTorch
  * (tests/fixtures/gen/conv_simd.py) on shapes wide enough for their vector loops: 2x2 / stride 2
- * max pooling (values, indices and the gradient, with NaN, ties and -inf). The _scalar twin of
+ * max pooling (values, indices and the gradient, with NaN, ties and -inf) and the batch-norm
+ * backward (training and eval, planes of 169 and 784 values). The _scalar twin of
  * this executable (PT_DISABLE_AVX2=1) checks the portable loops on the same cases, so both paths
  * agree with PyTorch and with each other. */
 #include "testutil.h"
@@ -45,11 +46,36 @@ static void test_max_pool2d_2x2_matches_torch(void **state)
     assert_true(n >= 5);
 }
 
+/* The tolerances of test_grad_nn's float32 batch-norm backward. */
+static void test_batch_norm_backward_matches_torch(void **state)
+{
+    (void)state;
+    int n = 0;
+    for (int i = 0; fx_has(fx, key("bn", i, "x")); i++, n++) {
+        pt_scope_begin();
+        pt_tensor *x = fx_get(fx, key("bn", i, "x")), *g = fx_get(fx, key("bn", i, "g"));
+        pt_tensor *w = fx_get(fx, key("bn", i, "w")), *gw = NULL, *gb = NULL;
+        pt_tensor *gx = pt_batch_norm_backward(g, x, NULL, NULL, w, true, 1e-5, &gw, &gb);
+        assert_tensor_close(gx, fx_get(fx, key("bn", i, "train.gx")), 1e-4, 1e-5);
+        assert_tensor_close(gw, fx_get(fx, key("bn", i, "train.gw")), 1e-4, 1e-5);
+        assert_tensor_close(gb, fx_get(fx, key("bn", i, "train.gb")), 1e-4, 1e-5);
+        gx = pt_batch_norm_backward(g, x, fx_get(fx, key("bn", i, "rm")),
+                                    fx_get(fx, key("bn", i, "rv")), w, false, 1e-5, &gw, &gb);
+        assert_tensor_close(gx, fx_get(fx, key("bn", i, "eval.gx")), 1e-4, 1e-5);
+        assert_tensor_close(gw, fx_get(fx, key("bn", i, "eval.gw")), 1e-4, 1e-5);
+        assert_tensor_close(gb, fx_get(fx, key("bn", i, "eval.gb")), 1e-4, 1e-5);
+        pt_scope_end();
+    }
+    assert_true(n >= 2);
+}
+
 int main(void)
 {
     fx = fx_open("conv_simd");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_max_pool2d_2x2_matches_torch, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_norm_backward_matches_torch, pt_test_setup,
                                         pt_test_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
