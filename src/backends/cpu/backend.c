@@ -50,6 +50,12 @@ static pt_backend cpu_backend = {
 
 static bool avx2_enabled;
 static bool f16c_enabled;
+static bool avx512_enabled;
+
+bool pti_cpu_has_avx512(void)
+{
+    return avx512_enabled;
+}
 
 bool pti_cpu_has_avx2(void)
 {
@@ -75,10 +81,14 @@ __attribute__((constructor)) static void cpu_backend_init(void)
     __builtin_cpu_init();
     avx2_enabled = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     f16c_enabled = avx2_enabled && cpu_has_f16c();
+    avx512_enabled = avx2_enabled && __builtin_cpu_supports("avx512f");
 #endif
     const char *off = getenv("PT_DISABLE_AVX2");
     if (off && *off && strcmp(off, "0") != 0)
-        avx2_enabled = f16c_enabled = false;
+        avx2_enabled = f16c_enabled = avx512_enabled = false;
+    off = getenv("PT_DISABLE_AVX512");
+    if (off && *off && strcmp(off, "0") != 0)
+        avx512_enabled = false;
     pti_cpu_register_core(cpu_backend.kernels);
     pti_cpu_register_elementwise(cpu_backend.kernels);
     pti_cpu_register_reduce(cpu_backend.kernels);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "../../ops/conv.h"
+#include "conv_direct.h"
 #include "cpu.h"
 
 /* Bytes of column buffer per step: several images side by side when they fit, else one image's
@@ -550,11 +551,35 @@ static pt_status conv_int64(const pti_call *c, bool transposed)
     return PT_OK;
 }
 
+/* The direct kernel's geometry for g read as a stride-1 convolution with padding (ph, pw), when
+ * the kernel takes it (float32, one group, no dilation, AVX-512: conv_direct.h). */
+static bool direct_geom(const conv_geom *g, int64_t ph, int64_t pw, pti_direct_geom *d)
+{
+    if (g->f64 || g->g != 1 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
+        return false;
+    *d = (pti_direct_geom){.N = g->N,
+                           .C = g->C,
+                           .H = g->H,
+                           .W = g->W,
+                           .Co = g->Co,
+                           .kh = g->kh,
+                           .kw = g->kw,
+                           .ph = ph,
+                           .pw = pw,
+                           .OH = g->OH,
+                           .OW = g->OW};
+    return pti_cpu_conv_direct_ok(d);
+}
+
 /* Picks the conv2d strategy for geometry g (also used by stride-1 transposed convolutions). */
 static pt_status conv2d_run(const conv_geom *g, const char *x, const char *w, const void *bias,
                             char *y)
 {
     conv_task t = {.g = g, .x = x, .w = w, .y = y, .bias = bias};
+    pti_direct_geom dg;
+    if (direct_geom(g, g->ph, g->pw, &dg))
+        return pti_cpu_conv_direct_f32(&dg, (const float *)x, (const float *)w, false, bias,
+                                       (float *)y);
     if (g->Cg * g->kh * g->kw == 0 || (g->g > 1 && g->Cog <= 4)) {
         /* no input channels (bias only), or depthwise-like: direct loops */
         pti_parallel_for(g->N * g->Co, plane_grain(g->P * g->Cg * g->kh * g->kw), direct_task, &t);
@@ -584,6 +609,11 @@ static pt_status cpu_conv_transpose2d(const pti_call *c)
     if (c->in[0]->dtype == PT_INT64)
         return conv_int64(c, true);
     conv_geom g = make_geom(c);
+    /* stride 1 without output padding: a convolution with the flipped weight and padding k-1-p */
+    pti_direct_geom dg;
+    if (direct_geom(&g, g.kh - 1 - g.ph, g.kw - 1 - g.pw, &dg))
+        return pti_cpu_conv_direct_f32(&dg, pti_data(c->in[0]), pti_data(c->in[1]), true,
+                                       c->in[2] ? pti_data(c->in[2]) : NULL, pti_data(c->out[0]));
     size_t es = g.es;
     const char *x = pti_data(c->in[0]), *w = pti_data(c->in[1]);
     const void *bias = c->in[2] ? pti_data(c->in[2]) : NULL;

@@ -11,6 +11,9 @@
 /* True when the CPU has AVX2 and FMA and PT_DISABLE_AVX2 is not set in the environment (the
  * portable scalar paths then run everywhere, which the tests use as the reference). */
 bool pti_cpu_has_avx2(void);
+/* AVX2 as above and AVX-512F, unless PT_DISABLE_AVX512 (or PT_DISABLE_AVX2) is set: the kernels
+ * with an AVX-512 path then take their AVX2 (or portable) one, which the tests use. */
+bool pti_cpu_has_avx512(void);
 /* AVX2 as above and F16C (vcvtph2ps / vcvtps2ph). */
 bool pti_cpu_has_f16c(void);
 
