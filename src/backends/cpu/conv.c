@@ -709,6 +709,10 @@ static pt_status cpu_conv2d_weight_grad(const pti_call *c)
         memset(gw, 0, (size_t)(g.Co * K) * es);
         return PT_OK;
     }
+    pti_direct_geom dg;
+    if (direct_geom(&g, g.ph, g.pw, &dg))
+        return pti_cpu_conv_direct_weight_grad_f32(&dg, (const float *)x, (const float *)go,
+                                                   (float *)gw);
     int64_t blk;
     int64_t nb = chunk_plan(g.N, rows * g.P * (int64_t)es, g.OH, rows * g.OW * (int64_t)es, &blk);
     size_t col_bytes = (size_t)(rows * nb * blk * g.OW) * es;

@@ -207,11 +207,146 @@ pt_status pti_cpu_conv_direct_f32(const pti_direct_geom *g, const float *x, cons
     pti_cpu_free(koff, koff_bytes);
     return PT_OK;
 }
+/* ---- weight gradient ------------------------------------------------------------------------
+ * gw[co, k] = sum over images and positions q of go[co, q] * xp[koff[k] + q], with go laid out on
+ * the padded grid (zero at ow >= OW). A chunk of nb images is stacked into one tall plane set
+ * (image b's padded planes at rows b*Hp..), so positions run across images and a register tile
+ * of 8 channels x 2 taps sums a long run before its 16 horizontal sums. nb keeps a chunk's
+ * planes (C + Co channels) near 256 KiB, in L2. Each thread sums its chunks into its own
+ * partial gradient; the partials are added at the end. */
+
+typedef struct wgrad_task {
+    const direct_plan *p;
+    const float *x, *go;
+    const int64_t *koff; /* taps on the stacked planes: c*L + i*Wp + j */
+    float *scratch, *partial;
+    int64_t nb, L, Lr, chunk_floats, n_parts; /* images per chunk, floats per stacked plane */
+} wgrad_task;
+
+/* gw[m*K + k + t] += sum_q go[m*ld + q] * xs[koff[k + t] + q], m < 8, t < 2 (t < 1 if one tap). */
+AVX512_ATTR static void wgrad_tile(const float *go, int64_t ld, const float *xs,
+                                   const int64_t *koff, int64_t k, int64_t taps, int64_t n,
+                                   float *gw, int64_t K)
+{
+    const float *x0p = xs + koff[k], *x1p = xs + koff[taps > 1 ? k + 1 : k];
+    __m512 acc[MR][2];
+    for (int m = 0; m < MR; m++)
+        acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < n; q += 16) {
+        __m512 x0 = _mm512_loadu_ps(x0p + q), x1 = _mm512_loadu_ps(x1p + q);
+        for (int m = 0; m < MR; m++) {
+            __m512 g = _mm512_loadu_ps(go + m * ld + q);
+            acc[m][0] = _mm512_fmadd_ps(g, x0, acc[m][0]);
+            acc[m][1] = _mm512_fmadd_ps(g, x1, acc[m][1]);
+        }
+    }
+    for (int m = 0; m < MR; m++) {
+        gw[m * K + k] += _mm512_reduce_add_ps(acc[m][0]);
+        if (taps > 1)
+            gw[m * K + k + 1] += _mm512_reduce_add_ps(acc[m][1]);
+    }
+}
+
+/* Chunk images [n0, n1) stacked: xs [C, L] (zero borders), gs [Co, Lr] (zero off the outputs). */
+static void wgrad_stack(const wgrad_task *t, int64_t n0, int64_t n1, float *xs, float *gs)
+{
+    const direct_plan *p = t->p;
+    const pti_direct_geom *g = p->g;
+    memset(xs, 0, sizeof(float) * (size_t)t->chunk_floats);
+    for (int64_t n = n0; n < n1; n++) {
+        int64_t b = n - n0;
+        for (int64_t c = 0; c < g->C; c++)
+            for (int64_t ih = 0; ih < g->H; ih++)
+                memcpy(xs + c * t->L + (b * p->Hp + ih + g->ph) * p->Wp + g->pw,
+                       t->x + ((n * g->C + c) * g->H + ih) * g->W, sizeof(float) * (size_t)g->W);
+        for (int64_t co = 0; co < g->Co; co++)
+            for (int64_t oh = 0; oh < g->OH; oh++)
+                memcpy(gs + co * t->Lr + (b * p->Hp + oh) * p->Wp,
+                       t->go + ((n * g->Co + co) * g->OH + oh) * g->OW,
+                       sizeof(float) * (size_t)g->OW);
+    }
+}
+
+static void wgrad_parts(void *arg, int64_t r0, int64_t r1)
+{
+    const wgrad_task *t = arg;
+    const direct_plan *p = t->p;
+    const pti_direct_geom *g = p->g;
+    int64_t n_chunks = (g->N + t->nb - 1) / t->nb;
+    for (int64_t r = r0; r < r1; r++) {
+        float *xs = t->scratch + r * t->chunk_floats, *gs = xs + g->C * t->L + t->Lr;
+        float *gw = t->partial + r * g->Co * p->K;
+        memset(gw, 0, sizeof(float) * (size_t)(g->Co * p->K));
+        for (int64_t ch = r; ch < n_chunks; ch += t->n_parts) {
+            int64_t n0 = ch * t->nb, n1 = n0 + t->nb < g->N ? n0 + t->nb : g->N;
+            wgrad_stack(t, n0, n1, xs, gs);
+            /* positions past the last image's outputs are zero in gs: the run can stop there */
+            int64_t run = ((n1 - n0 - 1) * p->Hp * p->Wp + p->Q + 15) / 16 * 16;
+            for (int64_t cb = 0; cb < g->Co / MR; cb++)
+                for (int64_t k = 0; k < p->K; k += 2)
+                    wgrad_tile(gs + cb * MR * t->Lr, t->Lr, xs, t->koff, k, p->K - k > 1 ? 2 : 1,
+                               run, gw + cb * MR * p->K, p->K);
+        }
+    }
+}
+
+pt_status pti_cpu_conv_direct_weight_grad_f32(const pti_direct_geom *g, const float *x,
+                                              const float *go, float *gw)
+{
+    direct_plan p = make_plan(g);
+    wgrad_task t = {.p = &p, .x = x, .go = go};
+    int64_t per_image = (g->C + g->Co) * p.Hp * p.Wp;
+    t.nb = ((int64_t)64 << 10) / (per_image > 0 ? per_image : 1);
+    t.nb = t.nb < 1 ? 1 : (t.nb > g->N ? g->N : t.nb);
+    /* stacked plane: nb images of Hp*Wp, plus the tail the last run and taps read past it */
+    t.L = t.nb * p.Hp * p.Wp + g->kw + 32;
+    t.Lr = (t.L + 15) / 16 * 16;
+    t.chunk_floats = g->C * t.L + t.Lr + g->Co * t.Lr;
+    int threads = pt_get_num_threads();
+    int64_t n_chunks = (g->N + t.nb - 1) / t.nb;
+    t.n_parts = threads < 1 ? 1 : (threads > n_chunks ? n_chunks : threads);
+    size_t scratch_bytes = sizeof(float) * (size_t)(t.n_parts * t.chunk_floats);
+    size_t part_bytes = sizeof(float) * (size_t)(t.n_parts * g->Co * p.K);
+    size_t koff_bytes = sizeof(int64_t) * (size_t)p.K;
+    float *scratch = pti_cpu_alloc(scratch_bytes), *partial = pti_cpu_alloc(part_bytes);
+    int64_t *koff = pti_cpu_alloc(koff_bytes);
+    if (!scratch || !partial || !koff) {
+        pti_cpu_free(scratch, scratch_bytes);
+        pti_cpu_free(partial, part_bytes);
+        pti_cpu_free(koff, koff_bytes);
+        return pti_error(PT_ERR_OOM, "conv2d_weight_grad: out of memory for %zu bytes of scratch",
+                         scratch_bytes + part_bytes + koff_bytes);
+    }
+    for (int64_t c = 0, k = 0; c < g->C; c++)
+        for (int64_t i = 0; i < g->kh; i++)
+            for (int64_t j = 0; j < g->kw; j++)
+                koff[k++] = c * t.L + i * p.Wp + j;
+    t.koff = koff;
+    t.scratch = scratch;
+    t.partial = partial;
+    pti_parallel_for(t.n_parts, 1, wgrad_parts, &t);
+    int64_t n = g->Co * p.K;
+    memcpy(gw, partial, sizeof(float) * (size_t)n);
+    for (int64_t r = 1; r < t.n_parts; r++)
+        for (int64_t i = 0; i < n; i++)
+            gw[i] += partial[r * n + i];
+    pti_cpu_free(scratch, scratch_bytes);
+    pti_cpu_free(partial, part_bytes);
+    pti_cpu_free(koff, koff_bytes);
+    return PT_OK;
+}
 #else
 pt_status pti_cpu_conv_direct_f32(const pti_direct_geom *g, const float *x, const float *w,
                                   bool transposed, const float *bias, float *y)
 {
     (void)g, (void)x, (void)w, (void)transposed, (void)bias, (void)y;
     return pti_error(PT_ERR_UNSUPPORTED, "conv2d: no direct kernel on this CPU");
+}
+
+pt_status pti_cpu_conv_direct_weight_grad_f32(const pti_direct_geom *g, const float *x,
+                                              const float *go, float *gw)
+{
+    (void)g, (void)x, (void)go, (void)gw;
+    return pti_error(PT_ERR_UNSUPPORTED, "conv2d_weight_grad: no direct kernel on this CPU");
 }
 #endif

@@ -21,4 +21,9 @@ bool pti_cpu_conv_direct_ok(const pti_direct_geom *g);
 pt_status pti_cpu_conv_direct_f32(const pti_direct_geom *g, const float *x, const float *w,
                                   bool transposed, const float *bias, float *y);
 
+/* gw [Co, C, kh, kw] = the weight gradient of that convolution for output gradient go
+ * [N, Co, OH, OW] (overwritten). Fails only for memory (PT_ERR_OOM, error set). */
+pt_status pti_cpu_conv_direct_weight_grad_f32(const pti_direct_geom *g, const float *x,
+                                              const float *go, float *gw);
+
 #endif
