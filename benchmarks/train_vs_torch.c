@@ -1,8 +1,9 @@
-/* Training benchmark, C half: trains the MLP or the CNN of the examples on Fashion-MNIST held
+/* Training benchmark, C half: trains the MLP, the CNN or the ResNet-20 of the examples on
+ * Fashion-MNIST held
  * in memory, batches drawn by a random permutation (the same scheme as the PyTorch half in
  * train_vs_torch.py), and prints one JSON line with the training time and the test accuracy.
  *
- *   train_vs_torch --model mlp|cnn [--data DIR] [--batches N] [--batch-size 64] [--seed 0]
+ *   train_vs_torch --model mlp|cnn|resnet20 [--data DIR] [--batches N] [--batch-size 64] [--seed 0]
  *
  * --batches 0 (default) trains one full epoch. Threads come from PT_NUM_THREADS. */
 #include <stdio.h>
@@ -46,6 +47,70 @@ static pt_module *make_cnn(void)
                            pt_nn_dropout(0.25),
                            pt_nn_linear(128, 10, true)};
     return pt_nn_sequential(13, layers);
+}
+
+/* ResNet-20 as in examples/resnet.c: BasicBlock = relu(bn2(conv2(relu(bn1(conv1(x))))) +
+ * shortcut(x)), the shortcut a 1x1 convolution + BN where the shape changes. Children: 0 conv1,
+ * 1 bn1, 2 conv2, 3 bn2, 4 shortcut. */
+static pt_tensor *basic_block_forward(pt_module *self, const pt_tensor *x)
+{
+    pt_tensor *h = pt_nn_forward(pt_nn_child_at(self, 0, NULL), x);
+    h = pt_relu(pt_nn_forward(pt_nn_child_at(self, 1, NULL), h));
+    h = pt_nn_forward(pt_nn_child_at(self, 3, NULL),
+                      pt_nn_forward(pt_nn_child_at(self, 2, NULL), h));
+    /* a NULL from a failed shortcut propagates through pt_add; temporaries go with the step's
+     * scope */
+    pt_tensor *sum = pt_nn_num_children(self) == 5
+                         ? pt_add(h, pt_nn_forward(pt_nn_child_at(self, 4, NULL), x))
+                         : pt_add(h, x);
+    return pt_relu(sum);
+}
+
+static const pt_module_def basic_block_def = {.type_name = "BasicBlock",
+                                              .forward = basic_block_forward};
+
+static pt_module *basic_block(int64_t in, int64_t out, int stride)
+{
+    pt_module *b = pt_nn_module_new(&basic_block_def, NULL);
+    pt_status st = b ? PT_OK : pt_last_status();
+    if (st == PT_OK)
+        st = pt_nn_add(b, "conv1", pt_nn_conv2d(in, out, 3, stride, 1, false));
+    if (st == PT_OK)
+        st = pt_nn_add(b, "bn1", pt_nn_batch_norm2d(out));
+    if (st == PT_OK)
+        st = pt_nn_add(b, "conv2", pt_nn_conv2d(out, out, 3, 1, 1, false));
+    if (st == PT_OK)
+        st = pt_nn_add(b, "bn2", pt_nn_batch_norm2d(out));
+    if (st == PT_OK && (stride != 1 || in != out)) {
+        pt_module *proj[] = {pt_nn_conv2d(in, out, 1, stride, 0, false), pt_nn_batch_norm2d(out)};
+        st = pt_nn_add(b, "shortcut", pt_nn_sequential(2, proj));
+    }
+    if (st != PT_OK) {
+        pt_nn_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* conv 3x3 16 + BN + ReLU, three stages of three blocks (16, 32, 64 channels, stride 1, 2, 2),
+ * global average pooling, linear 64 -> 10. */
+static pt_module *make_resnet20(void)
+{
+    pt_module *layers[10] = {pt_nn_conv2d(1, 16, 3, 1, 1, false), pt_nn_batch_norm2d(16),
+                             pt_nn_relu()};
+    int n = 3;
+    const int64_t widths[3] = {16, 32, 64};
+    for (int s = 0; s < 3; s++) {
+        pt_module *blocks[3];
+        for (int i = 0; i < 3; i++)
+            blocks[i] = basic_block(i || !s ? widths[s] : widths[s - 1], widths[s],
+                                    i == 0 && s > 0 ? 2 : 1);
+        layers[n++] = pt_nn_sequential(3, blocks);
+    }
+    layers[n++] = pt_nn_adaptive_avg_pool2d(1);
+    layers[n++] = pt_nn_flatten(1, -1);
+    layers[n++] = pt_nn_linear(64, 10, true);
+    return pt_nn_sequential(n, layers);
 }
 
 /* The whole split as one normalized float batch: images [N, 1, 28, 28], labels [N]. */
@@ -112,7 +177,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_vs_torch: %s\n", pt_last_error());
         return 1;
     }
-    pt_module *model = !strcmp(model_name, "cnn") ? make_cnn() : make_mlp();
+    pt_module *model = !strcmp(model_name, "cnn")        ? make_cnn()
+                       : !strcmp(model_name, "resnet20") ? make_resnet20()
+                                                         : make_mlp();
     pt_optim *opt = model ? pt_optim_adam(model, PT_ADAM_DEFAULTS) : NULL;
     if (!opt) {
         fprintf(stderr, "train_vs_torch: %s\n", pt_last_error());

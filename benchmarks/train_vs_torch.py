@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Training benchmark: PromeTorch against PyTorch, in one run, on the same threads.
 
-Trains the examples' MLP (784-512-256-128-10, ReLU) and CNN (two conv3x3 (no bias) +
-batch-norm + ReLU + max-pool blocks, linear 128, ReLU, dropout 0.25, linear 10) on Fashion-MNIST with Adam (lr 1e-3) and
+Trains the examples' MLP (784-512-256-128-10, ReLU), CNN (two conv3x3 (no bias) +
+batch-norm + ReLU + max-pool blocks, linear 128, ReLU, dropout 0.25, linear 10) and ResNet-20
+(examples/resnet.c: 3 stages x 3 basic blocks of 16/32/64 channels, 1x1 conv + BN shortcuts where
+the shape changes, global average pooling, linear 10) on Fashion-MNIST with Adam (lr 1e-3) and
 batch size 64, data held in memory and batches drawn by a random permutation, in PyTorch
 and in build/bin/train_vs_torch (the C half), alternating, and prints each side's training
 time, test accuracy and the time ratio ours/PyTorch (below 1 = PromeTorch faster).
 
     python3 benchmarks/train_vs_torch.py --bin build/bin/train_vs_torch --threads 2 \
-        [--batches 0 (= one epoch)] [--repeat 1] [--models mlp,cnn] [--markdown]
+        [--batches 0 (= one epoch)] [--repeat 1] [--models mlp,cnn,resnet20] [--seeds 0]
+        [--markdown]
+
+--seeds 0,1,2 runs every model once per seed (times: median over seeds and repeats; accuracy:
+mean over seeds).
 """
 import argparse
 import gzip
@@ -64,10 +70,41 @@ def make_cnn():
         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Dropout(0.25), nn.Linear(128, 10))
 
 
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.shortcut = None
+        if stride != 1 or cin != cout:
+            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False),
+                                          nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        h = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(h + (self.shortcut(x) if self.shortcut is not None else x))
+
+
+def make_resnet20():
+    layers = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()]
+    widths = [16, 32, 64]
+    for s, w in enumerate(widths):
+        layers.append(nn.Sequential(*[
+            BasicBlock(w if i or not s else widths[s - 1], w, 2 if i == 0 and s > 0 else 1)
+            for i in range(3)]))
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10)]
+    return nn.Sequential(*layers)
+
+
+MODELS = {"mlp": make_mlp, "cnn": make_cnn, "resnet20": make_resnet20}
+
+
 def torch_run(model_name, data, batches, batch_size, seed):
     torch.manual_seed(seed)
     (train_x, train_y), (test_x, test_y) = data
-    model = make_cnn() if model_name == "cnn" else make_mlp()
+    model = MODELS[model_name]()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     n_batches = len(train_x) // batch_size
     if 0 < batches < n_batches:
@@ -107,7 +144,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--models", default="mlp,cnn")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="0")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -117,22 +154,29 @@ def main():
     rows = []
     for model_name in args.models.split(","):
         ours, theirs = [], []
-        for _ in range(args.repeat):
-            theirs.append(torch_run(model_name, data, args.batches, args.batch_size, args.seed))
-            ours.append(ours_run(args.bin, model_name, args.data, args.batches,
-                                 args.batch_size, args.seed, args.threads))
-        t_ours = statistics.median(r["train_seconds"] for r in ours)
-        t_torch = statistics.median(r["train_seconds"] for r in theirs)
-        rows.append((model_name, ours[-1]["batches"], t_ours, t_torch, t_ours / t_torch,
-                     ours[-1]["test_accuracy"], theirs[-1]["test_accuracy"]))
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for _ in range(args.repeat):
+                theirs.append(torch_run(model_name, data, args.batches, args.batch_size, seed))
+                ours.append(ours_run(args.bin, model_name, args.data, args.batches,
+                                     args.batch_size, seed, args.threads))
+        t_ours = [r["train_seconds"] for r in ours]
+        t_torch = [r["train_seconds"] for r in theirs]
+        rows.append((model_name, ours[-1]["batches"], statistics.median(t_ours),
+                     statistics.median(t_torch),
+                     statistics.median(a / b for a, b in zip(t_ours, t_torch)),
+                     statistics.mean(r["test_accuracy"] for r in ours),
+                     statistics.mean(r["test_accuracy"] for r in theirs),
+                     min(t_ours), max(t_ours), min(t_torch), max(t_torch)))
     if args.markdown:
-        print("| model | batches | ours s | torch s | ours/torch | acc ours | acc torch |")
+        print("| model | batches | ours s (range) | torch s (range) | ours/torch | acc ours | "
+              "acc torch |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.3f} | {r[5]:.4f} | {r[6]:.4f} |")
+            print(f"| {r[0]} | {r[1]} | {r[2]:.2f} ({r[7]:.2f}-{r[8]:.2f}) | {r[3]:.2f} "
+                  f"({r[9]:.2f}-{r[10]:.2f}) | {r[4]:.3f} | {r[5]:.4f} | {r[6]:.4f} |")
     else:
         for r in rows:
-            print(f"{r[0]:4s} batches {r[1]:5d}  ours {r[2]:8.2f} s  torch {r[3]:8.2f} s  "
+            print(f"{r[0]:8s} batches {r[1]:5d}  ours {r[2]:8.2f} s  torch {r[3]:8.2f} s  "
                   f"ratio {r[4]:.3f}  acc ours {r[5]:.4f} torch {r[6]:.4f}")
 
 

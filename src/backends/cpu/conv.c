@@ -1,7 +1,7 @@
 /* CPU kernels of the conv family, convolutions part (front-ends in src/ops/conv.c):
  *
  * - conv2d: im2col + OpenBLAS GEMM. Images are processed in chunks whose column buffer stays
- *   under the column budget (8 MiB); a chunk's columns sit side by side ([K, nb*P]) so one GEMM
+ *   under the column budget (256 KiB); a chunk's columns sit side by side ([K, nb*P]) so one GEMM
  *   per group covers several images, then the result is scattered to NCHW with the bias. An
  *   image too large for the budget is processed a block of output rows at a time. 1x1
  *   convolutions with stride 1 and no padding skip im2col (the input already is the column
@@ -23,10 +23,14 @@
 #include <string.h>
 
 #include "../../ops/conv.h"
+#include "conv_direct.h"
 #include "cpu.h"
 
 /* Bytes of column buffer per step: several images side by side when they fit, else one image's
- * output rows in blocks (so a large image never needs a huge buffer). PT_CONV_COL_BUDGET (bytes)
+ * output rows in blocks (so a large image never needs a huge buffer). 256 KiB keeps the columns
+ * and OpenBLAS's packed copy of them in a core's L2 cache between im2col and the GEMM: 8 MiB,
+ * the old default, cost the CNN and ResNet-20 training steps a quarter of their time in cache
+ * misses (im2col and sgemm_itcopy, measured with perf). PT_CONV_COL_BUDGET (bytes)
  * overrides it, read once at the first convolution (docs/architecture.md); the tests set it tiny to
  * run the row-block paths against PyTorch. */
 static pthread_once_t col_budget_once = PTHREAD_ONCE_INIT;
@@ -36,7 +40,7 @@ static void read_col_budget(void)
 {
     const char *e = getenv("PT_CONV_COL_BUDGET");
     long long v = e ? atoll(e) : 0;
-    col_budget_bytes = v > 0 ? (int64_t)v : ((int64_t)8 << 20);
+    col_budget_bytes = v > 0 ? (int64_t)v : ((int64_t)256 << 10);
 }
 
 static int64_t col_budget(void)
@@ -547,11 +551,35 @@ static pt_status conv_int64(const pti_call *c, bool transposed)
     return PT_OK;
 }
 
+/* The direct kernel's geometry for g read as a stride-1 convolution with padding (ph, pw), when
+ * the kernel takes it (float32, one group, no dilation, AVX-512: conv_direct.h). */
+static bool direct_geom(const conv_geom *g, int64_t ph, int64_t pw, pti_direct_geom *d)
+{
+    if (g->f64 || g->g != 1 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1)
+        return false;
+    *d = (pti_direct_geom){.N = g->N,
+                           .C = g->C,
+                           .H = g->H,
+                           .W = g->W,
+                           .Co = g->Co,
+                           .kh = g->kh,
+                           .kw = g->kw,
+                           .ph = ph,
+                           .pw = pw,
+                           .OH = g->OH,
+                           .OW = g->OW};
+    return pti_cpu_conv_direct_ok(d);
+}
+
 /* Picks the conv2d strategy for geometry g (also used by stride-1 transposed convolutions). */
 static pt_status conv2d_run(const conv_geom *g, const char *x, const char *w, const void *bias,
                             char *y)
 {
     conv_task t = {.g = g, .x = x, .w = w, .y = y, .bias = bias};
+    pti_direct_geom dg;
+    if (direct_geom(g, g->ph, g->pw, &dg))
+        return pti_cpu_conv_direct_f32(&dg, (const float *)x, (const float *)w, false, bias,
+                                       (float *)y);
     if (g->Cg * g->kh * g->kw == 0 || (g->g > 1 && g->Cog <= 4)) {
         /* no input channels (bias only), or depthwise-like: direct loops */
         pti_parallel_for(g->N * g->Co, plane_grain(g->P * g->Cg * g->kh * g->kw), direct_task, &t);
@@ -581,6 +609,11 @@ static pt_status cpu_conv_transpose2d(const pti_call *c)
     if (c->in[0]->dtype == PT_INT64)
         return conv_int64(c, true);
     conv_geom g = make_geom(c);
+    /* stride 1 without output padding: a convolution with the flipped weight and padding k-1-p */
+    pti_direct_geom dg;
+    if (direct_geom(&g, g.kh - 1 - g.ph, g.kw - 1 - g.pw, &dg))
+        return pti_cpu_conv_direct_f32(&dg, pti_data(c->in[0]), pti_data(c->in[1]), true,
+                                       c->in[2] ? pti_data(c->in[2]) : NULL, pti_data(c->out[0]));
     size_t es = g.es;
     const char *x = pti_data(c->in[0]), *w = pti_data(c->in[1]);
     const void *bias = c->in[2] ? pti_data(c->in[2]) : NULL;
@@ -676,6 +709,10 @@ static pt_status cpu_conv2d_weight_grad(const pti_call *c)
         memset(gw, 0, (size_t)(g.Co * K) * es);
         return PT_OK;
     }
+    pti_direct_geom dg;
+    if (direct_geom(&g, g.ph, g.pw, &dg))
+        return pti_cpu_conv_direct_weight_grad_f32(&dg, (const float *)x, (const float *)go,
+                                                   (float *)gw);
     int64_t blk;
     int64_t nb = chunk_plan(g.N, rows * g.P * (int64_t)es, g.OH, rows * g.OW * (int64_t)es, &blk);
     size_t col_bytes = (size_t)(rows * nb * blk * g.OW) * es;

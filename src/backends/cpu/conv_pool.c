@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../ops/conv.h"
+#include "conv_pool_simd.h"
 #include "cpu.h"
 
 /* One image-op call: x [N,C,H,W] -> y [N,C,OH,OW], both contiguous. */
@@ -174,6 +175,15 @@ POOL_TYPED_LOOPS(double, f64, )
 /* ---- plane dispatch -----------------------------------------------------------------------------
  */
 
+/* The 2x2 / stride 2 window without padding or dilation, its windows inside the plane, and a
+ * plane small enough for 32-bit indices (the SIMD kernel's case). */
+static bool is_plain_2x2(const plane_task *t, const pti_pool_params *p)
+{
+    return p->kernel[0] == 2 && p->kernel[1] == 2 && p->stride[0] == 2 && p->stride[1] == 2 &&
+           p->pad[0] == 0 && p->pad[1] == 0 && p->dilation[0] == 1 && p->dilation[1] == 1 &&
+           2 * t->OH <= t->H && 2 * t->OW <= t->W && t->H * t->W < ((int64_t)1 << 31);
+}
+
 /* Runs one plane of the op in t->c; plane q of x and y. */
 static void run_planes(void *arg, int64_t q0, int64_t q1)
 {
@@ -200,7 +210,15 @@ static void run_planes(void *arg, int64_t q0, int64_t q1)
             const float *x = (const float *)xb + q * in_n;
             float *y = (float *)yb + q * out_n;
             switch (c->op) {
-            case PTI_OP_max_pool2d: max_plane_f32_avx2(t, c->params, x, y, ind); break;
+            case PTI_OP_max_pool2d:
+#ifdef PTI_CPU_HAVE_POOL_AVX2
+                if (is_plain_2x2(t, c->params)) {
+                    pti_cpu_max_pool_2x2_f32_avx2(x, t->W, t->OH, t->OW, y, ind);
+                    break;
+                }
+#endif
+                max_plane_f32_avx2(t, c->params, x, y, ind);
+                break;
             case PTI_OP_avg_pool2d: avg_plane_f32_avx2(t, c->params, x, y); break;
             case PTI_OP_adaptive_avg_pool2d: adaptive_plane_f32_avx2(t, x, y); break;
             default:

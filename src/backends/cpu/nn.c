@@ -305,11 +305,57 @@ typedef struct bn_bw_ctx {
     bool f64;
 } bn_bw_ctx;
 
+/* One float32 channel with the row primitives of nn_simd.h (SIMD where the CPU has it): the same
+ * sums in double as the generic loop below, the input gradient in float. */
+static void bn_bw_channel_f32(const bn_bw_ctx *b, int64_t ch)
+{
+    const pti_batch_norm_params *p = b->p;
+    const float *g = pti_data(b->c->in[0]), *x = pti_data(b->c->in[1]);
+    const float *w = b->c->in[2] ? pti_data(b->c->in[2]) : NULL;
+    float *gx = pti_data(b->c->out[0]);
+    double cnt = (double)(p->n * p->s), mean, rstd;
+    if (p->training) {
+        double s = 0, v = 0;
+        for (int64_t n = 0; n < p->n; n++)
+            s += pti_nn_sum_f32(x + (n * p->c + ch) * p->s, p->s);
+        mean = s / cnt;
+        for (int64_t n = 0; n < p->n; n++)
+            v += pti_nn_sqdev_f32(x + (n * p->c + ch) * p->s, p->s, mean);
+        rstd = 1.0 / sqrt(v / cnt + p->eps);
+    } else {
+        mean = ((const float *)pti_data(b->c->in[3]))[ch];
+        rstd = 1.0 / sqrt(((const float *)pti_data(b->c->in[4]))[ch] + p->eps);
+    }
+    double sg = 0, sgd = 0;
+    for (int64_t n = 0; n < p->n; n++) {
+        int64_t o = (n * p->c + ch) * p->s;
+        pti_nn_dev_dot_f32(g + o, x + o, p->s, mean, &sg, &sgd);
+    }
+    double sgx = sgd * rstd;
+    if (b->c->out[1])
+        ((float *)pti_data(b->c->out[1]))[ch] = (float)sgx;
+    if (b->c->out[2])
+        ((float *)pti_data(b->c->out[2]))[ch] = (float)sg;
+    double wv = w ? w[ch] : 1.0, a = sg / cnt, m = sgx / cnt;
+    /* training: w*rstd*(g - a - (x - mean)*rstd*m); eval: g*w*rstd */
+    float fs = (float)(wv * rstd), fa = p->training ? (float)a : 0.0f;
+    float ft = p->training ? (float)(wv * rstd * rstd * m) : 0.0f;
+    for (int64_t n = 0; n < p->n; n++) {
+        int64_t o = (n * p->c + ch) * p->s;
+        pti_nn_bn_input_grad_f32(gx + o, g + o, x + o, p->s, fs, fa, (float)mean, ft);
+    }
+}
+
 static void bn_bw_range(void *arg, int64_t c0, int64_t c1)
 {
     bn_bw_ctx *b = arg;
     const pti_batch_norm_params *p = b->p;
     bool f64 = b->f64;
+    if (!f64) {
+        for (int64_t ch = c0; ch < c1; ch++)
+            bn_bw_channel_f32(b, ch);
+        return;
+    }
     const void *g = pti_data(b->c->in[0]), *x = pti_data(b->c->in[1]);
     const void *w = b->c->in[2] ? pti_data(b->c->in[2]) : NULL;
     void *gx = pti_data(b->c->out[0]);

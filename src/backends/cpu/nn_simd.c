@@ -93,6 +93,32 @@ static void norm_affine_scalar(float *y, const float *x, int64_t n, float mean, 
     }
 }
 
+static void dev_dot_scalar(const float *g, const float *x, int64_t n, double mean, double *sg,
+                           double *sgd)
+{
+    double a0 = 0, a1 = 0, d0 = 0, d1 = 0;
+    int64_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        a0 += g[i];
+        a1 += g[i + 1];
+        d0 += g[i] * (x[i] - mean);
+        d1 += g[i + 1] * (x[i + 1] - mean);
+    }
+    for (; i < n; i++) {
+        a0 += g[i];
+        d0 += g[i] * (x[i] - mean);
+    }
+    *sg += a0 + a1;
+    *sgd += d0 + d1;
+}
+
+static void bn_input_grad_scalar(float *gx, const float *g, const float *x, int64_t n, float s,
+                                 float a, float mean, float t)
+{
+    for (int64_t i = 0; i < n; i++)
+        gx[i] = s * (g[i] - a) - (x[i] - mean) * t;
+}
+
 static double logsumexp_scalar(const float *x, int64_t n)
 {
     if (n == 0)
@@ -264,6 +290,53 @@ AVX2 static void layer_norm_rows_avx2(float *y, const float *x, int64_t rows, in
     }
 }
 
+/* 8 floats of g and x: sums of g and of g * (x - mean), in double */
+#define NN_DEVDOT8(gv, xv, a0, a1, d0, d1)                                                         \
+    do {                                                                                           \
+        __m256d glo_ = _mm256_cvtps_pd(_mm256_castps256_ps128(gv));                                \
+        __m256d ghi_ = _mm256_cvtps_pd(_mm256_extractf128_ps(gv, 1));                              \
+        __m256d xlo_ = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xv)), m);              \
+        __m256d xhi_ = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xv, 1)), m);            \
+        a0 = _mm256_add_pd(a0, glo_);                                                              \
+        a1 = _mm256_add_pd(a1, ghi_);                                                              \
+        d0 = _mm256_fmadd_pd(glo_, xlo_, d0);                                                      \
+        d1 = _mm256_fmadd_pd(ghi_, xhi_, d1);                                                      \
+    } while (0)
+
+AVX2 static void dev_dot_avx2(const float *g, const float *x, int64_t n, double mean, double *sg,
+                              double *sgd)
+{
+    __m256d m = _mm256_set1_pd(mean), z = _mm256_setzero_pd();
+    __m256d a0 = z, a1 = z, d0 = z, d1 = z;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i), xv = _mm256_loadu_ps(x + i);
+        NN_DEVDOT8(gv, xv, a0, a1, d0, d1);
+    }
+    double a = hsum_pd(_mm256_add_pd(a0, a1)), d = hsum_pd(_mm256_add_pd(d0, d1));
+    for (; i < n; i++) {
+        a += g[i];
+        d += g[i] * (x[i] - mean);
+    }
+    *sg += a;
+    *sgd += d;
+}
+#undef NN_DEVDOT8
+
+AVX2 static void bn_input_grad_avx2(float *gx, const float *g, const float *x, int64_t n, float s,
+                                    float a, float mean, float t)
+{
+    __m256 vs = _mm256_set1_ps(s), va = _mm256_set1_ps(a), vm = _mm256_set1_ps(mean);
+    __m256 vt = _mm256_set1_ps(t);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_sub_ps(_mm256_loadu_ps(g + i), va);
+        __m256 xv = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vt);
+        _mm256_storeu_ps(gx + i, _mm256_sub_ps(_mm256_mul_ps(vs, gv), xv));
+    }
+    bn_input_grad_scalar(gx + i, g + i, x + i, n - i, s, a, mean, t);
+}
+
 AVX2 static double logsumexp_avx2(const float *x, int64_t n)
 {
     if (n < 8)
@@ -391,4 +464,28 @@ double pti_nn_exp_sum_f32(float *x, int64_t n, float m)
         return exp_sum_avx2(x, n, m);
 #endif
     return exp_sum_scalar(x, n, m);
+}
+
+void pti_nn_dev_dot_f32(const float *g, const float *x, int64_t n, double mean, double *sg,
+                        double *sgd)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2()) {
+        dev_dot_avx2(g, x, n, mean, sg, sgd);
+        return;
+    }
+#endif
+    dev_dot_scalar(g, x, n, mean, sg, sgd);
+}
+
+void pti_nn_bn_input_grad_f32(float *gx, const float *g, const float *x, int64_t n, float s,
+                              float a, float mean, float t)
+{
+#if NN_HAVE_X86
+    if (pti_cpu_has_avx2()) {
+        bn_input_grad_avx2(gx, g, x, n, s, a, mean, t);
+        return;
+    }
+#endif
+    bn_input_grad_scalar(gx, g, x, n, s, a, mean, t);
 }

@@ -20,6 +20,12 @@ void pti_nn_affine_f32(float *y, const float *x, int64_t n, float a, float b);
 /* y[i] = (x[i] - mean) * rstd * w[i] + b[i]; w and b may be NULL (1 and 0). */
 void pti_nn_norm_affine_f32(float *y, const float *x, int64_t n, float mean, float rstd,
                             const float *w, const float *b);
+/* *sg += sum g[i]; *sgd += sum g[i] * (x[i] - mean) (batch-norm backward's sums) */
+void pti_nn_dev_dot_f32(const float *g, const float *x, int64_t n, double mean, double *sg,
+                        double *sgd);
+/* gx[i] = s * (g[i] - a) - (x[i] - mean) * t (batch-norm backward's input gradient) */
+void pti_nn_bn_input_grad_f32(float *gx, const float *g, const float *x, int64_t n, float s,
+                              float a, float mean, float t);
 /* log(sum exp x[i]) with the max subtracted; -inf for n == 0. */
 double pti_nn_logsumexp_f32(const float *x, int64_t n);
 
