@@ -4,7 +4,7 @@
  * backward (training and eval, planes of 169 and 784 values), and stride-1 convolutions with 8k
  * output channels (the direct AVX-512 kernel: forward, input gradient, conv_transpose2d) and a few
  * that it must leave to im2col. The _scalar twin of this executable (PT_DISABLE_AVX2=1) checks the
- * portable loops and the _noavx512 twin the AVX2 ones on the same cases, so every path agrees
+ * portable loops and the _avx2 twin the AVX2 ones on the same cases, so every path agrees
  * with PyTorch and so with the others. */
 #include "testutil.h"
 
