@@ -3,16 +3,30 @@
  * (seeds: torch-written optimizer state dicts over a [5, 4] and a [5] parameter, made by
  * tests/fuzz/gen_optim_state_corpus.py); its value, or its "optimizer" / "scheduler" entry, is
  * loaded into each of the 16 optimizers and several schedulers over such parameters, and each
- * one that accepts it takes a step. Any input must give PT_OK or a clean error: never a crash,
- * a sanitizer report or a leak. Built as a libFuzzer target with -DPT_FUZZ=ON (clang),
- * replayed with mutations by smoke_corpus.c in every build. */
+ * one that accepts it must export a state that loads back (a round trip) and then takes a step; at
+ * least one seed must load (checked when the smoke run ends). Any input must give PT_OK or a
+ * clean error: never a crash, a sanitizer report or a leak. Built as a libFuzzer target with
+ * -DPT_FUZZ=ON (clang), replayed with mutations by smoke_corpus.c in every build. */
 #include <prometorch/prometorch.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Inputs the .pt reader accepted; the smoke test checks that its unmutated seeds all are. */
 int fuzz_accepted;
+/* State dicts an optimizer or scheduler accepted (each then passed the round trip); the smoke
+ * run's destructor below fails it when none did, since the round trip then tested nothing. */
+static int fuzz_states_loaded;
+
+__attribute__((destructor)) static void require_some_state_loaded(void)
+{
+    if (fuzz_accepted > 0 && fuzz_states_loaded == 0) {
+        fprintf(stderr, "fuzz_optim_state: no input loaded into any optimizer or scheduler\n");
+        _exit(1);
+    }
+}
 
 typedef pt_optim *(*make_fn)(pt_tensor *const *params);
 
@@ -111,6 +125,18 @@ static void require_clean_refusal(pt_status st)
         abort();
 }
 
+/* What an optimizer accepted it must give back: its exported state loads into a fresh one of
+ * the same kind (a state that loads but cannot be saved and restored would lose a run). */
+static void require_round_trip(make_fn make, pt_optim *o, pt_tensor *const *params)
+{
+    pt_value *back = pt_optim_state_dict(o);
+    pt_optim *fresh = back ? make(params) : NULL;
+    if (!back || !fresh || pt_optim_load_state_dict(fresh, back) != PT_OK)
+        abort();
+    pt_optim_free(fresh);
+    pt_value_free(back);
+}
+
 static void try_optimizers(const pt_value *sd, pt_tensor *const *params)
 {
     for (size_t k = 0; k < sizeof(MAKERS) / sizeof(MAKERS[0]); k++) {
@@ -121,6 +147,8 @@ static void try_optimizers(const pt_value *sd, pt_tensor *const *params)
         pt_status st = pt_optim_load_state_dict(o, sd);
         require_clean_refusal(st);
         if (st == PT_OK) {
+            fuzz_states_loaded++;
+            require_round_trip(MAKERS[k], o, params);
             /* LBFGS needs its closure; the others step on the gradients set below */
             double loss = 0;
             if (MAKERS[k] == mk_lbfgs)
@@ -151,8 +179,15 @@ static void try_schedulers(const pt_value *sd, pt_tensor *const *params)
         pt_clear_error();
         pt_status st = pt_lr_scheduler_load_state_dict(s, sd);
         require_clean_refusal(st);
-        if (st == PT_OK)
+        if (st == PT_OK) {
+            fuzz_states_loaded++;
+            /* the scheduler's exported state loads back into itself */
+            pt_value *back = pt_lr_scheduler_state_dict(s);
+            if (!back || pt_lr_scheduler_load_state_dict(s, back) != PT_OK)
+                abort();
+            pt_value_free(back);
             pt_lr_scheduler_step(s);
+        }
         pt_clear_error();
         pt_lr_scheduler_free(s);
         pt_optim_free(o);
