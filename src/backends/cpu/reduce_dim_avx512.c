@@ -14,24 +14,25 @@
 #define AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
 
 /* e^x for x <= 0 (x - max) or NaN: range reduction by ln 2 and simd_math.h's degree-6
- * polynomial. Inputs below -87.3 are clamped there (2^n stays normal); with zero_under they
- * give exactly 0, as pti_exp256 does. NaN propagates (the clamp returns a NaN operand). */
+ * polynomial (its constants). Inputs below -87.3 are clamped there (2^n stays normal); with
+ * zero_under they give exactly 0, as pti_exp256 does. NaN propagates (the clamp returns a NaN
+ * operand). */
 AVX512 static inline __m512 sm_exp(__m512 x, bool zero_under)
 {
-    const __m512 lo = _mm512_set1_ps(-87.33654f);
+    const __m512 lo = _mm512_set1_ps(PTI_EXP_MIN);
     __m512 xc = _mm512_max_ps(lo, x);
     /* 1.5 * 2^23 + 127: adding it rounds to an integer n and leaves n + 127 in the low bits */
     const __m512 magic = _mm512_set1_ps(12583039.0f);
-    __m512 k = _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), magic);
+    __m512 k = _mm512_fmadd_ps(xc, _mm512_set1_ps(PTI_EXP_LOG2E), magic);
     __m512 n = _mm512_sub_ps(k, magic);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PTI_EXP_LN2_HI), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(PTI_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(PTI_EXP_C6);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PTI_EXP_C5));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PTI_EXP_C4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PTI_EXP_C3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PTI_EXP_C2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(PTI_EXP_C1));
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(k), 23));
     __m512 y = _mm512_mul_ps(p, scale);
