@@ -24,6 +24,12 @@ void pti_ew_avx2_binary(pti_op op, float *out, const float *a, int64_t sa, const
 void pti_ew_avx2_binary_2d(pti_op op, float *out, const float *a, int64_t sa, const float *b,
                            int64_t sb, int64_t n, float alpha, int64_t rows,
                            const int64_t *row_strides);
+/* The AVX-512 form of pti_ew_avx2_binary_2d (elementwise_avx512.c), for the same ops and with
+ * the same results bit for bit. */
+bool pti_ew_avx512_has_binary(pti_op op);
+void pti_ew_avx512_binary_2d(pti_op op, float *out, const float *a, int64_t sa, const float *b,
+                             int64_t sb, int64_t n, float alpha, int64_t rows,
+                             const int64_t *row_strides);
 /* True for the comparisons eq, ne, lt, le, gt, ge. */
 bool pti_ew_avx2_has_compare(pti_op op);
 /* out[i] = a[i*sa] op b[i*sb] as bool bytes, sa and sb each 0 or 1 (not both 0). */

@@ -320,3 +320,91 @@ AVX512 void pti_ew_avx512_unary(pti_op op, float *out, const float *in, int64_t 
     }
     (void)one;
 }
+
+bool pti_ew_avx512_has_binary(pti_op op)
+{
+    return pti_ew_avx2_has_binary(op);
+}
+
+/* One row of a binary op: LA / LB give the two operand vectors at lane group i (a load, or the
+ * broadcast value of a stride-0 operand; the masked forms for the tail), V combines va and vb.
+ * Two vectors per step as in WLOOP; the tail runs the same vector code under a lane mask, so
+ * every element gets the same instruction as the AVX2 loop's vector or scalar step would give
+ * (add, sub, mul, div, fma, max, min are exactly rounded either way). */
+#define BROW(V, LA, LB, LAM, LBM)                                                                  \
+    do {                                                                                           \
+        int64_t i = 0;                                                                             \
+        for (; i + 32 <= n; i += 32) {                                                             \
+            __m512 va = LA(i), vb = LB(i);                                                         \
+            _mm512_storeu_ps(out + i, (V));                                                        \
+            va = LA(i + 16), vb = LB(i + 16);                                                      \
+            _mm512_storeu_ps(out + i + 16, (V));                                                   \
+        }                                                                                          \
+        for (; i < n; i += 16) {                                                                   \
+            __mmask16 m_ = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);     \
+            __m512 va = LAM(m_, i), vb = LBM(m_, i);                                               \
+            _mm512_mask_storeu_ps(out + i, m_, (V));                                               \
+        }                                                                                          \
+    } while (0)
+
+#define LD_A(i) _mm512_loadu_ps(a + (i))
+#define LD_B(i) _mm512_loadu_ps(b + (i))
+#define LDM_A(m, i) _mm512_maskz_loadu_ps(m, a + (i))
+#define LDM_B(m, i) _mm512_maskz_loadu_ps(m, b + (i))
+#define BC_A(i) a0
+#define BC_B(i) b0
+#define BCM_A(m, i) a0
+#define BCM_B(m, i) b0
+
+/* Every row r of the call: out, a, b advanced by r * row_strides bytes; the operand pattern
+ * (both loaded, or one broadcast) picked per row. */
+#define BLOOP512(V)                                                                                \
+    do {                                                                                           \
+        for (int64_t r = 0; r < rows; r++) {                                                       \
+            float *out = (float *)((char *)out0 + r * row_strides[0]);                             \
+            const float *a = (const float *)((const char *)a_rows + r * row_strides[1]);           \
+            const float *b = (const float *)((const char *)b_rows + r * row_strides[2]);           \
+            __m512 a0 = w_set(a[0]), b0 = w_set(b[0]);                                             \
+            if (sa && sb)                                                                          \
+                BROW(V, LD_A, LD_B, LDM_A, LDM_B);                                                 \
+            else if (sa)                                                                           \
+                BROW(V, LD_A, BC_B, LDM_A, BCM_B);                                                 \
+            else                                                                                   \
+                BROW(V, BC_A, LD_B, BCM_A, LDM_B);                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* max / min with PyTorch's NaN rule: a NaN in either operand gives NaN (a + b carries it). */
+AVX512 static inline __m512 w_maximum(__m512 va, __m512 vb)
+{
+    return _mm512_mask_add_ps(_mm512_max_ps(va, vb), _mm512_cmp_ps_mask(va, vb, _CMP_UNORD_Q), va,
+                              vb);
+}
+
+AVX512 static inline __m512 w_minimum(__m512 va, __m512 vb)
+{
+    return _mm512_mask_add_ps(_mm512_min_ps(va, vb), _mm512_cmp_ps_mask(va, vb, _CMP_UNORD_Q), va,
+                              vb);
+}
+
+AVX512 void pti_ew_avx512_binary_2d(pti_op op, float *out0, const float *a_rows, int64_t sa,
+                                    const float *b_rows, int64_t sb, int64_t n, float alpha,
+                                    int64_t rows, const int64_t *row_strides)
+{
+    __m512 valpha = w_set(alpha);
+    switch (op) {
+    case PTI_OP_add:
+        if (alpha == 1.0f)
+            BLOOP512(_mm512_add_ps(va, vb));
+        else if (alpha == -1.0f)
+            BLOOP512(_mm512_sub_ps(va, vb));
+        else
+            BLOOP512(_mm512_fmadd_ps(vb, valpha, va));
+        break;
+    case PTI_OP_mul: BLOOP512(_mm512_mul_ps(va, vb)); break;
+    case PTI_OP_div: BLOOP512(_mm512_div_ps(va, vb)); break;
+    case PTI_OP_maximum: BLOOP512(w_maximum(va, vb)); break;
+    case PTI_OP_minimum: BLOOP512(w_minimum(va, vb)); break;
+    default: break;
+    }
+}

@@ -2,9 +2,9 @@
  * max/min, atan2/hypot, comparisons, logical ops, where, lerp, addcmul, addcdiv. Inputs arrive
  * in one compute dtype (the front-end converts); the output has that dtype or bool. float32
  * and float64 share one expression per op; float32 add/mul/div/max/min runs that are contiguous
- * or broadcast take the AVX2 loops (a 2-D iteration, e.g. matrix op row, in one call per block of
- * rows), as do float32 comparisons and where on 4-byte elements; integers go through int64 with
- * wrapping arithmetic. */
+ * or broadcast take the AVX-512 or AVX2 loops (a 2-D iteration, e.g. matrix op row, in one call per
+ * block of rows), as do float32 comparisons and where on 4-byte elements; integers go through int64
+ * with wrapping arithmetic. */
 #include <stdatomic.h>
 #include <string.h>
 #include <tgmath.h>
@@ -16,6 +16,7 @@ typedef struct binary_ctx {
     pt_dtype dt;   /* compute (input) dtype */
     pt_dtype ot;   /* output dtype */
     bool avx2;     /* the AVX2 float32 arithmetic loops apply */
+    bool avx512;   /* ... and their AVX-512 forms (same results) */
     bool avx2_cmp; /* the AVX2 float32 comparison loop applies */
     bool avx2_bwd; /* the AVX2 float32 fused activation backward loop applies */
     double s[4];
@@ -166,8 +167,13 @@ static void binary_f32_loop(void *ctx, char **data, const int64_t *strides, int6
     int64_t so = strides[0], sa = strides[1], sb = strides[2];
     if (c->avx2 && so == 4 && (sa == 4 || sa == 0) && (sb == 4 || sb == 0) &&
         !(sa == 0 && sb == 0)) {
-        pti_ew_avx2_binary(c->op, (float *)out, (const float *)pa, sa / 4, (const float *)pb,
-                           sb / 4, n, (float)c->s[0]);
+        static const int64_t one_row[3];
+        if (c->avx512)
+            pti_ew_avx512_binary_2d(c->op, (float *)out, (const float *)pa, sa / 4,
+                                    (const float *)pb, sb / 4, n, (float)c->s[0], 1, one_row);
+        else
+            pti_ew_avx2_binary(c->op, (float *)out, (const float *)pa, sa / 4, (const float *)pb,
+                               sb / 4, n, (float)c->s[0]);
         return;
     }
     if (c->avx2_cmp && so == 1 && (sa == 4 || sa == 0) && (sb == 4 || sb == 0) &&
@@ -298,10 +304,13 @@ static void binary_rows(void *arg, int64_t begin, int64_t end)
     const rows_job *j = arg;
     const pti_iter *it = j->it;
     int64_t rs[3] = {it->strides[1][0], it->strides[1][1], it->strides[1][2]};
-    pti_ew_avx2_binary_2d(j->c->op, (float *)(it->data[0] + begin * rs[0]),
-                          (const float *)(it->data[1] + begin * rs[1]), it->strides[0][1] / 4,
-                          (const float *)(it->data[2] + begin * rs[2]), it->strides[0][2] / 4,
-                          it->shape[0], (float)j->c->s[0], end - begin, rs);
+    void (*loop)(pti_op, float *, const float *, int64_t, const float *, int64_t, int64_t, float,
+                 int64_t, const int64_t *) =
+        j->c->avx512 ? pti_ew_avx512_binary_2d : pti_ew_avx2_binary_2d;
+    loop(j->c->op, (float *)(it->data[0] + begin * rs[0]),
+         (const float *)(it->data[1] + begin * rs[1]), it->strides[0][1] / 4,
+         (const float *)(it->data[2] + begin * rs[2]), it->strides[0][2] / 4, it->shape[0],
+         (float)j->c->s[0], end - begin, rs);
 }
 
 static bool binary_2d_avx2(const pti_iter *it, const binary_ctx *c)
@@ -334,6 +343,7 @@ static pt_status cpu_binary(const pti_call *call)
         fn = binary_int_loop;
     c.avx2 = c.dt == PT_FLOAT32 && pti_ew_avx2_has_binary(call->op) &&
              !(call->op == PTI_OP_div && c.s[0] != 0) && pti_cpu_has_avx2();
+    c.avx512 = c.avx2 && pti_ew_avx512_has_binary(call->op) && pti_cpu_has_avx512();
     c.avx2_cmp = c.dt == PT_FLOAT32 && pti_ew_avx2_has_compare(call->op) && pti_cpu_has_avx2();
     c.avx2_bwd = c.dt == PT_FLOAT32 && pti_ew_avx2_has_act_backward(call->op) && pti_cpu_has_avx2();
     pti_iter it;
