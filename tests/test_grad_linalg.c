@@ -2,7 +2,10 @@
  * (every 1-D/2-D/batched combination and broadcast batch dims, gradients reduced back to the
  * input shapes), mv, dot, outer (with dtype promotion), addmm and baddbmm (alpha/beta, input
  * broadcasting), on contiguous, transposed and strided inputs; gradgradchecks of matmul, mm
- * and bmm; which inputs get gradients; the saved-tensor version check. */
+ * and bmm; which inputs get gradients; the saved-tensor version check; a linear layer's
+ * weight gradient in the weight's layout. */
+#include <math.h>
+
 #include "grad_reduce_check.h"
 
 typedef enum lop { L_MM, L_BMM, L_MATMUL, L_MV, L_DOT, L_OUTER, L_ADDMM, L_BADDBMM } lop;
@@ -295,6 +298,62 @@ static void test_gradgrad(void **state)
     }
 }
 
+/* A linear layer's weight w [out, in] enters the product as the view w^T. Its gradient must
+ * come out in w's own layout (contiguous) and be stored without a transposing copy, for the
+ * three forms a layer uses: addmm with a bias, mm, and matmul of a 3-D input; the values are
+ * g^T x summed over the rows, computed here in float64 by hand. */
+static void test_weight_grad_layout(void **state)
+{
+    (void)state;
+    const int64_t out = 3, in = 5, rows = 4;
+    for (int form = 0; form < 3; form++) {
+        pt_tensor *w = make_leaf(2, (const int64_t[]){out, in}, 11, 0);
+        pt_tensor *b = make_leaf(1, (const int64_t[]){out}, 12, 0);
+        pt_tensor *x = make_leaf(2, (const int64_t[]){rows, in}, 13, 0);
+        pt_tensor *wt = pt_t(w);
+        pt_tensor *x3 = pt_reshape(x, 3, (const int64_t[]){2, rows / 2, in});
+        pt_tensor *z = form == 0   ? pt_addmm(b, x, wt)
+                       : form == 1 ? pt_mm(x, wt)
+                                   : pt_matmul(x3, wt);
+        /* weights g[r, o] = r + 2 o + 1 of the output make every entry of dw distinct */
+        pt_tensor *g = pt_empty_like(z);
+        for (int64_t i = 0; i < rows * out; i++)
+            ((double *)pt_data_ptr(g))[i] = (double)(i / out) + 2.0 * (double)(i % out) + 1.0;
+        assert_int_equal(pt_backward(z, g, false, false), PT_OK);
+        pt_tensor *dw = pt_grad(w);
+        assert_non_null(dw);
+        pt_release(dw); /* w still holds it */
+        assert_true(pt_is_contiguous(dw));
+        assert_shape(dw, out, in);
+        const double *xd = pt_data_ptr(x), *gd = pt_data_ptr(g), *dd = pt_data_ptr(dw);
+        for (int64_t o = 0; o < out; o++)
+            for (int64_t k = 0; k < in; k++) {
+                double want = 0;
+                for (int64_t r = 0; r < rows; r++)
+                    want += gd[r * out + o] * xd[r * in + k];
+                assert_float_equal(dd[o * in + k], want, 1e-12 * (1 + fabs(want)));
+            }
+        /* the stored gradient is w's alone: the next backward accumulates into it */
+        pt_release(z);
+        z = form == 0 ? pt_addmm(b, x, wt) : form == 1 ? pt_mm(x, wt) : pt_matmul(x3, wt);
+        assert_int_equal(pt_backward(z, g, false, false), PT_OK);
+        dw = pt_grad(w);
+        pt_release(dw);
+        dd = pt_data_ptr(dw);
+        double want00 = 0;
+        for (int64_t r = 0; r < rows; r++)
+            want00 += 2 * gd[r * out] * xd[r * in];
+        assert_float_equal(dd[0], want00, 1e-12 * (1 + fabs(want00)));
+        pt_release(g);
+        pt_release(z);
+        pt_release(x3);
+        pt_release(wt);
+        pt_release(x);
+        pt_release(b);
+        pt_release(w);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +364,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_recording_rules, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_dtypes_and_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gradgrad, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_weight_grad_layout, pt_test_setup, pt_test_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

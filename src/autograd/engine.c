@@ -154,6 +154,17 @@ static void capture_grad(pass *p, const pt_tensor *t, pt_tensor *g)
             p->captured[i] = add_owned(p, p->captured[i], pt_retain(g));
 }
 
+/* True when g is a dense view that nothing else can reach: g is held once, and the only other
+ * holder of its storage is its base, held only by g (e.g. the transposed-back gradient of a
+ * linear layer's weight, laid out as the weight). Its memory can then become .grad as it is,
+ * on a fresh non-view tensor, instead of a copy. */
+static bool sole_view(const pt_tensor *g)
+{
+    return g->is_view && g->view_base && atomic_load(&g->refcount) == 1 &&
+           atomic_load(&g->view_base->refcount) == 1 && g->view_base->storage == g->storage &&
+           atomic_load(&g->storage->refcount) == 2;
+}
+
 /* Stores g as .grad of t: its own copy unless create_graph (then with history, as PyTorch). */
 static pt_status store_grad(pt_tensor *t, pt_tensor *g, bool create_graph)
 {
@@ -165,6 +176,9 @@ static pt_status store_grad(pt_tensor *t, pt_tensor *g, bool create_graph)
     else if (create_graph ||
              (atomic_load(&g->refcount) == 1 && atomic_load(&g->storage->refcount) == 1))
         value = pt_retain(g);
+    else if (sole_view(g))
+        value =
+            pti_tensor_on_storage(g->storage, g->dtype, g->ndim, g->shape, g->stride, g->offset);
     else
         value = pt_clone(g);
     if (!value)

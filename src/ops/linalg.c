@@ -275,9 +275,45 @@ static pt_status put_grad(pt_tensor **grad_in, int i, pt_tensor *g)
     return g ? PT_OK : pt_last_status();
 }
 
+/* Where record() keeps which product operands are transposed views (bits below): the slots
+ * before it hold the first input's ndim and shape. */
+#define LAYOUT_SLOT (2 * PT_MAX_DIMS - 1)
+#define A_TRANSPOSED 1
+#define B_TRANSPOSED 2
+
+/* True when t's last two dims are the transpose of a contiguous matrix (a pt_t / transpose
+ * view such as the weight of a linear layer), so a gradient laid out like t is contiguous
+ * once transposed back. */
+static bool transposed_layout(const pt_tensor *t)
+{
+    if (t->ndim < 2)
+        return false;
+    int d = t->ndim;
+    return t->shape[d - 1] > 1 && t->shape[d - 2] > 1 && t->stride[d - 2] == 1 &&
+           t->stride[d - 1] == t->shape[d - 2];
+}
+
+/* x @ y, or, when want_transposed, the same values computed as (y^T @ x^T)^T so that they come
+ * out in a transposed layout (PyTorch's mm_mat1/mat2_backward do the same): a gradient that
+ * goes back through a transpose view then lands contiguous, without a transposing copy. */
+static pt_tensor *product(const pt_tensor *x, const pt_tensor *y, bool batched,
+                          bool want_transposed)
+{
+    if (!want_transposed)
+        return batched ? pt_bmm(x, y) : pt_mm(x, y);
+    pt_tensor *xt = pt_transpose(x, -1, -2), *yt = pt_transpose(y, -1, -2);
+    pt_tensor *r = xt && yt ? (batched ? pt_bmm(yt, xt) : pt_mm(yt, xt)) : NULL;
+    pt_release(xt);
+    pt_release(yt);
+    pt_tensor *rt = r ? pt_transpose(r, -1, -2) : NULL;
+    pt_release(r);
+    return rt;
+}
+
 /* Gradients of alpha * (a @ b) for 2-D (mm) or 3-D (bmm) operands: da = alpha g b^T,
- * db = alpha a^T g. Slot 0 holds a, slot 1 holds b (each saved only when the other's gradient
- * is needed); ia and ib are their input positions; d[0] = alpha. */
+ * db = alpha a^T g, each laid out as its operand is when that operand is a transposed view.
+ * Slot 0 holds a, slot 1 holds b (each saved only when the other's gradient is needed); ia and
+ * ib are their input positions; d[0] = alpha; i[LAYOUT_SLOT] the forward's layout bits. */
 static pt_status product_grads(pti_node *n, const pt_tensor *g, int ia, int ib, bool batched,
                                pt_tensor **grad_in)
 {
@@ -285,7 +321,7 @@ static pt_status product_grads(pti_node *n, const pt_tensor *g, int ia, int ib, 
     if (pti_node_needs_grad(n, ia)) {
         pt_tensor *b = pti_node_saved(n, 1);
         pt_tensor *bt = pt_transpose(b, -1, -2);
-        pt_tensor *r = batched ? pt_bmm(g, bt) : pt_mm(g, bt);
+        pt_tensor *r = product(g, bt, batched, (n->i[LAYOUT_SLOT] & A_TRANSPOSED) != 0);
         pt_release(b);
         pt_release(bt);
         pt_status st = put_grad(grad_in, ia, scaled_owned(r, alpha));
@@ -295,7 +331,7 @@ static pt_status product_grads(pti_node *n, const pt_tensor *g, int ia, int ib, 
     if (pti_node_needs_grad(n, ib)) {
         pt_tensor *a = pti_node_saved(n, 0);
         pt_tensor *at = pt_transpose(a, -1, -2);
-        pt_tensor *r = batched ? pt_bmm(at, g) : pt_mm(at, g);
+        pt_tensor *r = product(at, g, batched, (n->i[LAYOUT_SLOT] & B_TRANSPOSED) != 0);
         pt_release(a);
         pt_release(at);
         return put_grad(grad_in, ib, scaled_owned(r, alpha));
@@ -415,7 +451,7 @@ static pt_tensor *matmul_shared_b_grad(const pt_tensor *a2, const pt_tensor *g2,
     pt_tensor *af = pt_reshape(a2, 2, (const int64_t[]){rows, m});
     pt_tensor *gf = pt_reshape(g2, 2, (const int64_t[]){rows, p});
     pt_tensor *at = pt_t(af);
-    pt_tensor *r = pt_mm(at, gf);
+    pt_tensor *r = product(at, gf, false, transposed_layout(b));
     pt_tensor *rb = pt_reshape(r, pt_ndim(b), pt_shape(b));
     pt_release(af);
     pt_release(gf);
@@ -451,7 +487,9 @@ static pt_status matmul_grads(pti_node *n, const pt_tensor *a, const pt_tensor *
             rb = matmul_shared_b_grad(a2, g2, b);
         } else {
             pt_tensor *at = pt_transpose(a2, -1, -2);
-            pt_tensor *r = pt_matmul(at, g2);
+            pt_tensor *r = a2->ndim == 2 && b2->ndim == 2
+                               ? product(at, g2, false, transposed_layout(b2))
+                               : pt_matmul(at, g2);
             pt_tensor *rs = pti_sum_to(r, b2 ? b2->ndim : 0, b2 ? b2->shape : NULL);
             rb = pt_reshape(rs, b->ndim, b->shape);
             pt_release(at);
@@ -493,6 +531,9 @@ static pt_tensor *record(const char *name, pti_backward_fn fn, int n_in,
     n->i[0] = ins[0]->ndim;
     for (int d = 0; d < ins[0]->ndim; d++)
         n->i[1 + d] = ins[0]->shape[d];
+    /* the product's operands are the last two inputs (mm: a, b; addmm: input, a, b) */
+    n->i[LAYOUT_SLOT] = (transposed_layout(ins[n_in - 2]) ? A_TRANSPOSED : 0) |
+                        (transposed_layout(ins[n_in - 1]) ? B_TRANSPOSED : 0);
     for (int i = 0; i < n_save; i++) {
         if (pti_node_save(n, saves[i]) < 0) {
             pti_node_release(n);
