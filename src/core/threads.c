@@ -3,8 +3,9 @@
  * condition variable. A job is cut into fixed chunks (the same boundaries for a given thread
  * count, so results are deterministic); the caller and the workers claim chunks from a shared
  * counter, so a worker that is asleep or descheduled never makes the caller wait for work it
- * has not started: the caller runs it instead. OpenBLAS gets the same thread count; since
- * BLAS calls are made outside parallel regions, the two never run at once. */
+ * has not started: the caller runs it instead. OpenBLAS is kept at one thread: the CPU
+ * backend splits a large product across this pool itself (src/backends/cpu/gemm_blas.c says
+ * why), so no second set of spinning threads competes for the cores. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -15,8 +16,8 @@
 void openblas_set_num_threads(int num_threads);
 
 /* How long a worker spins for the next job before sleeping. Long enough to bridge the gap
- * between back-to-back ops, short enough not to steal a core from OpenBLAS's threads when a
- * GEMM follows (a `pause` costs 10-150 cycles depending on the CPU, so this is timed). */
+ * between back-to-back ops, short enough not to hold a core another process wants (a `pause` costs
+ * 10-150 cycles depending on the CPU, so this is timed). */
 #define SPIN_NS 50000
 
 typedef struct pool {
@@ -208,7 +209,7 @@ static void ensure_configured(void)
     pthread_mutex_lock(&config_lock);
     if (!configured_threads) {
         int n = default_threads();
-        openblas_set_num_threads(n);
+        openblas_set_num_threads(1);
         start_workers(n);
         __atomic_store_n(&configured_threads, n, __ATOMIC_RELEASE);
     }
@@ -225,7 +226,7 @@ void pt_set_num_threads(int n)
     pthread_mutex_lock(&run_lock);
     stop_workers();
     start_workers(n);
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(1);
     __atomic_store_n(&configured_threads, n, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&run_lock);
     pthread_mutex_unlock(&config_lock);

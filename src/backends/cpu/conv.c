@@ -17,7 +17,6 @@
  * int64 and run plain direct loops (conv_int64 below): exact, and fast enough for what integer
  * convolutions are used for. Pooling, padding and interpolation kernels are
  * in conv_pool.c. */
-#include <cblas.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,14 +129,21 @@ static void gemm_ex(bool f64, bool trans_a, bool trans_b, int64_t M, int64_t N, 
                     const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
                     int64_t ldc)
 {
-    enum CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
-    if (f64)
-        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0, A, (blasint)lda,
-                    B, (blasint)ldb, beta, C, (blasint)ldc);
-    else
-        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)M, (blasint)N, (blasint)K, 1.0f, A,
-                    (blasint)lda, B, (blasint)ldb, (float)beta, C, (blasint)ldc);
+    pti_gemm_args g = {.f64 = f64,
+                       .trans_a = trans_a,
+                       .trans_b = trans_b,
+                       .M = M,
+                       .N = N,
+                       .K = K,
+                       .alpha = 1.0,
+                       .beta = beta,
+                       .A = A,
+                       .B = B,
+                       .C = C,
+                       .lda = lda,
+                       .ldb = ldb,
+                       .ldc = ldc};
+    pti_cpu_gemm(&g);
 }
 
 /* C[M,N] = op(A)[M,K] * B[K,N]. */

@@ -44,6 +44,24 @@ void pti_iter_for_each(const pti_iter *it, int64_t grain, pti_loop_fn fn, void *
 /* Default grain for cheap elementwise kernels (elements per task). */
 #define PTI_GRAIN_ELEMENTWISE 32768
 
+/* ---- BLAS ------------------------------------------------------------------------------------
+ */
+
+/* C[M, N] = alpha * op(A)[M, K] @ op(B)[K, N] + beta * C, row-major, float32 or float64
+ * (leading dimensions in elements, op = transpose when trans_*). */
+typedef struct pti_gemm_args {
+    bool f64, trans_a, trans_b;
+    int64_t M, N, K;
+    double alpha, beta;
+    const void *A, *B;
+    void *C;
+    int64_t lda, ldb, ldc;
+} pti_gemm_args;
+
+/* The product through single-threaded BLAS calls, split across the thread pool when large
+ * (gemm_blas.c). K == 0 is passed to BLAS as it is. */
+void pti_cpu_gemm(const pti_gemm_args *g);
+
 /* ---- registration -------------------------------------------------------------------------------
  */
 

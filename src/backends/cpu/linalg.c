@@ -6,16 +6,15 @@
  * strides (no copies). Integer dtypes (the CPU accepts them beyond the float-only contract)
  * use an exact loop that wraps like PyTorch's integer matmul.
  *
- * Batches: large matrices run one BLAS call per batch, with OpenBLAS threading inside the
- * call. Small matrices (at most SMALL_MNK multiply-adds, where OpenBLAS 0.3 runs its
- * single-threaded path anyway) run in parallel over the batch on our pool instead. */
-#include <cblas.h>
+ * Batches: large matrices run one product per batch, split across the pool inside it
+ * (pti_cpu_gemm). Small matrices (at most SMALL_MNK multiply-adds) run in parallel over the
+ * batch on the pool instead, one whole product per task. */
 #include <string.h>
 
 #include "cpu.h"
 #include "quant.h"
 
-/* OpenBLAS runs single-threaded when M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4). */
+/* multiply-adds of a product small enough to give each pool task whole products */
 #define SMALL_MNK (65536 * 4)
 
 /* One matrix operand: transpose flag and leading dimension as BLAS wants them. */
@@ -158,17 +157,21 @@ static void blas_one(const gemm_job *j, int64_t batch)
         scale_only(j, c);
         return;
     }
-    enum CBLAS_TRANSPOSE ta = j->a.trans ? CblasTrans : CblasNoTrans;
-    enum CBLAS_TRANSPOSE tb = j->b.trans ? CblasTrans : CblasNoTrans;
-    const char *a = j->a.data + batch * j->a.bstride, *b = j->b.data + batch * j->b.bstride;
-    if (j->dt == PT_FLOAT32)
-        cblas_sgemm(CblasRowMajor, ta, tb, (blasint)j->M, (blasint)j->N, (blasint)j->K,
-                    (float)j->alpha, (const float *)a, (blasint)j->a.ld, (const float *)b,
-                    (blasint)j->b.ld, (float)j->beta, (float *)c, (blasint)j->N);
-    else
-        cblas_dgemm(CblasRowMajor, ta, tb, (blasint)j->M, (blasint)j->N, (blasint)j->K, j->alpha,
-                    (const double *)a, (blasint)j->a.ld, (const double *)b, (blasint)j->b.ld,
-                    j->beta, (double *)c, (blasint)j->N);
+    pti_gemm_args g = {.f64 = j->dt == PT_FLOAT64,
+                       .trans_a = j->a.trans,
+                       .trans_b = j->b.trans,
+                       .M = j->M,
+                       .N = j->N,
+                       .K = j->K,
+                       .alpha = j->alpha,
+                       .beta = j->beta,
+                       .A = j->a.data + batch * j->a.bstride,
+                       .B = j->b.data + batch * j->b.bstride,
+                       .C = c,
+                       .lda = j->a.ld,
+                       .ldb = j->b.ld,
+                       .ldc = j->N};
+    pti_cpu_gemm(&g);
 }
 
 static void blas_range(void *ctx, int64_t begin, int64_t end)

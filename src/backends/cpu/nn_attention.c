@@ -1,9 +1,8 @@
 /* CPU kernel of scaled dot-product attention (front-end in src/ops/nn.c):
  * o = softmax(q @ k^T * scale + mask) @ v per batch, in blocks of query rows so the score
- * scratch stays bounded. The two matmuls are OpenBLAS sgemm/dgemm calls made from the calling
- * thread (OpenBLAS threads them itself; our pool never runs at the same time); the softmax,
- * masking and dropout of a block run on the pool, one row per task unit. */
-#include <cblas.h>
+ * scratch stays bounded. The two matmuls are BLAS products split across the pool
+ * (pti_cpu_gemm); the softmax, masking and dropout of a block run on the pool, one row per task
+ * unit. */
 #include <math.h>
 
 #include "../../ops/nn_params.h"
@@ -131,14 +130,19 @@ static pt_status cpu_sdpa(const pti_call *c)
             const char *qb = q + (size_t)((b * p->l + l0) * p->e) * es;
             char *ob = o + (size_t)((b * p->l + l0) * p->ev) * es;
             /* scores[m, S] = scale * q[m, E] @ k[S, E]^T */
-            if (f64)
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, kd, p->scale,
-                            (const double *)qb, LD(kd), (const double *)kb, LD(kd), 0.0, scores,
-                            LD(n));
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, kd, (float)p->scale,
-                            (const float *)qb, LD(kd), (const float *)kb, LD(kd), 0.0f, scores,
-                            LD(n));
+            pti_gemm_args qk = {.f64 = f64,
+                                .trans_b = true,
+                                .M = m,
+                                .N = n,
+                                .K = kd,
+                                .alpha = p->scale,
+                                .A = qb,
+                                .B = kb,
+                                .C = scores,
+                                .lda = LD(kd),
+                                .ldb = LD(kd),
+                                .ldc = LD(n)};
+            pti_cpu_gemm(&qk);
             if (kd == 0) /* BLAS may leave C untouched when k == 0 */
                 for (int64_t i = 0; i < (int64_t)m * n; i++) {
                     if (f64)
@@ -148,12 +152,18 @@ static pt_status cpu_sdpa(const pti_call *c)
                 }
             pti_parallel_for(m, 1 + 8192 / (LD(n)), sdpa_rows, &s);
             /* o[m, Ev] = P[m, S] @ v[S, Ev] */
-            if (f64)
-                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nv, n, 1.0, scores, LD(n),
-                            (const double *)vb, LD(nv), 0.0, (double *)ob, LD(nv));
-            else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, nv, n, 1.0f, scores,
-                            LD(n), (const float *)vb, LD(nv), 0.0f, (float *)ob, LD(nv));
+            pti_gemm_args pv = {.f64 = f64,
+                                .M = m,
+                                .N = nv,
+                                .K = n,
+                                .alpha = 1.0,
+                                .A = scores,
+                                .B = vb,
+                                .C = ob,
+                                .lda = LD(n),
+                                .ldb = LD(nv),
+                                .ldc = LD(nv)};
+            pti_cpu_gemm(&pv);
         }
     }
     pti_cpu_free(scores, nbytes);
