@@ -99,6 +99,11 @@ typedef pt_status (*pti_qgemmk_fn)(const pti_qgemmk_args *g, int64_t n0, int64_t
 /* The Q6_K kernel for m activation rows, or NULL where the CPU (or m) wants the per-row path. */
 pti_qgemmk_fn pti_qgemm_q6k_fn(int64_t m);
 
+/* One block of pti_quantize_row_q8_k (the same bytes) with AVX-512: call only where
+ * pti_quant_avx512_ok(). False (nothing written) for a block with a NaN or an infinity, which
+ * the scalar code then takes. */
+bool pti_quantize_block_q8_k_avx512(const float *x, pti_block_q8_k *y);
+
 /* The tiled K-quant kernel for weight dtype dt and m activation rows, or NULL. */
 static inline pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt, int64_t m)
 {
