@@ -9,11 +9,13 @@
  * the server's batched decode, where the tiled kernel's per-block float work shared by 8 weight
  * rows makes a step of M sequences cost far less than M steps.
  *
- * Two kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
+ * Three kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
  * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
  * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
  * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
- * rest -- the K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
+ * K-quants with a tiled kernel (pti_qgemmk_range_fn: Q6_K on an AVX-512 VNNI CPU for M >= 2,
+ * quant_gemm_q6k.c) take it, in ranges of PTI_QGEMMK_TILE_N weight rows, with the Q8_K rows. The
+ * rest -- the other K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
  * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
  * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
  * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
