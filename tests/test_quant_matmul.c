@@ -308,6 +308,80 @@ static void test_gemm_shapes(void **state)
     pt_set_num_threads(saved);
 }
 
+/* The tiled K-quant kernel (Q6_K on an AVX-512 VNNI CPU; the ctest twins run the per-row
+ * kernels it stands in for): M in {1, 2, 3, 4, 5, 8, 17, 33} rows cycling through the fixture's
+ * four input rows (x3's, then x1), against weights of an odd number of rows (37 of 40, 123 of
+ * 128: not a multiple of the 16-row tile). Every output row within the llama.cpp-style
+ * reference's tolerance, and the same bits as that input row alone, on 1 and 2 threads. */
+static void test_kquant_tiled_rows(void **state)
+{
+    (void)state;
+    static const int64_t MS[] = {1, 2, 3, 4, 5, 8, 17, 33};
+    static const struct {
+        const char *name;
+        int64_t n;
+    } WS[] = {{"q6_k", 37}, {"q6_k.wide", 123}};
+    static float buf[33 * 512];
+    pt_tensor *x1 = get("%s", "x1"), *x3 = get("%s", "x3");
+    int64_t k = pt_shape(x1)[1];
+    assert_int_equal(k, 512);
+    const float *src[4] = {pt_data_ptr(x3), (const float *)pt_data_ptr(x3) + k,
+                           (const float *)pt_data_ptr(x3) + 2 * k, pt_data_ptr(x1)};
+    int saved = pt_get_num_threads();
+    for (size_t wi = 0; wi < sizeof WS / sizeof WS[0]; wi++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.w", WS[wi].name);
+        pt_tensor *full = block_weight(name, PT_Q6_K);
+        int64_t nfull = pt_shape(full)[0], n = WS[wi].n;
+        pt_tensor *w = pt_narrow(full, 0, 0, n);
+        assert_non_null(w);
+        snprintf(name, sizeof name, "%s.x3", WS[wi].name);
+        pt_tensor *e3 = get("%s.exact", name), *t3 = get("%s.exact_tol", name);
+        snprintf(name, sizeof name, "%s.x1", WS[wi].name);
+        pt_tensor *e1 = get("%s.exact", name), *t1 = get("%s.exact_tol", name);
+        /* each source row alone */
+        pt_tensor *alone[4];
+        for (int s = 0; s < 4; s++) {
+            pt_tensor *xs = pt_from_data(src[s], PT_SHAPE(1, k), PT_FLOAT32, pt_cpu());
+            alone[s] = pt_linear(xs, w, NULL);
+            assert_non_null(alone[s]);
+        }
+        for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
+            int64_t m = MS[mi];
+            for (int64_t i = 0; i < m; i++)
+                memcpy(buf + i * k, src[i % 4], (size_t)k * sizeof(float));
+            pt_tensor *x = pt_from_data(buf, PT_SHAPE(m, k), PT_FLOAT32, pt_cpu());
+            assert_non_null(x);
+            for (size_t ti = 0; ti < 2; ti++) {
+                pt_set_num_threads(THREADS[ti]);
+                pt_tensor *y = pt_linear(x, w, NULL);
+                assert_non_null(y);
+                const float *yv = pt_data_ptr(y);
+                for (int64_t i = 0; i < m; i++) {
+                    int s = (int)(i % 4);
+                    if (memcmp(yv + i * n, pt_data_ptr(alone[s]), (size_t)n * sizeof(float)))
+                        fail_msg("%s, M = %lld, %d threads: row %lld differs from the row alone",
+                                 WS[wi].name, (long long)m, THREADS[ti], (long long)i);
+                    const pt_tensor *e = s < 3 ? e3 : e1, *t = s < 3 ? t3 : t1;
+                    int64_t r = s < 3 ? s : 0;
+                    for (int64_t j = 0; j < n; j++) {
+                        double ev = pt_test_get(e, r * nfull + j),
+                               tv = pt_test_get(t, r * nfull + j);
+                        if (!(fabs(yv[i * n + j] - ev) <= tv))
+                            fail_msg("%s, M = %lld: y[%lld, %lld] = %.9g, llama.cpp-style %.9g "
+                                     "(tol %.3g)",
+                                     WS[wi].name, (long long)m, (long long)i, (long long)j,
+                                     yv[i * n + j], ev, tv);
+                    }
+                }
+                pt_release(y);
+            }
+            pt_release(x);
+        }
+    }
+    pt_set_num_threads(saved);
+}
+
 /* float16 / bfloat16 weights with a float32 input: unquantized activations. */
 static void test_half_weights(void **state)
 {
@@ -435,6 +509,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wide_threads, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_prefill_rows, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_gemm_shapes, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_kquant_tiled_rows, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_half_weights, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_empty, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_float_linear, pt_test_setup, pt_test_teardown),

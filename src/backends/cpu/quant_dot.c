@@ -52,7 +52,10 @@ void pti_quantize_row_q8_0(const float *x, pti_block_q8_0 *y, int64_t n)
 
 void pti_quantize_row_q8_k(const float *x, pti_block_q8_k *y, int64_t n)
 {
+    bool simd = pti_quant_avx512_ok();
     for (int64_t b = 0; b < n / PTI_QK_K; b++, x += PTI_QK_K) {
+        if (simd && pti_quantize_block_q8_k_avx512(x, &y[b]))
+            continue;
         /* the value of largest magnitude, sign kept: it maps to exactly -127 */
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < PTI_QK_K; j++) {

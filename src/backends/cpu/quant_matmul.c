@@ -9,11 +9,13 @@
  * the server's batched decode, where the tiled kernel's per-block float work shared by 8 weight
  * rows makes a step of M sequences cost far less than M steps.
  *
- * Two kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
+ * Three kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
  * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
  * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
  * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
- * rest -- the K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
+ * K-quants with a tiled kernel (pti_qgemmk_range_fn: Q6_K on an AVX-512 VNNI CPU for M >= 2,
+ * quant_gemm_q6k.c) take it, in ranges of PTI_QGEMMK_TILE_N weight rows, with the Q8_K rows. The
+ * rest -- the other K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
  * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
  * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
  * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
@@ -30,7 +32,9 @@
 
 typedef struct qlinear_ctx {
     pti_qgemm32_args g; /* g.w set: the tiled kernel (quant_gemm_avx2.c) */
-    pt_status status;   /* its result (PT_ERR_OOM only), set by the chunk that failed */
+    pti_qgemmk_fn kfn;  /* set: the tiled K-quant kernel (pti_qgemmk_range_fn) on kg */
+    pti_qgemmk_args kg;
+    pt_status status; /* its result (PT_ERR_OOM only), set by the chunk that failed */
     pti_qdot_fn dot;
     pti_qdot_rows_fn dot_rows; /* NULL: row by row */
     pti_qdot_rows_fn dot_wide; /* PTI_QDOT_ROWS_WIDE rows at once; NULL: none */
@@ -52,6 +56,24 @@ static void qlinear_tiled(void *vctx, int64_t t0, int64_t t1)
     if (n1 > c->n)
         n1 = c->n;
     if (pti_qgemm32_range(&c->g, n0, n1) != PT_OK) {
+        c->status = PT_ERR_OOM;
+        return;
+    }
+    if (c->bias)
+        for (int64_t i = 0; i < c->m; i++)
+            for (int64_t j = n0; j < n1; j++)
+                c->y[i * c->n + j] += c->bias[j];
+}
+
+/* Output columns of weight tiles [t0, t1) (PTI_QGEMMK_TILE_N rows each) of every row of y
+ * through the tiled K-quant kernel; then the bias. */
+static void qlinear_ktiled(void *vctx, int64_t t0, int64_t t1)
+{
+    qlinear_ctx *c = vctx;
+    int64_t n0 = t0 * PTI_QGEMMK_TILE_N, n1 = t1 * PTI_QGEMMK_TILE_N;
+    if (n1 > c->n)
+        n1 = c->n;
+    if (c->kfn(&c->kg, n0, n1) != PT_OK) {
         c->status = PT_ERR_OOM;
         return;
     }
@@ -175,6 +197,14 @@ static pt_status cpu_quant_linear(const pti_call *c)
                                  .n = n,
                                  .k = k};
     }
+    q.kfn = tiled ? NULL : pti_qgemmk_range_fn(w->dtype, m);
+    q.kg = (pti_qgemmk_args){.w = q.w,
+                             .w_row_bytes = q.w_row_bytes,
+                             .act_row_bytes = q.act_row_bytes,
+                             .y = q.y,
+                             .m = m,
+                             .n = n,
+                             .k = k};
     char *scratch = NULL;
     size_t scratch_bytes = (size_t)m * q.act_row_bytes;
     if (adt == PT_FLOAT32) {
@@ -188,12 +218,17 @@ static pt_status cpu_quant_linear(const pti_call *c)
         pti_parallel_for(m, k > 0 ? 1 + MIN_WORK_PER_CHUNK / k : m, quantize_rows, &qc);
         q.act = scratch;
         q.g.act = scratch;
+        q.kg.act = scratch;
     }
     int64_t per_row = m * k > 0 ? m * k : 1;
     if (tiled) {
         int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
         pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
                          qlinear_tiled, &q);
+    } else if (q.kfn) {
+        int64_t tiles = (n + PTI_QGEMMK_TILE_N - 1) / PTI_QGEMMK_TILE_N;
+        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
+                         qlinear_ktiled, &q);
     } else {
         pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
     }
