@@ -77,6 +77,32 @@ typedef struct pti_qgemm32_args {
 /* y[:, n0:n1] = act @ w[n0:n1]^T (no bias). A row's result is the same bits for every m. */
 pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1);
 
+/* ---- tiled products of the K-quants (quant_gemm_q4k.c: Q4_K, Q5_K) ------------------------ */
+
+/* Arguments of a tiled K-quant kernel: activations in Q8_K rows (pti_quantize_row_q8_k). */
+typedef struct pti_qgemmk_args {
+    const char *w; /* weight row 0, [n] rows of w_row_bytes */
+    size_t w_row_bytes;
+    const char *act; /* m Q8_K rows of act_row_bytes */
+    size_t act_row_bytes;
+    float *y; /* [m, n] */
+    int64_t m, n, k;
+} pti_qgemmk_args;
+
+/* Weight rows a tiled K-quant kernel decodes together (one zmm int32 lane each): ranges of N
+ * that start at a multiple of it waste no work. */
+#define PTI_QGEMMK_TILE_N 16
+
+/* y[:, n0:n1] = act @ w[n0:n1]^T (no bias); a row's result is the same bits for every m, tile
+ * position and thread count. PT_ERR_OOM where its scratch tile could not be had. */
+typedef pt_status (*pti_qgemmk_fn)(const pti_qgemmk_args *g, int64_t n0, int64_t n1);
+
+/* The tiled kernel for weight dtype dt, or NULL (then quant_matmul.c takes the row kernels):
+ * pti_qgemmk_range_fn looks it up in each kernel file's table (quant_matmul.c). */
+pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt);
+/* Q4_K and Q5_K on an AVX-512 VNNI CPU (pti_quant_avx512_ok), else NULL. */
+pti_qgemmk_fn pti_qgemm_q4k_fn(pt_dtype dt);
+
 /* IEEE binary16 bits -> float (exact; subnormals, inf and NaN included). */
 static inline float pti_h2f(pti_half h)
 {

@@ -9,11 +9,14 @@
  * the server's batched decode, where the tiled kernel's per-block float work shared by 8 weight
  * rows makes a step of M sequences cost far less than M steps.
  *
- * Two kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
- * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
- * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
- * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
- * rest -- the K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
+ * Three kernels. The K-quants with a tiled kernel (pti_qgemmk_range_fn: Q4_K and Q5_K in
+ * quant_gemm_q4k.c on an AVX-512 VNNI CPU) take it for every M, 1 included: 16 weight rows
+ * decoded once per tile into zmm int32 lanes, Q8_K activations as they are. The 32-value formats
+ * (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the tiled kernel of quant_gemm_avx2.c for
+ * every M, 1 included: its own activation layout; 8 weight rows decoded once per tile into an
+ * interleaved layout whose int32 lanes are the 8 rows, then register tiles of 8 weight rows x up to
+ * 4 activation rows; AVX512-VNNI where present. The rest -- the other K-quants (and all of them
+ * without AVX-512 VNNI), F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
  * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
  * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
  * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
@@ -30,7 +33,9 @@
 
 typedef struct qlinear_ctx {
     pti_qgemm32_args g; /* g.w set: the tiled kernel (quant_gemm_avx2.c) */
-    pt_status status;   /* its result (PT_ERR_OOM only), set by the chunk that failed */
+    pti_qgemmk_fn kfn;  /* set: the tiled K-quant kernel, with kg */
+    pti_qgemmk_args kg;
+    pt_status status; /* its result (PT_ERR_OOM only), set by the chunk that failed */
     pti_qdot_fn dot;
     pti_qdot_rows_fn dot_rows; /* NULL: row by row */
     pti_qdot_rows_fn dot_wide; /* PTI_QDOT_ROWS_WIDE rows at once; NULL: none */
@@ -52,6 +57,24 @@ static void qlinear_tiled(void *vctx, int64_t t0, int64_t t1)
     if (n1 > c->n)
         n1 = c->n;
     if (pti_qgemm32_range(&c->g, n0, n1) != PT_OK) {
+        c->status = PT_ERR_OOM;
+        return;
+    }
+    if (c->bias)
+        for (int64_t i = 0; i < c->m; i++)
+            for (int64_t j = n0; j < n1; j++)
+                c->y[i * c->n + j] += c->bias[j];
+}
+
+/* Output columns of weight tiles [t0, t1) (PTI_QGEMMK_TILE_N rows each) of every row of y
+ * through the tiled K-quant kernel; then the bias. */
+static void qlinear_ktiled(void *vctx, int64_t t0, int64_t t1)
+{
+    qlinear_ctx *c = vctx;
+    int64_t n0 = t0 * PTI_QGEMMK_TILE_N, n1 = t1 * PTI_QGEMMK_TILE_N;
+    if (n1 > c->n)
+        n1 = c->n;
+    if (c->kfn(&c->kg, n0, n1) != PT_OK) {
         c->status = PT_ERR_OOM;
         return;
     }
@@ -164,6 +187,7 @@ static pt_status cpu_quant_linear(const pti_call *c)
         .k = k,
     };
     bool tiled = pti_qgemm32_supported(w->dtype);
+    q.kfn = adt == PT_Q8_K ? pti_qgemmk_range_fn(w->dtype) : NULL;
     if (tiled) {
         q.act_row_bytes = pti_qgemm32_act_row_bytes(k);
         q.g = (pti_qgemm32_args){.dt = w->dtype,
@@ -188,9 +212,21 @@ static pt_status cpu_quant_linear(const pti_call *c)
         pti_parallel_for(m, k > 0 ? 1 + MIN_WORK_PER_CHUNK / k : m, quantize_rows, &qc);
         q.act = scratch;
         q.g.act = scratch;
+        q.kg = (pti_qgemmk_args){.w = q.w,
+                                 .w_row_bytes = q.w_row_bytes,
+                                 .act = scratch,
+                                 .act_row_bytes = q.act_row_bytes,
+                                 .y = q.y,
+                                 .m = m,
+                                 .n = n,
+                                 .k = k};
     }
     int64_t per_row = m * k > 0 ? m * k : 1;
-    if (tiled) {
+    if (q.kfn) {
+        int64_t tiles = (n + PTI_QGEMMK_TILE_N - 1) / PTI_QGEMMK_TILE_N;
+        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
+                         qlinear_ktiled, &q);
+    } else if (tiled) {
         int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
         pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
                          qlinear_tiled, &q);
@@ -202,6 +238,15 @@ static pt_status cpu_quant_linear(const pti_call *c)
     if (q.status != PT_OK)
         return pti_error(PT_ERR_OOM, "quant_linear: out of memory for a weight tile");
     return PT_OK;
+}
+
+pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt)
+{
+    switch (dt) {
+    case PT_Q4_K:
+    case PT_Q5_K: return pti_qgemm_q4k_fn(dt);
+    default: return NULL;
+    }
 }
 
 void pti_cpu_register_quant_linear(pti_kernel *table)
