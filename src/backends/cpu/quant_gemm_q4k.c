@@ -48,9 +48,6 @@
                    always_inline)) static inline
 
 #define TILE_N PTI_QGEMMK_TILE_N
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
-#endif
 /* activation rows per register tile (M > 1): 5 vectors each, with the weight and scale
  * vectors that fits the 32 registers */
 #define TILE_M 4
@@ -88,6 +85,42 @@ typedef struct ktile {
 
 /* ---- decoding 16 rows ---------------------------------------------------------------------- */
 
+/* Super-block b of the tile's 16 rows. A full tile addresses row r as quad[r / 4] + (r % 4) *
+ * stride (7 registers instead of 16 pointers, which spilled); a tile cut short by N lists its
+ * rows, those past N repeating the last one (computed, never stored). */
+typedef struct rowset {
+    const char *quad[4];
+    size_t stride;
+    const char *p[TILE_N];
+} rowset;
+
+/* v, hidden from the optimizer: each use of the stride is then an address computed in place
+ * ([quad + s], [quad + 2 s], ...), not one of 16 row pointers hoisted out of the loops */
+static inline size_t opaque(size_t v)
+{
+    __asm__ volatile("" : "+r"(v));
+    return v;
+}
+
+KINLINE const char *row_at(const rowset *rs, bool full, int r)
+{
+    return full ? rs->quad[r >> 2] + (size_t)(r & 3) * opaque(rs->stride) : rs->p[r];
+}
+
+KINLINE void rowset_at(const kfmt *f, bool full, const char *w, size_t w_row_bytes, int rows,
+                       int64_t b, rowset *rs)
+{
+    const char *blk = w + (size_t)b * f->bytes;
+    if (full) {
+        for (int i = 0; i < 4; i++)
+            rs->quad[i] = blk + (size_t)(4 * i) * w_row_bytes;
+        rs->stride = w_row_bytes;
+        return;
+    }
+    for (int r = 0; r < TILE_N; r++)
+        rs->p[r] = blk + (size_t)(r < rows ? r : rows - 1) * w_row_bytes;
+}
+
 /* In each 128-bit lane, r[q] := dword q of r[0 .. 4) (a 4 x 4 dword transpose per lane). */
 KINLINE void transpose4_lanes(__m512i r[4])
 {
@@ -103,14 +136,14 @@ KINLINE void transpose4_lanes(__m512i r[4])
  * lane r = dword q of row r. Loads pair rows (i, i + 4) and (i + 8, i + 12) in the two 256-bit
  * halves so that after the per-lane transposes one 128-bit shuffle per vector puts the lanes in
  * row order. */
-KINLINE void rows32(const char *const rp[TILE_N], size_t off, __m512i v[8])
+KINLINE void rows32(const rowset *rs, bool full, size_t off, __m512i v[8])
 {
     __m512i z[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         int a = i < 4 ? i : i + 4, b = a + 4;
-        __m256i lo = _mm256_loadu_si256((const __m256i *)(rp[a] + off));
-        __m256i hi = _mm256_loadu_si256((const __m256i *)(rp[b] + off));
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(row_at(rs, full, a) + off));
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(row_at(rs, full, b) + off));
         z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     }
     /* z[4h + q] lanes: dword q of rows A, dword q + 4 of rows A, the same of rows B, where
@@ -127,15 +160,15 @@ KINLINE void rows32(const char *const rp[TILE_N], size_t off, __m512i v[8])
 /* d, dmin and the 12 scale bytes of the 16 rows' super-blocks (the first 16 bytes of a Q4_K /
  * Q5_K block), unpacked with dword arithmetic for all rows at once (pti_kquant_scales's
  * layout). */
-KINLINE void decode_scales(const char *const rp[TILE_N], kscales *s)
+KINLINE void decode_scales(const rowset *rs, bool full, kscales *s)
 {
     __m512i h[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) { /* lane l: row i + 4 l */
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)rp[i]));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)rp[i + 4]), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)rp[i + 8]), 2);
-        h[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)rp[i + 12]), 3);
+        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)row_at(rs, full, i)));
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)row_at(rs, full, i + 4)), 1);
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)row_at(rs, full, i + 8)), 2);
+        h[i] = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)row_at(rs, full, i + 12)), 3);
     }
     transpose4_lanes(h); /* h[q] lane r = dword q of row r */
     s->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h[0]));
@@ -192,16 +225,6 @@ KINLINE void split_codes(const kfmt *f, int c, __m512i raw, __m512i qh, __m512i 
         *lo = _mm512_ternarylogic_epi32(*lo, l, b4, 0xF8);
         *hi = _mm512_ternarylogic_epi32(*hi, h, b4, 0xF8);
     }
-}
-
-/* Row pointers of super-block b of the tile's rows (w: row 0); rows past `rows` repeat the last
- * row (computed, never stored). */
-KINLINE void block_ptrs(const kfmt *f, const char *w, size_t w_row_bytes, int rows, int64_t b,
-                        const char *rp[TILE_N])
-{
-#pragma GCC unroll 16
-    for (int r = 0; r < TILE_N; r++)
-        rp[r] = w + (size_t)(r < rows ? r : rows - 1) * w_row_bytes + (size_t)b * f->bytes;
 }
 
 /* ---- activation rows ----------------------------------------------------------------------- */
@@ -263,33 +286,45 @@ KINLINE __m512i sub_dot(const kfmt *f, const __m512i q[NGRP], const int8_t *aq, 
 
 /* One activation row against 16 weight rows (rows valid, w: row 0), every decoded chunk used at
  * once from registers; prefetches each super-block of the next 16 rows. */
-KINLINE __m512 gemv_tile(const kfmt *f, const char *w, size_t w_row_bytes, int rows,
+KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_bytes, int rows,
                          const pti_block_q8_k *a, int64_t nb)
 {
     __m512 acc = _mm512_setzero_ps();
     const char *next = w + TILE_N * w_row_bytes;
     const size_t pf_step = (TILE_N * w_row_bytes / (size_t)nb + 63) / 64 * 64;
     for (int64_t b = 0; b < nb; b++) {
-        const char *rp[TILE_N];
-        block_ptrs(f, w, w_row_bytes, rows, b, rp);
-        /* the next tile in address order, a 1 / nb share per super-block: one sequential
-         * stream (16 interleaved row streams measured at half the DRAM bandwidth) */
+        rowset rs;
+        rowset_at(f, full, w, w_row_bytes, rows, b, &rs);
+        /* the next tile in address order, a 1 / nb share per super-block, into L2: one
+         * sequential stream (per-row prefetches of the 16 interleaved rows, or prefetching
+         * into L1, measured at half the DRAM bandwidth) */
         for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step; o += 64)
-            _mm_prefetch(next + o, PF_HINT);
+            _mm_prefetch(next + o, _MM_HINT_T1);
         kscales s;
-        decode_scales(rp, &s);
+        decode_scales(&rs, full, &s);
         __m512i qh[8];
         if (f->q5)
-            rows32(rp, f->qh, qh);
+            rows32(&rs, full, f->qh, qh);
         __m512i sum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
-            __m512i raw[8], lo[8], hi[8];
-            rows32(rp, f->qs + 32 * (size_t)c, raw);
-#pragma GCC unroll 8
-            for (int g = 0; g < NGRP; g++)
-                split_codes(f, c, raw[g], f->q5 ? qh[g] : raw[g], &lo[g], &hi[g]);
-            sum[0] = sub_dot(f, lo, a[b].qs + 64 * c, sub_scale(&s, 2 * c), sum[0]);
-            sum[1] = sub_dot(f, hi, a[b].qs + 64 * c + 32, sub_scale(&s, 2 * c + 1), sum[1]);
+            __m512i raw[8];
+            rows32(&rs, full, f->qs + 32 * (size_t)c, raw);
+            const int8_t *alo = a[b].qs + 64 * c, *ahi = alo + 32;
+            /* each group's codes split and used at once (all 16 split vectors live spilled) */
+#pragma GCC unroll 4
+            for (int p = 0; p < NGRP / f->grp_per_part; p++) {
+                __m512i plo = _mm512_setzero_si512(), phi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int g = p * f->grp_per_part; g < (p + 1) * f->grp_per_part; g++) {
+                    __m512i lo, hi;
+                    split_codes(f, c, raw[g], f->q5 ? qh[g] : raw[g], &lo, &hi);
+                    plo = dpbusd(plo, lo, bcast4(alo + 4 * g));
+                    phi = dpbusd(phi, hi, bcast4(ahi + 4 * g));
+                }
+                sum[0] = _mm512_dpwssd_epi32(sum[0], plo, sub_scale(&s, 2 * c));
+                sum[1] = _mm512_dpwssd_epi32(sum[1], phi, sub_scale(&s, 2 * c + 1));
+            }
         }
         __m512i mins = min_sum(&s, &a[b]);
         acc = float_step(&s, a[b].d, mins, _mm512_add_epi32(sum[0], sum[1]), acc);
@@ -300,19 +335,19 @@ KINLINE __m512 gemv_tile(const kfmt *f, const char *w, size_t w_row_bytes, int r
 /* ---- M > 1 ---------------------------------------------------------------------------------- */
 
 /* Decodes every super-block of the tile's rows into t[0 .. nb). */
-KINLINE void decode_tile(const kfmt *f, const char *w, size_t w_row_bytes, int rows, int64_t nb,
-                         ktile *t)
+KINLINE void decode_tile(const kfmt *f, bool full, const char *w, size_t w_row_bytes, int rows,
+                         int64_t nb, ktile *t)
 {
     for (int64_t b = 0; b < nb; b++) {
-        const char *rp[TILE_N];
-        block_ptrs(f, w, w_row_bytes, rows, b, rp);
-        decode_scales(rp, &t[b].s);
+        rowset rs;
+        rowset_at(f, full, w, w_row_bytes, rows, b, &rs);
+        decode_scales(&rs, full, &t[b].s);
         __m512i qh[8];
         if (f->q5)
-            rows32(rp, f->qh, qh);
+            rows32(&rs, full, f->qh, qh);
         for (int c = 0; c < 4; c++) {
             __m512i raw[8];
-            rows32(rp, f->qs + 32 * (size_t)c, raw);
+            rows32(&rs, full, f->qs + 32 * (size_t)c, raw);
 #pragma GCC unroll 8
             for (int g = 0; g < NGRP; g++)
                 split_codes(f, c, raw[g], f->q5 ? qh[g] : raw[g], &t[b].q[2 * c][g],
@@ -396,10 +431,15 @@ KINLINE void gemm_k(const kfmt *f, const pti_qgemmk_args *g, int64_t n0, int64_t
         const char *w = g->w + (size_t)j0 * g->w_row_bytes;
         if (g->m == 1) {
             const pti_block_q8_k *a = (const pti_block_q8_k *)g->act;
-            store_rows(g->y + j0, rows, gemv_tile(f, w, g->w_row_bytes, rows, a, nb));
+            __m512 v = rows == TILE_N ? gemv_tile(f, true, w, g->w_row_bytes, rows, a, nb)
+                                      : gemv_tile(f, false, w, g->w_row_bytes, rows, a, nb);
+            store_rows(g->y + j0, rows, v);
             continue;
         }
-        decode_tile(f, w, g->w_row_bytes, rows, nb, t);
+        if (rows == TILE_N)
+            decode_tile(f, true, w, g->w_row_bytes, rows, nb, t);
+        else
+            decode_tile(f, false, w, g->w_row_bytes, rows, nb, t);
         int64_t i = 0;
         for (; i + TILE_M <= g->m; i += TILE_M)
             rows_at(f, g, t, i, TILE_M, rows, j0);
