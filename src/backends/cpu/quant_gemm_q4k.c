@@ -380,23 +380,22 @@ KINLINE void rows_x_tile(const kfmt *f, const ktile *t, const pti_block_q8_k *co
 #pragma GCC unroll 8
         for (int j = 0; j < NSUB; j++) {
             __m512i scale = sub_scale(&tb->s, j);
-#pragma GCC unroll 4
-            for (int p = 0; p < NGRP / f->grp_per_part; p++) {
-                __m512i part[TILE_M];
+            /* the whole sub-block's products, then one vpmulld by its scale (one multiply per
+             * sub-block instead of a vpdpwssd per part: the rows give the ILP here) */
+            __m512i part[TILE_M];
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                part[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int g = 0; g < NGRP; g++) {
+                __m512i u = _mm512_load_si512(&tb->q[j][g]);
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++)
-                    part[r] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                for (int g = p * f->grp_per_part; g < (p + 1) * f->grp_per_part; g++) {
-                    __m512i u = _mm512_load_si512(&tb->q[j][g]);
-#pragma GCC unroll 8
-                    for (int r = 0; r < R; r++)
-                        part[r] = dpbusd_at(part[r], u, a[r][b].qs + 32 * j + 4 * g);
-                }
-#pragma GCC unroll 8
-                for (int r = 0; r < R; r++)
-                    sum[r] = _mm512_dpwssd_epi32(sum[r], part[r], scale);
+                    part[r] = dpbusd_at(part[r], u, a[r][b].qs + 32 * j + 4 * g);
             }
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(part[r], scale));
         }
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
