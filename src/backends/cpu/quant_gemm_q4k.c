@@ -295,15 +295,11 @@ KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_b
 {
     __m512 acc = _mm512_setzero_ps();
     const char *next = w + TILE_N * w_row_bytes;
-    const size_t pf_step = (TILE_N * w_row_bytes / (size_t)nb + 63) / 64 * 64;
+    /* cache lines of the next tile to prefetch per super-block, a quarter per qs chunk */
+    const size_t pf_lines = (TILE_N * w_row_bytes / (size_t)nb + 63) / 64;
     for (int64_t b = 0; b < nb; b++) {
         rowset rs;
         rowset_at(f, full, w, w_row_bytes, rows, b, &rs);
-        /* the next tile in address order, a 1 / nb share per super-block, into L2: one
-         * sequential stream (per-row prefetches of the 16 interleaved rows, or prefetching
-         * into L1, measured at half the DRAM bandwidth) */
-        for (size_t o = (size_t)b * pf_step; o < (size_t)(b + 1) * pf_step; o += 64)
-            _mm_prefetch(next + o, _MM_HINT_T1);
         kscales s;
         decode_scales(&rs, full, &s);
         __m512i qh[8];
@@ -313,6 +309,12 @@ KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_b
 #pragma GCC unroll 4
         for (int c = 0; c < 4; c++) {
             __m512i raw[8];
+            /* the next tile in address order, a 1 / nb share per super-block spread over its
+             * chunks, into L2: one sequential stream (per-row prefetches of the 16 interleaved
+             * rows, prefetching into L1, or all of a super-block's at once measured slower) */
+            for (size_t l = ((size_t)b * 4 + (size_t)c) * pf_lines / 4;
+                 l < ((size_t)b * 4 + (size_t)c + 1) * pf_lines / 4; l++)
+                _mm_prefetch(next + 64 * l, _MM_HINT_T1);
             rows32(&rs, full, f->qs + 32 * (size_t)c, raw);
             const int8_t *alo = a[b].qs + 64 * c, *ahi = alo + 32;
             /* each group's codes split and used at once (all 16 split vectors live spilled) */
