@@ -373,10 +373,21 @@ KINLINE void rows_x_tile(const kfmt *f, const ktile *t, const pti_block_q8_k *co
     for (int64_t b = 0; b < nb; b++) {
         const ktile *tb = &t[b];
         __m512i sum[TILE_M];
+        /* the min terms first (each sub-block's mins unpacked once for the R rows) */
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++)
+            sum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < NSUB; j++) {
+            __m512i mn = sub_min(&tb->s, j);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++)
+                sum[r] = dpwssd_at(sum[r], mn, &a[r][b].bsums[2 * j]);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
             out[r] = _mm512_fnmadd_ps(_mm512_mul_ps(tb->s.dmin, _mm512_set1_ps(a[r][b].d)),
-                                      _mm512_cvtepi32_ps(min_sum(&tb->s, &a[r][b])), out[r]);
+                                      _mm512_cvtepi32_ps(sum[r]), out[r]);
             sum[r] = _mm512_setzero_si512();
         }
 #pragma GCC unroll 8
