@@ -11,21 +11,24 @@
  * with dword arithmetic. An activation row then needs no horizontal sum: vpdpbusd of a weight
  * vector with the activation's group g broadcast adds the 4 products of every row to its lane.
  *
- * Integer accumulation within a super-block: the 4-byte-group products of a quarter (Q5_K) or
- * half (Q4_K) sub-block -- at most 8 * 31 * 127 or 16 * 15 * 127, below 2^15 -- are summed by
- * vpdpbusd from zero, then multiplied by the sub-block's 6-bit scale and added to the block sum
- * with one vpdpwssd (the scale in the low 16 bits of the dword, 0 in the high ones: the
- * partial's int32 is its own sign-extended int16). The min term sum_j m_j * (bsums[2j] +
- * bsums[2j+1]) is one vpdpwssd per sub-block with (m_j, m_j) against the Q8_K 16-value sums
- * broadcast in pairs. Then ONE float step per super-block, activation row and 16 weight rows:
- * acc -= (dmin * d_a) * float(mins); acc += (d * d_a) * float(sum) (llama.cpp's d * sumi -
+ * Integer accumulation within a super-block (vpdpbusd / vpdpwssd with the activation's bytes as
+ * an embedded broadcast). M = 1: the 4-byte-group products of a quarter (Q5_K) or half (Q4_K)
+ * sub-block -- at most 8 * 31 * 127 or 16 * 15 * 127, below 2^15 -- are summed from zero, then
+ * multiplied by the sub-block's 6-bit scale and added to the block sum with one vpdpwssd (the
+ * scale in the low 16 bits of the dword, 0 in the high ones: the partial's int32 is its own
+ * sign-extended int16), four independent chains per chunk. M > 1: a sub-block's 8 groups are
+ * summed whole and scaled with one vpmulld (the activation rows give the parallelism). The min
+ * term sum_j m_j * (bsums[2j] + bsums[2j+1]) is one vpdpwssd per sub-block with (m_j, m_j)
+ * against the Q8_K 16-value sums broadcast in pairs. All of it exact in int32, so the grouping
+ * does not change the value. Then ONE float step per super-block, activation row and 16 weight
+ * rows: acc -= (dmin * d_a) * float(mins); acc += (d * d_a) * float(sum) (llama.cpp's d * sumi -
  * dmin * summs, summed in float over the super-blocks).
  *
  * M = 1 keeps each decoded chunk in registers and uses it at once (decode is bound by weight
- * bandwidth, so nothing is stored); each super-block decode prefetches the same super-block of
- * the next 16 rows. M > 1 decodes the tile's super-blocks once into a scratch tile (from the
- * allocator cache) and runs up to TILE_M activation rows at a time through it, so every weight
- * byte is decoded once per M rows.
+ * bandwidth, so nothing is stored), and prefetches the next 16 rows into L2 as one sequential
+ * stream spread over the tile. M > 1 decodes the tile's super-blocks once into a scratch tile
+ * (5 KB a super-block, from the allocator cache) and runs up to TILE_M (8) activation rows at a
+ * time through it, so every weight byte is decoded once per M rows.
  *
  * Every (activation row, weight row) pair sees the same integer sums (exact, whatever the
  * grouping) and exactly the same float operations in the same order whatever M, the rows it is
