@@ -253,14 +253,14 @@ static void check_against_dequantized(const pt_tensor *y, const pt_tensor *x, co
     }
 }
 
-/* Prefill shapes: M in {1, 2, 3, 4, 5, 8, 17, 64, 512} input rows for every block dtype, with a
+/* Prefill shapes: M in {1, 2, 3, 4, 5, 8, 17, 33, 64, 512} input rows for every block dtype, with a
  * weight of N = 37 rows (not a multiple of the kernels' weight tiles). Each result against the
  * float64 product with the dequantized weight; every row the same bits as that row alone
  * (M = 1), as on one thread, and with a bias exactly y + bias. */
 static void test_gemm_shapes(void **state)
 {
     (void)state;
-    static const int64_t MS[] = {1, 2, 3, 4, 5, 8, 17, 64, 512};
+    static const int64_t MS[] = {1, 2, 3, 4, 5, 8, 17, 33, 64, 512};
     int saved = pt_get_num_threads();
     for (size_t ti = 0; ti < N_BLOCK_TYPES; ti++) {
         char name[64];

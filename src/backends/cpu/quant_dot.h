@@ -77,41 +77,48 @@ typedef struct pti_qgemm32_args {
 /* y[:, n0:n1] = act @ w[n0:n1]^T (no bias). A row's result is the same bits for every m. */
 pt_status pti_qgemm32_range(const pti_qgemm32_args *g, int64_t n0, int64_t n1);
 
-/* ---- tiled products of the K-quants (quant_gemm_q6k.c, ...) ------------------------------- */
+/* ---- tiled products of the K-quants (quant_gemm_q4k.c: Q4_K, Q5_K; quant_gemm_q6k.c: Q6_K) -- */
 
 /* Weight rows the tiled K-quant kernels decode together (one int32 lane of a zmm each): ranges
  * of N that start at a multiple of it waste no work. */
 #define PTI_QGEMMK_TILE_N 16
 
+/* Arguments of a tiled K-quant kernel: activations in Q8_K rows (pti_quantize_row_q8_k). */
 typedef struct pti_qgemmk_args {
     const char *w; /* weight row 0, [n] rows of w_row_bytes */
     size_t w_row_bytes;
-    const char *act; /* m Q8_K activation rows (pti_quantize_row_q8_k) of act_row_bytes */
+    const char *act; /* m Q8_K rows of act_row_bytes */
     size_t act_row_bytes;
     float *y; /* [m, n] */
     int64_t m, n, k;
 } pti_qgemmk_args;
 
-/* y[:, n0:n1] = act @ w[n0:n1]^T (no bias); each row's result the same bits as the per-row
- * pti_qdot_fn of the dtype. PT_ERR_OOM (set) where its scratch cannot be had. */
+/* y[:, n0:n1] = act @ w[n0:n1]^T (no bias); a row's result is the same bits for every m, tile
+ * position and thread count. PT_ERR_OOM (set) where its scratch tile could not be had. */
 typedef pt_status (*pti_qgemmk_fn)(const pti_qgemmk_args *g, int64_t n0, int64_t n1);
 
-/* The Q6_K kernel for m activation rows, or NULL where the CPU (or m) wants the per-row path. */
+/* Q4_K and Q5_K on an AVX-512 VNNI CPU (pti_quant_avx512_ok), for every m; else NULL. */
+pti_qgemmk_fn pti_qgemm_q4k_fn(pt_dtype dt);
+/* The Q6_K kernel for m activation rows (m >= 2: its results are the per-row kernel's bits, which
+ * decode keeps), or NULL where the CPU or m wants the per-row path. */
 pti_qgemmk_fn pti_qgemm_q6k_fn(int64_t m);
+
+/* The tiled K-quant kernel for weight dtype dt and m activation rows, or NULL (then
+ * quant_matmul.c takes the row kernels). */
+static inline pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt, int64_t m)
+{
+    switch (dt) {
+    case PT_Q4_K:
+    case PT_Q5_K: return pti_qgemm_q4k_fn(dt);
+    case PT_Q6_K: return pti_qgemm_q6k_fn(m);
+    default: return NULL;
+    }
+}
 
 /* One block of pti_quantize_row_q8_k (the same bytes) with AVX-512: call only where
  * pti_quant_avx512_ok(). False (nothing written) for a block with a NaN or an infinity, which
  * the scalar code then takes. */
 bool pti_quantize_block_q8_k_avx512(const float *x, pti_block_q8_k *y);
-
-/* The tiled K-quant kernel for weight dtype dt and m activation rows, or NULL. */
-static inline pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt, int64_t m)
-{
-    switch (dt) {
-    case PT_Q6_K: return pti_qgemm_q6k_fn(m);
-    default: return NULL;
-    }
-}
 
 /* IEEE binary16 bits -> float (exact; subnormals, inf and NaN included). */
 static inline float pti_h2f(pti_half h)

@@ -9,13 +9,15 @@
  * the server's batched decode, where the tiled kernel's per-block float work shared by 8 weight
  * rows makes a step of M sequences cost far less than M steps.
  *
- * Three kernels. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
+ * Three kernels. The K-quants with a tiled kernel (pti_qgemmk_range_fn, on an AVX-512 VNNI
+ * CPU: Q4_K and Q5_K in quant_gemm_q4k.c for every M, 1 included; Q6_K in quant_gemm_q6k.c for
+ * M >= 2) take it: 16 weight rows decoded once per tile into zmm int32 lanes, Q8_K activations
+ * as they are. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
  * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
  * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
- * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The
- * K-quants with a tiled kernel (pti_qgemmk_range_fn: Q6_K on an AVX-512 VNNI CPU for M >= 2,
- * quant_gemm_q6k.c) take it, in ranges of PTI_QGEMMK_TILE_N weight rows, with the Q8_K rows. The
- * rest -- the other K-quants, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE
+ * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The rest
+ * -- Q6_K decode, the K-quants without AVX-512 VNNI, F16/BF16/F32, and everything on the scalar
+ * path -- take ROWS_PER_TILE
  * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
  * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
  * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
@@ -197,7 +199,7 @@ static pt_status cpu_quant_linear(const pti_call *c)
                                  .n = n,
                                  .k = k};
     }
-    q.kfn = tiled ? NULL : pti_qgemmk_range_fn(w->dtype, m);
+    q.kfn = tiled || adt != PT_Q8_K ? NULL : pti_qgemmk_range_fn(w->dtype, m);
     q.kg = (pti_qgemmk_args){.w = q.w,
                              .w_row_bytes = q.w_row_bytes,
                              .act_row_bytes = q.act_row_bytes,
@@ -221,14 +223,14 @@ static pt_status cpu_quant_linear(const pti_call *c)
         q.kg.act = scratch;
     }
     int64_t per_row = m * k > 0 ? m * k : 1;
-    if (tiled) {
-        int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
-        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
-                         qlinear_tiled, &q);
-    } else if (q.kfn) {
+    if (q.kfn) {
         int64_t tiles = (n + PTI_QGEMMK_TILE_N - 1) / PTI_QGEMMK_TILE_N;
         pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
                          qlinear_ktiled, &q);
+    } else if (tiled) {
+        int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
+        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
+                         qlinear_tiled, &q);
     } else {
         pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
     }
