@@ -6,6 +6,7 @@ at 1, 4 and 16 concurrent streams, alternating which server goes first at each l
 
     python serve_vs_llamacpp.py --bin build/bin/promeserve --gguf MODEL.gguf [--threads 2]
         [--seconds 20] [--max-tokens 64] [--levels 1,4,16] [--parallel 4]
+        [--baseline-bin OTHER/promeserve] [--llamacpp-chat-format gemma]
 
 Needs httpx and llama-cpp-python with its server extras (fastapi, uvicorn, sse-starlette,
 starlette-context, pydantic-settings) in the Python that runs it. Generated tokens are counted
@@ -15,6 +16,10 @@ and the ratio ours / llama.cpp (above 1: promeserve is faster). llama_cpp.server
 request at a time (a lock around its one context); promeserve decodes up to --parallel
 sequences together in one batched forward pass per step. llama_cpp.server runs with
 --interrupt_requests False (by default a new request cuts the stream in progress short).
+After the table: each server's aggregate tokens/s at every level relative to its own 1 stream
+(the scaling that batched decoding buys; the goal is at least 2.5x at 4 streams). With
+--baseline-bin, a second promeserve build (say, the commit before a change) is measured in the
+same run, taking its turn in the same alternation, so the two builds see the same machine load.
 """
 import argparse
 import asyncio
@@ -55,12 +60,13 @@ def start_promeserve(binary, gguf, threads, parallel, ctx, log):
     return proc, url, os.path.basename(gguf)
 
 
-def start_llamacpp(gguf, threads, ctx, log):
+def start_llamacpp(gguf, threads, ctx, chat_format, log):
     port = free_port()
+    extra = ["--chat_format", chat_format] if chat_format else []
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf,
                              "--n_threads", str(threads), "--n_threads_batch", str(threads),
                              "--n_ctx", str(ctx), "--port", str(port), "--host", "127.0.0.1",
-                             "--interrupt_requests", "False"],
+                             "--interrupt_requests", "False"] + extra,
                             stdout=log, stderr=log)
     url = f"http://127.0.0.1:{port}"
     wait_ready(url, proc, "llama_cpp.server")
@@ -145,13 +151,23 @@ def main():
     ap.add_argument("--seconds", type=float, default=20, help="per level and server")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--levels", default="1,4,16")
+    ap.add_argument("--baseline-bin", help="another promeserve build to measure alongside")
+    ap.add_argument("--llamacpp-chat-format",
+                    help="llama_cpp.server's --chat_format, for a GGUF without a chat template "
+                         "(gemma for gemma-3-270m-q4_k_m.gguf: promeserve picks the family from "
+                         "the architecture, llama_cpp.server falls back to llama-2, whose prompts "
+                         "make gemma answer in a token or two)")
     args = ap.parse_args()
     log = tempfile.NamedTemporaryFile(prefix="serve-vs-llamacpp-", suffix=".log", delete=False)
     servers = {}
     try:
         servers["promeserve"] = start_promeserve(args.bin, args.gguf, args.threads,
                                                  args.parallel, args.ctx, log)
-        servers["llama.cpp"] = start_llamacpp(args.gguf, args.threads, args.ctx, log)
+        if args.baseline_bin:
+            servers["baseline"] = start_promeserve(args.baseline_bin, args.gguf, args.threads,
+                                                   args.parallel, args.ctx, log)
+        servers["llama.cpp"] = start_llamacpp(args.gguf, args.threads, args.ctx,
+                                              args.llamacpp_chat_format, log)
         for name, (_, url, model) in servers.items():  # warm-up: load, touch the caches
             asyncio.run(run_level(url, model, 1, 0.1, 8))
         results = {}
@@ -171,7 +187,8 @@ def main():
           "llama.cpp req/s | ours TTFT p50 | llama.cpp TTFT p50 | errors ours / llama.cpp |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     bad = False
-    for level in (int(x) for x in args.levels.split(",")):
+    levels = [int(x) for x in args.levels.split(",")]
+    for level in levels:
         o, l = results[("promeserve", level)], results[("llama.cpp", level)]
         ot, lt = o["tokens"] / o["elapsed"], l["tokens"] / l["elapsed"]
         print(f"| {level} | {ot:.1f} | {lt:.1f} | **{ot / lt:.2f}** | "
@@ -179,6 +196,16 @@ def main():
               f"{median(o['ttft']) * 1000:.0f} ms | {median(l['ttft']) * 1000:.0f} ms | "
               f"{o['errors']} / {l['errors']} |")
         bad = bad or o["errors"] > 0
+    print("\n| server | " + " | ".join(f"{lv} streams: tokens/s (vs 1)" for lv in levels) + " |")
+    print("|---|" + "---:|" * len(levels))
+    for name in servers:
+        tps = {lv: results[(name, lv)]["tokens"] / results[(name, lv)]["elapsed"]
+               for lv in levels}
+        base = tps.get(1)
+        cells = [f"{tps[lv]:.1f}" + (f" ({tps[lv] / base:.2f}x)" if base else "")
+                 for lv in levels]
+        errs = sum(results[(name, lv)]["errors"] for lv in levels)
+        print(f"| {name} | " + " | ".join(cells) + " |" + (f" errors: {errs}" if errs else ""))
     print(f"\n(server logs: {log.name})")
     return 1 if bad else 0
 

@@ -199,8 +199,21 @@ static void reference(pt_llm *llm, const int32_t *ids, int32_t n, const pt_gen_o
 
 /* ---- batched greedy == sequential ----------------------------------------------------------- */
 
+/* temperature > 0: sampled with seed 100 + k for prompt k (the default top_k, top_p and
+ * repeat penalty), which the engine draws for several slots at once on the thread pool. */
+static pti_engine_request batch_request(const int32_t *ids, int32_t n, int32_t num_predict, coll *c,
+                                        float temperature, int k)
+{
+    pti_engine_request q = gen_request(ids, n, num_predict, c);
+    if (temperature > 0.0f) {
+        q.gen.temperature = temperature;
+        q.gen.seed = 100 + k;
+    }
+    return q;
+}
+
 static void check_batched_equals_sequential(const char *path, int32_t num_ctx, int32_t n_batch,
-                                            int n_prompts, int32_t num_predict)
+                                            int n_prompts, int32_t num_predict, float temperature)
 {
     pti_engine_opts eo = {.n_parallel = 4, .num_ctx = num_ctx, .n_batch = n_batch};
     pti_engine *e = pti_engine_load(path, &eo);
@@ -212,7 +225,7 @@ static void check_batched_equals_sequential(const char *path, int32_t num_ctx, i
     for (int k = 0; k < n_prompts; k++) {
         n[k] = make_prompt(llm, k, ids[k], 256);
         coll_init(&c[k]);
-        pti_engine_request q = gen_request(ids[k], n[k], num_predict, &c[k]);
+        pti_engine_request q = batch_request(ids[k], n[k], num_predict, &c[k], temperature, k);
         assert_true(pti_engine_submit(e, &q) > 0);
     }
     for (int k = 0; k < n_prompts; k++)
@@ -230,7 +243,7 @@ static void check_batched_equals_sequential(const char *path, int32_t num_ctx, i
     assert_non_null(ref);
     uint64_t gen_total = 0;
     for (int k = 0; k < n_prompts; k++) {
-        pt_gen_opts o = gen_request(ids[k], n[k], num_predict, &c[k]).gen;
+        pt_gen_opts o = batch_request(ids[k], n[k], num_predict, &c[k], temperature, k).gen;
         ref_out r;
         pt_gen_stats rs;
         reference(ref, ids[k], n[k], &o, &r, &rs);
@@ -252,10 +265,21 @@ static void test_batched_equals_sequential_tiny(void **state)
 {
     (void)state;
     /* n_batch 16: the longer prompts are read over several steps while others decode */
-    check_batched_equals_sequential(TINY_LLAMA, 256, 16, 6, 24);
-    check_batched_equals_sequential(TINY_QWEN3, 256, 512, 5, 24);
-    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 16, 5, 24);
-    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/phi3-q4_k_m.gguf", 256, 16, 5, 24);
+    check_batched_equals_sequential(TINY_LLAMA, 256, 16, 6, 24, 0.0f);
+    check_batched_equals_sequential(TINY_QWEN3, 256, 512, 5, 24, 0.0f);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 16, 5, 24,
+                                    0.0f);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/phi3-q4_k_m.gguf", 256, 16, 5, 24,
+                                    0.0f);
+}
+
+/* Seeded sampling in a batch draws what each request draws alone. */
+static void test_batched_sampled_equals_sequential_tiny(void **state)
+{
+    (void)state;
+    check_batched_equals_sequential(TINY_LLAMA, 256, 16, 6, 24, 0.9f);
+    check_batched_equals_sequential(PT_FIXTURES_DIR "/llm/tiny/gemma3-q6_k.gguf", 256, 512, 5, 24,
+                                    1.2f);
 }
 
 /* A long prompt is read in n_batch chunks over several steps while another request keeps
@@ -309,7 +333,8 @@ static void test_batched_equals_sequential_smol(void **state)
 {
     (void)state;
     const char *path = smol_path();
-    check_batched_equals_sequential(path, 512, 8, 6, 24);
+    check_batched_equals_sequential(path, 512, 8, 6, 24, 0.0f);
+    check_batched_equals_sequential(path, 512, 512, 4, 24, 0.8f);
 }
 
 /* ---- prefix reuse ------------------------------------------------------------------------------
@@ -925,6 +950,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_requests, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_equals_sequential_tiny, pt_test_setup,
+                                        pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_batched_sampled_equals_sequential_tiny, pt_test_setup,
                                         pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_batched_equals_sequential_smol, pt_test_setup,
                                         pt_test_teardown),

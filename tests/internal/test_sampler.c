@@ -486,6 +486,127 @@ static void test_window(void **state)
     pti_sampler_free(s);
 }
 
+/* ---- penalties without the penalized copy ------------------------------------------------- */
+
+/* The sampler applies the penalties while it selects (top_k) or copies (no top_k), never
+ * writing a penalized copy of the vocabulary. Checked against penalizing the logits by hand
+ * (the formula of sampler.h, in the same float operations) and sampling them with the
+ * penalties off: the candidate lists and the draws must be identical, bit for bit. The logits
+ * have ties (including with window tokens), NaN and -inf; penalties that lower and that raise a
+ * logit; windows with repeats, shorter than top_k and longer. */
+static void penalize_by_hand(const pti_sampler_opts *o, const int32_t *win, int32_t n_win,
+                             const float *in, float *out, int32_t n)
+{
+    memcpy(out, in, (size_t)n * sizeof *out);
+    int32_t first = n_win > o->repeat_last_n ? n_win - o->repeat_last_n : 0;
+    for (int32_t j = first; j < n_win; j++) {
+        int32_t t = win[j], c = 0;
+        for (int32_t i = first; i < n_win; i++)
+            c += win[i] == t;
+        float l = in[t];
+        l = l <= 0.0f ? l * o->repeat_penalty : l / o->repeat_penalty;
+        out[t] = l - ((float)c * o->frequency_penalty + o->presence_penalty);
+    }
+}
+
+static void check_penalized_same(const pti_sampler_opts *o, const float *l, const int32_t *win,
+                                 int32_t n_win, int32_t n)
+{
+    float *pl = malloc((size_t)n * sizeof *pl);
+    int32_t *ia = malloc((size_t)n * sizeof *ia), *ib = malloc((size_t)n * sizeof *ib);
+    float *pa = malloc((size_t)n * sizeof *pa), *pb = malloc((size_t)n * sizeof *pb);
+    penalize_by_hand(o, win, n_win, l, pl, n);
+    pti_sampler_opts off = *o;
+    off.repeat_penalty = 1.0f;
+    off.frequency_penalty = 0.0f;
+    off.presence_penalty = 0.0f;
+    pti_sampler *a = pti_sampler_new(o, n), *b = pti_sampler_new(&off, n);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int32_t j = 0; j < n_win; j++) {
+        assert_int_equal(pti_sampler_accept(a, win[j]), PT_OK);
+        assert_int_equal(pti_sampler_accept(b, win[j]), PT_OK);
+    }
+    int32_t ka = pti_sampler_probs(a, l, n, ia, pa, n);
+    int32_t kb = pti_sampler_probs(b, pl, n, ib, pb, n);
+    assert_int_equal(ka, kb);
+    for (int32_t i = 0; i < ka; i++) {
+        if (ia[i] != ib[i] || memcmp(&pa[i], &pb[i], sizeof pa[i]) != 0)
+            fail_msg("top_k %d rp %g freq %g pres %g window %d: candidate %d is %d (p %.9g), "
+                     "expected %d (p %.9g)",
+                     (int)o->top_k, (double)o->repeat_penalty, (double)o->frequency_penalty,
+                     (double)o->presence_penalty, (int)n_win, (int)i, (int)ia[i], (double)pa[i],
+                     (int)ib[i], (double)pb[i]);
+    }
+    for (int r = 0; r < 20; r++) /* the same seed, the same draws */
+        assert_int_equal(pti_sample(a, l, n), pti_sample(b, pl, n));
+    pti_sampler_free(a);
+    pti_sampler_free(b);
+    free(pl);
+    free(ia);
+    free(ib);
+    free(pa);
+    free(pb);
+}
+
+static void test_penalties_in_place(void **state)
+{
+    (void)state;
+    enum { N = 3001, W = 80 };
+    float *l = malloc(N * sizeof *l);
+    fill_normal(l, N, 21, 2.0f);
+    for (int32_t i = 0; i < N; i += 97) /* ties: equal logits at many ids */
+        l[i] = 3.5f;
+    l[5] = NAN;
+    l[1200] = NAN;
+    l[17] = -INFINITY;
+    l[2999] = 3.5f;
+    int32_t win[W];
+    for (int32_t j = 0; j < W; j++) /* tied, NaN, -inf and ordinary tokens; repeats */
+        win[j] = j % 7 == 0 ? 97 * (j % 5) : j % 11 == 0 ? 5 : j % 13 == 0 ? 17 : (j * 389) % N;
+    const float rp[] = {1.1f, 0.7f, 1.0f, 2.0f};
+    const float fp[] = {0.0f, 0.3f, -0.4f, 0.0f};
+    const float pp[] = {0.0f, 0.2f, 0.0f, -1.5f};
+    const int32_t top_k[] = {40, 1, 5, 200, 0};
+    const int32_t n_win[] = {1, 3, 40, W};
+    for (size_t a = 0; a < sizeof rp / sizeof *rp; a++)
+        for (size_t k = 0; k < sizeof top_k / sizeof *top_k; k++)
+            for (size_t w = 0; w < sizeof n_win / sizeof *n_win; w++) {
+                pti_sampler_opts o = pti_sampler_default_opts();
+                o.seed = 7;
+                o.repeat_penalty = rp[a];
+                o.frequency_penalty = fp[a];
+                o.presence_penalty = pp[a];
+                o.top_k = top_k[k];
+                o.repeat_last_n = 64;
+                check_penalized_same(&o, l, win, n_win[w], N);
+                o.top_p = 1.0f; /* the top_k set itself, whole */
+                check_penalized_same(&o, l, win, n_win[w], N);
+            }
+    free(l);
+    /* The boundary tie: token 60 of the window penalized from 2.0 to 1.0 is the 4th best
+     * until token 10 (raw 1.0, a lower id) comes along in the scan, and it must replace it. */
+    float t[64];
+    for (int32_t i = 0; i < 64; i++)
+        t[i] = i < 3 ? 5.0f : -5.0f;
+    t[10] = t[20] = 1.0f;
+    t[60] = 2.0f;
+    pti_sampler_opts o = pti_sampler_default_opts();
+    o.seed = 3;
+    o.top_k = 4;
+    o.top_p = 1.0f;
+    o.repeat_penalty = 2.0f;
+    const int32_t w60[] = {60};
+    check_penalized_same(&o, t, w60, 1, 64);
+    pti_sampler *s = pti_sampler_new(&o, 64);
+    pti_sampler_accept(s, 60);
+    int32_t ids[4];
+    float probs[4];
+    assert_int_equal(pti_sampler_probs(s, t, 64, ids, probs, 4), 4);
+    assert_int_equal(ids[3], 10);
+    pti_sampler_free(s);
+}
+
 /* ---- timing --------------------------------------------------------------------------------- */
 
 static double now_s(void)
@@ -617,6 +738,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_frequencies, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_edges, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_window, pt_test_setup, pt_test_teardown),
+        cmocka_unit_test_setup_teardown(test_penalties_in_place, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_timing, pt_test_setup, pt_test_teardown),
         cmocka_unit_test_setup_teardown(test_no_malloc, pt_test_setup, pt_test_teardown),
     };

@@ -391,12 +391,14 @@ static bool alloc_slots(pti_engine *e)
     e->tokens = pti_malloc((size_t)e->o.n_batch * sizeof *e->tokens);
     e->runs = pti_calloc((size_t)P, sizeof *e->runs);
     e->run_slot = pti_calloc((size_t)P, sizeof *e->run_slot);
+    e->ahead = pti_calloc((size_t)P, sizeof *e->ahead);
     e->embd_out = pti_malloc((size_t)e->n_embd * sizeof *e->embd_out);
-    if (!e->slots || !e->tokens || !e->runs || !e->run_slot || !e->embd_out)
+    if (!e->slots || !e->tokens || !e->runs || !e->run_slot || !e->ahead || !e->embd_out)
         return false;
     for (int32_t i = 0; i < P; i++) {
         eng_slot *s = &e->slots[i];
         s->index = i;
+        s->pre_tok = -1;
         s->hist = pti_malloc((size_t)e->o.num_ctx * sizeof *s->hist);
         s->piece = pti_malloc((size_t)e->piece_cap);
         s->cpiece = pti_malloc((size_t)e->piece_cap);
@@ -481,6 +483,7 @@ void pti_engine_free(pti_engine *e)
     free(e->tokens);
     free(e->runs);
     free(e->run_slot);
+    free(e->ahead);
     free(e->embd_out);
     pt_llm_free(e->llm);
     pthread_cond_destroy(&e->wake);

@@ -30,6 +30,11 @@ typedef struct eng_req {
 
 typedef enum { SLOT_FREE = 0, SLOT_PROMPT, SLOT_GEN } eng_slot_state;
 
+/* A slot whose token is sampled ahead, in parallel with the others', and its row of logits. */
+typedef struct eng_ahead {
+    int32_t slot, row;
+} eng_ahead;
+
 /* One KV cache slot and the request using it. */
 typedef struct eng_slot {
     int32_t index;
@@ -39,6 +44,7 @@ typedef struct eng_slot {
     int32_t n_hist;
     uint64_t admit_seq; /* admission order: prompt chunks are scheduled in it */
     int32_t next_tok;   /* SLOT_GEN: the sampled token the next step evaluates */
+    int32_t pre_tok;    /* this step's token, sampled ahead with the others' (-1: none) */
     pti_sampler *smp;
     pti_detok detok;
     pti_stopper stop;
@@ -63,6 +69,7 @@ struct pti_engine {
     int32_t *tokens;
     pti_llm_run *runs;
     int32_t *run_slot; /* [n_parallel] the slot of each run */
+    eng_ahead *ahead;  /* [n_parallel] the slots sampled ahead in a step (engine_step.c) */
     float *embd_out;   /* [n_embd] */
 
     pthread_t worker;

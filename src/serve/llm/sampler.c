@@ -1,11 +1,13 @@
 /* The token sampler (llama.cpp's default chain; see sampler.h for the formulas and defaults).
  *
  * One step works on a candidate set: (logit, id, p) triples in s->cand[0..size), with a flag
- * saying whether they are sorted best-first (higher logit, then lower id). The penalized
- * logits live in s->work when penalties apply; otherwise the caller's logits are read in place.
- * top_k selects with a size-k min-heap in one pass over the vocabulary (O(n log k), no full
- * sort); top_p on an unsorted set selects the best 256 first and grows the prefix 16-fold only
- * when their mass is short of top_p, as llama.cpp's adaptive top-p does. */
+ * saying whether they are sorted best-first (higher logit, then lower id). The caller's logits
+ * are read in place; the penalties are applied to the window's tokens as they enter the
+ * candidate set (only greedy decoding writes a penalized copy, to s->work), so a step on a
+ * 262k vocabulary does not copy 1 MB of logits first. top_k selects with a size-k min-heap in one
+ * pass over the vocabulary (O(n log k), no full sort); top_p on an unsorted set selects the best
+ * 256 first and grows the prefix 16-fold only when their mass is short of top_p, as llama.cpp's
+ * adaptive top-p does. */
 #include "sampler.h"
 
 #include <float.h>
@@ -164,29 +166,24 @@ static bool penalties_active(const pti_sampler *s)
              o->presence_penalty == 0.0f);
 }
 
-/* s->work = logits with each token of the window penalized once. NaNs stay NaN: the selection
- * and argmax loops treat them as -inf. */
+/* Token t's logit l after the penalties, c its count in the window (c > 0). */
+static float penalized(const pti_sampler_opts *o, float l, int32_t c)
+{
+    l = l <= 0.0f ? l * o->repeat_penalty : l / o->repeat_penalty;
+    return l - ((float)c * o->frequency_penalty + o->presence_penalty);
+}
+
+/* s->work = logits with each token of the window penalized once (the greedy path). NaNs stay
+ * NaN: argmax treats them as -inf. */
 static const float *apply_penalties(pti_sampler *s, const float *logits)
 {
-    const pti_sampler_opts *o = &s->o;
     float *w = s->work;
     memcpy(w, logits, (size_t)s->n_vocab * sizeof *w);
-    int32_t cap = o->repeat_last_n;
-    /* A token's count is negated once it is penalized, so repeats in the ring are skipped. */
+    int32_t cap = s->o.repeat_last_n;
+    /* from the caller's logits, so a token repeated in the ring is penalized once */
     for (int32_t j = 0; j < s->ring_len; j++) {
         int32_t t = s->ring[(s->ring_first + j) % cap];
-        int32_t c = s->count[t];
-        if (c <= 0)
-            continue;
-        float l = w[t];
-        l = l <= 0.0f ? l * o->repeat_penalty : l / o->repeat_penalty;
-        w[t] = l - ((float)c * o->frequency_penalty + o->presence_penalty);
-        s->count[t] = -c;
-    }
-    for (int32_t j = 0; j < s->ring_len; j++) {
-        int32_t t = s->ring[(s->ring_first + j) % cap];
-        if (s->count[t] < 0)
-            s->count[t] = -s->count[t];
+        w[t] = penalized(&s->o, logits[t], s->count[t]);
     }
     return w;
 }
@@ -280,6 +277,60 @@ static void select_from_logits(const float *src, int32_t n, int32_t k, cand *out
             out[0] = (cand){src[i], i, 0.0f};
             sift_down(out, k, 0);
         }
+    heap_to_sorted(out, k);
+}
+
+/* Offers src[i0 .. i1) to the full heap out[0..k), skipping the marked (count < 0) tokens. */
+static void offer_unmarked(const float *src, const int32_t *count, int32_t i0, int32_t i1,
+                           int32_t k, cand *out)
+{
+    for (int32_t i = i0; i < i1; i++) {
+        cand c = {isnan(src[i]) ? -INFINITY : src[i], i, 0.0f};
+        if (count[i] == 0 && better(&c, &out[0])) {
+            out[0] = c;
+            sift_down(out, k, 0);
+        }
+    }
+}
+
+/* out[0..k) = the k best of the penalized logits (NaN as -inf), best first, without writing the
+ * penalized copy of the whole vocabulary: the window's distinct tokens enter the heap first with
+ * their penalized logits (their counts negated meanwhile, which marks them), then the scan of
+ * the caller's logits skips the marked tokens. better() is a total order, so this is the same
+ * set in the same order as select_from_logits on the penalized copy. 1 <= k < n_vocab. */
+static void select_penalized(pti_sampler *s, const float *src, int32_t k, cand *out)
+{
+    int32_t n = s->n_vocab, cap = s->o.repeat_last_n, len = 0;
+    int32_t *count = s->count;
+    for (int32_t j = 0; j < s->ring_len; j++) {
+        int32_t t = s->ring[(s->ring_first + j) % cap];
+        if (count[t] <= 0)
+            continue; /* offered already */
+        float l = penalized(&s->o, src[t], count[t]);
+        heap_offer(out, &len, k, (cand){isnan(l) ? -INFINITY : l, t, 0.0f});
+        count[t] = -count[t];
+    }
+    int32_t i = 0;
+    for (; i < n && len < k; i++) /* the window has < k distinct tokens: fill the heap */
+        if (count[i] == 0)
+            heap_offer(out, &len, k, (cand){isnan(src[i]) ? -INFINITY : src[i], i, 0.0f});
+    /* The root may be a window token of a higher id, so a logit equal to the root's can win:
+     * the block test is "not below" (true for NaN too, which the full test then ranks as
+     * -inf), and a hit goes through better(). */
+    for (; i + 16 <= n; i += 16) {
+        float thr = out[0].logit;
+        int any = 0;
+        for (int j = 0; j < 16; j++)
+            any |= !(src[i + j] < thr);
+        if (any)
+            offer_unmarked(src, count, i, i + 16, k, out);
+    }
+    offer_unmarked(src, count, i, n, k, out);
+    for (int32_t j = 0; j < s->ring_len; j++) {
+        int32_t t = s->ring[(s->ring_first + j) % cap];
+        if (count[t] < 0)
+            count[t] = -count[t];
+    }
     heap_to_sorted(out, k);
 }
 
@@ -534,9 +585,10 @@ static int32_t argmax(const float *src, int32_t n)
  * -1 with the error set. */
 static int32_t run_chain(pti_sampler *s, const float *logits, const char *op)
 {
-    const float *src = penalties_active(s) ? apply_penalties(s, logits) : logits;
+    bool pen = penalties_active(s);
     int32_t n = s->n_vocab;
     if (s->o.temperature <= 0.0f) {
+        const float *src = pen ? apply_penalties(s, logits) : logits;
         int32_t t = argmax(src, n);
         if (t < 0) {
             pti_error(PT_ERR_INVALID_ARG, "%s: no logit above -inf", op);
@@ -548,11 +600,19 @@ static int32_t run_chain(pti_sampler *s, const float *logits, const char *op)
     set st = {n, false};
     int32_t k = s->o.top_k;
     if (k > 0 && k < n) {
-        select_from_logits(src, n, k, s->cand);
+        if (pen)
+            select_penalized(s, logits, k, s->cand);
+        else
+            select_from_logits(logits, n, k, s->cand);
         st = (set){k, true};
     } else {
         for (int32_t i = 0; i < n; i++)
-            s->cand[i] = (cand){isnan(src[i]) ? -INFINITY : src[i], i, 0.0f};
+            s->cand[i] = (cand){isnan(logits[i]) ? -INFINITY : logits[i], i, 0.0f};
+        for (int32_t j = 0; pen && j < s->ring_len; j++) { /* cand[t] is token t here */
+            int32_t t = s->ring[(s->ring_first + j) % s->o.repeat_last_n];
+            float l = penalized(&s->o, logits[t], s->count[t]);
+            s->cand[t].logit = isnan(l) ? -INFINITY : l;
+        }
     }
     if (max_logit(s->cand, st.size) == -INFINITY) {
         pti_error(PT_ERR_INVALID_ARG, "%s: no logit above -inf", op);
