@@ -281,6 +281,10 @@ int64_t pti_alloc_fault_pending(void);
  * inside a pool worker. Chunks are contiguous and deterministic for a given thread count. */
 typedef void (*pti_range_fn)(void *ctx, int64_t begin, int64_t end);
 void pti_parallel_for(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
+/* The same with up to a few chunks per thread, claimed dynamically: for jobs whose chunks write
+ * disjoint outputs (a GEMV's rows), where a late thread should not hold up the rest. Chunk
+ * boundaries are still fixed by n, grain and the thread count. */
+void pti_parallel_for_balanced(int64_t n, int64_t grain, pti_range_fn fn, void *ctx);
 
 /* ---- random ------------------------------------------------------------------------------------
  */

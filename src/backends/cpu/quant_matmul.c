@@ -225,14 +225,14 @@ static pt_status cpu_quant_linear(const pti_call *c)
     int64_t per_row = m * k > 0 ? m * k : 1;
     if (q.kfn) {
         int64_t tiles = (n + PTI_QGEMMK_TILE_N - 1) / PTI_QGEMMK_TILE_N;
-        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
-                         qlinear_ktiled, &q);
+        pti_parallel_for_balanced(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
+                                  qlinear_ktiled, &q);
     } else if (tiled) {
         int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
-        pti_parallel_for(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
-                         qlinear_tiled, &q);
+        pti_parallel_for_balanced(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
+                                  qlinear_tiled, &q);
     } else {
-        pti_parallel_for(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
+        pti_parallel_for_balanced(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
     }
     if (scratch)
         pti_cpu_free(scratch, scratch_bytes ? scratch_bytes : 1);
