@@ -49,33 +49,18 @@ typedef struct qlinear_ctx {
     int64_t m, n, k;
 } qlinear_ctx;
 
-/* Output columns of weight tiles [t0, t1) (PTI_QGEMM32_TILE_N rows each) of every row of y
- * through the tiled kernel; then the bias. */
+/* Output columns of weight tiles [t0, t1) of every row of y through the tiled kernel in use:
+ * the K-quants' (c->kfn, PTI_QGEMMK_TILE_N rows a tile) or the 32-value formats'
+ * (PTI_QGEMM32_TILE_N); then the bias. */
 static void qlinear_tiled(void *vctx, int64_t t0, int64_t t1)
 {
     qlinear_ctx *c = vctx;
-    int64_t n0 = t0 * PTI_QGEMM32_TILE_N, n1 = t1 * PTI_QGEMM32_TILE_N;
+    int64_t tile = c->kfn ? PTI_QGEMMK_TILE_N : PTI_QGEMM32_TILE_N;
+    int64_t n0 = t0 * tile, n1 = t1 * tile;
     if (n1 > c->n)
         n1 = c->n;
-    if (pti_qgemm32_range(&c->g, n0, n1) != PT_OK) {
-        c->status = PT_ERR_OOM;
-        return;
-    }
-    if (c->bias)
-        for (int64_t i = 0; i < c->m; i++)
-            for (int64_t j = n0; j < n1; j++)
-                c->y[i * c->n + j] += c->bias[j];
-}
-
-/* Output columns of weight tiles [t0, t1) (PTI_QGEMMK_TILE_N rows each) of every row of y
- * through the tiled K-quant kernel; then the bias. */
-static void qlinear_ktiled(void *vctx, int64_t t0, int64_t t1)
-{
-    qlinear_ctx *c = vctx;
-    int64_t n0 = t0 * PTI_QGEMMK_TILE_N, n1 = t1 * PTI_QGEMMK_TILE_N;
-    if (n1 > c->n)
-        n1 = c->n;
-    if (c->kfn(&c->kg, n0, n1) != PT_OK) {
+    pt_status st = c->kfn ? c->kfn(&c->kg, n0, n1) : pti_qgemm32_range(&c->g, n0, n1);
+    if (st != PT_OK) {
         c->status = PT_ERR_OOM;
         return;
     }
@@ -223,13 +208,9 @@ static pt_status cpu_quant_linear(const pti_call *c)
         q.kg.act = scratch;
     }
     int64_t per_row = m * k > 0 ? m * k : 1;
-    if (q.kfn) {
-        int64_t tiles = (n + PTI_QGEMMK_TILE_N - 1) / PTI_QGEMMK_TILE_N;
-        pti_parallel_for_balanced(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMMK_TILE_N),
-                                  qlinear_ktiled, &q);
-    } else if (tiled) {
-        int64_t tiles = (n + PTI_QGEMM32_TILE_N - 1) / PTI_QGEMM32_TILE_N;
-        pti_parallel_for_balanced(tiles, 1 + MIN_WORK_PER_CHUNK / (per_row * PTI_QGEMM32_TILE_N),
+    if (q.kfn || tiled) {
+        int64_t tile = q.kfn ? PTI_QGEMMK_TILE_N : PTI_QGEMM32_TILE_N;
+        pti_parallel_for_balanced((n + tile - 1) / tile, 1 + MIN_WORK_PER_CHUNK / (per_row * tile),
                                   qlinear_tiled, &q);
     } else {
         pti_parallel_for_balanced(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
