@@ -31,9 +31,11 @@ typedef struct pool {
     int nworkers;
     pthread_t *workers;
     atomic_uint_fast64_t generation;
-    /* The claim word: generation (high 32 bits) and next chunk to run (low 32 bits). A claim
-     * succeeds only for the current generation, so a late worker never runs a chunk of a job
-     * that was already finished and replaced. */
+    /* The claim word: generation (bits 63..32), the job's chunk count (31..16) and the next
+     * chunk to run (15..0). A claim succeeds only for the current generation and below that
+     * generation's own count, read from the same word: a late worker that loaded the word of a
+     * finished job can never take a chunk of the next one, whose count may be larger (a
+     * balanced job after a plain one), and count it twice toward the next job's chunks_done. */
     atomic_uint_fast64_t claim;
     atomic_int chunks_done;
     atomic_int sleepers_waiting_done; /* the caller sleeps on done_cv */
@@ -41,7 +43,7 @@ typedef struct pool {
     pti_range_fn fn;
     void *ctx;
     int64_t n;
-    atomic_int chunks; /* atomic: a late worker reads it before its claim can fail */
+    int chunks; /* of the running job; read by its caller only (job_done) */
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
 } pool;
@@ -81,9 +83,16 @@ static bool spin_until(bool (*cond)(const void *), const void *arg)
     }
 }
 
-static void run_chunk(int chunk)
+#define CLAIM_MAX_CHUNKS 0xffff
+
+static uint64_t claim_word(uint32_t gen, int chunks, int next)
 {
-    int64_t n = the_pool.n, chunks = atomic_load_explicit(&the_pool.chunks, memory_order_relaxed);
+    return (uint64_t)gen << 32 | (uint64_t)chunks << 16 | (uint64_t)next;
+}
+
+static void run_chunk(int chunk, int chunks)
+{
+    int64_t n = the_pool.n;
     int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
     if (begin < end)
         the_pool.fn(the_pool.ctx, begin, end);
@@ -100,8 +109,7 @@ static bool job_done(const void *arg)
 {
     (void)arg;
     /* seq_cst on chunks_done: see run_claimed_chunks */
-    return atomic_load(&the_pool.chunks_done) ==
-           atomic_load_explicit(&the_pool.chunks, memory_order_relaxed);
+    return atomic_load(&the_pool.chunks_done) == the_pool.chunks;
 }
 
 static uint64_t wait_for_generation(uint64_t seen)
@@ -116,17 +124,20 @@ static uint64_t wait_for_generation(uint64_t seen)
     return g;
 }
 
-/* Claims the next chunk of generation gen; -1 when none is left (or the job moved on). */
-static int claim_chunk(uint32_t gen)
+/* Claims the next chunk of generation gen and stores the job's chunk count in *chunks; -1 when
+ * none is left (or the job moved on). */
+static int claim_chunk(uint32_t gen, int *chunks)
 {
     uint64_t w = atomic_load_explicit(&the_pool.claim, memory_order_acquire);
     for (;;) {
-        if ((uint32_t)(w >> 32) != gen ||
-            (int64_t)(uint32_t)w >= atomic_load_explicit(&the_pool.chunks, memory_order_relaxed))
+        int count = (int)(w >> 16 & 0xffff), next = (int)(w & 0xffff);
+        if ((uint32_t)(w >> 32) != gen || next >= count)
             return -1;
         if (atomic_compare_exchange_weak_explicit(&the_pool.claim, &w, w + 1, memory_order_acq_rel,
-                                                  memory_order_acquire))
-            return (int)(uint32_t)w;
+                                                  memory_order_acquire)) {
+            *chunks = count;
+            return next;
+        }
     }
 }
 
@@ -135,11 +146,10 @@ static int claim_chunk(uint32_t gen)
  * sleepers_waiting_done, so either the worker sees the flag or the caller sees the count. */
 static void run_claimed_chunks(uint32_t gen)
 {
-    int c;
-    while ((c = claim_chunk(gen)) >= 0) {
-        run_chunk(c);
-        if (atomic_fetch_add(&the_pool.chunks_done, 1) + 1 ==
-                atomic_load_explicit(&the_pool.chunks, memory_order_relaxed) &&
+    int c, chunks;
+    while ((c = claim_chunk(gen, &chunks)) >= 0) {
+        run_chunk(c, chunks);
+        if (atomic_fetch_add(&the_pool.chunks_done, 1) + 1 == chunks &&
             atomic_load(&the_pool.sleepers_waiting_done)) {
             pthread_mutex_lock(&the_pool.mu);
             pthread_cond_signal(&the_pool.done_cv);
@@ -261,13 +271,16 @@ static void parallel_run(int64_t n, int64_t grain, int64_t per_thread, pti_range
     int64_t chunks = (n + grain - 1) / grain;
     if (chunks > per_thread * the_pool.nthreads)
         chunks = per_thread * the_pool.nthreads;
+    if (chunks > CLAIM_MAX_CHUNKS)
+        chunks = CLAIM_MAX_CHUNKS;
     uint64_t gen = atomic_load(&the_pool.generation) + 1;
     the_pool.fn = fn;
     the_pool.ctx = ctx;
     the_pool.n = n;
-    atomic_store_explicit(&the_pool.chunks, (int)chunks, memory_order_relaxed);
+    the_pool.chunks = (int)chunks;
     atomic_store(&the_pool.chunks_done, 0);
-    atomic_store_explicit(&the_pool.claim, (gen & 0xffffffffu) << 32, memory_order_release);
+    atomic_store_explicit(&the_pool.claim, claim_word((uint32_t)gen, (int)chunks, 0),
+                          memory_order_release);
     pthread_mutex_lock(&the_pool.mu);
     atomic_store_explicit(&the_pool.generation, gen, memory_order_release);
     pthread_cond_broadcast(&the_pool.work_cv);
