@@ -31,5 +31,5 @@ CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1 \
     "$venv/bin/python" -m pip install -q --no-binary llama-cpp-python --no-cache-dir \
     "$(grep '^llama-cpp-python==' "$reqs")"
 "$venv/bin/python" -m pip install -q -r "$reqs"
-"$venv/bin/python" -c "import llama_cpp, torch, numpy, safetensors, gguf"
+"$venv/bin/python" -c "import llama_cpp, llama_cpp.server.app, torch, numpy, safetensors, gguf, httpx"
 echo "$want" > "$venv/.requirements.sha256"
