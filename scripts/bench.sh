@@ -49,8 +49,8 @@ echo "== LLM prompt processing and generation vs llama.cpp (llama-cpp-python) ==
 # $build/synth-models (~12 GB); llama-cpp-python (with gguf and numpy) from the interpreter
 # $PT_LLAMA_PYTHON. Skipped when it is missing.
 models_dir="${PT_MODELS_DIR:-data/models}" # where `make models` puts them
-llama_py="${PT_LLAMA_PYTHON:-}" # a python with llama-cpp-python (server extras), gguf, numpy, httpx
-if [ -x "$llama_py" ] && "$llama_py" -c "import llama_cpp, gguf, numpy, httpx" 2>/dev/null; then
+llama_py="${PT_LLAMA_PYTHON:-}" # a python with llama-cpp-python, gguf and numpy
+if [ -x "$llama_py" ] && "$llama_py" -c "import llama_cpp, gguf, numpy" 2>/dev/null; then
   llm_models=()
   for m in SmolLM2-135M-Instruct.Q4_1.gguf gemma-3-270m-q4_k_m.gguf; do
     if [ -f "$models_dir/$m" ]; then llm_models+=("$models_dir/$m"); fi
@@ -71,8 +71,12 @@ if [ -x "$llama_py" ] && "$llama_py" -c "import llama_cpp, gguf, numpy, httpx" 2
       --repeat 3 --pp 256 --tg 64 --ctx 512 "${llm_models[@]}"
   done
   echo "== promeserve vs llama_cpp.server, 1 / 4 / 16 streams, Q4_K_M models, 2 threads =="
-  # (httpx and llama-cpp-python's server extras come from benchmarks/requirements.txt)
+  # httpx and llama-cpp-python's server extras: benchmarks/requirements.txt pins them
   serve_models=("$models_dir/gemma-3-270m-q4_k_m.gguf" "$synth/qwen1.5-0.5b-shape-q4_k_m.gguf")
+  if ! "$llama_py" -c "import httpx, llama_cpp.server.app" 2>/dev/null; then
+    echo "skipped: $llama_py lacks httpx or llama-cpp-python's server extras"
+    serve_models=()
+  fi
   for f in "${serve_models[@]}"; do
     if [ ! -f "$f" ]; then echo "skipped: $f is missing"; continue; fi
     fmt=()

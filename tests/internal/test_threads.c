@@ -7,9 +7,7 @@
  * such a hang into a failure. */
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "core/internal.h"
@@ -37,7 +35,7 @@ static void on_alarm(int sig)
     _exit(1);
 }
 
-/* Runs job n items on the pool (balanced or plain) and checks each ran once. */
+/* Runs a job of n items on the pool (balanced or plain) and checks that each ran once. */
 static void run_and_check(hits *h, int64_t n, bool balanced)
 {
     for (int64_t i = 0; i < n; i++)
@@ -74,6 +72,7 @@ static void test_alternating_chunk_counts(void **state)
 static void test_job_sizes(void **state)
 {
     (void)state;
+    int old = pt_get_num_threads();
     hits *h = calloc(1, sizeof *h);
     assert_non_null(h);
     for (int threads = 1; threads <= 5; threads++) {
@@ -84,6 +83,7 @@ static void test_job_sizes(void **state)
         }
     }
     free(h);
+    pt_set_num_threads(old);
 }
 
 int main(void)
