@@ -7,12 +7,15 @@
  * "cold" cycles through enough copies (>= 256 MB) that every call streams from DRAM, which is
  * what a real model's decode step does.
  *
- * A last column times a prefill-sized product, x[32, 4096] (hot weight), to show how the simple
+ * A last column times a product of M rows, x[M, K] (default M = 32, hot weight), to show how the
  * M > 1 loop scales (ideally far below 32 GEMVs).
  *
  * Times are the fastest call of each measurement (see time_calls).
  *
- *   bench_qgemv [threads (default 2)] [seconds per measurement (default 1)] */
+ * The shape defaults to 4096 x 4096; N and K give another (a decode model's short rows, K = 1024,
+ * or its output matrix, N = the vocabulary).
+ *
+ *   bench_qgemv [threads (default 2)] [seconds per measurement (default 1)] [N K] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +26,10 @@
 
 #include "bench_copy.h"
 
-#define DIM 4096
+#define DEFAULT_DIM 4096
 #define COLD_BYTES (256u << 20)
 #define MAX_COPIES 64
-#define PREFILL_M 32
+#define DEFAULT_M 32
 
 static double now(void)
 {
@@ -125,29 +128,37 @@ int main(int argc, char **argv)
     double secs = argc > 2 ? atof(argv[2]) : 1.0;
     if (threads < 1 || threads > 64)
         threads = 2;
+    int64_t n = argc > 4 ? atoll(argv[3]) : DEFAULT_DIM,
+            k = argc > 4 ? atoll(argv[4]) : DEFAULT_DIM;
+    int64_t pm = argc > 5 ? atoll(argv[5]) : DEFAULT_M;
+    if (n < 1 || k < 256 || k % 256 != 0 || n > (1 << 20) || k > (1 << 16) || pm < 1 || pm > 512) {
+        fprintf(stderr,
+                "bench_qgemv: N must be 1 .. 2^20 K a multiple of 256 up to 2^16, M 1 .. 512\n");
+        return 2;
+    }
     pt_set_num_threads(threads);
     const qtype types[] = {
         {"Q4_0", PT_Q4_0, {0, 0}, 1}, {"Q4_1", PT_Q4_1, {0, 2}, 2}, {"Q5_0", PT_Q5_0, {0, 0}, 1},
         {"Q8_0", PT_Q8_0, {0, 0}, 1}, {"Q4_K", PT_Q4_K, {0, 2}, 2}, {"Q6_K", PT_Q6_K, {208, 0}, 1},
     };
-    printf("bench_qgemv: x[1, %d] @ W[%d, %d]^T, %d thread(s); GB/s = weight bytes / time\n", DIM,
-           DIM, DIM, threads);
-    float *xs = malloc(DIM * sizeof(float));
-    for (int i = 0; i < DIM; i++)
+    printf("bench_qgemv: x[1, %lld] @ W[%lld, %lld]^T, %d thread(s); GB/s = weight bytes / time\n",
+           (long long)k, (long long)n, (long long)k, threads);
+    float *xs = malloc((size_t)k * sizeof(float));
+    for (int64_t i = 0; i < k; i++)
         xs[i] = (float)((i * 37 % 101) - 50) / 25.0f;
-    pt_tensor *x = pt_from_data(xs, 2, (const int64_t[]){1, DIM}, PT_FLOAT32, pt_cpu());
+    pt_tensor *x = pt_from_data(xs, 2, (const int64_t[]){1, k}, PT_FLOAT32, pt_cpu());
     free(xs);
-    float *xps = malloc((size_t)PREFILL_M * DIM * sizeof(float));
-    for (int i = 0; i < PREFILL_M * DIM; i++)
+    float *xps = malloc((size_t)pm * (size_t)k * sizeof(float));
+    for (int64_t i = 0; i < pm * k; i++)
         xps[i] = (float)((i * 53 % 97) - 48) / 24.0f;
-    pt_tensor *xp = pt_from_data(xps, 2, (const int64_t[]){PREFILL_M, DIM}, PT_FLOAT32, pt_cpu());
+    pt_tensor *xp = pt_from_data(xps, 2, (const int64_t[]){pm, k}, PT_FLOAT32, pt_cpu());
     free(xps);
     printf("%-6s %8s %9s %9s %10s %10s %14s\n", "type", "MB", "hot ms", "hot GB/s", "cold ms",
-           "cold GB/s", "prefill32 ms");
+           "cold GB/s", "M rows ms");
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const qtype *q = &types[t];
         size_t bsize = pt_dtype_size(q->dt),
-               nblocks = (size_t)DIM * DIM / (size_t)pt_dtype_block_size(q->dt);
+               nblocks = (size_t)n * (size_t)k / (size_t)pt_dtype_block_size(q->dt);
         size_t bytes = nblocks * bsize;
         unsigned char *raw = malloc(bytes);
         fill_blocks(raw, nblocks, bsize, q->d_off, q->nd);
@@ -155,7 +166,7 @@ int main(int argc, char **argv)
         if (g.copies > MAX_COPIES)
             g.copies = MAX_COPIES;
         for (int c = 0; c < g.copies; c++)
-            g.w[c] = pt_from_data(raw, 2, (const int64_t[]){DIM, DIM}, q->dt, pt_cpu());
+            g.w[c] = pt_from_data(raw, 2, (const int64_t[]){n, k}, q->dt, pt_cpu());
         free(raw);
         int copies = g.copies;
         g.copies = 1;

@@ -110,8 +110,15 @@ static void check_dtype(pt_dtype dt)
 
     /* M = 1, row by row: the reference bits of every (activation row, weight row) */
     for (int i = 0; i < MAX_M; i++) {
-        pti_qgemmk_args g = {
-            (const char *)w, wrow, (const char *)(act + (size_t)i * NB), arow, y1 + i * N, 1, N, K};
+        pti_qgemmk_args g = {(const char *)w,
+                             wrow,
+                             (const char *)(act + (size_t)i * NB),
+                             arow,
+                             y1 + i * N,
+                             1,
+                             N,
+                             K,
+                             NULL};
         assert_int_equal(fn(&g, 0, N), PT_OK);
         for (int j = 0; j < N; j++) {
             double mag, ref = reference(dt, w + j * wrow, act + (size_t)i * NB, &mag);
@@ -125,7 +132,7 @@ static void check_dtype(pt_dtype dt)
     static const int MS[] = {1, 2, 3, 4, 5, 8, 17, 33};
     for (size_t mi = 0; mi < sizeof MS / sizeof MS[0]; mi++) {
         int m = MS[mi];
-        pti_qgemmk_args g = {(const char *)w, wrow, (const char *)act, arow, y, m, N, K};
+        pti_qgemmk_args g = {(const char *)w, wrow, (const char *)act, arow, y, m, N, K, NULL};
         memset(y, 0, MAX_M * N * sizeof(float));
         assert_int_equal(fn(&g, 0, N), PT_OK);
         if (memcmp(y, y1, (size_t)(m * N) * sizeof(float)) != 0)

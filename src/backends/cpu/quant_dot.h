@@ -91,6 +91,9 @@ typedef struct pti_qgemmk_args {
     size_t act_row_bytes;
     float *y; /* [m, n] */
     int64_t m, n, k;
+    /* the activations in the kernel's own layout (pti_qgemmk_pack_act), where it has one
+     * (pti_qgemmk_packed_bytes > 0); else NULL */
+    const char *act_packed;
 } pti_qgemmk_args;
 
 /* y[:, n0:n1] = act @ w[n0:n1]^T (no bias); a row's result is the same bits for every m, tile
@@ -114,6 +117,14 @@ static inline pti_qgemmk_fn pti_qgemmk_range_fn(pt_dtype dt, int64_t m)
     default: return NULL;
     }
 }
+
+/* Bytes of the Q6_K kernel's activation layout for m Q8_K rows of k values (0: the kernel
+ * reads the Q8_K rows as they are, as every other dtype's does). */
+size_t pti_qgemmk_packed_bytes(pt_dtype dt, int64_t m, int64_t k);
+/* Row groups [g0, g1) (of PTI_QGEMMK_PACK_ROWS rows) of g->act into packed, which holds
+ * pti_qgemmk_packed_bytes(dt, g->m, g->k) bytes. */
+#define PTI_QGEMMK_PACK_ROWS 8
+void pti_qgemmk_pack_act(const pti_qgemmk_args *g, int64_t g0, int64_t g1, char *packed);
 
 /* One block of pti_quantize_row_q8_k (the same bytes) with AVX-512: call only where
  * pti_quant_avx512_ok(). False (nothing written) for a block with a NaN or an infinity, which

@@ -463,6 +463,68 @@ ROWS_INLINE void q6_k_rows(const void *wv, size_t w_stride, const char *act, siz
 KQ_FNS(dot_q6_k, rows_q6_k, q6_k_rows, false)
 KQ_FNS(dot_q6_k_vnni, rows_q6_k_vnni, q6_k_rows, true)
 
+/* The decode GEMV's Q6_K dot (one weight row, one activation row) with 512-bit registers, on
+ * an AVX-512 VNNI CPU: a block's 256 codes are four zmm of bytes (the nibbles of ql with the
+ * two high bits of qh shifted into bits 4-5), each multiplied by 64 activation bytes with one
+ * vpdpbusd (int32 lanes of 4 products: lane j of code vector i is in sub-block 4i + j / 4),
+ * scaled lane by lane by its sub-block's scale, then summed across lanes once per block. The
+ * exact integer block total and acc = fma(d_a * d_w, float(total), acc) over the blocks in
+ * order are those of q6_k_rows and of the tiled kernel (quant_gemm_q6k.c), so the bits are the
+ * same; measured 1.4x q6_k_rows's speed from cache (bench_qgemv, 4096 x 4096, 2 threads: 96 against
+ * 67 GB/s), where the 256-bit kernel spends half of its instructions on unpacking and per-pair
+ * scale shuffles. */
+AVX512 static float dot_q6_k_avx512(const void *wv, const void *av, int64_t n)
+{
+    const pti_block_q6_k *w = wv;
+    const pti_block_q8_k *a = av;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    /* qh's 32 bytes of a half in both 256-bit halves of a zmm: the upper half shifted by 2,
+     * so bits 0-1 and 4-5 of each byte are those of elements l and 64 + l there, and of
+     * l + 32 and 96 + l in the upper half */
+    const __m512i qh_shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    __m512i sc_index[4];
+    for (int i = 0; i < 4; i++)
+        sc_index[i] = _mm512_set_epi32(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 2,
+                                       4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 1, 4 * i + 1,
+                                       4 * i + 1, 4 * i + 1, 4 * i, 4 * i, 4 * i, 4 * i);
+    __m128 acc = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / PTI_QK_K; b++) {
+        const pti_block_q6_k *wb = &w[b];
+        const pti_block_q8_k *ab = &a[b];
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
+        __m512i sc = _mm512_cvtepi8_epi32(sc8);
+        /* -32 * sum_s(scale_s * bsum_s): q - 32 is the signed code */
+        __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8),
+                                        _mm256_loadu_si256((const __m256i *)ab->bsums));
+        __m512i tot = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                       _mm512_zextsi256_si512(_mm256_slli_epi32(off, 5)));
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i l = _mm512_loadu_si512(wb->ql + 64 * h);
+            __m512i hb = _mm512_srlv_epi16(
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h))),
+                qh_shift);
+            /* 16-bit shifts: the masks drop the bits that cross from the neighbouring byte */
+            __m512i q_lo = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
+            __m512i q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(hb, m30));
+            const int8_t *q8 = ab->qs + 128 * h;
+            __m512i d_lo =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), q_lo, _mm512_loadu_si512(q8));
+            __m512i d_hi =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), q_hi, _mm512_loadu_si512(q8 + 64));
+            tot = _mm512_add_epi32(
+                tot, _mm512_mullo_epi32(d_lo, _mm512_permutexvar_epi32(sc_index[2 * h], sc)));
+            tot = _mm512_add_epi32(
+                tot, _mm512_mullo_epi32(d_hi, _mm512_permutexvar_epi32(sc_index[2 * h + 1], sc)));
+        }
+        float s = ab->d * h2f(wb->d);
+        acc = _mm_fmadd_ss(_mm_set_ss(s), _mm_set_ss((float)_mm512_reduce_add_epi32(tot)), acc);
+    }
+    return _mm_cvtss_f32(acc);
+}
+
 /* PTI_QDOT_ROWS_WIDE activation rows per weight row (AVX-512 CPUs): each row sees the
  * operations of the one-row kernel, so the bits are those of dot_* above. */
 #define KQ_WIDE(rows, body_fn, ...)                                                                \
@@ -600,7 +662,10 @@ pti_qdot_fn pti_quant_dot_avx2_fn(pt_dtype dt)
     case PT_Q8_0: return dot_q8_0;
     case PT_Q4_K: return pti_quant_vnni_ok() ? dot_q4_k_vnni : dot_q4_k;
     case PT_Q5_K: return pti_quant_vnni_ok() ? dot_q5_k_vnni : dot_q5_k;
-    case PT_Q6_K: return pti_quant_vnni_ok() ? dot_q6_k_vnni : dot_q6_k;
+    case PT_Q6_K:
+        if (pti_quant_avx512_ok())
+            return dot_q6_k_avx512;
+        return pti_quant_vnni_ok() ? dot_q6_k_vnni : dot_q6_k;
     case PT_Q8_K: return dot_q8_k;
     case PT_FLOAT32: return dot_f32;
     case PT_FLOAT16: return dot_f16;

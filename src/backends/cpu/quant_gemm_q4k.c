@@ -45,6 +45,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "quant_vnni.h"
+
 #define AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define KINLINE                                                                                    \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"),                   \
@@ -232,27 +234,6 @@ KINLINE void split_codes(const kfmt *f, int c, __m512i raw, __m512i qh, __m512i 
 
 /* ---- activation rows ----------------------------------------------------------------------- */
 
-/* 4 bytes of an activation row (the operand of an embedded broadcast) */
-typedef struct bytes4 {
-    int8_t b[4];
-} bytes4;
-
-/* acc + the 4-element lane sums of u * a, u unsigned and a the 4 signed bytes at p broadcast:
- * one vpdpbusd with the broadcast embedded (inline asm: gcc emits a separate vpbroadcastd, an
- * extra instruction per product that measured 28% of the prefill's kernel time) */
-KINLINE __m512i dpbusd_at(__m512i acc, __m512i u, const int8_t *p)
-{
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const bytes4 *)p));
-    return acc;
-}
-
-/* acc + the pair sums of the int16 lanes of u times the int16 pair at p, broadcast */
-KINLINE __m512i dpwssd_at(__m512i acc, __m512i u, const int16_t *p)
-{
-    __asm__("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const bytes4 *)p));
-    return acc;
-}
-
 /* The min term of one activation super-block for the 16 rows: sum_j m_j (bsums[2j] +
  * bsums[2j + 1]), exact in int32. */
 KINLINE __m512i min_sum(const kscales *s, const pti_block_q8_k *a)
@@ -260,7 +241,7 @@ KINLINE __m512i min_sum(const kscales *s, const pti_block_q8_k *a)
     __m512i mins = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int j = 0; j < NSUB; j++)
-        mins = dpwssd_at(mins, sub_min(s, j), &a->bsums[2 * j]);
+        mins = pti_dpwssd_at(mins, sub_min(s, j), &a->bsums[2 * j]);
     return mins;
 }
 
@@ -283,7 +264,7 @@ KINLINE __m512i sub_dot(const kfmt *f, const __m512i q[NGRP], const int8_t *aq, 
         __m512i part = _mm512_setzero_si512();
 #pragma GCC unroll 4
         for (int g = p * f->grp_per_part; g < (p + 1) * f->grp_per_part; g++)
-            part = dpbusd_at(part, q[g], aq + 4 * g);
+            part = pti_dpbusd_at(part, q[g], aq + 4 * g);
         sum = _mm512_dpwssd_epi32(sum, part, scale);
     }
     return sum;
@@ -328,8 +309,8 @@ KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_b
                 for (int g = p * f->grp_per_part; g < (p + 1) * f->grp_per_part; g++) {
                     __m512i lo, hi;
                     split_codes(f, c, raw[g], f->q5 ? qh[g] : raw[g], &lo, &hi);
-                    plo = dpbusd_at(plo, lo, alo + 4 * g);
-                    phi = dpbusd_at(phi, hi, ahi + 4 * g);
+                    plo = pti_dpbusd_at(plo, lo, alo + 4 * g);
+                    phi = pti_dpbusd_at(phi, hi, ahi + 4 * g);
                 }
                 sum[0] = _mm512_dpwssd_epi32(sum[0], plo, sub_scale(&s, 2 * c));
                 sum[1] = _mm512_dpwssd_epi32(sum[1], phi, sub_scale(&s, 2 * c + 1));
@@ -343,11 +324,12 @@ KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_b
 
 /* ---- M > 1 ---------------------------------------------------------------------------------- */
 
-/* Decodes every super-block of the tile's rows into t[0 .. nb). */
+/* Decodes every super-block of the tile's rows into t[0 .. nb), prefetching the next tile. */
 KINLINE void decode_tile(const kfmt *f, bool full, const char *w, size_t w_row_bytes, int rows,
                          int64_t nb, ktile *t)
 {
     for (int64_t b = 0; b < nb; b++) {
+        pti_prefetch_share(w + TILE_N * w_row_bytes, TILE_N * w_row_bytes, b, nb);
         rowset rs;
         rowset_at(f, full, w, w_row_bytes, rows, b, &rs);
         decode_scales(&rs, full, &t[b].s);
@@ -385,7 +367,7 @@ KINLINE void rows_x_tile(const kfmt *f, const ktile *t, const pti_block_q8_k *co
             __m512i mn = sub_min(&tb->s, j);
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)
-                sum[r] = dpwssd_at(sum[r], mn, &a[r][b].bsums[2 * j]);
+                sum[r] = pti_dpwssd_at(sum[r], mn, &a[r][b].bsums[2 * j]);
         }
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++) {
@@ -407,7 +389,7 @@ KINLINE void rows_x_tile(const kfmt *f, const ktile *t, const pti_block_q8_k *co
                 __m512i u = _mm512_load_si512(&tb->q[j][g]);
 #pragma GCC unroll 8
                 for (int r = 0; r < R; r++)
-                    part[r] = dpbusd_at(part[r], u, a[r][b].qs + 32 * j + 4 * g);
+                    part[r] = pti_dpbusd_at(part[r], u, a[r][b].qs + 32 * j + 4 * g);
             }
 #pragma GCC unroll 8
             for (int r = 0; r < R; r++)

@@ -17,14 +17,17 @@
  * up to M activation rows, the per-block float work by 16 weight rows.
  *
  * The blocks are the outer loop (each decoded tile used by all M rows while it is in L1; the
- * float accumulators of the M x 16 outputs live in a scratch buffer between blocks).
+ * float accumulators of the M x 16 outputs live in a scratch buffer between blocks), and each
+ * block prefetches its share of the next tile. The activations come packed (q6act, written by
+ * pti_qgemmk_pack_act once per product): the operands of 8 rows at constant offsets from one
+ * pointer, each 4-byte group an embedded-broadcast operand of vpdpbusd.
  *
  * Bits. Every (activation row, weight row) pair computes the exact integer block total and then
  * acc = fma(d_a * d_w, float(total), acc) over the blocks in order, starting from 0: the
  * arithmetic of the per-row kernels (quant_dot_avx2.c's q6_k_rows, quant_dot.c's dot_q6_k), so a
  * row's result is the same bits whatever M, the rows it is tiled with, the tile position and the
  * thread count, and M = 1 keeps the per-row GEMV (a whole-tile decode per activation row costs
- * more than the per-row kernel there). */
+ * more than the per-row kernel there: quant_dot_avx2.c's dot_q6_k_avx512). */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +38,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "quant_vnni.h"
 
 #define AVX512                                                                                     \
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
@@ -164,20 +169,25 @@ K_INLINE void decode_tile(const char *const p[TILE_N], q6tile *t)
     _mm512_store_ps(&t->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)d)));
 }
 
-/* acc[r] = fma(d_a * d_w, float(total), acc[r]) for activation rows a[0 .. R) against the
- * decoded tile t, lane j for weight row j (total: the exact integer block dot product). R is a
- * constant after inlining, so the R integer accumulators stay in registers. */
-K_INLINE void tile_rows(const q6tile *t, const pti_block_q8_k *const a[TILE_M], int R, float *acc,
-                        size_t acc_stride)
+/* One super-block of TILE_M activation rows in the order tile_rows reads them, so that every
+ * operand is at a constant offset from one pointer (with the rows' own pointers the loop ran out
+ * of general registers and spent a fifth of its instructions on addresses): qs[s][q][r] the
+ * 4 bytes of group q of sub-block s of row r (an embedded-broadcast operand), neg[s][r] =
+ * -32 * bsum_s of row r, d[r] its scale. Rows past the last of a group are left unset and never
+ * read. */
+typedef struct q6act {
+    int8_t qs[SUBS][4][TILE_M][4];
+    int32_t neg[SUBS][TILE_M];
+    float d[TILE_M];
+} q6act;
+
+_Static_assert(PTI_QGEMMK_PACK_ROWS == TILE_M, "a packed row group is one register tile");
+
+/* acc[r] = fma(d_a * d_w, float(total), acc[r]) for activation rows r < R of the packed group
+ * pa against the decoded tile t, lane j for weight row j (total: the exact integer block dot
+ * product). R is a constant after inlining, so the R integer accumulators stay in registers. */
+K_INLINE void tile_rows(const q6tile *t, const q6act *pa, int R, float *acc, size_t acc_stride)
 {
-    /* -32 * bsum_s of each activation row, broadcast from memory below */
-    int32_t neg[TILE_M][SUBS] __attribute__((aligned(64)));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++) {
-        __m512i bs = _mm512_cvtepi16_epi32(_mm256_loadu_si256((const __m256i *)a[r]->bsums));
-        _mm512_store_si512(neg[r],
-                           _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(bs, 5)));
-    }
     __m512i tot[TILE_M];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
@@ -187,16 +197,13 @@ K_INLINE void tile_rows(const q6tile *t, const pti_block_q8_k *const a[TILE_M], 
         __m512i dot[TILE_M];
 #pragma GCC unroll 8
         for (int r = 0; r < R; r++)
-            dot[r] = _mm512_set1_epi32(neg[r][s]);
+            dot[r] = _mm512_set1_epi32(pa->neg[s][r]);
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
             __m512i u = _mm512_load_si512(&t->g[4 * s + q]);
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
-                int32_t grp;
-                memcpy(&grp, a[r]->qs + 16 * s + 4 * q, sizeof grp);
-                dot[r] = _mm512_dpbusd_epi32(dot[r], u, _mm512_set1_epi32(grp));
-            }
+            for (int r = 0; r < R; r++)
+                dot[r] = pti_dpbusd_at(dot[r], u, pa->qs[s][q][r]);
         }
         __m512i sc = _mm512_load_si512(&t->sc[s]);
 #pragma GCC unroll 8
@@ -207,20 +214,18 @@ K_INLINE void tile_rows(const q6tile *t, const pti_block_q8_k *const a[TILE_M], 
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
         float *o = acc + (size_t)r * acc_stride;
-        __m512 s = _mm512_mul_ps(_mm512_set1_ps(a[r]->d), dw);
+        __m512 s = _mm512_mul_ps(_mm512_set1_ps(pa->d[r]), dw);
         _mm512_store_ps(o, _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(tot[r]), _mm512_load_ps(o)));
     }
 }
 
-/* Activation rows [i, i + R) x block b of the decoded tile; R a constant at each call. */
+/* Activation rows [i, i + R) (a packed group) x block b of the decoded tile; R a constant at
+ * each call. */
 K_INLINE void rows_block(const q6tile *t, const pti_qgemmk_args *g, int64_t i, int R, int64_t b,
                          float *acc)
 {
-    const pti_block_q8_k *a[TILE_M];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        a[r] = (const pti_block_q8_k *)(g->act + (size_t)(i + r) * g->act_row_bytes) + b;
-    tile_rows(t, a, R, acc + i * TILE_N, TILE_N);
+    const q6act *pa = (const q6act *)g->act_packed + (i / TILE_M) * (g->k / PTI_QK_K) + b;
+    tile_rows(t, pa, R, acc + i * TILE_N, TILE_N);
 }
 
 /* Output columns [n0, n1) of all m rows: for each 16-row weight tile, each block decoded once and
@@ -232,6 +237,8 @@ AVX512 static void gemm_q6k(const pti_qgemmk_args *g, int64_t n0, int64_t n1, q6
         int rows = n1 - j0 < TILE_N ? (int)(n1 - j0) : TILE_N;
         memset(acc, 0, (size_t)g->m * TILE_N * sizeof(float));
         for (int64_t b = 0; b < nb; b++) {
+            pti_prefetch_share(g->w + (size_t)(j0 + TILE_N) * g->w_row_bytes,
+                               TILE_N * g->w_row_bytes, b, nb);
             /* a tile's missing rows repeat its last row (their lanes are never stored) */
             const char *p[TILE_N];
             for (int j = 0; j < TILE_N; j++)
@@ -263,6 +270,8 @@ static pt_status range_q6k(const pti_qgemmk_args *g, int64_t n0, int64_t n1)
     /* one decoded block (5 KB, L1) and the m x 16 float sums */
     size_t acc_bytes = (size_t)g->m * TILE_N * sizeof(float);
     size_t bytes = sizeof(q6tile) + acc_bytes;
+    if (!g->act_packed)
+        return pti_error(PT_ERR_INVALID_ARG, "quant_linear: Q6_K activations not packed");
     char *scratch = pti_cpu_alloc(bytes);
     if (!scratch)
         return pti_error(PT_ERR_OOM, "quant_linear: out of memory for a Q6_K weight tile");
@@ -274,6 +283,35 @@ static pt_status range_q6k(const pti_qgemmk_args *g, int64_t n0, int64_t n1)
 pti_qgemmk_fn pti_qgemm_q6k_fn(int64_t m)
 {
     return m >= 2 && pti_quant_avx512_ok() ? range_q6k : NULL;
+}
+
+size_t pti_qgemmk_packed_bytes(pt_dtype dt, int64_t m, int64_t k)
+{
+    if (dt != PT_Q6_K || !pti_qgemm_q6k_fn(m))
+        return 0;
+    return (size_t)((m + TILE_M - 1) / TILE_M) * (size_t)(k / PTI_QK_K) * sizeof(q6act);
+}
+
+void pti_qgemmk_pack_act(const pti_qgemmk_args *g, int64_t g0, int64_t g1, char *packed)
+{
+    int64_t nb = g->k / PTI_QK_K;
+    for (int64_t grp = g0; grp < g1; grp++) {
+        int64_t i0 = grp * TILE_M;
+        int rows = g->m - i0 < TILE_M ? (int)(g->m - i0) : TILE_M;
+        for (int r = 0; r < rows; r++) {
+            const pti_block_q8_k *a =
+                (const pti_block_q8_k *)(g->act + (size_t)(i0 + r) * g->act_row_bytes);
+            q6act *pa = (q6act *)packed + grp * nb;
+            for (int64_t b = 0; b < nb; b++, pa++) {
+                pa->d[r] = a[b].d;
+                for (int s = 0; s < SUBS; s++) {
+                    pa->neg[s][r] = -32 * a[b].bsums[s];
+                    for (int q = 0; q < 4; q++)
+                        memcpy(pa->qs[s][q][r], a[b].qs + 16 * s + 4 * q, 4);
+                }
+            }
+        }
+    }
 }
 
 /* ---- the Q8_K activation quantizer -------------------------------------------------------- */
@@ -327,6 +365,22 @@ pti_qgemmk_fn pti_qgemm_q6k_fn(int64_t m)
 {
     (void)m;
     return NULL;
+}
+
+size_t pti_qgemmk_packed_bytes(pt_dtype dt, int64_t m, int64_t k)
+{
+    (void)dt;
+    (void)m;
+    (void)k;
+    return 0;
+}
+
+void pti_qgemmk_pack_act(const pti_qgemmk_args *g, int64_t g0, int64_t g1, char *packed)
+{
+    (void)g;
+    (void)g0;
+    (void)g1;
+    (void)packed;
 }
 
 bool pti_quantize_block_q8_k_avx512(const float *x, pti_block_q8_k *y)

@@ -12,18 +12,18 @@
  * Three kernels. The K-quants with a tiled kernel (pti_qgemmk_range_fn, on an AVX-512 VNNI
  * CPU: Q4_K and Q5_K in quant_gemm_q4k.c for every M, 1 included; Q6_K in quant_gemm_q6k.c for
  * M >= 2) take it: 16 weight rows decoded once per tile into zmm int32 lanes, Q8_K activations
- * as they are. The 32-value formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the
- * tiled kernel of quant_gemm_avx2.c for every M, 1 included: its own activation layout; 8 weight
- * rows decoded once per tile into an interleaved layout whose int32 lanes are the 8 rows, then
- * register tiles of 8 weight rows x up to 4 activation rows; AVX512-VNNI where present. The rest
- * -- Q6_K decode, the K-quants without AVX-512 VNNI, F16/BF16/F32, and everything on the scalar
- * path -- take ROWS_PER_TILE
- * weight rows at a time (a few KB, kept in L1/L2 while all M activation rows stream past)
- * through pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants
- * on an AVX-512 CPU, whose 32 vector registers hold the 8 rows' sums), then
- * pti_quant_dot_rows_fn (each weight block unpacked once for PTI_QDOT_ROWS activation rows)
- * where the dtype has them, and row by row for the rest. In every case a row's result is the
- * same bits whatever M. */
+ * as they are (Q6_K: repacked once per product, pti_qgemmk_pack_act). The 32-value formats (Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q8_0) on an AVX2 CPU go to the tiled kernel of quant_gemm_avx2.c for every M, 1
+ * included: its own activation layout; 8 weight rows decoded once per tile into an interleaved
+ * layout whose int32 lanes are the 8 rows, then register tiles of 8 weight rows x up to 4
+ * activation rows; AVX512-VNNI where present. The rest
+ * -- Q6_K decode (its 512-bit row kernel on an AVX-512 VNNI CPU), the K-quants without AVX-512
+ * VNNI, F16/BF16/F32, and everything on the scalar path -- take ROWS_PER_TILE weight rows at a time
+ * (a few KB, kept in L1/L2 while all M activation rows stream past) through
+ * pti_quant_dot_rows_wide_fn (8 activation rows per weight-block decode: the K-quants on an AVX-512
+ * CPU, whose 32 vector registers hold the 8 rows' sums), then pti_quant_dot_rows_fn (each weight
+ * block unpacked once for PTI_QDOT_ROWS activation rows) where the dtype has them, and row by row
+ * for the rest. In every case a row's result is the same bits whatever M. */
 #include "cpu.h"
 #include "quant_dot.h"
 
@@ -136,6 +136,14 @@ static void quantize_rows(void *vctx, int64_t r0, int64_t r1)
     }
 }
 
+/* Row groups [g0, g1) of the tiled K-quant kernel's activations into its own layout; the
+ * destination is passed in act_packed, set before the kernel runs. */
+static void pack_act_groups(void *vctx, int64_t g0, int64_t g1)
+{
+    const pti_qgemmk_args *g = vctx;
+    pti_qgemmk_pack_act(g, g0, g1, (char *)g->act_packed);
+}
+
 /* The weight's first byte: block tensors count their offset in elements, a whole number of
  * blocks (the front-end checked). */
 static const char *weight_data(const pt_tensor *w)
@@ -207,6 +215,20 @@ static pt_status cpu_quant_linear(const pti_call *c)
         q.g.act = scratch;
         q.kg.act = scratch;
     }
+    char *packed = NULL;
+    size_t packed_bytes = q.kfn ? pti_qgemmk_packed_bytes(w->dtype, m, k) : 0;
+    if (packed_bytes) {
+        packed = pti_cpu_alloc(packed_bytes);
+        if (!packed) {
+            pti_cpu_free(scratch, scratch_bytes ? scratch_bytes : 1);
+            return pti_error(PT_ERR_OOM, "quant_linear: out of memory for %lld packed rows",
+                             (long long)m);
+        }
+        q.kg.act_packed = packed;
+        pti_parallel_for((m + PTI_QGEMMK_PACK_ROWS - 1) / PTI_QGEMMK_PACK_ROWS,
+                         1 + MIN_WORK_PER_CHUNK / (PTI_QGEMMK_PACK_ROWS * k), pack_act_groups,
+                         &q.kg);
+    }
     int64_t per_row = m * k > 0 ? m * k : 1;
     if (q.kfn || tiled) {
         int64_t tile = q.kfn ? PTI_QGEMMK_TILE_N : PTI_QGEMM32_TILE_N;
@@ -215,6 +237,8 @@ static pt_status cpu_quant_linear(const pti_call *c)
     } else {
         pti_parallel_for_balanced(n, 1 + MIN_WORK_PER_CHUNK / per_row, qlinear_rows, &q);
     }
+    if (packed)
+        pti_cpu_free(packed, packed_bytes);
     if (scratch)
         pti_cpu_free(scratch, scratch_bytes ? scratch_bytes : 1);
     if (q.status != PT_OK)
