@@ -24,11 +24,11 @@
  * rows: acc -= (dmin * d_a) * float(mins); acc += (d * d_a) * float(sum) (llama.cpp's d * sumi -
  * dmin * summs, summed in float over the super-blocks).
  *
- * M = 1 keeps each decoded chunk in registers and uses it at once (decode is bound by weight
- * bandwidth, so nothing is stored), and prefetches the next 16 rows into L2 as one sequential
- * stream spread over the tile. M > 1 decodes the tile's super-blocks once into a scratch tile
- * (5 KB a super-block, from the allocator cache) and runs up to TILE_M (8) activation rows at a
- * time through it, so every weight byte is decoded once per M rows.
+ * M = 1 (and M = 2 .. 4, small_tile) keeps each decoded chunk in registers and uses it at once
+ * (decode is bound by weight bandwidth, so nothing is stored), and prefetches the next 16 rows into
+ * L2 as one sequential stream spread over the tile. M > 4 decodes the tile's super-blocks once into
+ * a scratch tile (5 KB a super-block, from the allocator cache) and runs up to TILE_M (8)
+ * activation rows at a time through it, so every weight byte is decoded once per M rows.
  *
  * Every (activation row, weight row) pair sees the same integer sums (exact, whatever the
  * grouping) and exactly the same float operations in the same order whatever M, the rows it is
@@ -322,6 +322,70 @@ KINLINE __m512 gemv_tile(const kfmt *f, bool full, const char *w, size_t w_row_b
     return acc;
 }
 
+/* ---- M = 2 .. 4 ----------------------------------------------------------------------------- */
+
+/* R (2 .. SMALL_M_MAX, a constant after inlining) activation rows against 16 weight rows, the
+ * decoded chunks used at once from registers as in gemv_tile (the server's batched decode: the
+ * weights stream from memory, and a decoded tile stored and read back for a few rows cost 1.7x
+ * a GEMV on a matrix larger than the caches). One integer sum per row (the rows give the ILP);
+ * the same exact integers and the same float step, so the same bits as gemv_tile and
+ * rows_x_tile. */
+#define SMALL_M_MAX 4
+KINLINE void small_tile(const kfmt *f, bool full, const char *w, size_t w_row_bytes, int rows,
+                        const pti_block_q8_k *const a[SMALL_M_MAX], int R, int64_t nb,
+                        __m512 acc[SMALL_M_MAX])
+{
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        pti_prefetch_share(w + TILE_N * w_row_bytes, TILE_N * w_row_bytes, b, nb);
+        rowset rs;
+        rowset_at(f, full, w, w_row_bytes, rows, b, &rs);
+        kscales s;
+        decode_scales(&rs, full, &s);
+        __m512i qh[8];
+        if (f->q5)
+            rows32(&rs, full, f->qh, qh);
+        __m512i sum[SMALL_M_MAX];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            sum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+        for (int c = 0; c < 4; c++) {
+            __m512i raw[8];
+            rows32(&rs, full, f->qs + 32 * (size_t)c, raw);
+            __m512i slo = sub_scale(&s, 2 * c), shi = sub_scale(&s, 2 * c + 1);
+#pragma GCC unroll 4
+            for (int p = 0; p < NGRP / f->grp_per_part; p++) {
+                __m512i plo[SMALL_M_MAX], phi[SMALL_M_MAX];
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++)
+                    plo[r] = phi[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int g = p * f->grp_per_part; g < (p + 1) * f->grp_per_part; g++) {
+                    __m512i lo, hi;
+                    split_codes(f, c, raw[g], f->q5 ? qh[g] : raw[g], &lo, &hi);
+#pragma GCC unroll 4
+                    for (int r = 0; r < R; r++) {
+                        const int8_t *alo = a[r][b].qs + 64 * c;
+                        plo[r] = pti_dpbusd_at(plo[r], lo, alo + 4 * g);
+                        phi[r] = pti_dpbusd_at(phi[r], hi, alo + 32 + 4 * g);
+                    }
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    sum[r] = _mm512_dpwssd_epi32(sum[r], plo[r], slo);
+                    sum[r] = _mm512_dpwssd_epi32(sum[r], phi[r], shi);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            acc[r] = float_step(&s, a[r][b].d, min_sum(&s, &a[r][b]), sum[r], acc[r]);
+    }
+}
+
 /* ---- M > 1 ---------------------------------------------------------------------------------- */
 
 /* Decodes every super-block of the tile's rows into t[0 .. nb), prefetching the next tile. */
@@ -422,6 +486,34 @@ KINLINE void rows_at(const kfmt *f, const pti_qgemmk_args *g, const ktile *t, in
         store_rows(g->y + (i + r) * g->n + j0, rows, out[r]);
 }
 
+/* Weight rows [j0, j0 + rows) (at w) of all g->m (2 .. SMALL_M_MAX) rows through small_tile. */
+KINLINE void small_rows(const kfmt *f, const pti_qgemmk_args *g, const char *w, int rows,
+                        int64_t j0, int64_t nb)
+{
+    const pti_block_q8_k *a[SMALL_M_MAX];
+    int R = (int)g->m;
+    for (int r = 0; r < R; r++)
+        a[r] = (const pti_block_q8_k *)(g->act + (size_t)r * g->act_row_bytes);
+    __m512 out[SMALL_M_MAX];
+    bool full = rows == TILE_N;
+    switch (R) {
+    case 2:
+        full ? small_tile(f, true, w, g->w_row_bytes, rows, a, 2, nb, out)
+             : small_tile(f, false, w, g->w_row_bytes, rows, a, 2, nb, out);
+        break;
+    case 3:
+        full ? small_tile(f, true, w, g->w_row_bytes, rows, a, 3, nb, out)
+             : small_tile(f, false, w, g->w_row_bytes, rows, a, 3, nb, out);
+        break;
+    default:
+        full ? small_tile(f, true, w, g->w_row_bytes, rows, a, 4, nb, out)
+             : small_tile(f, false, w, g->w_row_bytes, rows, a, 4, nb, out);
+        break;
+    }
+    for (int r = 0; r < R; r++)
+        store_rows(g->y + r * g->n + j0, rows, out[r]);
+}
+
 /* Output columns [n0, n1) of all m rows. */
 KINLINE void gemm_k(const kfmt *f, const pti_qgemmk_args *g, int64_t n0, int64_t n1, ktile *t)
 {
@@ -434,6 +526,10 @@ KINLINE void gemm_k(const kfmt *f, const pti_qgemmk_args *g, int64_t n0, int64_t
             __m512 v = rows == TILE_N ? gemv_tile(f, true, w, g->w_row_bytes, rows, a, nb)
                                       : gemv_tile(f, false, w, g->w_row_bytes, rows, a, nb);
             store_rows(g->y + j0, rows, v);
+            continue;
+        }
+        if (g->m <= SMALL_M_MAX) {
+            small_rows(f, g, w, rows, j0, nb);
             continue;
         }
         if (rows == TILE_N)
@@ -474,7 +570,7 @@ static pt_status range_k(const pti_qgemmk_args *g, int64_t n0, int64_t n1, bool 
         return PT_OK;
     ktile *t = NULL;
     size_t bytes = (size_t)(g->k / PTI_QK_K) * sizeof(ktile);
-    if (g->m > 1 && bytes) {
+    if (g->m > SMALL_M_MAX && bytes) {
         t = pti_cpu_alloc(bytes);
         if (!t)
             return pti_error(PT_ERR_OOM, "quant_linear: out of memory for a weight tile");
